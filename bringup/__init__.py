@@ -1,0 +1,1 @@
+"""Decide: compatibility tables, settings and the node plan. Pure Python, no I/O."""

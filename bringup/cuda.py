@@ -1,0 +1,119 @@
+"""CUDA compatibility tables: which CUDA first targets an SM, which driver runs a CUDA.
+
+Sources:
+- CUDA Toolkit release notes 11.8 .. 13.0, "New Features / Supported architectures"
+  (sm_90 in 11.8; sm_100, sm_101, sm_120 in 12.8; sm_103, sm_121 and the ``f``
+  family targets in 12.9; sm_101 renamed sm_110 in 13.0; 13.0 drops sm_50..sm_72).
+- CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Minimum Required Driver
+  Version" (toolkit GA drivers) and the minor-version compatibility table (any
+  12.x on >= 525.60.13, any 13.x on >= 580).
+- NVIDIA data-centre and RTX PRO driver release notes for per-GPU floors
+  (B200 >= 570.133.20, RTX PRO 6000 Blackwell >= 575.51.03).
+"""
+
+from packaging.version import Version
+
+from bringup.versions import parse
+
+# SM -> first CUDA release whose nvcc can target it (release notes, see above).
+FIRST_CUDA_FOR_SM = {
+    Version("7.5"): Version("10.0"),
+    Version("8.0"): Version("11.0"),
+    Version("8.6"): Version("11.1"),
+    Version("8.7"): Version("11.4"),
+    Version("8.9"): Version("11.8"),
+    Version("9.0"): Version("11.8"),
+    Version("10.0"): Version("12.8"),
+    Version("10.1"): Version("12.8"),
+    Version("10.3"): Version("12.9"),
+    Version("11.0"): Version("13.0"),
+    Version("12.0"): Version("12.8"),
+    Version("12.1"): Version("12.9"),
+}
+
+# SM -> last CUDA release that still targets it (CUDA 13.0 dropped Maxwell..Volta;
+# sm_101 was renamed sm_110 in 13.0).
+LAST_CUDA_FOR_SM = {
+    Version("10.1"): Version("12.9"),
+}
+LAST_CUDA_BEFORE_SM75 = Version("12.9")
+
+# Family (``f``) targets need this nvcc (CUDA 12.9 release notes).
+FIRST_CUDA_FOR_FAMILY_TARGETS = Version("12.9")
+
+# CUDA X.Y -> minimum Linux driver of its GA release (release notes Table 3).
+GA_DRIVER_FOR_CUDA = {
+    Version("12.8"): Version("570.26"),
+    Version("12.9"): Version("575.51.03"),
+    Version("13.0"): Version("580.65.06"),
+    Version("13.1"): Version("590.44.01"),
+}
+
+# CUDA major -> driver floor under minor-version compatibility (release notes,
+# "CUDA minor version compatibility"). Below it nothing built for that major runs.
+MINOR_COMPAT_DRIVER_FOR_MAJOR = {
+    12: Version("525.60.13"),
+    13: Version("580.65.06"),
+}
+
+# GPU name fragment -> driver floor for that GPU (driver release notes).
+DRIVER_FLOOR_FOR_GPU = {
+    "B200": Version("570.133.20"),
+    "RTX PRO 6000 Blackwell": Version("575.51.03"),
+}
+
+
+def known_sms():
+    """Every SM the tables know, sorted.
+
+    >>> [str(sm) for sm in known_sms()][:2]
+    ['7.5', '8.0']
+    """
+    return sorted(FIRST_CUDA_FOR_SM)
+
+
+def cuda_supports_sm(cuda, sm):
+    """True when nvcc of release ``cuda`` can target ``sm`` (both Versions).
+
+    >>> cuda_supports_sm(Version("12.8"), Version("12.1"))
+    False
+    """
+    first = FIRST_CUDA_FOR_SM.get(sm)
+    if first is None or cuda < first:
+        return False
+    last = LAST_CUDA_FOR_SM.get(sm)
+    if sm < Version("7.5"):
+        last = LAST_CUDA_BEFORE_SM75
+    return last is None or cuda <= last
+
+
+def driver_floor_for_cuda(cuda):
+    """The oldest driver that runs code built with CUDA ``cuda`` (minor-version compatible).
+
+    >>> str(driver_floor_for_cuda(Version("13.0")))
+    '580.65.6'
+    """
+    return MINOR_COMPAT_DRIVER_FOR_MAJOR.get(cuda.major) or GA_DRIVER_FOR_CUDA.get(cuda)
+
+
+def driver_floor_for_gpu(name):
+    """The oldest driver NVIDIA supports for a GPU model, or None if no floor is known.
+
+    >>> str(driver_floor_for_gpu("NVIDIA B200"))
+    '570.133.20'
+    """
+    for fragment, floor in DRIVER_FLOOR_FOR_GPU.items():
+        if fragment in name:
+            return floor
+    return None
+
+
+def driver_runs_cuda(driver_version, cuda):
+    """True when the driver (a version string) can run CUDA ``cuda`` code.
+
+    >>> driver_runs_cuda("550.54.15", Version("13.0"))
+    False
+    """
+    floor = driver_floor_for_cuda(cuda)
+    driver = parse(driver_version)
+    return driver is not None and (floor is None or driver >= floor)

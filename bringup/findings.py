@@ -1,0 +1,54 @@
+"""Findings: the stable codes a plan reports, their severities and what each means.
+
+The README's findings table is this registry; tests check that every code used
+here is documented there.
+"""
+
+from dataclasses import asdict, dataclass
+
+BLOCKER, FIX, WARNING, INFO = "blocker", "fix", "warning", "info"
+SEVERITIES = (BLOCKER, FIX, WARNING, INFO)
+
+CODES = {
+    "UNSUPPORTED_OS": "No NVIDIA CUDA repository serves this OS/architecture and no mirror distro is set.",
+    "NO_GPU": "nvidia-smi lists no GPU (or is missing) and no target_sms are configured.",
+    "DRIVER_NOT_LOADED": "nvidia-smi is installed but cannot talk to the driver.",
+    "DRIVER_TOO_OLD": "The driver cannot run torch's CUDA build, or is below the GPU's floor.",
+    "DRIVER_CUDA_BELOW_TOOLKIT": "The driver's newest CUDA is older than the toolkit (minor-version compatibility only).",
+    "SM_UNKNOWN": "A GPU's compute capability is not in this release's tables.",
+    "SM_NEEDS_NEWER_CUDA": "torch's CUDA build (and so the toolkit) cannot target a GPU's SM.",
+    "TORCH_LACKS_SM": "torch carries no code that runs on a GPU's SM.",
+    "MIXED_GPUS": "The node has GPUs of different SMs; every SM is built for.",
+    "PYTHON_TOO_OLD": "The node's python3 is older than SGLang needs (3.11).",
+    "TOOLKIT_MISSING": "The toolkit matching torch's CUDA build is not installed.",
+    "TOOLKIT_TORCH_MISMATCH": "The service environment resolves a toolkit other than torch's CUDA build.",
+    "CUDA_HOME_NOT_EXPLICIT": "The service environment does not set CUDA_HOME to the chosen toolkit.",
+    "FLASHINFER_ARCH_TRAP": "FlashInfer would build no, or the wrong, target arch in the service environment.",
+    "PATH_SHADOWS_CUDA_HOME": "A login shell's first nvcc is not the chosen toolkit's.",
+    "CUDA_SYMLINK_DRIFT": "/usr/local/cuda points at another toolkit than the chosen one.",
+    "VENV_STACK_DRIFT": "The venv's torch or FlashInfer differs from the configured stack.",
+    "VENV_BROKEN": "The venv exists but its torch cannot be imported.",
+    "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
+    "TARGET_SMS_FROM_CONFIG": "No GPU on the node; the configured target_sms are built for.",
+    "OTHER_TOOLKITS": "Other toolkits are installed; they stay, but no longer resolve.",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the plan found: a stable ``code``, a ``severity``, a ``message``
+    naming what was seen and expected, and the ``fix``."""
+
+    code: str
+    severity: str
+    message: str
+    fix: str
+
+    def __post_init__(self):
+        if self.code not in CODES:
+            raise ValueError(f"undocumented finding code {self.code}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity}")
+
+    def as_dict(self):
+        return asdict(self)

@@ -1,0 +1,372 @@
+"""The node plan: facts + settings -> what the node needs, with findings.
+
+    python -m bringup.plan FACTS.json [--config CONFIG.yaml]
+
+prints the NodePlan as JSON (``ok``, ``findings``, ``toolkit``, ``arch_list``, ``env``).
+FACTS.json is a facts document or a ``reports/<host>.json`` (``{"facts": ...}``).
+"""
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+
+from packaging.version import Version
+
+from bringup import cuda as cuda_table
+from bringup import flashinfer as fi
+from bringup.config import Config, ConfigError
+from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
+from bringup.platforms import repo_arch, repo_distro, repo_location
+from bringup.torch_builds import arch_list_for_build, covers_sm
+from bringup.versions import major_minor, parse, same_major_minor
+
+MIN_PYTHON = Version("3.11")  # sglang 0.5.23: Requires-Python >=3.11
+SERVICE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Dev headers and stubs FlashInfer's JIT compiles and links against, beside nvcc.
+TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cuda-cccl",
+                    "cuda-driver-dev", "libcurand-dev")
+
+
+@dataclass
+class NodePlan:
+    """What a node needs. ``ok`` is False when any finding is a blocker."""
+
+    findings: list = field(default_factory=list)
+    toolkit: dict = field(default_factory=dict)
+    arch_list: str = ""
+    env: dict = field(default_factory=dict)
+    repo: dict = field(default_factory=dict)
+    torch_cuda: str = ""
+
+    @property
+    def ok(self):
+        return not self.blockers
+
+    @property
+    def blockers(self):
+        return [finding for finding in self.findings if finding.severity == BLOCKER]
+
+    def codes(self, severity=None):
+        return [f.code for f in self.findings if severity is None or f.severity == severity]
+
+    def as_dict(self):
+        return {
+            "ok": self.ok,
+            "findings": [finding.as_dict() for finding in self.findings],
+            "toolkit": self.toolkit,
+            "arch_list": self.arch_list,
+            "env": self.env,
+            "repo": self.repo,
+            "torch_cuda": self.torch_cuda,
+        }
+
+
+def plan(facts, config):
+    """Decide what a node needs.
+
+    + facts: the facts document (architecture doc)
+    + config: a validated ``Config``
+
+    >>> facts = {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [],
+    ...          "python": {"version": "3.11.2"}}
+    >>> plan(facts, Config()).codes(BLOCKER)
+    ['NO_GPU']
+    """
+    node = NodePlan()
+    add = node.findings.append
+    node.repo = _repo(facts, config, add)
+    sms = _target_sms(facts, config, add)
+    torch_cuda = _torch_cuda(facts, config)
+    node.torch_cuda = str(torch_cuda)
+    home = f"/usr/local/cuda-{torch_cuda}"
+    suffix = f"{torch_cuda.major}-{torch_cuda.minor}"
+    node.toolkit = {"version": str(torch_cuda), "home": home,
+                    "packages": [f"{name}-{suffix}" for name in TOOLKIT_PACKAGES]}
+    _check_driver(facts, torch_cuda, add)
+    targets = _check_sms(sms, facts, config, torch_cuda, add)
+    node.arch_list = " ".join(targets)
+    _check_python(facts, config, add)
+    _check_venv(facts, config, add)
+    _check_toolkits(facts, home, torch_cuda, add)
+    _check_resolution(facts, config, home, torch_cuda, sms, targets, add)
+    _check_login_path(facts, home, add)
+    _check_symlink(facts, config, home, add)
+    _check_jit_cache(facts, config, targets, add)
+    node.env = {
+        "CUDA_HOME": home,
+        "PATH": f"{home}/bin:{config.venv_path}/bin:{SERVICE_BASE_PATH}",
+        "FLASHINFER_CUDA_ARCH_LIST": node.arch_list,
+        "FLASHINFER_WORKSPACE_BASE": config.service_cache_dir,
+        "SGLANG_CACHE_DIR": config.service_cache_dir,
+        "CXX": "/usr/bin/g++",
+    }
+    return node
+
+
+def _repo(facts, config, add):
+    os_facts = facts.get("os") or {}
+    distro = config.cuda_repo_distro or repo_distro(os_facts.get("id"), os_facts.get("version_id"))
+    arch = repo_arch(os_facts.get("arch"))
+    if distro is None or arch is None:
+        seen = f"{os_facts.get('id')} {os_facts.get('version_id')} on {os_facts.get('arch')}"
+        add(Finding("UNSUPPORTED_OS", BLOCKER,
+                    f"NVIDIA's CUDA repository has no build for {seen}",
+                    "use Ubuntu 22.04/24.04 or Debian 12/13 on x86_64 or aarch64, or set "
+                    "cuda_repo_distro to a distro directory your mirror carries"))
+        return {}
+    key_url = config.cuda_repo_key_url or None
+    url = repo_location(config.cuda_repo_url, distro, arch)
+    return {"distro": distro, "arch": arch, "url": url,
+            "key_url": key_url or f"{url}{config.cuda_repo_fingerprint[-8:].lower()}.pub",
+            "fingerprint": config.cuda_repo_fingerprint.replace(" ", "").upper()}
+
+
+def _target_sms(facts, config, add):
+    gpus = facts.get("gpus") or []
+    smi = facts.get("nvidia_smi") or {}
+    if gpus:
+        sms = sorted({parse(gpu["compute_cap"]) for gpu in gpus if parse(gpu["compute_cap"])})
+        if len(sms) > 1:
+            add(Finding("MIXED_GPUS", WARNING,
+                        f"GPUs of SMs {', '.join(str(sm) for sm in sms)} share this node",
+                        "nothing to do: every SM is in the arch list"))
+        return sms
+    if config.target_sms:
+        sms = sorted({Version(sm) for sm in config.target_sms})
+        add(Finding("TARGET_SMS_FROM_CONFIG", INFO,
+                    f"no GPU visible; building for target_sms {' '.join(str(sm) for sm in sms)}",
+                    "nothing to do on an image builder"))
+        return sms
+    if smi.get("present") and smi.get("error"):
+        add(Finding("DRIVER_NOT_LOADED", BLOCKER,
+                    f"nvidia-smi fails: {smi['error']}",
+                    "install or reload the NVIDIA driver (check dmesg, nvidia kernel module), or "
+                    "set target_sms for a GPU-less image builder"))
+    else:
+        reason = smi.get("error") or "nvidia-smi lists no GPU"
+        add(Finding("NO_GPU", BLOCKER, f"no NVIDIA GPU visible ({reason})",
+                    "install the NVIDIA driver on a GPU node, or set target_sms (e.g. [\"12.0\"]) "
+                    "to build for a GPU-less image builder"))
+    return []
+
+
+def _torch_cuda(facts, config):
+    """The CUDA build that decides the toolkit: the configured stack for a managed
+    venv (that is what runs after the deploy), the venv's own torch otherwise."""
+    torch = facts.get("torch") or {}
+    if not config.venv_managed and parse(torch.get("cuda")):
+        return major_minor(torch["cuda"])
+    return major_minor(config.stack_torch_cuda)
+
+
+def _check_driver(facts, torch_cuda, add):
+    driver = facts.get("driver")
+    if not driver:
+        return
+    if not cuda_table.driver_runs_cuda(driver["version"], torch_cuda):
+        floor = cuda_table.driver_floor_for_cuda(torch_cuda)
+        add(Finding("DRIVER_TOO_OLD", BLOCKER,
+                    f"driver {driver['version']} cannot run CUDA {torch_cuda} code (needs >= {floor})",
+                    f"upgrade the NVIDIA driver to {floor} or newer, or use a torch build "
+                    f"for an older CUDA (stack_torch_cuda)"))
+    for name in sorted({gpu["name"] for gpu in facts.get("gpus") or []}):
+        floor = cuda_table.driver_floor_for_gpu(name)
+        if floor and parse(driver["version"]) and parse(driver["version"]) < floor:
+            add(Finding("DRIVER_TOO_OLD", BLOCKER,
+                        f"driver {driver['version']} is below the {name} floor {floor}",
+                        f"upgrade the NVIDIA driver to {floor} or newer"))
+    driver_cuda = parse(driver.get("cuda_version"))
+    if driver_cuda and driver_cuda < torch_cuda and cuda_table.driver_runs_cuda(driver["version"], torch_cuda):
+        add(Finding("DRIVER_CUDA_BELOW_TOOLKIT", WARNING,
+                    f"driver {driver['version']} supports CUDA {driver_cuda}, toolkit is {torch_cuda}: "
+                    "runs under minor-version compatibility, without PTX JIT of newer code",
+                    f"upgrade the driver to {cuda_table.GA_DRIVER_FOR_CUDA.get(torch_cuda, 'the toolkit GA driver')} "
+                    "for full support"))
+
+
+def _check_sms(sms, facts, config, torch_cuda, add):
+    targets = []
+    arch_list = _torch_arch_list(facts, config, torch_cuda)
+    for sm in sms:
+        if sm not in cuda_table.FIRST_CUDA_FOR_SM:
+            add(Finding("SM_UNKNOWN", BLOCKER, f"compute capability {sm} is not in this release's tables",
+                        "upgrade this tool, or report the GPU model"))
+            continue
+        if not cuda_table.cuda_supports_sm(torch_cuda, sm):
+            first = cuda_table.FIRST_CUDA_FOR_SM[sm]
+            add(Finding("SM_NEEDS_NEWER_CUDA", BLOCKER,
+                        f"SM {sm} needs CUDA >= {first}; torch is built for CUDA {torch_cuda}",
+                        f"use a torch build for CUDA {first} or newer (stack_torch_cuda)"))
+            continue
+        if arch_list is not None and not covers_sm(arch_list, sm):
+            add(Finding("TORCH_LACKS_SM", BLOCKER,
+                        f"torch (CUDA {torch_cuda}) carries {' '.join(arch_list)}, nothing for SM {sm}",
+                        "use a torch build whose arch list covers this GPU"))
+        try:
+            targets.append(fi.normalize_arch(config.flashinfer, torch_cuda, sm))
+        except fi.ArchError as error:
+            add(Finding("SM_NEEDS_NEWER_CUDA", BLOCKER, f"FlashInfer {config.flashinfer}: {error}",
+                        "use a torch build (and so a toolkit) for CUDA 12.9 or newer"))
+    return targets
+
+
+def _torch_arch_list(facts, config, torch_cuda):
+    torch = facts.get("torch") or {}
+    if not config.venv_managed and torch.get("arch_list"):
+        return torch["arch_list"]
+    return arch_list_for_build(torch_cuda)
+
+
+def _check_python(facts, config, add):
+    python = parse((facts.get("python") or {}).get("version"))
+    if config.venv_managed and (python is None or python < MIN_PYTHON):
+        seen = f"python3 {python}" if python else "no python3"
+        add(Finding("PYTHON_TOO_OLD", BLOCKER, f"the node has {seen}; SGLang needs >= {MIN_PYTHON}",
+                    "install python3 >= 3.11 (Debian 12, Ubuntu 24.04) or use an external venv"))
+
+
+def _check_venv(facts, config, add):
+    torch, flashinfer = facts.get("torch"), facts.get("flashinfer")
+    if torch and torch.get("error"):
+        add(Finding("VENV_BROKEN", FIX if config.venv_managed else BLOCKER,
+                    f"torch in {config.venv_path} does not import: {torch['error']}",
+                    "deploy rebuilds the managed venv" if config.venv_managed else "repair the external venv"))
+        return
+    if not config.venv_managed or not torch:
+        return
+    drift = []
+    if parse(torch.get("version")) is None or parse(torch["version"]).public != config.stack_torch:
+        drift.append(f"torch {torch.get('version')} (want {config.stack_torch})")
+    if not same_major_minor(torch.get("cuda"), config.stack_torch_cuda):
+        drift.append(f"torch CUDA {torch.get('cuda')} (want {config.stack_torch_cuda})")
+    if flashinfer and parse(flashinfer["version"]) != config.flashinfer:
+        drift.append(f"flashinfer {flashinfer['version']} (want {config.stack_flashinfer})")
+    if drift:
+        add(Finding("VENV_STACK_DRIFT", FIX, f"{config.venv_path} has {', '.join(drift)}",
+                    "deploy rebuilds the venv from the configured stack"))
+
+
+def _check_toolkits(facts, home, torch_cuda, add):
+    toolkits = facts.get("toolkits") or []
+    chosen = [tk for tk in toolkits if tk.get("home") == home and same_major_minor(tk.get("version"), str(torch_cuda))]
+    if not chosen:
+        seen = ", ".join(f"{tk['home']} ({tk.get('version') or 'broken nvcc'})" for tk in toolkits) or "none"
+        add(Finding("TOOLKIT_MISSING", FIX,
+                    f"no CUDA {torch_cuda} toolkit at {home} (installed: {seen})",
+                    f"deploy installs cuda-nvcc-{torch_cuda.major}-{torch_cuda.minor} and the JIT headers "
+                    "from NVIDIA's repository"))
+    others = [tk["home"] for tk in toolkits if tk.get("home") != home]
+    if others:
+        add(Finding("OTHER_TOOLKITS", INFO, f"also installed: {', '.join(others)}",
+                    "nothing to do: they stay installed and stop resolving after deploy"))
+
+
+def _check_resolution(facts, config, home, torch_cuda, sms, targets, add):
+    resolved = facts.get("resolution") or {}
+    resolved_home, via = resolved.get("cuda_home"), resolved.get("via", "none")
+    detected = major_minor(resolved.get("version"))
+    where = f"{resolved_home or 'nothing'} (via {via})"
+    if resolved.get("nvcc_ok") and detected != torch_cuda:
+        add(Finding("TOOLKIT_TORCH_MISMATCH", FIX,
+                    f"the service environment resolves CUDA {detected} at {where}; "
+                    f"torch is built for CUDA {torch_cuda}",
+                    f"deploy sets CUDA_HOME={home} and its bin first on PATH for the service and login shells"))
+    elif resolved_home != home or via != "CUDA_HOME":
+        add(Finding("CUDA_HOME_NOT_EXPLICIT", FIX,
+                    f"the service environment resolves {where}, not CUDA_HOME={home}",
+                    f"deploy writes CUDA_HOME={home} into {config.service_env_file}"))
+    if not sms:
+        return
+    # What runs now: the venv's FlashInfer when there is one, else the stack's.
+    installed = parse((facts.get("flashinfer") or {}).get("version"))
+    flashinfer_now = installed or config.flashinfer
+    prediction = fi.predict(flashinfer_now, detected or torch_cuda, sms,
+                            resolved.get("arch_list_env"), bool(resolved.get("nvcc_ok")))
+    wanted = tuple(targets)
+    if prediction.outcome == "ok" and prediction.targets == wanted:
+        return
+    add(Finding("FLASHINFER_ARCH_TRAP", FIX, _trap_message(prediction, flashinfer_now, detected, wanted, where),
+                f"deploy installs CUDA {torch_cuda}, sets CUDA_HOME={home} and "
+                f"FLASHINFER_CUDA_ARCH_LIST=\"{' '.join(wanted)}\" for the service"))
+
+
+def _trap_message(prediction, flashinfer_now, detected, wanted, where):
+    head = f"FlashInfer {flashinfer_now} with CUDA {detected} from {where}"
+    if prediction.outcome == "empty_arch_set":
+        return (f"{head} raises \"{prediction.detail}\" during arch detection and swallows it: the "
+                "target set stays empty and every JIT build fails with \"FlashInfer requires GPUs "
+                "with sm75 or higher\"")
+    if prediction.outcome == "ptxas_failure":
+        return f"{head}: {prediction.detail}; ptxas fails"
+    if prediction.outcome == "import_failure":
+        return f"{head}: FLASHINFER_CUDA_ARCH_LIST makes the import fail: {prediction.detail}"
+    if prediction.outcome == "no_nvcc":
+        return f"{head}: no nvcc runs there, so no JIT module can build"
+    return (f"{head} builds {' '.join(prediction.targets)} instead of {' '.join(wanted)}"
+            " (works, but not the planned build)")
+
+
+def _check_login_path(facts, home, add):
+    path_nvcc = facts.get("path_nvcc")
+    if path_nvcc and path_nvcc.get("path") != f"{home}/bin/nvcc":
+        add(Finding("PATH_SHADOWS_CUDA_HOME", FIX,
+                    f"a login shell's first nvcc is {path_nvcc['path']} "
+                    f"(CUDA {path_nvcc.get('version') or 'unknown'}), not {home}/bin/nvcc",
+                    f"deploy puts {home}/bin first on PATH in /etc/profile.d"))
+
+
+def _check_symlink(facts, config, home, add):
+    link = facts.get("cuda_symlink")
+    if link and link != home:
+        severity = FIX if config.cuda_manage_alternative else WARNING
+        fix = ("deploy points the cuda alternative at it" if config.cuda_manage_alternative
+               else "nothing resolves through it after deploy; set cuda_manage_alternative to move it")
+        add(Finding("CUDA_SYMLINK_DRIFT", severity, f"/usr/local/cuda points at {link}, not {home}", fix))
+
+
+def _check_jit_cache(facts, config, targets, add):
+    if not targets:
+        return
+    arch_dir = fi.workspace_dir_name(targets)
+    cache = facts.get("jit_cache") or {}
+    warm = [m for m in cache.get("modules") or []
+            if m["arch"] == arch_dir and parse(m["flashinfer"]) == config.flashinfer]
+    if not warm:
+        where = f"{config.service_cache_dir}/.cache/flashinfer/{config.stack_flashinfer}/{arch_dir}"
+        add(Finding("JIT_CACHE_COLD", WARNING,
+                    f"no FlashInfer JIT module compiled under {where}: the first requests will compile",
+                    "pre-warm the JIT cache for the planned arch list before serving"))
+
+
+def load_facts(path):
+    """Read a facts document, or the ``facts`` of a validate report."""
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    return data["facts"] if "facts" in data and "gpus" not in data else data
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bringup.plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("facts", help="facts JSON (a facts document or reports/<host>.json)")
+    parser.add_argument("--config", help="YAML settings (the keys of bringup.config.Config)")
+    parser.add_argument("--host", default="node", help="host name used in messages")
+    args = parser.parse_args(argv)
+    try:
+        settings = {}
+        if args.config:
+            import yaml
+
+            with open(args.config, encoding="utf-8") as handle:
+                settings = yaml.safe_load(handle) or {}
+        config = Config.from_data(settings, host=args.host)
+        node = plan(load_facts(args.facts), config)
+    except (OSError, ValueError, ConfigError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(node.as_dict(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Render a host's facts and plan as the readable validation report (pure text)."""
+
+from bringup.findings import SEVERITIES
+
+MARKS = {"blocker": "BLOCKER", "fix": "FIX", "warning": "WARN", "info": "INFO"}
+
+
+def _gpu_lines(facts):
+    gpus = facts.get("gpus") or []
+    if not gpus:
+        error = (facts.get("nvidia_smi") or {}).get("error")
+        return [f"  GPUs      : none{f' ({error})' if error else ''}"]
+    counts = {}
+    for gpu in gpus:
+        key = (gpu["name"], gpu["compute_cap"])
+        counts[key] = counts.get(key, 0) + 1
+    return [f"  GPUs      : {count}x {name} (SM {cap})" for (name, cap), count in counts.items()]
+
+
+def render(host, facts, node):
+    """The report ``validate.py`` prints for one host.
+
+    + host: the host's name
+    + facts: the facts document
+    + node: the NodePlan
+    """
+    driver = facts.get("driver")
+    resolved = facts.get("resolution") or {}
+    torch = facts.get("torch")
+    toolkits = ", ".join(f"{tk['home']} ({tk.get('version') or 'broken nvcc'})"
+                         for tk in facts.get("toolkits") or []) or "none"
+    lines = [f"== {host}: {'READY TO DEPLOY' if node.ok else 'BLOCKED'}"]
+    lines += _gpu_lines(facts)
+    lines.append(f"  driver    : {driver['version']} (CUDA {driver.get('cuda_version')})" if driver else "  driver    : none")
+    lines.append(f"  toolkits  : {toolkits}")
+    lines.append(f"  resolves  : {resolved.get('cuda_home') or 'nothing'} "
+                 f"(CUDA {resolved.get('version') or '-'}, via {resolved.get('via', 'none')})")
+    lines.append(f"  torch     : {torch.get('version')} (CUDA {torch.get('cuda')})" if torch and 'version' in torch
+                 else f"  torch     : planned {node.torch_cuda} build (no venv yet)")
+    lines.append(f"  plan      : CUDA {node.toolkit.get('version')} at {node.toolkit.get('home')}, "
+                 f"FLASHINFER_CUDA_ARCH_LIST=\"{node.arch_list}\"")
+    ordered = sorted(node.findings, key=lambda finding: SEVERITIES.index(finding.severity))
+    for finding in ordered:
+        lines.append(f"  [{MARKS[finding.severity]:7}] {finding.code}: {finding.message}")
+        lines.append(f"            fix: {finding.fix}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Observe: pyinfra facts about GPU nodes. They parse; they never decide."""

@@ -1,0 +1,259 @@
+"""Parse the raw output of files/probe.sh into the facts document (architecture doc).
+
+Pure functions: they take the probe's lines and return plain data, so each one is
+tested on recorded outputs. Malformed input raises ValueError; the fact turns it
+into pyinfra's FactProcessError so only that host fails.
+"""
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+
+SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
+NVCC_RELEASE = re.compile(r"release (\d+\.\d+),")
+SMI_HEADER = re.compile(r"Driver Version:\s*(?P<driver>\S+)\s+CUDA Version:\s*(?P<cuda>\S+)")
+
+
+@dataclass
+class Section:
+    """One ``@@ name rc=N [key=value]`` block of probe output and its body lines."""
+
+    name: str
+    rc: int
+    attr: tuple = ()
+    lines: list = field(default_factory=list)
+
+    @property
+    def text(self):
+        return "\n".join(self.lines)
+
+
+def split_sections(lines):
+    """Split probe output into Sections; text before the first header is an error.
+
+    >>> [s.name for s in split_sections(["@@ uname rc=0", "x86_64"])]
+    ['uname']
+    """
+    sections = []
+    for line in lines:
+        match = SECTION_HEADER.match(line)
+        if match:
+            attr = (match["key"], match["value"]) if match["key"] else ()
+            sections.append(Section(match["name"], int(match["rc"]), attr))
+        elif sections:
+            sections[-1].lines.append(line)
+        elif line.strip():
+            raise ValueError(f"probe output does not start with a section header: {line!r}")
+    return sections
+
+
+def parse_os_release(text, machine):
+    """``/etc/os-release`` and ``uname -m`` -> ``{"id", "version_id", "arch"}``.
+
+    >>> parse_os_release('ID=debian\\nVERSION_ID="12"', "x86_64")
+    {'id': 'debian', 'version_id': '12', 'arch': 'x86_64'}
+    """
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            parsed = shlex.split(value) if value else [""]
+            values[key.strip()] = parsed[0] if parsed else ""
+    return {"id": values.get("ID"), "version_id": values.get("VERSION_ID"), "arch": machine.strip() or None}
+
+
+def parse_nvcc_release(text):
+    """The ``X.Y`` release ``nvcc --version`` prints, or None.
+
+    >>> parse_nvcc_release("Cuda compilation tools, release 12.8, V12.8.93")
+    '12.8'
+    """
+    match = NVCC_RELEASE.search(text or "")
+    return match.group(1) if match else None
+
+
+def parse_gpu_rows(lines):
+    """Rows of ``nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version``.
+
+    >>> parse_gpu_rows(["0, NVIDIA B200, 10.0, 183359, 580.82.07"])[0]["compute_cap"]
+    '10.0'
+    """
+    gpus = []
+    for line in lines:
+        if not line.strip():
+            continue
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != 5:
+            raise ValueError(f"unexpected nvidia-smi row: {line!r}")
+        index, name, compute_cap, memory, driver = cells
+        gpus.append({
+            "index": int(index),
+            "name": name,
+            "compute_cap": compute_cap,
+            "memory_total_mib": int(memory) if memory.isdigit() else None,
+            "driver_version": driver,
+        })
+    return gpus
+
+
+def parse_smi_header(text):
+    """Driver version and the newest CUDA it supports, from plain ``nvidia-smi``.
+
+    >>> parse_smi_header("| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0 |")
+    {'version': '580.95.05', 'cuda_version': '13.0'}
+    """
+    match = SMI_HEADER.search(text or "")
+    if not match:
+        return None
+    return {"version": match["driver"], "cuda_version": match["cuda"]}
+
+
+def parse_assignments(text):
+    """``KEY=value`` lines -> dict, empty values kept as None.
+
+    >>> parse_assignments("CUDA_HOME=\\nvia=PATH")
+    {'CUDA_HOME': None, 'via': 'PATH'}
+    """
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key] = value or None
+    return values
+
+
+def toolkit_entry(section):
+    """A ``toolkit``/``resolved-nvcc`` section -> ``{"home", "version", "nvcc_ok", ...}``."""
+    home = section.attr[1] if section.attr else None
+    version = parse_nvcc_release(section.text) if section.rc == 0 else None
+    entry = {"home": home, "version": version, "nvcc_ok": version is not None}
+    if section.rc == 127 and not section.lines:
+        entry["error"] = "no bin/nvcc"
+    elif version is None:
+        entry["error"] = (section.text.strip().splitlines() or [f"nvcc exited {section.rc}"])[-1]
+    return entry
+
+
+def gpu_and_driver(by_name):
+    """GPUs, driver and nvidia-smi status from the ``smi-*`` sections."""
+    query = by_name.get("smi-query")
+    smi = {"present": query is not None and query.rc != 127, "error": None}
+    if not smi["present"]:
+        smi["error"] = "nvidia-smi not found"
+        return [], None, smi
+    if query.rc != 0:
+        smi["error"] = query.text.strip() or f"nvidia-smi exited {query.rc}"
+        return [], None, smi
+    gpus = parse_gpu_rows(query.lines)
+    header = by_name.get("smi-header")
+    driver = parse_smi_header(header.text) if header else None
+    if driver is None and gpus:
+        driver = {"version": gpus[0]["driver_version"], "cuda_version": None}
+    for gpu in gpus:
+        del gpu["driver_version"]
+    return gpus, driver, smi
+
+
+def resolution(by_name, torch):
+    """What FlashInfer resolves in the service environment (see files/probe.sh)."""
+    service = by_name.get("service-env")
+    values = parse_assignments(service.text) if service else {}
+    home, via = values.get("home"), values.get("via") or "none"
+    nvcc = by_name.get("resolved-nvcc")
+    version = parse_nvcc_release(nvcc.text) if nvcc and nvcc.rc == 0 else None
+    result = {
+        "cuda_home": home,
+        "version": version,
+        "via": via,
+        "nvcc_ok": version is not None,
+        "env_file": values.get("env_file") == "present",
+        "path": values.get("PATH"),
+        "arch_list_env": values.get("FLASHINFER_CUDA_ARCH_LIST"),
+        "workspace_base": values.get("FLASHINFER_WORKSPACE_BASE"),
+    }
+    if version is None and torch and torch.get("cuda"):
+        # get_cuda_version() falls back to torch.version.cuda when nvcc cannot run.
+        result["version"] = torch["cuda"]
+        result["via"] = f"{via}+torch-fallback"
+    return result
+
+
+def login_path_nvcc(by_name):
+    """The first nvcc on a login shell's PATH, with the release it reports."""
+    section = by_name.get("path-nvcc")
+    if section is None:
+        return None
+    return {"path": section.attr[1], "version": parse_nvcc_release(section.text) if section.rc == 0 else None}
+
+
+def venv_stack(section):
+    """torch/flashinfer/sglang of the venv, or (None, None, None) without a venv."""
+    if section is None or section.rc == 127:
+        return None, None, None
+    if section.rc != 0:
+        return {"error": section.text.strip()}, None, None
+    try:
+        data = json.loads(section.lines[-1])
+    except (IndexError, json.JSONDecodeError) as error:
+        raise ValueError(f"venv probe printed no JSON: {section.text!r}") from error
+    torch = data.get("torch") or ({"error": data["torch_error"]} if "torch_error" in data else None)
+    flashinfer = {"version": data["flashinfer"]} if data.get("flashinfer") else None
+    sglang = {"version": data["sglang"]} if data.get("sglang") else None
+    return torch, flashinfer, sglang
+
+
+def jit_cache(section):
+    """Compiled JIT modules under the service's FlashInfer workspace."""
+    cache_dir = section.attr[1] if section is not None and section.attr else None
+    modules = []
+    if section is not None and section.rc == 0:
+        for line in section.lines:
+            parts = line.strip().lstrip("./").split("/")
+            if len(parts) == 5 and parts[2] == "cached_ops":
+                modules.append({"flashinfer": parts[0], "arch": parts[1], "module": parts[3]})
+    return {"base": cache_dir, "modules": modules}
+
+
+def build_document(lines):
+    """Probe output lines (files/probe.sh) -> the facts document of the architecture doc."""
+    sections = split_sections(lines)
+    by_name = {}
+    toolkits = []
+    for section in sections:
+        if section.name == "toolkit":
+            toolkits.append(toolkit_entry(section))
+        else:
+            by_name[section.name] = section
+    if "os-release" not in by_name:
+        raise ValueError("probe output has no os-release section")
+    gpus, driver, smi = gpu_and_driver(by_name)
+    torch, flashinfer, sglang = venv_stack(by_name.get("venv"))
+    python = by_name.get("python")
+    link = by_name.get("cuda-link")
+    return {
+        "os": parse_os_release(by_name["os-release"].text, by_name.get("uname", Section("uname", 0)).text),
+        "driver": driver,
+        "nvidia_smi": smi,
+        "gpus": gpus,
+        "toolkits": toolkits,
+        "cuda_symlink": link.text.strip() or None if link else None,
+        "path_nvcc": login_path_nvcc(by_name),
+        "login_env": parse_assignments(by_name["login-env"].text) if "login-env" in by_name else {},
+        "resolution": resolution(by_name, torch),
+        "python": {"version": python.text.split()[-1]} if python and python.rc == 0 and python.text.strip() else None,
+        "torch": torch,
+        "flashinfer": flashinfer,
+        "sglang": sglang,
+        "jit_cache": jit_cache(by_name.get("jit-cache")),
+    }
+
+
+def cuda_home_of(nvcc_path):
+    """The CUDA home FlashInfer derives from an nvcc path (no symlink resolution).
+
+    >>> cuda_home_of("/usr/local/bin/nvcc")
+    '/usr/local'
+    """
+    return os.path.dirname(os.path.dirname(nvcc_path))

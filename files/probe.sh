@@ -1,0 +1,130 @@
+#!/bin/sh
+# Read-only facts probe for a GPU node: one remote command that prints raw sections
+# ("@@ <name> rc=<exit> [key=value]") for the control side to parse. It changes nothing.
+#
+# Inputs (environment):
+#   PROBE_VENV       the SGLang venv (its python is asked about torch/FlashInfer)
+#   PROBE_ENV_FILE   the service's environment file (systemd EnvironmentFile syntax)
+#   PROBE_CACHE_DIR  FLASHINFER_WORKSPACE_BASE of the service (JIT cache root)
+LC_ALL=C
+export LC_ALL
+# systemd's default PATH for services: what the unit sees before its env file.
+SERVICE_DEFAULT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+emit() {
+    printf '@@ %s rc=%s%s\n' "$1" "$2" "${4:+ $4}"
+    if [ -n "$3" ]; then printf '%s\n' "$3"; fi
+}
+
+capture() {
+    name=$1; attrs=$2; shift 2
+    out=$("$@" 2>&1); rc=$?
+    emit "$name" "$rc" "$out" "$attrs"
+}
+
+emit os-release 0 "$(cat /etc/os-release 2>/dev/null)"
+emit uname 0 "$(uname -m)"
+
+if command -v nvidia-smi >/dev/null 2>&1; then
+    capture smi-query "" nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv,noheader,nounits
+    out=$(nvidia-smi 2>&1); rc=$?
+    emit smi-header "$rc" "$(printf '%s\n' "$out" | head -n 8)"
+else
+    emit smi-query 127 ""
+fi
+
+nvcc_section() {
+    # nvcc_section SECTION HOME: the version an nvcc under HOME reports.
+    if [ -x "$2/bin/nvcc" ]; then
+        capture "$1" "home=$2" "$2/bin/nvcc" --version
+    else
+        emit "$1" 127 "" "home=$2"
+    fi
+}
+
+for home in /usr/local/cuda-* /opt/cuda /opt/cuda-* /opt/nvidia/cuda*; do
+    # Version links such as /usr/local/cuda-13 (alternatives) are not toolkits of their own.
+    [ -d "$home" ] && [ ! -L "$home" ] && nvcc_section toolkit "$home"
+done
+if [ -x /usr/bin/nvcc ]; then
+    nvcc_section toolkit /usr
+fi
+if [ -e /usr/local/cuda ]; then
+    emit cuda-link 0 "$(readlink -f /usr/local/cuda)"
+fi
+
+shell=bash
+command -v bash >/dev/null 2>&1 || shell=sh
+login=$("$shell" -lc 'printf "CUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\nnvcc=%s\n" "$CUDA_HOME" "$CUDA_PATH" "$PATH" "$(command -v nvcc)"' </dev/null 2>/dev/null)
+emit login-env $? "$login"
+login_nvcc=$(printf '%s\n' "$login" | sed -n 's/^nvcc=//p')
+if [ -n "$login_nvcc" ]; then
+    capture path-nvcc "path=$login_nvcc" "$login_nvcc" --version
+fi
+
+# The service's environment: systemd's default PATH, then the env file's assignments
+# taken literally (systemd does not expand them), then FlashInfer's own search order
+# (flashinfer/jit/cpp_ext.py get_cuda_path): CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda.
+service=$(env -i PROBE_ENV_FILE="$PROBE_ENV_FILE" PROBE_VENV="$PROBE_VENV" PATH="$SERVICE_DEFAULT_PATH" sh -c '
+    env_file=absent
+    if [ -r "$PROBE_ENV_FILE" ]; then
+        env_file=present
+        while IFS= read -r line || [ -n "$line" ]; do
+            case $line in ""|"#"*|";"*) continue ;; *=*) ;; *) continue ;; esac
+            key=${line%%=*}; value=${line#*=}
+            case $value in \"*\") value=${value#\"}; value=${value%\"} ;; esac
+            export "$key=$value"
+        done < "$PROBE_ENV_FILE"
+    fi
+    if [ -n "$CUDA_HOME" ]; then home=$CUDA_HOME; via=CUDA_HOME
+    elif [ -n "$CUDA_PATH" ]; then home=$CUDA_PATH; via=CUDA_PATH
+    elif nvcc=$(command -v nvcc); then home=$(dirname "$(dirname "$nvcc")"); via=PATH
+    elif [ -e /usr/local/cuda ]; then home=/usr/local/cuda; via=default
+    else home=; via=none
+    fi
+    printf "env_file=%s\nCUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\n" "$env_file" "$CUDA_HOME" "$CUDA_PATH" "$PATH"
+    printf "FLASHINFER_CUDA_ARCH_LIST=%s\nFLASHINFER_WORKSPACE_BASE=%s\n" "$FLASHINFER_CUDA_ARCH_LIST" "$FLASHINFER_WORKSPACE_BASE"
+    printf "home=%s\nvia=%s\n" "$home" "$via"
+')
+emit service-env $? "$service"
+service_home=$(printf '%s\n' "$service" | sed -n 's/^home=//p')
+if [ -n "$service_home" ]; then
+    nvcc_section resolved-nvcc "$service_home"
+fi
+
+if command -v python3 >/dev/null 2>&1; then
+    capture python "" python3 --version
+else
+    emit python 127 ""
+fi
+
+if [ -x "$PROBE_VENV/bin/python" ]; then
+    # Package metadata needs no import; torch is imported for its compiled arch list.
+    capture venv "" "$PROBE_VENV/bin/python" -c '
+import json, importlib.metadata as md
+def version(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+out = {"flashinfer": version("flashinfer-python"), "sglang": version("sglang")}
+try:
+    import torch
+    flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")() or ""
+    out["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda,
+                    "arch_list": flags.split()}
+except Exception as error:
+    out["torch_error"] = repr(error)
+print(json.dumps(out))
+'
+else
+    emit venv 127 ""
+fi
+
+jit_root=$PROBE_CACHE_DIR/.cache/flashinfer
+if [ -d "$jit_root" ]; then
+    emit jit-cache 0 "$(cd "$jit_root" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"
+else
+    emit jit-cache 1 "" "base=$PROBE_CACHE_DIR"
+fi
+exit 0

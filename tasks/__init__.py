@@ -1,0 +1,1 @@
+"""Act: pyinfra task files included by deploy.py, one concern each."""

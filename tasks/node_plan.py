@@ -1,0 +1,114 @@
+"""Observe and decide for the current host: facts -> settings -> NodePlan.
+
+Shared by validate.py and deploy.py so both see a host the same way. A host with
+invalid settings or blockers gets one failing operation that runs no command on
+the node, so it changes nothing while other hosts carry on.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pyinfra import host, logger
+from pyinfra.api import FunctionCommand, operation
+
+from bringup.config import Config, ConfigError
+from bringup.plan import plan
+from bringup.report import render
+from facts.node import NodeFacts
+
+REPORTS_DIR = Path("reports")
+
+
+@operation(is_idempotent=False)
+def refuse_host(reason):
+    """
+    Fail the host with ``reason``; runs nothing on it.
+
+    + reason: why the host is refused (logged, one line per item)
+
+    **Example**:
+
+    .. code:: python
+
+        refuse_host("deploy refused: NO_GPU")
+    """
+
+    def fail(state, host):
+        for line in reason.splitlines():
+            host.log_styled(line, fg="red", log_func=logger.error)
+        return False
+
+    yield FunctionCommand(fail, (), {})
+
+
+def refuse(reason):
+    """Fail this host with ``reason`` without running anything on it."""
+    refuse_host(reason, name=f"Refuse {host.name}: {reason.splitlines()[0]}")
+
+
+def load_config():
+    """The host's validated settings, or None after refusing the host."""
+    try:
+        return Config.from_data(host.data.dict(), host=host.name)
+    except ConfigError as error:
+        print(f"== {host.name}: INVALID SETTINGS\n  {error}")
+        refuse(str(error))
+        return None
+
+
+def gather(config):
+    """Run the probe once and plan: returns (facts, node_plan), or (None, None) when
+    the probe gave nothing (pyinfra has then failed the host already)."""
+    facts = host.get_fact(
+        NodeFacts,
+        venv=config.venv_path,
+        env_file=config.service_env_file,
+        cache_dir=config.service_cache_dir,
+    )
+    if facts is None:
+        return None, None
+    return facts, plan(facts, config)
+
+
+def write_report(facts, config, node):
+    """Write reports/<host>.json atomically (write, then rename)."""
+    REPORTS_DIR.mkdir(exist_ok=True)
+    target = REPORTS_DIR / f"{host.name}.json"
+    document = {"host": host.name, "facts": facts, "settings": config.as_dict(), "plan": node.as_dict()}
+    handle, temp = tempfile.mkstemp(dir=REPORTS_DIR, prefix=f".{host.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(document, out, indent=2)
+        out.write("\n")
+    os.chmod(temp, 0o644)
+    os.replace(temp, target)
+    return target
+
+
+def blockers_text(node):
+    """One line naming every blocker, then each with its fix."""
+    blockers = node.blockers
+    lines = [f"{len(blockers)} blocker(s): {', '.join(b.code for b in blockers)}"]
+    lines += [f"{b.code}: {b.message}; fix: {b.fix}" for b in blockers]
+    return "\n".join(lines)
+
+
+def planned_host(purpose):
+    """Settings, facts and plan of this host, with the report printed and saved.
+
+    Returns (config, facts, node_plan) when the host may proceed, else None after
+    refusing it. ``purpose`` names the run in the refusal ("validate", "deploy").
+    """
+    config = load_config()
+    if config is None:
+        return None
+    facts, node = gather(config)
+    if node is None:
+        return None
+    print(render(host.name, facts, node), flush=True)
+    write_report(facts, config, node)
+    if not node.ok:
+        refuse(f"{purpose} refused, nothing changed: {blockers_text(node)}")
+        return None
+    return config, facts, node

@@ -1,0 +1,69 @@
+"""validate.py, deploy.py and the fact CLI, run through the real pyinfra CLI on @local.
+
+This machine has no GPU, so the plan blocks with NO_GPU unless target_sms is set.
+Assertions avoid this machine's own toolkits (CI machines differ).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+REPORT = ROOT / "reports" / "@local.json"
+
+
+def pyinfra(*args):
+    result = subprocess.run([PYINFRA, "-y", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # pyinfra logs to stderr and our reports print to stdout: read them together.
+    result.output = result.stdout + result.stderr
+    return result
+
+
+def test_validate_blocks_a_gpu_less_machine():
+    REPORT.unlink(missing_ok=True)
+    result = pyinfra("@local", "validate.py")
+    output = result.output
+    assert result.returncode == 1, output
+    assert "[BLOCKER] NO_GPU: no NVIDIA GPU visible (nvidia-smi not found)" in output
+    assert "validate refused, nothing changed: 1 blocker(s): NO_GPU" in output
+    report = json.loads(REPORT.read_text())
+    assert report["facts"]["gpus"] == [] and report["plan"]["ok"] is False
+    assert [f["code"] for f in report["plan"]["findings"] if f["severity"] == "blocker"] == ["NO_GPU"]
+
+
+def test_validate_passes_for_an_image_builder():
+    result = pyinfra("@local", "--data", "target_sms=12.0", "validate.py")
+    assert result.returncode == 0, result.output
+    assert "TARGET_SMS_FROM_CONFIG" in result.output
+    assert json.loads(REPORT.read_text())["plan"]["arch_list"] == "12.0f"
+
+
+def test_validate_names_a_bad_setting():
+    result = pyinfra("@local", "--data", "stack_torch_cuda=cu130", "validate.py")
+    output = result.output
+    assert result.returncode == 1
+    assert "@local: setting stack_torch_cuda='cu130' is invalid: use torch's CUDA build as X.Y" in output
+
+
+def test_deploy_refuses_a_blocked_host_without_running_anything():
+    result = pyinfra("--json", "@local", "deploy.py")
+    assert result.returncode == 1
+    assert "deploy refused, nothing changed: 1 blocker(s): NO_GPU" in result.output
+    assert "executed 0 commands" in result.output
+
+
+def test_fact_cli_prints_the_document():
+    result = pyinfra("@local", "fact", "facts.node.NodeFacts")
+    assert result.returncode == 0, result.stderr
+    start = result.output.index("{\n")
+    document = json.loads(result.output[start:result.output.index("\n}\n") + 2])["@local"]
+    assert set(document) >= {"os", "driver", "gpus", "toolkits", "cuda_symlink", "path_nvcc",
+                             "resolution", "torch", "flashinfer"}
+    assert document["gpus"] == [] and document["driver"] is None
+
+
+def test_narrow_fact_cli():
+    result = pyinfra("@local", "fact", "facts.node.GpuDevices")
+    assert result.returncode == 0 and '"@local": []' in result.output

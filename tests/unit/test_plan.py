@@ -1,0 +1,159 @@
+"""The planner on a scenario table: facts + settings in, findings and plan out."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bringup.config import Config
+from bringup.plan import plan
+from tests.unit.scenarios import HOME, RTX_PRO, FIXTURES, converged, gpus, incident, varied
+
+STALE_12_8 = {"cuda_home": "/usr/local/cuda-12.8", "version": "12.8", "via": "PATH", "nvcc_ok": True,
+              "env_file": False, "arch_list_env": None}
+
+# name, facts, settings, blockers, fixes (subset that must be there), arch_list
+SCENARIOS = [
+    ("converged", converged(), {}, [], [], "12.0f"),
+    ("incident", incident(), {}, [],
+     ["TOOLKIT_MISSING", "TOOLKIT_TORCH_MISMATCH", "FLASHINFER_ARCH_TRAP", "PATH_SHADOWS_CUDA_HOME",
+      "CUDA_SYMLINK_DRIFT", "VENV_STACK_DRIFT"], "12.0f"),
+    ("h100 on driver 550 with cu130", varied(converged(), gpus=gpus("NVIDIA H100 80GB HBM3", "9.0", 8),
+                                            driver={"version": "550.54.15", "cuda_version": "12.4"}),
+     {}, ["DRIVER_TOO_OLD"], [], "9.0a"),
+    ("b200", varied(converged(), gpus=gpus("NVIDIA B200", "10.0", 8), jit_cache=None), {}, [], [], "10.0a"),
+    ("b300 (sm 10.3)", varied(converged(), gpus=gpus("NVIDIA B300", "10.3"), jit_cache=None), {}, [], [], "10.3a"),
+    ("gb10", varied(converged(), gpus=gpus("NVIDIA GB10", "12.1"), jit_cache=None,
+                    resolution=dict(converged()["resolution"], arch_list_env="12.1a")), {}, [], [], "12.1a"),
+    ("mixed", varied(converged(), gpus=gpus("NVIDIA B200", "10.0") + gpus(RTX_PRO, "12.0"), jit_cache=None),
+     {}, [], ["FLASHINFER_ARCH_TRAP"], "10.0a 12.0f"),
+    ("no gpu", varied(converged(), gpus=[], driver=None, nvidia_smi={"present": False, "error": "nvidia-smi not found"}),
+     {}, ["NO_GPU"], [], ""),
+    ("gpu-less builder", varied(converged(), gpus=[], driver=None, nvidia_smi={"present": False, "error": "x"}),
+     {"target_sms": ["12.0"]}, [], [], "12.0f"),
+    ("driver not loaded", varied(converged(), gpus=[], driver=None,
+                                 nvidia_smi={"present": True, "error": "couldn't communicate with the NVIDIA driver"}),
+     {}, ["DRIVER_NOT_LOADED"], [], ""),
+    ("rtx pro on a driver below its floor", varied(converged(), driver={"version": "570.86.10", "cuda_version": "12.8"}),
+     {}, ["DRIVER_TOO_OLD"], [], "12.0f"),
+    ("gb10 with a cu128 stack", varied(converged(), gpus=gpus("NVIDIA GB10", "12.1")),
+     {"stack_torch_cuda": "12.8"}, ["SM_NEEDS_NEWER_CUDA"], [], ""),
+    ("external venv, torch lacks sm_120", varied(converged(), torch={"version": "2.5.1+cu124", "cuda": "12.4",
+                                                                     "arch_list": ["sm_80", "sm_90"]}),
+     {"venv_managed": False}, ["SM_NEEDS_NEWER_CUDA"], [], ""),
+    ("external cu128 venv without sm_120", varied(converged(), torch={"version": "2.7.0+cu128", "cuda": "12.8",
+                                                                      "arch_list": ["sm_80", "sm_90", "sm_100"]}),
+     {"venv_managed": False}, ["TORCH_LACKS_SM"], ["TOOLKIT_MISSING"], "12.0a"),
+    ("rhel", varied(converged(), os={"id": "rhel", "version_id": "9.4", "arch": "x86_64"}), {}, ["UNSUPPORTED_OS"], [], "12.0f"),
+    ("rhel with a mirror distro", varied(converged(), os={"id": "rhel", "version_id": "9.4", "arch": "x86_64"}),
+     {"cuda_repo_distro": "rhel9"}, [], [], "12.0f"),
+    ("ppc64le", varied(converged(), os={"id": "ubuntu", "version_id": "24.04", "arch": "ppc64le"}),
+     {}, ["UNSUPPORTED_OS"], [], "12.0f"),
+    ("old python", varied(converged(), python={"version": "3.9.2"}), {}, ["PYTHON_TOO_OLD"], [], "12.0f"),
+    ("no python", varied(converged(), python=None), {}, ["PYTHON_TOO_OLD"], [], "12.0f"),
+    ("broken venv", varied(converged(), torch={"error": "ImportError('libcudart.so.13')"}), {}, [], ["VENV_BROKEN"], "12.0f"),
+]
+
+
+@pytest.mark.parametrize("name,facts,settings,blockers,fixes,arch_list", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_scenarios(name, facts, settings, blockers, fixes, arch_list):
+    node = plan(facts, Config.from_data(settings))
+    assert sorted(set(node.codes("blocker"))) == sorted(blockers), node.findings
+    assert set(fixes) <= set(node.codes("fix")), node.findings
+    assert node.ok is (not blockers)
+    assert node.arch_list == arch_list
+
+
+def test_converged_node_has_nothing_to_fix():
+    node = plan(converged(), Config())
+    assert node.codes("fix") == [] and node.codes("blocker") == [] and node.codes("warning") == []
+
+
+def test_incident_plan():
+    """The seeds' node: toolkit 13.0 with the JIT's headers, 12.0f, and the trap named."""
+    node = plan(incident(), Config())
+    assert node.toolkit["version"] == "13.0" and node.toolkit["home"] == HOME
+    assert {"cuda-nvcc-13-0", "cuda-cudart-dev-13-0", "libcurand-dev-13-0", "cuda-driver-dev-13-0"} <= set(node.toolkit["packages"])
+    assert node.env["CUDA_HOME"] == HOME and node.env["FLASHINFER_CUDA_ARCH_LIST"] == "12.0f"
+    assert node.env["PATH"].startswith(f"{HOME}/bin:")
+    trap = next(f for f in node.findings if f.code == "FLASHINFER_ARCH_TRAP")
+    assert "SM 12.x requires CUDA >= 12.9" in trap.message and "sm75" in trap.message
+    mismatch = next(f for f in node.findings if f.code == "TOOLKIT_TORCH_MISMATCH")
+    assert "12.8" in mismatch.message and "13.0" in mismatch.message
+
+
+@pytest.mark.parametrize("resolution,installed,expected", [
+    # FlashInfer 0.7.2 with nvcc 12.8 builds sm_120a, not the family build.
+    (STALE_12_8, "0.7.2", "builds 12.0a instead of 12.0f"),
+    # A forced 12.0f with nvcc 12.8: ptxas does not know sm_120f.
+    (dict(STALE_12_8, arch_list_env="12.0f"), "0.7.2", "cannot build target 12.0f; ptxas fails"),
+    # Nothing resolves an nvcc: no JIT module can build.
+    ({"cuda_home": "/usr/local/cuda", "version": "13.0", "via": "default+torch-fallback", "nvcc_ok": False},
+     "0.7.2", "no nvcc runs there"),
+])
+def test_trap_outcomes(resolution, installed, expected):
+    facts = varied(incident(), resolution=resolution, flashinfer={"version": installed})
+    trap = [f for f in plan(facts, Config()).findings if f.code == "FLASHINFER_ARCH_TRAP"]
+    assert trap and expected in trap[0].message, trap
+
+
+def test_gb10_with_0_7_2_and_nvcc_12_8_empties_the_arch_set():
+    facts = varied(incident(), gpus=gpus("NVIDIA GB10", "12.1"), resolution=STALE_12_8,
+                   flashinfer={"version": "0.7.2"})
+    trap = next(f for f in plan(facts, Config()).findings if f.code == "FLASHINFER_ARCH_TRAP")
+    assert "SM 12.1+ requires CUDA >= 12.9" in trap.message
+
+
+def test_cold_jit_cache_is_reported():
+    node = plan(varied(converged(), jit_cache={"base": "/c", "modules": []}), Config())
+    assert node.codes("warning") == ["JIT_CACHE_COLD"]
+
+
+def test_symlink_drift_is_a_warning_when_the_alternative_is_not_managed():
+    node = plan(varied(converged(), cuda_symlink="/usr/local/cuda-12.8"), Config(cuda_manage_alternative=False))
+    assert "CUDA_SYMLINK_DRIFT" in node.codes("warning")
+
+
+def test_driver_below_toolkit_cuda_is_a_warning():
+    facts = varied(converged(), driver={"version": "580.95.05", "cuda_version": "13.0"})
+    node = plan(facts, Config.from_data({"stack_torch_cuda": "13.1"}))
+    assert "DRIVER_CUDA_BELOW_TOOLKIT" in node.codes("warning") and node.ok
+
+
+def test_repo_for_a_mirror():
+    node = plan(converged(), Config.from_data({"cuda_repo_url": "http://127.0.0.1:8080/compute/cuda/repos/"}))
+    assert node.repo["url"] == "http://127.0.0.1:8080/compute/cuda/repos/debian12/x86_64/"
+    assert node.repo["key_url"].endswith("/debian12/x86_64/3bf863cc.pub")
+
+
+def run_plan_cli(*args):
+    return subprocess.run([sys.executable, "-m", "bringup.plan", *args], capture_output=True, text=True,
+                          cwd=FIXTURES.parents[1])
+
+
+def test_plan_cli_on_the_incident():
+    result = run_plan_cli(str(FIXTURES / "facts" / "incident.json"))
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    codes = {f["code"] for f in printed["findings"]}
+    assert {"TOOLKIT_TORCH_MISMATCH", "FLASHINFER_ARCH_TRAP"} <= codes
+    assert printed["ok"] is True and printed["arch_list"] == "12.0f"
+    assert printed["toolkit"]["version"] == "13.0" and "cuda-nvcc-13-0" in printed["toolkit"]["packages"]
+
+
+def test_plan_cli_with_config(tmp_path):
+    config = tmp_path / "builder.yaml"
+    config.write_text('target_sms: ["10.0", "12.0"]\n')
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(varied(converged(), gpus=[], driver=None)))
+    printed = json.loads(run_plan_cli(str(facts), "--config", str(config)).stdout)
+    assert printed["ok"] and printed["arch_list"] == "10.0a 12.0f"
+
+
+def test_plan_cli_rejects_bad_config(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text('stack_torch_cuda: "banana"\n')
+    result = run_plan_cli(str(FIXTURES / "facts" / "incident.json"), "--config", str(config), "--host", "gpu7")
+    assert result.returncode == 2
+    assert "gpu7" in result.stderr and "banana" in result.stderr and "X.Y" in result.stderr

@@ -1,0 +1,122 @@
+"""The real files/probe.sh, run here with a recorded nvidia-smi per GPU profile.
+
+Only the driver is a stand-in (tests/fixtures/gpus); the script, the shell and the
+parser are the product's. Toolkit sections depend on this machine, so only the
+GPU, driver and OS parts are asserted here.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from facts.probe_output import build_document
+
+ROOT = Path(__file__).resolve().parents[2]
+GPUS = ROOT / "tests" / "fixtures" / "gpus"
+
+EXPECTED = [
+    # profile, GPU count, SMs, driver, driver max CUDA
+    ("rtx-pro-6000-x8", 8, {"12.0"}, "580.95.05", "13.0"),
+    ("rtx-5090", 1, {"12.0"}, "575.64.03", "12.9"),
+    ("b200-x8", 8, {"10.0"}, "580.82.07", "13.0"),
+    ("gb10", 1, {"12.1"}, "580.95.05", "13.0"),
+    ("h100-x8", 8, {"9.0"}, "580.95.05", "13.0"),
+    ("mixed-b200-rtxpro", 2, {"10.0", "12.0"}, "580.95.05", "13.0"),
+]
+
+
+def write_standin(bin_dir, profile):
+    """A recorded nvidia-smi: the query rows for --query-gpu, else the full table."""
+    source = GPUS / profile
+    exit_code = (source / "exit_code").read_text().strip() if (source / "exit_code").exists() else "0"
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in *--query-gpu*) cat {source / "query.csv"} ;; *) cat {source / "smi.txt"} ;; esac\n'
+        f"exit {exit_code}\n"
+    )
+    script.chmod(0o755)
+
+
+def run_probe(tmp_path, profile=None, venv="/nonexistent", env_file="/nonexistent"):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    if profile:
+        write_standin(bin_dir, profile)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PROBE_VENV": venv,
+           "PROBE_ENV_FILE": env_file, "PROBE_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run(["sh", str(ROOT / "files" / "probe.sh")], env=env,
+                            capture_output=True, text=True, timeout=60, check=True)
+    return build_document(result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("profile,count,sms,driver,driver_cuda", EXPECTED)
+def test_gpu_profiles(tmp_path, profile, count, sms, driver, driver_cuda):
+    facts = run_probe(tmp_path, profile)
+    assert len(facts["gpus"]) == count, facts["gpus"]
+    assert {gpu["compute_cap"] for gpu in facts["gpus"]} == sms
+    assert facts["driver"] == {"version": driver, "cuda_version": driver_cuda}
+    assert [gpu["index"] for gpu in facts["gpus"]] == list(range(count))
+    assert facts["nvidia_smi"] == {"present": True, "error": None}
+
+
+def test_gb10_unified_memory_has_no_total(tmp_path):
+    facts = run_probe(tmp_path, "gb10")
+    assert facts["gpus"][0]["memory_total_mib"] is None
+
+
+def test_no_nvidia_smi(tmp_path):
+    facts = run_probe(tmp_path, None)
+    assert facts["gpus"] == [] and facts["driver"] is None
+    assert facts["nvidia_smi"] == {"present": False, "error": "nvidia-smi not found"}
+
+
+def test_driver_that_cannot_be_reached(tmp_path):
+    facts = run_probe(tmp_path, "driver-failed")
+    assert facts["gpus"] == [] and facts["driver"] is None
+    assert facts["nvidia_smi"]["present"] is True
+    assert "couldn't communicate with the NVIDIA driver" in facts["nvidia_smi"]["error"]
+
+
+def test_os_and_jit_cache_root(tmp_path):
+    facts = run_probe(tmp_path, "b200-x8")
+    assert facts["os"]["id"] and facts["os"]["arch"]
+    assert facts["jit_cache"] == {"base": str(tmp_path / "cache"), "modules": []}
+
+
+def test_service_env_file_drives_resolution(tmp_path):
+    """The env file's CUDA_HOME wins, as in FlashInfer's get_cuda_path()."""
+    home = tmp_path / "cuda-13.0"
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    nvcc.chmod(0o755)
+    env_file = tmp_path / "sglang.env"
+    env_file.write_text(f'# service env\nCUDA_HOME="{home}"\nFLASHINFER_CUDA_ARCH_LIST=12.0f\n')
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", env_file=str(env_file))
+    resolution = facts["resolution"]
+    assert (resolution["cuda_home"], resolution["via"], resolution["version"]) == (str(home), "CUDA_HOME", "13.0")
+    assert resolution["arch_list_env"] == "12.0f" and resolution["env_file"] is True
+
+
+def test_venv_that_exists(tmp_path):
+    """A venv python is asked for torch/flashinfer; one without torch reports the error."""
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    facts = run_probe(tmp_path, "b200-x8", venv=str(venv))
+    assert facts["flashinfer"] is None
+    assert "ModuleNotFoundError" in facts["torch"]["error"]
+
+
+def test_jit_cache_modules_are_listed(tmp_path):
+    module = tmp_path / "cache" / ".cache" / "flashinfer" / "0.7.2" / "120f" / "cached_ops" / "sampling"
+    module.mkdir(parents=True)
+    (module / "sampling.so").write_bytes(b"")
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8")
+    assert facts["jit_cache"]["modules"] == [{"flashinfer": "0.7.2", "arch": "120f", "module": "sampling"}]
+
+
+def test_document_is_json_serialisable(tmp_path):
+    json.dumps(run_probe(tmp_path, "mixed-b200-rtxpro"))

@@ -1,0 +1,69 @@
+"""The compatibility tables and FlashInfer's arch rules, table-driven."""
+
+import pytest
+from packaging.version import Version as V
+
+from bringup import cuda, flashinfer as fi
+from bringup.torch_builds import arch_list_for_build, covers_sm
+
+
+@pytest.mark.parametrize("flashinfer,nvcc,sm,expected", [
+    ("0.7.0", "13.0", "12.0", "12.0f"),
+    ("0.7.0", "12.9", "12.1", "12.1a"),
+    ("0.7.0", "12.8", "12.0", fi.ArchError),
+    ("0.7.0", "13.0", "10.0", "10.0a"),
+    ("0.7.2", "12.8", "12.0", "12.0a"),
+    ("0.7.2", "12.6", "12.0", fi.ArchError),
+    ("0.7.2", "12.8", "12.1", fi.ArchError),
+    ("0.7.2", "13.0", "12.1", "12.1a"),
+    ("0.7.4", "13.0", "9.0", "9.0a"),
+    ("0.7.4", "13.0", "10.3", "10.3a"),
+    ("0.7.4", "13.0", "11.0", "11.0a"),
+    ("0.7.4", "13.0", "8.6", "8.6"),
+])
+def test_flashinfer_normalisation(flashinfer, nvcc, sm, expected):
+    if expected is fi.ArchError:
+        with pytest.raises(fi.ArchError):
+            fi.normalize_arch(V(flashinfer), V(nvcc), V(sm))
+    else:
+        assert fi.normalize_arch(V(flashinfer), V(nvcc), V(sm)) == expected
+
+
+def test_env_arch_list_without_suffix_is_normalised_and_may_fail_the_import():
+    prediction = fi.predict(V("0.7.0"), V("12.8"), [V("12.0")], arch_list_env="12.0")
+    assert prediction.outcome == "import_failure"
+
+
+@pytest.mark.parametrize("nvcc,sm,supported", [
+    ("12.8", "12.0", True), ("12.8", "12.1", False), ("12.9", "10.3", True), ("12.9", "11.0", False),
+    ("13.0", "11.0", True), ("13.0", "10.1", False), ("11.8", "9.0", True), ("11.7", "9.0", False),
+])
+def test_cuda_supports_sm(nvcc, sm, supported):
+    assert cuda.cuda_supports_sm(V(nvcc), V(sm)) is supported
+
+
+@pytest.mark.parametrize("driver,cuda_version,runs", [
+    ("580.95.05", "13.0", True), ("580.65.06", "13.1", True), ("575.51.03", "13.0", False),
+    ("550.54.15", "12.8", True), ("520.61.05", "12.0", False), ("garbage", "13.0", False),
+])
+def test_driver_runs_cuda(driver, cuda_version, runs):
+    assert cuda.driver_runs_cuda(driver, V(cuda_version)) is runs
+
+
+@pytest.mark.parametrize("arch_list,sm,covered", [
+    (["sm_90", "sm_100", "sm_120"], "12.1", True),
+    (["sm_90", "sm_100", "sm_120"], "10.3", True),
+    (["sm_90", "sm_100"], "12.0", False),
+    (["sm_80", "compute_90"], "12.0", True),
+    (["sm_86"], "8.0", False),
+])
+def test_torch_arch_coverage(arch_list, sm, covered):
+    assert covers_sm(arch_list, V(sm)) is covered
+
+
+def test_torch_cu130_arch_list_matches_the_wheel():
+    assert arch_list_for_build(V("13.0")) == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+
+
+def test_workspace_dir_names_sort_like_flashinfer():
+    assert fi.workspace_dir_name(["12.0f", "9.0a", "10.0a"]) == "90a_100a_120f"
