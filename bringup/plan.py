@@ -38,6 +38,7 @@ class NodePlan:
     env: dict = field(default_factory=dict)
     repo: dict = field(default_factory=dict)
     torch_cuda: str = ""
+    session_path: str = ""
 
     @property
     def ok(self):
@@ -59,6 +60,7 @@ class NodePlan:
             "env": self.env,
             "repo": self.repo,
             "torch_cuda": self.torch_cuda,
+            "session_path": self.session_path,
         }
 
 
@@ -93,6 +95,8 @@ def plan(facts, config):
     _check_login_path(facts, home, add)
     _check_symlink(facts, config, home, add)
     _check_jit_cache(facts, config, targets, add)
+    # SSH sessions get the toolkit but not the venv; the service gets both.
+    node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = {
         "CUDA_HOME": home,
         "PATH": f"{home}/bin:{config.venv_path}/bin:{SERVICE_BASE_PATH}",

@@ -3,3 +3,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from tests.sandbox_fixtures import (  # noqa: E402,F401
+    pytest_configure,
+    sandbox_host,
+    sandbox_node,
+    sandbox_ssh,
+)

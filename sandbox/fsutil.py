@@ -1,0 +1,82 @@
+"""Small filesystem helpers shared by the image builder and the node manager.
+
+Kept free of sandbox policy: atomic writes, mount inspection and a
+mount-aware recursive delete.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: str | bytes, mode: int) -> None:
+    """Write *data* to *path* via a temp file in the same directory, then rename.
+
+    Readers (inventory/gpu.py reads the registry at any moment) see either
+    the old file or the new one, never a half-written one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp creates 0600; set the intended mode explicitly.
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_file(path: Path, data: str | bytes, mode: int) -> None:
+    """Write a (non-state) file with an explicit mode, whatever the umask."""
+    path = Path(path)
+    raw = data.encode() if isinstance(data, str) else data
+    with open(path, "wb") as fh:
+        fh.write(raw)
+    os.chmod(path, mode)
+
+
+def _unescape_mountinfo(field: str) -> str:
+    """Undo the octal escapes (\\040 for a space...) used in /proc/*/mountinfo."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts_under(prefix: Path, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """Mount points at or below *prefix* in the given mountinfo table."""
+    prefix_s = str(Path(prefix).resolve())
+    found = []
+    try:
+        with open(mountinfo, encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except OSError:
+        return []
+    for line in lines:
+        point = _unescape_mountinfo(line.split()[4])
+        if point == prefix_s or point.startswith(prefix_s.rstrip("/") + "/"):
+            found.append(point)
+    return found
+
+
+def safe_rmtree(path: Path) -> None:
+    """Delete *path* recursively, refusing to descend into anything mounted.
+
+    A stray bind mount of /dev or /proc under a node root would otherwise
+    let rmtree delete host files.
+    """
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return
+    left = mounts_under(path)
+    if left:
+        raise RuntimeError(f"refusing to delete {path}: still mounted: {', '.join(left)}")
+    shutil.rmtree(path)

@@ -1,0 +1,125 @@
+"""Hardware and toolkit stand-ins written into a sandbox node before it starts.
+
+These are the only fakes in the sandbox (see docs/architecture.md, "Testing
+without a GPU"):
+
+* the GPU driver: ``/usr/bin/nvidia-smi`` replaying an output recorded on a
+  real machine (tests/fixtures/gpus/<profile>/), and an empty
+  ``libcuda.so.1`` link stub;
+* the incident's old CUDA 12.8 toolkit (``--toolkit incident``): an ``nvcc``
+  that only reports its version, ``version.json``, the ``/usr/local/cuda``
+  symlink and an ``/etc/profile.d`` PATH snippet.
+
+Everything is written into the node's overlay upper directory (the node is
+not running yet), so the node never reads the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from sandbox.fsutil import write_file
+
+FILES = Path(__file__).resolve().parent / "files"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpus"
+
+NO_GPU = "none"  # pseudo-profile: no driver at all
+NO_LIBCUDA = {NO_GPU, "driver-failed"}  # profiles without the libcuda stub
+TOOLKITS = ("incident", "none")
+
+# Where the recorded outputs land inside the node.
+NODE_GPU_DATA = "usr/share/sandbox-gpu"
+LIBDIR = "usr/lib/x86_64-linux-gnu"
+CUDA_OLD = "usr/local/cuda-12.8"
+
+
+def profiles() -> list[str]:
+    """GPU profiles available to ``up --gpu`` (recorded ones plus ``none``)."""
+    recorded = sorted(p.name for p in FIXTURES.iterdir() if (p / "smi.txt").is_file())
+    return recorded + [NO_GPU]
+
+
+def ensure_dir(upper: Path, lower: Path, rel: str) -> Path:
+    """Create ``upper/rel`` with each component's mode and owner taken from the base.
+
+    In an overlay a directory present in the upper layer shows the upper
+    layer's attributes, so a careless 0700 /usr or 0755 /root would change
+    the node. Components missing from the base get 0755 root:root.
+    """
+    cur_up, cur_low = upper, lower
+    for part in Path(rel).parts:
+        cur_up, cur_low = cur_up / part, cur_low / part
+        if cur_up.is_dir():
+            continue
+        st = os.lstat(cur_low) if cur_low.is_dir() else None
+        cur_up.mkdir()
+        os.chmod(cur_up, (st.st_mode & 0o7777) if st else 0o755)
+        os.chown(cur_up, st.st_uid if st else 0, st.st_gid if st else 0)
+    return cur_up
+
+
+def install_driver(upper: Path, lower: Path, profile: str) -> None:
+    """Install the driver stand-in for *profile* (nothing for ``none``)."""
+    if profile not in profiles():
+        raise ValueError(f"unknown GPU profile {profile!r}; known: {', '.join(profiles())}")
+    if profile == NO_GPU:
+        return
+    src = FIXTURES / profile
+    data = ensure_dir(upper, lower, NODE_GPU_DATA)
+    for name in ("query.csv", "smi.txt", "exit_code"):
+        if (src / name).is_file():
+            write_file(data / name, (src / name).read_bytes(), 0o644)
+    write_file(data / "PROFILE", profile + "\n", 0o644)
+    write_file(
+        data / "README",
+        "SANDBOX STAND-IN: recorded nvidia-smi outputs replayed by /usr/bin/nvidia-smi.\n"
+        "This machine is a sandbox node and has no NVIDIA GPU or driver.\n",
+        0o644,
+    )
+    bindir = ensure_dir(upper, lower, "usr/bin")
+    write_file(bindir / "nvidia-smi", (FILES / "nvidia-smi").read_bytes(), 0o755)
+    if profile not in NO_LIBCUDA:
+        libdir = ensure_dir(upper, lower, LIBDIR)
+        write_file(libdir / "libcuda.so.1", _libcuda_stub(), 0o644)
+        os.symlink("libcuda.so.1", libdir / "libcuda.so")
+
+
+def _libcuda_stub() -> bytes:
+    """Build the empty libcuda.so.1 (SANDBOX STAND-IN) with the host's gcc."""
+    with tempfile.TemporaryDirectory(prefix="sandbox-libcuda-") as tmp:
+        out = Path(tmp) / "libcuda.so.1"
+        cmd = ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(out),
+               str(FILES / "libcuda-stub.c")]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"building the libcuda stub failed: {proc.stderr.strip()}")
+        return out.read_bytes()
+
+
+def install_toolkit(upper: Path, lower: Path, toolkit: str) -> None:
+    """Install the toolkit state *toolkit* (``incident`` or ``none``)."""
+    if toolkit not in TOOLKITS:
+        raise ValueError(f"unknown toolkit state {toolkit!r}; known: {', '.join(TOOLKITS)}")
+    if toolkit == "none":
+        return
+    # SANDBOX STAND-IN for the CUDA 12.8 toolkit found on the incident node.
+    home = ensure_dir(upper, lower, CUDA_OLD)
+    bindir = ensure_dir(upper, lower, CUDA_OLD + "/bin")
+    write_file(bindir / "nvcc", (FILES / "nvcc-12.8").read_bytes(), 0o755)
+    version = {"cuda": {"name": "CUDA SDK", "version": "12.8.1"}}
+    write_file(home / "version.json", json.dumps(version, indent=3) + "\n", 0o644)
+    # As NVIDIA's packages leave it: /usr/local/cuda -> the only toolkit.
+    os.symlink("/" + CUDA_OLD, ensure_dir(upper, lower, "usr/local") / "cuda")
+    # The way operators usually do it: login shells get 12.8 first on PATH.
+    profile_d = ensure_dir(upper, lower, "etc/profile.d")
+    write_file(
+        profile_d / "cuda-12.8.sh",
+        "# CUDA 12.8 (added by hand after the toolkit install)\n"
+        'export PATH="/usr/local/cuda-12.8/bin${PATH:+:$PATH}"\n',
+        0o644,
+    )
+

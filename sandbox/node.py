@@ -1,0 +1,540 @@
+"""Sandbox nodes: throwaway Debian 12 hosts reached over real SSH on loopback.
+
+A node is the cached base image (sandbox.image) with a private overlay on
+top, assembled and served by ``files/node-init.sh`` running as PID 1 of its
+own mount, PID, UTS and IPC namespaces (``unshare --fork``). Its sshd runs
+chrooted into the overlay and listens on the node's loopback address
+(127.0.0.0/8 is all loopback on Linux, nothing is added to any interface).
+
+Why namespaces: killing the namespace's first process makes the kernel kill
+every process of the node and drop every mount it made, so neither ``down``
+nor a crash can leave a mount or a stray sshd behind. What stays on disk is
+the node directory, which ``down`` (or the next ``up`` of that name) deletes.
+
+State, under the state directory (repo/.sandbox, or $SANDBOX_STATE_DIR):
+
+    nodes.yaml            registry read by inventory/gpu.py (atomic writes)
+    ssh/id_ed25519[.pub]  the one client keypair of the sandbox
+    ssh/known_hosts       host keys of the running nodes (strict checking)
+    nodes/NAME/           upper/ work/ root/ (overlay), node.log, state.json
+    .lock                 serialises up/down/destroy
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from sandbox import gpu_standin, image
+from sandbox.fsutil import atomic_write, mounts_under, safe_rmtree, write_file
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+INIT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-init.sh"
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
+DEFAULT_PORT = 22
+FALLBACK_PORTS = range(2222, 2300)
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+
+
+class SandboxError(RuntimeError):
+    """A sandbox operation failed; the message is meant for the operator."""
+
+
+# --------------------------------------------------------------------------
+# paths
+
+
+def state_dir() -> Path:
+    """The state directory: $SANDBOX_STATE_DIR, else <repo root>/.sandbox."""
+    override = os.environ.get("SANDBOX_STATE_DIR")
+    return Path(override).resolve() if override else REPO_ROOT / ".sandbox"
+
+
+def registry_path() -> Path:
+    """The registry file inventory/gpu.py reads."""
+    return state_dir() / "nodes.yaml"
+
+
+def ssh_dir() -> Path:
+    """Client key and known_hosts of the sandbox."""
+    return state_dir() / "ssh"
+
+
+def client_key() -> Path:
+    """Private key every node accepts for root."""
+    return ssh_dir() / "id_ed25519"
+
+
+def known_hosts() -> Path:
+    """known_hosts with every running node's host keys."""
+    return ssh_dir() / "known_hosts"
+
+
+def node_dir(name: str) -> Path:
+    """On-disk directory of node *name*."""
+    return state_dir() / "nodes" / name
+
+
+# --------------------------------------------------------------------------
+# locking and registry
+
+
+class _StateLock:
+    """Exclusive flock on <state>/.lock: one up/down/destroy at a time."""
+
+    def __enter__(self):
+        _mkdir(state_dir(), 0o755)
+        path = state_dir() / ".lock"
+        self.fh = open(path, "a")
+        os.chmod(path, 0o644)
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def read_registry() -> dict[str, dict]:
+    """Nodes in the registry, by name ({} when there is no registry)."""
+    try:
+        data = yaml.safe_load(registry_path().read_text()) or {}
+    except FileNotFoundError:
+        return {}
+    return dict(data.get("nodes") or {})
+
+
+def _write_registry(nodes: dict[str, dict]) -> None:
+    """Atomically replace the registry (the format is a contract, keep it)."""
+    text = yaml.safe_dump({"nodes": nodes}, sort_keys=False, default_flow_style=False)
+    atomic_write(registry_path(), text, 0o644)
+
+
+def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str) -> dict:
+    """One node's registry entry, keys in the documented order."""
+    return {
+        "ssh_hostname": addr,
+        "ssh_port": port,
+        "ssh_user": "root",
+        "ssh_key": str(client_key()),
+        "ssh_known_hosts_file": str(known_hosts()),
+        "gpu_profile": gpu,
+        "toolkit": toolkit,
+    }
+
+
+def _write_known_hosts(nodes: dict[str, dict]) -> None:
+    """Rebuild known_hosts from the host keys of the registered nodes."""
+    lines = []
+    for name, entry in sorted(nodes.items()):
+        addr, port = entry["ssh_hostname"], int(entry["ssh_port"])
+        host = addr if port == 22 else f"[{addr}]:{port}"
+        for kind in HOST_KEY_TYPES:
+            pub = node_dir(name) / "upper" / "etc" / "ssh" / f"ssh_host_{kind}_key.pub"
+            if pub.is_file():
+                keytype, blob = pub.read_text().split()[:2]
+                lines.append(f"{host} {keytype} {blob}\n")
+    atomic_write(known_hosts(), "".join(lines), 0o644)
+
+
+# --------------------------------------------------------------------------
+# processes
+
+
+def _proc_starttime(pid: int) -> int | None:
+    """Start time of *pid* (clock ticks since boot), None if gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    # fields[0] is the state; a zombie holds no namespace or mount any more
+    # (this host's PID 1 does not always reap re-parented processes).
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def _alive(pid: int | None, starttime: int | None) -> bool:
+    """Whether *pid* is still the process we started (guards against reuse)."""
+    return bool(pid) and _proc_starttime(pid) is not None and _proc_starttime(pid) == starttime
+
+
+def _ns(pid: int, kind: str) -> str | None:
+    """Namespace id of *pid* (e.g. 'pid:[4026532301]'), None if unreadable."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def _all_pids() -> list[int]:
+    """Every pid visible in /proc."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def pids_in_namespaces(pidns: str | None, mntns: str | None) -> list[int]:
+    """Live host pids inside the node's PID or mount namespace."""
+    found = []
+    for pid in _all_pids():
+        if _proc_starttime(pid) is None:
+            continue
+        if (pidns and _ns(pid, "pid") == pidns) or (mntns and _ns(pid, "mnt") == mntns):
+            found.append(pid)
+    return found
+
+
+def _launcher_pids(ndir: Path) -> list[int]:
+    """`unshare` processes started for *ndir*, found by their command line.
+
+    The fallback when state.json is missing (a crash between spawning and
+    recording): the launcher's arguments name the node directory.
+    """
+    found = []
+    for pid in _all_pids():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"unshare") and str(ndir).encode() in argv:
+            found.append(pid)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of *pid*."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+# --------------------------------------------------------------------------
+# node lifecycle
+
+
+def _read_state(name: str) -> dict:
+    """state.json of node *name* ({} if absent or unreadable)."""
+    try:
+        return json.loads((node_dir(name) / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _kill_node(name: str) -> None:
+    """Kill every process of node *name* and wait until its namespaces are gone."""
+    ndir = node_dir(name)
+    state = _read_state(name)
+    pidns, mntns = state.get("pidns"), state.get("mntns")
+    inits, launchers = set(), set()
+    if _alive(state.get("init_pid"), state.get("init_starttime")):
+        inits.add(state["init_pid"])
+    if _alive(state.get("launcher_pid"), state.get("launcher_starttime")):
+        launchers.add(state["launcher_pid"])
+    # Also whatever runs for this directory without a record (a crash between
+    # spawning and writing state.json).
+    for launcher in _launcher_pids(ndir):
+        launchers.add(launcher)
+        for child in _children(launcher):
+            inits.add(child)
+            pidns = pidns or _ns(child, "pid")
+        mntns = mntns or _ns(launcher, "mnt")
+    # Killing the namespace's PID 1 makes the kernel kill the whole PID
+    # namespace. Init first so the launcher reaps it and exits by itself
+    # (this host's PID 1 does not reap what is left to it); then the
+    # launcher, which also holds the mount namespace.
+    # Start times taken before the kill: a pid reused afterwards is not ours.
+    started = {p: _proc_starttime(p) for p in inits | launchers}
+    for pid in inits:
+        _sigkill(pid)
+    _wait_gone(sorted(launchers), 1.0)
+    for pid in launchers:
+        _sigkill(pid)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while True:
+        left = [p for p, st in started.items() if st is not None and _alive(p, st)]
+        left += pids_in_namespaces(pidns, mntns)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise SandboxError(f"{name}: processes still alive after SIGKILL: {sorted(set(left))}")
+        time.sleep(0.05)
+
+
+def _sigkill(pid: int) -> None:
+    """SIGKILL *pid*, ignoring a process that is already gone."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_gone(pids: list[int], timeout: float) -> bool:
+    """Wait up to *timeout* seconds for *pids* to exit (zombies count as gone)."""
+    deadline = time.monotonic() + timeout
+    while any(_proc_starttime(p) is not None for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _remove_node(name: str) -> None:
+    """Stop node *name*, delete its directory and drop it from the registry."""
+    _kill_node(name)
+    ndir = node_dir(name)
+    if mounts_under(ndir):
+        # Only possible if someone mounted into the node from the host.
+        raise SandboxError(f"{name}: host mounts under {ndir}: {mounts_under(ndir)}")
+    safe_rmtree(ndir)
+    nodes = read_registry()
+    if name in nodes:
+        del nodes[name]
+        _write_registry(nodes)
+    _write_known_hosts(nodes)
+
+
+def _validate(name: str, addr: str, gpu: str, toolkit: str) -> None:
+    """Reject bad names, non-loopback addresses and unknown profiles early."""
+    if not NAME_RE.match(name):
+        raise SandboxError(f"bad node name {name!r}: use [a-z0-9-], at most 31 characters")
+    try:
+        ip = ipaddress.IPv4Address(addr)
+    except ValueError:
+        raise SandboxError(f"bad address {addr!r}: need an IPv4 address in 127.0.0.0/8") from None
+    if not ip.is_loopback:
+        raise SandboxError(f"address {addr} is not in 127.0.0.0/8 (nodes live on loopback only)")
+    if gpu not in gpu_standin.profiles():
+        raise SandboxError(f"unknown GPU profile {gpu!r}; known: {', '.join(gpu_standin.profiles())}")
+    if toolkit not in gpu_standin.TOOLKITS:
+        raise SandboxError(f"unknown toolkit {toolkit!r}; known: {', '.join(gpu_standin.TOOLKITS)}")
+
+
+def _port_free(addr: str, port: int) -> bool:
+    """Whether sshd could listen on addr:port (binds like sshd does)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((addr, port))
+        except OSError:
+            return False
+    return True
+
+
+def _choose_port(addr: str, port: int | None) -> int:
+    """Port 22 unless taken on *addr* (then the first free of 2222-2299)."""
+    if port is not None:
+        if not _port_free(addr, port):
+            raise SandboxError(f"{addr}:{port} is already in use")
+        return port
+    for candidate in (DEFAULT_PORT, *FALLBACK_PORTS):
+        if _port_free(addr, candidate):
+            return candidate
+    raise SandboxError(f"no free SSH port on {addr}")
+
+
+def _ensure_client_key() -> None:
+    """Create the sandbox's client keypair once."""
+    _mkdir(ssh_dir(), 0o700)
+    if client_key().is_file():
+        return
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpu-bringup-sandbox",
+          "-f", str(client_key())])
+    os.chmod(client_key(), 0o600)
+    os.chmod(str(client_key()) + ".pub", 0o644)
+
+
+def _mkdir(path: Path, mode: int) -> None:
+    """mkdir (parents included) with an explicit mode, whatever the umask."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, mode)
+
+
+def _run(cmd: list[str]) -> None:
+    """Run a host command, raising SandboxError with its output on failure."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SandboxError(f"{' '.join(cmd)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def _prepare_upper(name: str, addr: str, gpu: str, toolkit: str, base: Path) -> None:
+    """Write the node's own files into its overlay upper layer."""
+    upper = node_dir(name) / "upper"
+    st = os.stat(base)
+    os.chmod(upper, st.st_mode & 0o7777)
+    etc = gpu_standin.ensure_dir(upper, base, "etc")
+    write_file(etc / "hostname", f"{name}\n", 0o644)
+    write_file(
+        etc / "hosts",
+        f"127.0.0.1\tlocalhost\n{addr}\t{name}\n\n"
+        "::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n",
+        0o644,
+    )
+    # Host keys of its own, as a freshly installed host generates them.
+    sshd_dir = gpu_standin.ensure_dir(upper, base, "etc/ssh")
+    for kind in HOST_KEY_TYPES:
+        key = sshd_dir / f"ssh_host_{kind}_key"
+        _run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", f"root@{name}", "-f", str(key)])
+        os.chmod(key, 0o600)
+        os.chmod(str(key) + ".pub", 0o644)
+    dot_ssh = gpu_standin.ensure_dir(upper, base, "root/.ssh")
+    os.chmod(dot_ssh, 0o700)
+    pub = Path(str(client_key()) + ".pub").read_text()
+    write_file(dot_ssh / "authorized_keys", pub, 0o600)
+    gpu_standin.install_driver(upper, base, gpu)
+    gpu_standin.install_toolkit(upper, base, toolkit)
+
+
+def _spawn(name: str, addr: str, port: int, base: Path) -> dict:
+    """Start the node's namespaces detached from us; return its state record."""
+    ndir = node_dir(name)
+    log = ndir / "node.log"
+    cmd = [
+        "setsid", "unshare", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child",
+        "--propagation", "private",
+        "/bin/sh", str(INIT_SCRIPT), str(base), str(ndir), name, addr, str(port),
+    ]
+    # The shell backgrounds the launcher and exits at once, so the launcher is
+    # nobody's child here (the CLI may exit; pytest keeps no zombie) and
+    # setsid keeps a Ctrl-C at the terminal from reaching the node.
+    shell = '"$@" </dev/null >>"$LOG" 2>&1 & echo $!'
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "LANG": "C.UTF-8", "LOG": str(log)}
+    out = subprocess.run(["/bin/sh", "-c", shell, "sh", *cmd], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    launcher = int(out.strip())
+    state = {"name": name, "addr": addr, "port": port,
+             "launcher_pid": launcher, "launcher_starttime": _proc_starttime(launcher)}
+    # Record the launcher before anything else can fail.
+    atomic_write(ndir / "state.json", json.dumps(state, indent=2) + "\n", 0o644)
+    deadline = time.monotonic() + 5
+    while not _children(launcher):
+        if _proc_starttime(launcher) is None or time.monotonic() > deadline:
+            raise SandboxError(f"{name}: launcher exited early:\n{_log_tail(log)}")
+        time.sleep(0.01)
+    init = _children(launcher)[0]
+    state.update(init_pid=init, init_starttime=_proc_starttime(init),
+                 pidns=_ns(init, "pid"), mntns=_ns(init, "mnt"))
+    atomic_write(ndir / "state.json", json.dumps(state, indent=2) + "\n", 0o644)
+    return state
+
+
+def _log_tail(log: Path, lines: int = 20) -> str:
+    """Last lines of a node log, for error messages."""
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _wait_ready(name: str, state: dict) -> None:
+    """Wait until the node's sshd answers with an SSH banner."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not _alive(state["init_pid"], state["init_starttime"]):
+            raise SandboxError(f"{name}: node died while starting:\n{_log_tail(node_dir(name) / 'node.log')}")
+        try:
+            with socket.create_connection((state["addr"], state["port"]), timeout=1) as sock:
+                if sock.recv(64).startswith(b"SSH-2.0-"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SandboxError(f"{name}: sshd not answering after {READY_TIMEOUT_S:.0f} s:\n"
+                       f"{_log_tail(node_dir(name) / 'node.log')}")
+
+
+def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None = None) -> dict:
+    """Start node *name* from a clean overlay and return its registry entry.
+
+    A node of that name that is running, dead or half-started is removed
+    first, so ``up`` always yields a fresh node.
+    """
+    _validate(name, addr, gpu, toolkit)
+    with _StateLock():
+        base = image.base_root()
+        _ensure_client_key()
+        others = {n: e for n, e in read_registry().items() if n != name}
+        clash = [n for n, e in others.items() if e.get("ssh_hostname") == addr]
+        if clash:
+            raise SandboxError(f"address {addr} is already used by node {clash[0]}")
+        _remove_node(name)
+        port = _choose_port(addr, port)
+        ndir = node_dir(name)
+        _mkdir(ndir.parent, 0o755)
+        _mkdir(ndir, 0o700)
+        for sub in ("upper", "work", "root"):
+            _mkdir(ndir / sub, 0o755)
+        write_file(ndir / "node.log", "", 0o644)
+        try:
+            _prepare_upper(name, addr, gpu, toolkit, base)
+            state = _spawn(name, addr, port, base)
+            _wait_ready(name, state)
+        except BaseException:
+            # Leave nothing running; keep the directory (and its node.log) for
+            # a look, the next up or down of this name deletes it.
+            _kill_node(name)
+            raise
+        entry = _registry_entry(name, addr, port, gpu, toolkit)
+        nodes = read_registry()
+        nodes[name] = entry
+        _write_registry(nodes)
+        _write_known_hosts(nodes)
+        return entry
+
+
+def down(names: list[str] | None = None) -> list[str]:
+    """Remove the named nodes (all nodes when *names* is None); return those removed."""
+    with _StateLock():
+        present = set(read_registry())
+        if (state_dir() / "nodes").is_dir():
+            present |= {p.name for p in (state_dir() / "nodes").iterdir() if p.is_dir()}
+        targets = sorted(present) if names is None else [n for n in names if n in present]
+        for name in targets:
+            _remove_node(name)
+        if names is None and not read_registry():
+            _write_registry({})
+        return targets
+
+
+def status() -> list[dict]:
+    """Every known node with its registry entry and whether it is running."""
+    nodes = read_registry()
+    names = set(nodes)
+    if (state_dir() / "nodes").is_dir():
+        names |= {p.name for p in (state_dir() / "nodes").iterdir() if p.is_dir()}
+    rows = []
+    for name in sorted(names):
+        state = _read_state(name)
+        running = _alive(state.get("init_pid"), state.get("init_starttime"))
+        rows.append({
+            "name": name,
+            "state": "running" if running and name in nodes else ("starting" if running else "dead"),
+            "pid": state.get("init_pid") if running else None,
+            "entry": nodes.get(name),
+        })
+    return rows
+
+
+def destroy() -> None:
+    """Remove every node, the client keys and the cached base image."""
+    down(None)
+    with _StateLock():
+        safe_rmtree(ssh_dir())
+        safe_rmtree(state_dir() / "nodes")
+        _write_registry({})
+    image.delete_cache()

@@ -1,0 +1,122 @@
+"""Operations for the CUDA repository key, dpkg recovery, toolkit checks and the
+/usr/local/cuda alternative."""
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from facts.dpkg import DpkgAudit
+from facts.keyring import KeyringFingerprints
+from facts.toolkit import CudaLink, NvccRelease
+
+
+@operation()
+def pinned_keyring(key_url, fingerprint, path):
+    """
+    Install a repository signing key, only if its fingerprint is the pinned one.
+
+    + key_url: where the key is published (armored or binary)
+    + fingerprint: the pinned 40-hex-digit fingerprint
+    + path: the keyring file apt's ``Signed-By`` names
+
+    The key is fetched into a temporary directory, checked, reduced to the pinned
+    key and moved into place (write, then rename); a mismatch fails the host and
+    leaves the old keyring untouched.
+
+    **Example**:
+
+    .. code:: python
+
+        pinned_keyring(
+            key_url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/3bf863cc.pub",
+            fingerprint="EB693B3035CD5710E231E123A4B469963BF863CC",
+            path="/etc/apt/keyrings/nvidia-cuda.gpg",
+        )
+    """
+    fingerprint = fingerprint.replace(" ", "").upper()
+    if host.get_fact(KeyringFingerprints, path=path) == [fingerprint]:
+        host.noop(f"keyring {path} already holds {fingerprint}")
+        return
+    url, target = shlex.quote(key_url), shlex.quote(path)
+    mismatch = shlex.quote(
+        f"{host.name}: the key at {key_url} is not {fingerprint}; check cuda_repo_key_url "
+        "and cuda_repo_fingerprint (a mirror must publish the key it signs with)"
+    )
+    yield (
+        "set -e; umask 022; d=$(mktemp -d); trap 'rm -rf \"$d\"' EXIT; "
+        f"curl -fsSL --retry 3 -o \"$d/key\" {url}; "
+        f"GNUPGHOME=\"$d\" gpg --batch --quiet --import \"$d/key\" 2>/dev/null; "
+        f"if ! GNUPGHOME=\"$d\" gpg --batch --list-keys {fingerprint} >/dev/null 2>&1; then "
+        f"echo {mismatch} >&2; exit 1; fi; "
+        f"mkdir -p -m 0755 \"$(dirname {target})\"; "
+        f"GNUPGHOME=\"$d\" gpg --batch --export {fingerprint} > \"$d/keyring.gpg\"; "
+        f"install -m 0644 -o root -g root \"$d/keyring.gpg\" {target}.new; "
+        f"mv -f {target}.new {target}"
+    )
+
+
+@operation()
+def finish_interrupted_dpkg():
+    """
+    Finish what an interrupted dpkg/apt run left half-installed (``dpkg --configure -a``).
+
+    **Example**:
+
+    .. code:: python
+
+        finish_interrupted_dpkg()
+    """
+    if not host.get_fact(DpkgAudit):
+        host.noop("dpkg has no unfinished work")
+        return
+    yield "DEBIAN_FRONTEND=noninteractive dpkg --configure -a"
+
+
+@operation()
+def nvcc_reports(home, release):
+    """
+    Fail the host unless ``<home>/bin/nvcc --version`` reports ``release``.
+
+    + home: the toolkit's home
+    + release: the ``X.Y`` it must report
+
+    **Example**:
+
+    .. code:: python
+
+        nvcc_reports(home="/usr/local/cuda-13.0", release="13.0")
+    """
+    found = host.get_fact(NvccRelease, home=home)
+    if found == release:
+        host.noop(f"{home}/bin/nvcc reports release {release}")
+        return
+    message = shlex.quote(
+        f"{host.name}: {home}/bin/nvcc reports release {found or 'nothing (missing or broken)'}, "
+        f"expected {release}; check the packages the CUDA repository served"
+    )
+    yield f"echo {message} >&2; exit 1"
+
+
+@operation()
+def cuda_alternative(home, priority=100):
+    """
+    Point ``/usr/local/cuda`` at ``home`` through the ``cuda`` alternative.
+
+    + home: the toolkit's home
+    + priority: priority when registering ``home`` as an alternative
+
+    **Example**:
+
+    .. code:: python
+
+        cuda_alternative(home="/usr/local/cuda-13.0")
+    """
+    link = host.get_fact(CudaLink)
+    if link["target"] == home and home in link["alternatives"]:
+        host.noop(f"/usr/local/cuda already points at {home}")
+        return
+    quoted = shlex.quote(home)
+    if home not in link["alternatives"]:
+        yield f"update-alternatives --install /usr/local/cuda cuda {quoted} {int(priority)}"
+    yield f"update-alternatives --set cuda {quoted}"
