@@ -1,0 +1,51 @@
+# Two commands on a fresh Debian 12 machine, as root:
+#   make demo   the main job against the sandbox node (incident state -> deployed)
+#   make test   the whole test suite
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYINFRA := $(VENV)/bin/pyinfra
+# Debian packages the control side and the sandbox need (one per line in each file).
+HOST_PACKAGES := python3-venv $(shell cat sandbox/host-packages.txt sandbox/aptrepo/host-packages.txt 2>/dev/null)
+DEMO_NODE := gpu1
+DEMO_ADDR := 127.0.0.11
+DEMO_GPU := rtx-pro-6000-x8
+
+.PHONY: setup host-deps test demo sandbox-up sandbox-down bench
+
+host-deps:
+	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing host packages: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+setup: host-deps $(VENV)/.installed
+
+test: setup
+	$(VENV)/bin/pytest
+
+sandbox-up: setup
+	$(PY) -m sandbox.aptrepo serve
+	$(PY) -m sandbox up $(DEMO_NODE) --addr $(DEMO_ADDR) --gpu $(DEMO_GPU) --toolkit incident
+
+demo: sandbox-up
+	@echo "== 1. validate: the incident's node (nothing is changed)"
+	$(PYINFRA) -y inventory/gpu.py validate.py
+	@echo "== 2. deploy"
+	$(PYINFRA) -y inventory/gpu.py deploy.py
+	@echo "== 3. validate again: no fix or blocker left for the toolkit"
+	$(PYINFRA) -y inventory/gpu.py validate.py
+	@echo "nodes stay up: $(PY) -m sandbox status; stop them with: make sandbox-down"
+
+sandbox-down:
+	-$(PY) -m sandbox down --all
+	-$(PY) -m sandbox.aptrepo stop
+
+bench: setup
+	$(PY) bench/validate_cost.py

@@ -1,0 +1,89 @@
+"""A local NVIDIA-style apt repository made from NVIDIA's CUDA 13.0 PyPI wheels.
+
+The sandbox node installs its CUDA toolkit the way a real node does: from a
+signed, flat apt repository laid out like NVIDIA's
+(``.../compute/cuda/repos/debian12/x86_64/``), with NVIDIA's package names
+(``cuda-nvcc-13-0``, ``cuda-cudart-dev-13-0``, ``libcurand-dev-13-0`` ...).
+The packages are NVIDIA's own PyPI wheels (pinned in ``wheels.lock``),
+re-laid out into ``/usr/local/cuda-13.0``; the only stand-in is the libcuda
+link stub in ``cuda-driver-dev-13-0``.
+
+CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}``.
+Python::
+
+    from sandbox import aptrepo
+    info = aptrepo.ensure_served()   # build if needed, serve if not running
+    info["url"]          # http://127.0.0.1:PORT/compute/cuda/repos/  (PORT 8913 unless taken)
+    info["repo_url"]     # .../compute/cuda/repos/debian12/x86_64/  (a flat repo: suite "/")
+    info["key_url"]      # .../debian12/x86_64/<last 8 hex>.pub (armored)
+    info["fingerprint"]  # 40 hex, upper case
+    aptrepo.stop(pid=info["pid"])    # stop it (only if server.json still names it)
+
+.sandbox/aptrepo/server.json is the server's lease: the server exits by itself
+when the file disappears (e.g. the repository was wiped) or names another one.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sandbox.aptrepo import server as _serve
+from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, REPO_DIR,
+                                   SERVE_ROOT, SERVER_JSON, _build_locked, build, pubkey_name,
+                                   read_manifest, repo_lock, repo_url)
+
+__all__ = [
+    "build", "serve", "stop", "status", "ensure_served", "running",
+    "DEFAULT_HOST", "DEFAULT_PORT", "REPO_DIR", "SERVE_ROOT", "SERVER_JSON", "GNUPGHOME",
+    "FINGERPRINT_FILE", "repo_url", "pubkey_name",
+]
+
+
+def running() -> dict | None:
+    """server.json's content when its server is up, else None."""
+    return _serve.running()
+
+
+def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> tuple[dict, bool]:
+    """Build if needed and start the server unless one runs: (server.json content, started?).
+
+    port None: DEFAULT_PORT, or any free port when that one is taken; 0: any free port.
+    A server already running is reused whatever port was asked (see status/stop).
+    """
+    with repo_lock():
+        info = _serve.running()
+        if info:
+            _build_locked(info["repo_url"], False, log)
+            return _serve.refresh_key(info), False
+        _build_locked(repo_url(host, port) if port else None, False, log)
+        info = _serve.start(host, DEFAULT_PORT if port is None else port, any_port_if_busy=port is None)
+        if read_manifest().get("repo_url") != info["repo_url"]:
+            # The keyring package's sources.list must name the port actually served.
+            _build_locked(info["repo_url"], False, log)
+        return _serve.refresh_key(info), True
+
+
+def ensure_served(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> dict:
+    """Build if needed, serve if not running; return server.json's content."""
+    return serve(port, host, log)[0]
+
+
+def stop(pid: int | None = None) -> dict | None:
+    """Stop the server (only if its pid is *pid*, when given); returns what it was, else None."""
+    with repo_lock():
+        return _serve.stop(pid)
+
+
+def status() -> dict:
+    """What is built and what is served."""
+    manifest = read_manifest()
+    fpr = FINGERPRINT_FILE.read_text().strip() if FINGERPRINT_FILE.is_file() else None
+    return {
+        "built": bool(manifest) and (REPO_DIR / "InRelease").is_file(),
+        "repo": str(REPO_DIR),
+        "fingerprint": fpr,
+        "key_file": str(REPO_DIR / pubkey_name(fpr)) if fpr else None,
+        "keyring_repo_url": manifest.get("repo_url"),
+        "packages": sorted(manifest.get("debs", {})),
+        "server": _serve.running(),
+    }

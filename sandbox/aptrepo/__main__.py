@@ -1,0 +1,60 @@
+"""python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}: the sandbox's CUDA apt repository."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from sandbox import aptrepo
+from sandbox.aptrepo import server as _serve
+from sandbox.aptrepo.wheels import cache_dir, ensure_wheels
+
+
+def _print(obj) -> None:
+    print(json.dumps(obj, indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m sandbox.aptrepo", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{build,serve,stop,status,wheels}")
+    b = sub.add_parser("build", help="build or refresh the repository (a no-op when nothing changed)")
+    b.add_argument("--force", action="store_true", help="rebuild every package")
+    b.add_argument("--url", help="repository URL the cuda-keyring package's source names "
+                                 "(default: the one built in, else the default port's)")
+    s = sub.add_parser("serve", help="build if needed and serve in the background (no-op if running)")
+    s.add_argument("--port", type=int, default=None,
+                   help=f"TCP port (default {aptrepo.DEFAULT_PORT}, another free one if taken; 0: any)")
+    s.add_argument("--host", default=aptrepo.DEFAULT_HOST, help="address to bind (default 127.0.0.1)")
+    sub.add_parser("stop", help="stop the server")
+    sub.add_parser("status", help="what is built and served (JSON)")
+    sub.add_parser("wheels", help="download the locked wheels into the cache (hash-checked)")
+    r = sub.add_parser("_server")  # the server process itself (started by serve)
+    r.add_argument("--host", default=aptrepo.DEFAULT_HOST)
+    r.add_argument("--port", type=int, default=0)
+    r.add_argument("--or-any-port", action="store_true")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "build":
+        _print(aptrepo.build(url=args.url, force=args.force))
+    elif args.cmd == "serve":
+        info, started = aptrepo.serve(port=args.port, host=args.host)
+        if not started:
+            print(f"aptrepo: already serving (pid {info['pid']}) at {info['url']}", file=sys.stderr)
+        _print(info)
+    elif args.cmd == "stop":
+        info = aptrepo.stop()
+        print(f"aptrepo: stopped pid {info['pid']}" if info else "aptrepo: no server running",
+              file=sys.stderr)
+    elif args.cmd == "status":
+        _print(aptrepo.status())
+    elif args.cmd == "wheels":
+        _print({name: str(path) for name, path in ensure_wheels(log=sys.stderr).items()})
+        print(f"aptrepo: wheel cache {cache_dir()}", file=sys.stderr)
+    elif args.cmd == "_server":
+        _serve.serve_forever(args.host, args.port, args.or_any_port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

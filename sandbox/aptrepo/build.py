@@ -1,0 +1,207 @@
+"""Build the flat, signed apt repository under .sandbox/aptrepo/.
+
+Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/``)::
+
+    .sandbox/aptrepo/                       served over HTTP
+        compute/cuda/repos/debian12/x86_64/
+            *.deb  Packages  Packages.gz  Release  InRelease  Release.gpg
+            <last 8 hex of the fingerprint>.pub       armored public key
+        fingerprint                         40 hex, upper case
+        server.json                         while a server runs
+    .sandbox/aptrepo-gnupg/                 GNUPGHOME with the signing key (0700)
+
+A build is idempotent: when the lock, the key, the keyring URL and this code
+are unchanged it returns at once and touches nothing. Otherwise it assembles
+the whole directory in a temp dir next to it (reusing unchanged .debs by hard
+link) and swaps it in with two renames.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sandbox.aptrepo import debs
+from sandbox.aptrepo.sign import GnuPG
+from sandbox.aptrepo.wheels import ensure_wheels, read_lock
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SANDBOX = REPO_ROOT / ".sandbox"
+SERVE_ROOT = SANDBOX / "aptrepo"
+REPO_REL = "compute/cuda/repos/debian12/x86_64"
+REPO_DIR = SERVE_ROOT / REPO_REL
+GNUPGHOME = SANDBOX / "aptrepo-gnupg"
+FINGERPRINT_FILE = SERVE_ROOT / "fingerprint"
+SERVER_JSON = SERVE_ROOT / "server.json"
+LOCK_FILE = SANDBOX / "aptrepo.lock"
+MANIFEST = ".build.json"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8913
+
+# What apt pins can match: "Pin: release o=NVIDIA" or "l=NVIDIA CUDA".
+RELEASE_FIELDS = (("Origin", "NVIDIA"), ("Label", "NVIDIA CUDA"))
+
+
+def repo_url(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> str:
+    """The flat repository's URL (what a sources entry names, with suite '/')."""
+    return f"http://{host}:{port}/{REPO_REL}/"
+
+
+def pubkey_name(fingerprint: str) -> str:
+    """NVIDIA names its key file after the fingerprint's last 8 hex digits (3bf863cc.pub)."""
+    return fingerprint[-8:].lower() + ".pub"
+
+
+class repo_lock:
+    """Exclusive flock serialising builds and server starts across processes."""
+
+    def __enter__(self):
+        SANDBOX.mkdir(parents=True, exist_ok=True)
+        self.fh = open(LOCK_FILE, "a")
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def read_manifest() -> dict:
+    try:
+        return json.loads((REPO_DIR / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def build(url: str | None = None, force: bool = False, log=sys.stderr) -> dict:
+    """Build or refresh the repository; *url* is what cuda-keyring's source names.
+
+    Without *url*: the one already built in, else the default port's.
+    """
+    with repo_lock():
+        return _build_locked(url, force, log)
+
+
+def _build_locked(url: str | None, force: bool, log) -> dict:
+    started = time.monotonic()
+    gpg = GnuPG(GNUPGHOME)
+    fpr = gpg.ensure_key()
+    old = read_manifest()
+    url = url or old.get("repo_url") or repo_url()
+    ctx = debs.Context(read_lock(), fingerprint=fpr, public_key=gpg.export(fpr, armor=False), repo_url=url)
+    armored = gpg.export(fpr, armor=True)
+    gins = debs.generator_inputs(ctx)
+    wanted = {debs.deb_filename(p, ctx): debs.package_digest(p, ctx, gins) for p in debs.PACKAGES}
+    digest = hashlib.sha256(json.dumps({
+        "debs": wanted, "fingerprint": fpr, "key": armored.decode(), "release": RELEASE_FIELDS,
+        "builder": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+    }, sort_keys=True).encode()).hexdigest()
+
+    fpr_ok = FINGERPRINT_FILE.is_file() and FINGERPRINT_FILE.read_text().strip() == fpr
+    files_ok = all((REPO_DIR / n).is_file() for n in
+                   [*wanted, "Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", pubkey_name(fpr)])
+    if not force and old.get("digest") == digest and fpr_ok and files_ok:
+        return {"changed": False, "built": [], "reused": sorted(wanted), "fingerprint": fpr,
+                "repo_url": url, "repo": str(REPO_DIR), "seconds": round(time.monotonic() - started, 2)}
+
+    for stale in SANDBOX.glob(".aptrepo-tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = SANDBOX / f".aptrepo-tmp-{os.getpid()}"
+    out = tmp / "x86_64"
+    work = tmp / "work"
+    out.mkdir(parents=True)
+    work.mkdir()
+
+    reused, todo = [], []
+    old_debs = old.get("debs", {}) if not force else {}
+    for pkg in debs.PACKAGES:
+        name = debs.deb_filename(pkg, ctx)
+        if old_debs.get(name) == wanted[name] and (REPO_DIR / name).is_file():
+            os.link(REPO_DIR / name, out / name)
+            reused.append(name)
+        else:
+            todo.append(pkg)
+    if todo:
+        print(f"aptrepo: building {len(todo)} package(s): {', '.join(p.name for p in todo)}", file=log, flush=True)
+    if any(p.files for p in todo):
+        wheels = ensure_wheels(log=log)
+        debs.check_layout(wheels, ctx)
+    else:
+        wheels = {}
+    # Biggest first so the two cores stay busy to the end.
+    todo.sort(key=lambda p: -sum(wheels[w].stat().st_size for w in p.wheels() if w in wheels))
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        for f in [pool.submit(debs.build_deb, p, ctx, wheels, out, work) for p in todo]:
+            f.result()
+    shutil.rmtree(work)
+
+    (out / pubkey_name(fpr)).write_bytes(armored)
+    _write_indexes(out, [out / n for n in sorted(wanted)])
+    gpg.sign_release(out, fpr)
+    (out / MANIFEST).write_text(json.dumps({"digest": digest, "debs": wanted, "repo_url": url,
+                                            "fingerprint": fpr}, indent=1, sort_keys=True) + "\n")
+    for p in out.iterdir():
+        os.chmod(p, 0o644)
+    os.chmod(out, 0o755)
+
+    REPO_DIR.parent.mkdir(parents=True, exist_ok=True)
+    for d in (SERVE_ROOT, *REPO_DIR.relative_to(SERVE_ROOT).parents):
+        os.chmod(SERVE_ROOT / d, 0o755)
+    if REPO_DIR.exists():
+        os.rename(REPO_DIR, tmp / "old")
+    os.rename(out, REPO_DIR)
+    _atomic_text(FINGERPRINT_FILE, fpr + "\n")
+    shutil.rmtree(tmp)
+    built = sorted(debs.deb_filename(p, ctx) for p in todo)
+    seconds = round(time.monotonic() - started, 2)
+    print(f"aptrepo: repository ready in {seconds} s ({len(built)} built, {len(reused)} reused): {REPO_DIR}",
+          file=log, flush=True)
+    return {"changed": True, "built": built, "reused": sorted(reused), "fingerprint": fpr,
+            "repo_url": url, "repo": str(REPO_DIR), "seconds": seconds}
+
+
+def _write_indexes(repo: Path, deb_files: list[Path]) -> None:
+    """Packages, Packages.gz and Release of a flat repository (Filename: ./x.deb)."""
+    stanzas = []
+    for deb in sorted(deb_files, key=lambda p: p.name):
+        data = deb.read_bytes()
+        control = debs.control_of(deb).rstrip("\n")
+        stanzas.append(control + "\n" + "".join(f"{k}: {v}\n" for k, v in (
+            ("Filename", f"./{deb.name}"),
+            ("Size", len(data)),
+            ("MD5sum", hashlib.md5(data).hexdigest()),
+            ("SHA1", hashlib.sha1(data).hexdigest()),
+            ("SHA256", hashlib.sha256(data).hexdigest()),
+            ("SHA512", hashlib.sha512(data).hexdigest()),
+        )))
+    packages = "\n".join(stanzas).encode()
+    (repo / "Packages").write_bytes(packages)
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(packages)
+    (repo / "Packages.gz").write_bytes(buf.getvalue())
+
+    lines = [f"{k}: {v}" for k, v in RELEASE_FIELDS]
+    lines.append("Date: " + time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()))
+    for title, algo in (("MD5Sum", "md5"), ("SHA1", "sha1"), ("SHA256", "sha256"), ("SHA512", "sha512")):
+        lines.append(f"{title}:")
+        for name in ("Packages", "Packages.gz"):
+            data = (repo / name).read_bytes()
+            lines.append(f" {hashlib.new(algo, data).hexdigest()} {len(data):>16} {name}")
+    (repo / "Release").write_text("\n".join(lines) + "\n")
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)

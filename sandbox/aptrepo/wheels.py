@@ -1,0 +1,137 @@
+"""The pinned NVIDIA wheels: read the lock, fill the download cache.
+
+The cache is ``${XDG_CACHE_HOME:-~/.cache}/gpu-bringup/wheels/``; a wheel is
+taken from it only when its sha256 matches the lock, so a second build
+downloads nothing and a corrupted or swapped file is fetched again. Downloads
+go through pip (the ordinary PyPI client) with ``--require-hashes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+LOCK = Path(__file__).with_name("wheels.lock")
+
+# pip 23 does not widen --platform manylinux_2_28 to the older manylinux tags
+# the wheels carry (manylinux_2_12, _2_17, _2_27), so name each one.
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_12_x86_64",
+    "manylinux2010_x86_64",
+)
+
+_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s]+)\s+--hash=sha256:([0-9a-f]{64})\s*$")
+
+
+@dataclass(frozen=True)
+class LockedWheel:
+    name: str
+    version: str
+    sha256: str
+
+    @property
+    def stem(self) -> str:
+        """Wheel file name prefix: normalised name and version."""
+        return f"{re.sub(r'[-_.]+', '_', self.name).lower()}-{self.version}-"
+
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version} --hash=sha256:{self.sha256}"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpu-bringup" / "wheels"
+
+
+def read_lock(path: Path = LOCK) -> dict[str, LockedWheel]:
+    """name -> LockedWheel; raises ValueError on a malformed line."""
+    wheels: dict[str, LockedWheel] = {}
+    for n, raw in enumerate(Path(path).read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise ValueError(f"{path}:{n}: expected 'name==version --hash=sha256:HEX', got {raw!r}")
+        w = LockedWheel(m.group(1).lower(), m.group(2), m.group(3))
+        wheels[w.name] = w
+    return wheels
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cached(wheel: LockedWheel, cache: Path | None = None) -> Path | None:
+    """The cached file of *wheel* if present and its hash matches."""
+    cache = cache or cache_dir()
+    for path in sorted(cache.glob(wheel.stem + "*.whl")):
+        if sha256_file(path) == wheel.sha256:
+            return path
+    return None
+
+
+def _pip() -> list[str]:
+    """A python with pip: this one, else the repo's control venv."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    venv = Path(__file__).resolve().parents[2] / ".venv/bin/python"
+    if venv.exists():
+        return [str(venv), "-m", "pip"]
+    raise RuntimeError("pip is needed to download the NVIDIA wheels (python3 -m pip)")
+
+
+def ensure_wheels(wanted: list[str] | None = None, lock: Path = LOCK,
+                  cache: Path | None = None, log=None) -> dict[str, Path]:
+    """Return name -> cached wheel path for *wanted* (default: all), downloading the missing."""
+    locked = read_lock(lock)
+    names = list(locked) if wanted is None else wanted
+    cache = cache or cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    found: dict[str, Path] = {}
+    missing: list[LockedWheel] = []
+    for name in names:
+        w = locked[name]
+        path = cached(w, cache)
+        if path:
+            found[name] = path
+        else:
+            missing.append(w)
+    if missing:
+        if log:
+            print(f"aptrepo: downloading {len(missing)} wheel(s): "
+                  + ", ".join(f"{w.name}=={w.version}" for w in missing), file=log, flush=True)
+        with tempfile.TemporaryDirectory(prefix=".dl-", dir=cache) as tmp:
+            req = Path(tmp) / "requirements.txt"
+            req.write_text("".join(w.requirement() + "\n" for w in missing))
+            cmd = [*_pip(), "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
+                   "--disable-pip-version-check", "--quiet", "-d", str(Path(tmp) / "out"), "-r", str(req)]
+            for plat in PLATFORMS:
+                cmd += ["--platform", plat]
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"pip download failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
+            for w in missing:
+                hits = [p for p in (Path(tmp) / "out").glob(w.stem + "*.whl") if sha256_file(p) == w.sha256]
+                if not hits:
+                    raise RuntimeError(f"pip did not deliver {w.name}=={w.version} with the locked sha256")
+                dest = cache / hits[0].name
+                shutil.move(str(hits[0]), dest)
+                found[w.name] = dest
+    return found
