@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
 # Debian packages the control side and the sandbox need (one per line in each file).
-HOST_PACKAGES := python3-venv $(shell cat sandbox/host-packages.txt sandbox/aptrepo/host-packages.txt 2>/dev/null)
+HOST_PACKAGES := python3-venv $(shell sed -e 's/#.*//' sandbox/host-packages.txt sandbox/aptrepo/host-packages.txt)
 DEMO_NODE := gpu1
 DEMO_ADDR := 127.0.0.11
 DEMO_GPU := rtx-pro-6000-x8
