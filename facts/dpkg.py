@@ -5,8 +5,9 @@ from pyinfra.api import FactBase
 
 class DpkgAudit(FactBase):
     """
-    Returns the lines of ``dpkg --audit``: empty when no package is half-installed
-    or half-configured.
+    Returns the lines of ``dpkg --audit`` plus any entry of dpkg's update journal:
+    empty when no package is half-installed or half-configured and no dpkg run
+    stopped halfway.
 
     .. code:: python
 
@@ -14,7 +15,7 @@ class DpkgAudit(FactBase):
             ...  # an earlier apt run was interrupted
     """
 
-    command = "dpkg --audit 2>&1 || true"
+    command = "dpkg --audit 2>&1; ls -A /var/lib/dpkg/updates 2>/dev/null | sed 's/^/journal: /'; true"
 
     @staticmethod
     def default():

@@ -7,6 +7,7 @@ the node, so it changes nothing while other hosts carry on.
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def load_config():
     try:
         return Config.from_data(host.data.dict(), host=host.name)
     except ConfigError as error:
-        print(f"== {host.name}: INVALID SETTINGS\n  {error}")
+        print(f"== {host.name}: INVALID SETTINGS\n  {error}", file=sys.stderr)
         refuse(str(error))
         return None
 
@@ -106,7 +107,8 @@ def planned_host(purpose):
     facts, node = gather(config)
     if node is None:
         return None
-    print(render(host.name, facts, node), flush=True)
+    # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
+    print(render(host.name, facts, node), file=sys.stderr, flush=True)
     write_report(facts, config, node)
     if not node.ok:
         refuse(f"{purpose} refused, nothing changed: {blockers_text(node)}")
