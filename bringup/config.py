@@ -16,6 +16,8 @@ from bringup.cuda import FIRST_CUDA_FOR_SM, driver_floor_for_cuda
 from bringup.versions import parse
 
 PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_")
+# Module families files/prewarm.py knows how to build.
+PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode")
 
 
 class ConfigError(ValueError):
@@ -40,11 +42,34 @@ class Config:
     # its own torch is validated.
     venv_path: str = "/opt/sglang/venv"
     venv_managed: bool = True
+    # The lock (pins with hashes, control-side path) the managed venv is built from.
+    venv_lock: str = "files/locks/sglang-0.5.23-cp311-x86_64.txt"
+    # Where packages come from (site mirrors): an index URL (empty: PyPI), extra
+    # indexes, find-links pages, and venv_no_index to use find-links only.
+    venv_index_url: str = ""
+    venv_extra_index_urls: tuple = ()
+    venv_find_links: tuple = ()
+    venv_no_index: bool = False
+    # uv (bootstrapped from files/locks/uv-*.txt) or pip; uv falls back to pip
+    # when the index cannot serve uv.
+    venv_installer: str = "uv"
     # The service: user, environment file, JIT cache root (FLASHINFER_WORKSPACE_BASE
     # and SGLANG_CACHE_DIR both point here, so pre-warm and serve share one cache).
     service_user: str = "sglang"
     service_env_file: str = "/etc/sglang/sglang.env"
     service_cache_dir: str = "/var/cache/sglang"
+    # What the SGLang unit serves: model (path or hub name; empty leaves the unit
+    # disabled), port, and extra launch_server arguments.
+    service_model: str = ""
+    service_port: str = "30000"
+    service_args: str = ""
+    # FlashInfer JIT modules compiled before the service starts: names of
+    # files/prewarm.py (sampling, rope, norm, activation:<fn>, page, cascade,
+    # prefill, decode); attention modules for each head dim and dtype below.
+    prewarm_modules: tuple = ("sampling", "rope", "norm", "activation:silu", "activation:gelu",
+                              "page", "cascade", "prefill", "decode")
+    prewarm_head_dims: tuple = ("128",)
+    prewarm_dtypes: tuple = ("bf16",)
     # NVIDIA's CUDA apt repository, or a site mirror of it (same layout:
     # <url>/<distro>/<arch>/), its signing key and the key's pinned fingerprint.
     cuda_repo_url: str = "https://developer.download.nvidia.com/compute/cuda/repos"
@@ -92,6 +117,20 @@ class Config:
             value = getattr(self, key)
             if not posixpath.isabs(value) or "'" in value or "\n" in value:
                 raise ConfigError(host, key, value, "use an absolute path without quotes")
+        if self.venv_installer not in ("uv", "pip"):
+            raise ConfigError(host, "venv_installer", self.venv_installer, "use uv or pip")
+        if not self.service_port.isdigit() or not 0 < int(self.service_port) < 65536:
+            raise ConfigError(host, "service_port", self.service_port, "use a TCP port number")
+        for module in self.prewarm_modules:
+            if module.split(":")[0] not in PREWARM_MODULES:
+                raise ConfigError(host, "prewarm_modules", module,
+                                  f"use modules of files/prewarm.py: {', '.join(PREWARM_MODULES)}")
+        for head_dim in self.prewarm_head_dims:
+            if not head_dim.isdigit():
+                raise ConfigError(host, "prewarm_head_dims", head_dim, "use head dimensions such as 64, 128, 256")
+        for dtype in self.prewarm_dtypes:
+            if dtype not in ("bf16", "fp16"):
+                raise ConfigError(host, "prewarm_dtypes", dtype, "use bf16 or fp16")
         if not self.service_user.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(host, "service_user", self.service_user, "use a plain user name")
         fingerprint = self.cuda_repo_fingerprint.replace(" ", "")

@@ -17,6 +17,7 @@ from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
 from bringup.config import Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
+from bringup.prewarm import prewarm_gap, prewarm_request
 from bringup.platforms import repo_arch, repo_distro, repo_location
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.versions import major_minor, parse, same_major_minor
@@ -24,8 +25,9 @@ from bringup.versions import major_minor, parse, same_major_minor
 MIN_PYTHON = Version("3.11")  # sglang 0.5.23: Requires-Python >=3.11
 SERVICE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Dev headers and stubs FlashInfer's JIT compiles and links against, beside nvcc.
+# cuBLAS headers: FlashInfer 0.7.2's norm module includes cublasLt.h.
 TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cuda-cccl",
-                    "cuda-driver-dev", "libcurand-dev")
+                    "cuda-driver-dev", "libcurand-dev", "libcublas-dev")
 
 
 @dataclass
@@ -332,15 +334,15 @@ def _check_symlink(facts, config, home, add):
 def _check_jit_cache(facts, config, targets, add):
     if not targets:
         return
-    arch_dir = fi.workspace_dir_name(targets)
-    cache = facts.get("jit_cache") or {}
-    warm = [m for m in cache.get("modules") or []
-            if m["arch"] == arch_dir and parse(m["flashinfer"]) == config.flashinfer]
-    if not warm:
-        where = f"{config.service_cache_dir}/.cache/flashinfer/{config.stack_flashinfer}/{arch_dir}"
-        add(Finding("JIT_CACHE_COLD", WARNING,
-                    f"no FlashInfer JIT module compiled under {where}: the first requests will compile",
-                    "pre-warm the JIT cache for the planned arch list before serving"))
+    installed = parse((facts.get("flashinfer") or {}).get("version"))
+    serving = config.flashinfer if config.venv_managed else (installed or config.flashinfer)
+    arch_list = " ".join(targets)
+    gap = prewarm_gap((facts.get("jit_cache") or {}).get("prewarm"), prewarm_request(config), serving, arch_list)
+    if gap:
+        where = f"{config.service_cache_dir}/.cache/flashinfer/{serving}/{fi.workspace_dir_name(targets)}"
+        add(Finding("JIT_CACHE_COLD", FIX,
+                    f"FlashInfer's JIT cache under {where} is not ready ({gap}): the first requests would compile",
+                    f"deploy pre-warms {', '.join(config.prewarm_modules)} for {arch_list} as {config.service_user}"))
 
 
 def load_facts(path):

@@ -204,8 +204,18 @@ def venv_stack(section):
     return torch, flashinfer, sglang
 
 
-def jit_cache(section):
-    """Compiled JIT modules under the service's FlashInfer workspace."""
+def prewarm_state(section):
+    """The pre-warm manifest and the modules ninja would rebuild, or None without one."""
+    if section is None or section.rc != 0:
+        return None
+    try:
+        return json.loads(section.lines[-1])
+    except (IndexError, json.JSONDecodeError) as error:
+        raise ValueError(f"prewarm probe printed no JSON: {section.text!r}") from error
+
+
+def jit_cache(section, prewarm=None):
+    """Compiled JIT modules under the service's FlashInfer workspace, and the pre-warm state."""
     cache_dir = section.attr[1] if section is not None and section.attr else None
     modules = []
     if section is not None and section.rc == 0:
@@ -213,7 +223,7 @@ def jit_cache(section):
             parts = line.strip().lstrip("./").split("/")
             if len(parts) == 5 and parts[2] == "cached_ops":
                 modules.append({"flashinfer": parts[0], "arch": parts[1], "module": parts[3]})
-    return {"base": cache_dir, "modules": modules}
+    return {"base": cache_dir, "modules": modules, "prewarm": prewarm}
 
 
 def build_document(lines):
@@ -246,7 +256,7 @@ def build_document(lines):
         "torch": torch,
         "flashinfer": flashinfer,
         "sglang": sglang,
-        "jit_cache": jit_cache(by_name.get("jit-cache")),
+        "jit_cache": jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm"))),
     }
 
 

@@ -121,6 +121,27 @@ else
     emit venv 127 ""
 fi
 
+# The pre-warm manifest (files/prewarm.py) and whether ninja has work for any module it lists.
+manifest=$PROBE_CACHE_DIR/prewarm/manifest.json
+if [ -r "$manifest" ] && command -v python3 >/dev/null 2>&1; then
+    capture prewarm "" python3 -c '
+import json, subprocess, sys
+manifest = json.load(open(sys.argv[1]))
+stale = []
+for module in manifest.get("modules", []):
+    try:
+        run = subprocess.run([sys.argv[2], "-n", "-C", module["dir"]], capture_output=True, text=True)
+        fresh = run.returncode == 0 and "no work to do" in run.stdout
+    except OSError:
+        fresh = False
+    if not fresh:
+        stale.append(module.get("request", module.get("name")))
+print(json.dumps({"manifest": manifest, "stale": stale}))
+' "$manifest" "$PROBE_VENV/bin/ninja"
+else
+    emit prewarm 127 ""
+fi
+
 jit_root=$PROBE_CACHE_DIR/.cache/flashinfer
 if [ -d "$jit_root" ]; then
     emit jit-cache 0 "$(cd "$jit_root" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"

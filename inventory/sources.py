@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HOSTS_FILE = Path(os.environ.get("GPU_BRINGUP_HOSTS", ROOT / "inventory" / "hosts.yml"))
 SANDBOX_NODES = ROOT / ".sandbox" / "nodes.yaml"
 SANDBOX_REPO = ROOT / ".sandbox" / "aptrepo" / "server.json"
+SANDBOX_PYPI = ROOT / ".sandbox" / "pypimirror.json"
 
 # Host keys are always checked: an unknown or changed key fails the connection.
 SSH_DEFAULTS = {"ssh_strict_host_key_checking": "yes"}
@@ -42,15 +43,16 @@ def operator_hosts(data):
     return hosts
 
 
-def sandbox_hosts(nodes, repo):
-    """(name, data) tuples for running sandbox nodes, pointed at the sandbox's apt repo.
+def sandbox_hosts(nodes, repo, pypi=None):
+    """(name, data) tuples for running sandbox nodes, pointed at the sandbox's mirrors.
 
-    The repo is reached exactly like NVIDIA's: through the repo URL, key URL and
-    pinned fingerprint settings (a site mirror uses the same ones).
+    The apt repo is reached exactly like NVIDIA's: through the repo URL, key URL and
+    pinned fingerprint settings; the wheels through the find-links setting (a site
+    mirror uses the same ones).
     """
-    repo_settings = {}
+    repo_settings = {"venv_find_links": [pypi["url"]], "venv_no_index": True} if pypi else {}
     if repo:
-        repo_settings = {
+        repo_settings |= {
             "cuda_repo_url": repo["url"],
             "cuda_repo_key_url": repo["key_url"],
             "cuda_repo_fingerprint": repo["fingerprint"],
@@ -70,4 +72,5 @@ def load_hosts():
     import json
 
     repo = json.loads(SANDBOX_REPO.read_text()) if SANDBOX_REPO.exists() else None
-    return sandbox_hosts(read_yaml(SANDBOX_NODES), repo)
+    pypi = json.loads(SANDBOX_PYPI.read_text()) if SANDBOX_PYPI.exists() else None
+    return sandbox_hosts(read_yaml(SANDBOX_NODES), repo, pypi)

@@ -202,6 +202,37 @@ PACKAGES: tuple[Pkg, ...] = (
         links=((f"{TGT}/lib/libcurand.so", "libcurand.so.10"),),
     ),
     Pkg(
+        name="libcublas-13-0",
+        version_of="nvidia-cublas",
+        section="libs",
+        description="CUBLAS native runtime libraries",
+        depends=("cuda-toolkit-13-0-config-common",),
+        files=(
+            ("nvidia-cublas", "lib/libcublas.so.13", f"{TGT}/lib/libcublas.so.{{libcublas-13-0:up}}"),
+            ("nvidia-cublas", "lib/libcublasLt.so.13", f"{TGT}/lib/libcublasLt.so.{{libcublas-13-0:up}}"),
+            ("nvidia-cublas", "lib/libnvblas.so.13", f"{TGT}/lib/libnvblas.so.{{libcublas-13-0:up}}"),
+        ),
+        links=(
+            (f"{TGT}/lib/libcublas.so.13", "libcublas.so.{libcublas-13-0:up}"),
+            (f"{TGT}/lib/libcublasLt.so.13", "libcublasLt.so.{libcublas-13-0:up}"),
+            (f"{TGT}/lib/libnvblas.so.13", "libnvblas.so.{libcublas-13-0:up}"),
+        ),
+    ),
+    Pkg(
+        # FlashInfer's JIT includes cublasLt.h (norm, via trtllm/common/cudaUtils.h).
+        name="libcublas-dev-13-0",
+        version_of="nvidia-cublas",
+        section="libdevel",
+        description="CUBLAS native dev links, headers",
+        depends=("libcublas-13-0 (>= {libcublas-13-0:up})",),
+        files=(("nvidia-cublas", "include/", f"{TGT}/include/"),),
+        links=(
+            (f"{TGT}/lib/libcublas.so", "libcublas.so.13"),
+            (f"{TGT}/lib/libcublasLt.so", "libcublasLt.so.13"),
+            (f"{TGT}/lib/libnvblas.so", "libnvblas.so.13"),
+        ),
+    ),
+    Pkg(
         name="cuda-keyring",
         version="1.1-1",
         arch="all",

@@ -31,8 +31,19 @@ def converged():
                   "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]},
         "flashinfer": {"version": "0.7.2"},
         "jit_cache": {"base": "/var/cache/sglang",
-                      "modules": [{"flashinfer": "0.7.2", "arch": "120f", "module": "sampling"}]},
+                      "modules": [{"flashinfer": "0.7.2", "arch": "120f", "module": "sampling"}],
+                      "prewarm": prewarmed("12.0f")},
     }
+
+
+def prewarmed(arch_list, flashinfer="0.7.2", stale=()):
+    """The pre-warm state of a node whose cache holds the default request."""
+    from bringup.config import Config
+    from bringup.prewarm import prewarm_request
+
+    return {"manifest": {"flashinfer": flashinfer, "arch_list": arch_list,
+                         "request": prewarm_request(Config()), "modules": []},
+            "stale": list(stale)}
 
 
 def incident():

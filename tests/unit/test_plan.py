@@ -8,7 +8,7 @@ import pytest
 
 from bringup.config import Config
 from bringup.plan import plan
-from tests.unit.scenarios import HOME, RTX_PRO, FIXTURES, converged, gpus, incident, varied
+from tests.unit.scenarios import HOME, RTX_PRO, FIXTURES, converged, gpus, incident, prewarmed, varied
 
 STALE_12_8 = {"cuda_home": "/usr/local/cuda-12.8", "version": "12.8", "via": "PATH", "nvcc_ok": True,
               "env_file": False, "arch_list_env": None}
@@ -105,9 +105,21 @@ def test_gb10_with_0_7_2_and_nvcc_12_8_empties_the_arch_set():
     assert "SM 12.1+ requires CUDA >= 12.9" in trap.message
 
 
-def test_cold_jit_cache_is_reported():
-    node = plan(varied(converged(), jit_cache={"base": "/c", "modules": []}), Config())
-    assert node.codes("warning") == ["JIT_CACHE_COLD"]
+@pytest.mark.parametrize("prewarm,gap", [
+    (None, "no pre-warm manifest"),
+    (prewarmed("12.0a"), "built for '12.0a', planned '12.0f'"),
+    (prewarmed("12.0f", flashinfer="0.7.0"), "built by FlashInfer 0.7.0, serving with 0.7.2"),
+    (prewarmed("12.0f", stale=["sampling"]), "ninja would rebuild sampling"),
+])
+def test_cold_jit_cache_is_reported(prewarm, gap):
+    node = plan(varied(converged(), jit_cache={"base": "/c", "modules": [], "prewarm": prewarm}), Config())
+    cold = [f for f in node.findings if f.code == "JIT_CACHE_COLD"]
+    assert node.codes("fix") == ["JIT_CACHE_COLD"] and gap in cold[0].message
+
+
+def test_changed_prewarm_request_is_cold():
+    node = plan(converged(), Config.from_data({"prewarm_modules": ["norm"]}))
+    assert node.codes("fix") == ["JIT_CACHE_COLD"]
 
 
 def test_symlink_drift_is_a_warning_when_the_alternative_is_not_managed():

@@ -83,7 +83,7 @@ def test_driver_that_cannot_be_reached(tmp_path):
 def test_os_and_jit_cache_root(tmp_path):
     facts = run_probe(tmp_path, "b200-x8")
     assert facts["os"]["id"] and facts["os"]["arch"]
-    assert facts["jit_cache"] == {"base": str(tmp_path / "cache"), "modules": []}
+    assert facts["jit_cache"] == {"base": str(tmp_path / "cache"), "modules": [], "prewarm": None}
 
 
 def test_service_env_file_drives_resolution(tmp_path):
@@ -116,6 +116,26 @@ def test_jit_cache_modules_are_listed(tmp_path):
     (module / "sampling.so").write_bytes(b"")
     facts = run_probe(tmp_path, "rtx-pro-6000-x8")
     assert facts["jit_cache"]["modules"] == [{"flashinfer": "0.7.2", "arch": "120f", "module": "sampling"}]
+
+
+def test_prewarm_manifest_and_ninja_freshness(tmp_path):
+    """Modules whose ninja has work are named; ninja itself runs (the venv's, here a stand-in path)."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "ninja").symlink_to("/usr/bin/ninja")
+    fresh, stale = tmp_path / "fresh", tmp_path / "stale"
+    for build_dir, target in ((fresh, "out"), (stale, "missing")):
+        build_dir.mkdir()
+        (build_dir / "build.ninja").write_text(f"rule touch\n  command = touch $out\nbuild {target}: touch\n")
+    (fresh / "out").write_text("")
+    subprocess.run(["ninja", "-C", str(fresh)], check=True, capture_output=True)
+    manifest = tmp_path / "cache" / "prewarm" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"flashinfer": "0.7.2", "modules": [
+        {"request": "norm", "dir": str(fresh)}, {"request": "sampling", "dir": str(stale)}]}))
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(tmp_path / "venv"))
+    assert facts["jit_cache"]["prewarm"]["stale"] == ["sampling"]
+    assert facts["jit_cache"]["prewarm"]["manifest"]["flashinfer"] == "0.7.2"
 
 
 def test_document_is_json_serialisable(tmp_path):

@@ -1,0 +1,42 @@
+"""What the JIT pre-warm must build, and whether a node's cache already holds it."""
+
+from bringup.versions import parse
+
+
+def prewarm_request(config):
+    """The pre-warm request files/prewarm.py records in its manifest.
+
+    >>> prewarm_request(type("C", (), {"prewarm_modules": ("norm",), "prewarm_head_dims": ("128",),
+    ...                                "prewarm_dtypes": ("bf16",)})())
+    {'modules': ['norm'], 'head_dims': [128], 'dtypes': ['bf16']}
+    """
+    return {
+        "modules": list(config.prewarm_modules),
+        "head_dims": [int(head_dim) for head_dim in config.prewarm_head_dims],
+        "dtypes": list(config.prewarm_dtypes),
+    }
+
+
+def prewarm_gap(state, request, flashinfer, arch_list):
+    """Why the cache does not hold the request, or "" when it does.
+
+    + state: the facts' ``jit_cache.prewarm`` (``{"manifest", "stale"}``) or None
+    + request: ``prewarm_request(config)``
+    + flashinfer: the FlashInfer release that will serve (Version)
+    + arch_list: the plan's FLASHINFER_CUDA_ARCH_LIST
+
+    >>> prewarm_gap(None, {}, None, "12.0f")
+    'no pre-warm manifest'
+    """
+    if not state or not state.get("manifest"):
+        return "no pre-warm manifest"
+    manifest = state["manifest"]
+    if parse(manifest.get("flashinfer")) != flashinfer:
+        return f"built by FlashInfer {manifest.get('flashinfer')}, serving with {flashinfer}"
+    if manifest.get("arch_list") != arch_list:
+        return f"built for {manifest.get('arch_list')!r}, planned {arch_list!r}"
+    if manifest.get("request") != request:
+        return f"built {manifest.get('request')}, requested {request}"
+    if state.get("stale"):
+        return f"ninja would rebuild {', '.join(state['stale'])}"
+    return ""

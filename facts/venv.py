@@ -1,0 +1,33 @@
+"""The live SGLang venv: where its link points and which lock it was completed from."""
+
+from pyinfra.api import FactBase
+
+
+class VenvLink(FactBase):
+    """
+    Returns ``{"target": link target or None, "complete": digest in the target's
+    .complete marker or None}`` for the live venv link.
+
+    + path: the live venv path (a symlink to ``venvs/<digest>``)
+
+    .. code:: python
+
+        host.get_fact(VenvLink, path="/opt/sglang/venv")
+        # {"target": "venvs/3f2a...", "complete": "3f2a..."}
+    """
+
+    def command(self, path):
+        return (f"printf 'target=%s\\n' \"$(readlink {path} 2>/dev/null)\"; "
+                f"printf 'complete=%s\\n' \"$(cat {path}/.complete 2>/dev/null)\"")
+
+    @staticmethod
+    def default():
+        return {"target": None, "complete": None}
+
+    def process(self, output):
+        link = {"target": None, "complete": None}
+        for line in output:
+            key, _, value = line.partition("=")
+            if key in link:
+                link[key] = value or None
+        return link
