@@ -1,0 +1,163 @@
+"""The SGLang venv, the FlashInfer JIT pre-warm and the service unit, deployed by the
+real pyinfra CLI over SSH onto a sandbox node in the incident's state.
+
+CI pre-warms a reduced module set (sampling, norm) at the real pins; `make demo`
+pre-warms the full default set.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import aptrepo, pypimirror
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PYINFRA = str(BIN / "pyinfra")
+CUOBJDUMP = BIN.parent / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+    "site-packages" / "nvidia" / "cu13" / "bin" / "cuobjdump"
+NODE, ADDRESS = "sg-incident", "127.0.0.61"
+MODULES = "sampling,norm"
+CACHE = "/var/cache/sglang"
+MANIFEST = f"{CACHE}/prewarm/manifest.json"
+AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/gpu-bringup/with-service-env "
+              "/etc/sglang/sglang.env ")
+
+pytestmark = pytest.mark.sandbox
+
+
+def pyinfra(*args, json_output=False):
+    command = [PYINFRA, "-y", *(["--json"] if json_output else []), "inventory/gpu.py", "--limit", NODE, *args]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    result.output = result.stdout + result.stderr
+    return result
+
+
+def deploy(json_output=False):
+    return pyinfra("--data", f"prewarm_modules={MODULES}", "deploy.py", json_output=json_output)
+
+
+@pytest.fixture(scope="module")
+def node(sandbox_node):
+    aptrepo.ensure_served()
+    pypimirror.serve()
+    entry = sandbox_node(NODE, ADDRESS, gpu="rtx-pro-6000-x8", toolkit="incident")
+    started = time.monotonic()
+    result = deploy()
+    assert result.returncode == 0, result.output[-6000:]
+    entry["deploy_seconds"] = time.monotonic() - started
+    return entry
+
+
+@pytest.fixture(scope="module")
+def manifest(node, sandbox_ssh):
+    return json.loads(sandbox_ssh(node, f"cat {MANIFEST}").stdout)
+
+
+def test_manifest_names_the_requested_modules_for_12_0f(manifest):
+    assert manifest["flashinfer"] == "0.7.2" and manifest["arch_list"] == "12.0f"
+    assert [module["request"] for module in manifest["modules"]] == MODULES.split(",")
+    assert manifest["workspace"] == f"{CACHE}/.cache/flashinfer/0.7.2/120f"
+
+
+def test_modules_are_built_for_sm_120f(node, manifest, sandbox_ssh, tmp_path):
+    for module in manifest["modules"]:
+        assert module["library"].startswith(f"{CACHE}/.cache/flashinfer/0.7.2/120f/cached_ops/")
+        local = tmp_path / Path(module["library"]).name
+        local.write_bytes(subprocess.run(
+            ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+             "-o", f"UserKnownHostsFile={node['ssh_known_hosts_file']}", "-i", node["ssh_key"],
+             f"root@{node['ssh_hostname']}", f"cat {module['library']}"], capture_output=True, check=True).stdout)
+        dump = subprocess.run([str(CUOBJDUMP), str(local)], capture_output=True, text=True, check=True).stdout
+        arches = {line.split("=")[1].strip() for line in dump.splitlines() if line.startswith("arch =")}
+        assert arches == {"sm_120f"}, (module["name"], arches)
+
+
+def test_rebuilding_with_the_service_environment_compiles_nothing(node, manifest, sandbox_ssh):
+    """FlashInfer's own build steps, run again as the service would: ninja has no work."""
+    libraries = " ".join(module["library"] for module in manifest["modules"])
+    before = sandbox_ssh(node, f"stat -c '%n %Y' {libraries}").stdout
+    rebuild = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py "
+                          f"--modules {MODULES} --manifest /tmp/rebuild.json").stdout
+    assert rebuild.count("prewarm: ") == len(manifest["modules"]) + 1
+    assert sandbox_ssh(node, f"stat -c '%n %Y' {libraries}").stdout == before
+    for module in manifest["modules"]:
+        out = sandbox_ssh(node, AS_SERVICE + f"ninja -n -C {module['dir']}").stdout
+        assert "ninja: no work to do." in out, (module["name"], out)
+
+
+def test_flashinfer_resolves_the_13_0_toolkit_and_12_0f(node, sandbox_ssh):
+    out = sandbox_ssh(node, AS_SERVICE + "python -c 'from flashinfer.jit.cpp_ext import get_cuda_path, "
+                      "get_cuda_version; from flashinfer.compilation_context import CompilationContext; "
+                      "print(get_cuda_path(), get_cuda_version(), sorted(CompilationContext().TARGET_CUDA_ARCHS))'"
+                      ).stdout.strip()
+    assert out == "/usr/local/cuda-13.0 13.0 [(12, '0f')]"
+
+
+def test_venv_is_a_link_to_a_complete_build_owned_by_the_service_user(node, sandbox_ssh):
+    out = sandbox_ssh(node, "readlink /opt/sglang/venv; cat /opt/sglang/venv/.complete; "
+                            "stat -c %U /opt/sglang/venv/bin/python /opt/sglang/venv/lib; "
+                            "/opt/sglang/venv/bin/python -c 'import importlib.metadata as m; "
+                            "print(m.version(\"sglang\"), m.version(\"torch\"), m.version(\"flashinfer-python\"))'"
+                      ).stdout.split()
+    assert out[0] == f"venvs/{out[1]}" and out[2:4] == ["sglang", "sglang"]
+    assert out[4:] == ["0.5.23", "2.14.1", "0.7.2"]
+
+
+def test_service_unit_reads_the_environment_file(node, sandbox_ssh):
+    unit = sandbox_ssh(node, "stat -c '%U:%G %a' /etc/systemd/system/sglang.service; "
+                             "cat /etc/systemd/system/sglang.service").stdout
+    assert unit.startswith("root:root 644")
+    for line in ("EnvironmentFile=/etc/sglang/sglang.env", "User=sglang", "LimitMEMLOCK=infinity",
+                 "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server"):
+        assert line in unit
+
+
+def test_validate_after_deploy_is_clean(node):
+    result = pyinfra("--data", f"prewarm_modules={MODULES}", "validate.py")
+    assert result.returncode == 0, result.output
+    report = json.loads((ROOT / "reports" / f"{NODE}.json").read_text())
+    assert [f["code"] for f in report["plan"]["findings"] if f["severity"] in ("fix", "blocker")] == []
+
+
+def test_second_deploy_changes_nothing_and_takes_seconds(node):
+    started = time.monotonic()
+    result = deploy(json_output=True)
+    seconds = time.monotonic() - started
+    assert result.returncode == 0, result.output
+    changed = [op["name"] for op in json.loads(result.stdout)["results"]["operations"] if op["success"] or op["error"]]
+    assert changed == []
+    assert seconds < node["deploy_seconds"] / 5, (seconds, node["deploy_seconds"])
+
+
+def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh, tmp_path):
+    """A new lock (same pins, other digest) is built beside the live venv; kill it midway."""
+    lock = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
+    other = tmp_path / "other.txt"
+    other.write_text(lock.read_text() + "# same pins, another build\n")
+    live = sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip()
+    op_args = [f"lock={other}", "uv_lock=files/locks/uv-cp311-x86_64.txt", "path=/opt/sglang/venv",
+               "owner=sglang", "sources=" + json.dumps(["--find-links", pypimirror.running()["url"], "--no-index"])]
+    killer = subprocess.Popen(
+        ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+         "-o", f"UserKnownHostsFile={node['ssh_known_hosts_file']}", "-i", node["ssh_key"],
+         f"root@{node['ssh_hostname']}",
+         "for i in $(seq 6000); do for d in /opt/sglang/venvs/*/lib/python3.11/site-packages/torch; do "
+         f"case $d in /opt/sglang/{live}/*) continue ;; esac; "
+         "if [ -d \"$d\" ]; then pkill -9 -f '[b]uild-venv.sh'; pkill -9 -x uv; echo killed; exit 0; fi; "
+         "done; sleep 0.01; done; exit 1"], stdout=subprocess.PIPE, text=True)
+    first = pyinfra("tasks.operations.sglang.venv_from_lock", *op_args)
+    assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
+    assert first.returncode == 1
+    assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live
+    second = pyinfra("tasks.operations.sglang.venv_from_lock", *op_args)
+    assert second.returncode == 0, second.output
+    rebuilt = sandbox_ssh(node, "readlink /opt/sglang/venv; cat /opt/sglang/venv/.complete").stdout.split()
+    assert rebuilt[0] != live and rebuilt[0] == f"venvs/{rebuilt[1]}"
+    # Back to the configured lock: its venv is still complete, so only the link moves.
+    assert deploy().returncode == 0
+    assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live
