@@ -11,7 +11,7 @@ DEMO_NODE := gpu1
 DEMO_ADDR := 127.0.0.11
 DEMO_GPU := rtx-pro-6000-x8
 
-.PHONY: setup host-deps test demo sandbox-up sandbox-down bench
+.PHONY: setup host-deps test demo sandbox-up sandbox-down bench lock
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -32,6 +32,7 @@ test: setup
 
 sandbox-up: setup
 	$(PY) -m sandbox.aptrepo serve
+	$(PY) -m sandbox.pypimirror serve
 	$(PY) -m sandbox up $(DEMO_NODE) --addr $(DEMO_ADDR) --gpu $(DEMO_GPU) --toolkit incident
 
 demo: sandbox-up
@@ -46,6 +47,15 @@ demo: sandbox-up
 sandbox-down:
 	-$(PY) -m sandbox down --all
 	-$(PY) -m sandbox.aptrepo stop
+	-$(PY) -m sandbox.pypimirror stop
 
 bench: setup
 	$(PY) bench/validate_cost.py
+	$(PY) bench/prewarm_venv.py $(DEMO_NODE)
+
+# Regenerate the venv locks (pins with hashes) from files/locks/*.in.
+lock: setup
+	for input in files/locks/*.in; do \
+		$(VENV)/bin/uv pip compile $$input --python-version 3.11 --python-platform x86_64-manylinux_2_34 \
+			--generate-hashes --no-header -q -o $${input%.in}-cp311-x86_64.txt; \
+	done

@@ -1,0 +1,254 @@
+"""What a ready node must look like, from the product itself: the node's facts
+(files/probe.sh run through testinfra), its settings (bringup.config) and the
+planner (bringup.plan). Nothing here hard-codes a version, a path or an arch.
+
+Also the small parsers the checks share: systemd's EnvironmentFile and unit file
+syntax, and the command that reproduces the service's environment on the node.
+"""
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from bringup.config import Config
+from bringup.plan import SERVICE_BASE_PATH, plan
+from facts.node import probe_command
+from facts.probe_output import build_document
+
+# Paths written by the deploy that have no setting (tasks/ and the service task).
+SERVICE_UNIT = "/etc/systemd/system/sglang.service"
+# A remote command that runs longer than this is a failure, not a hang.
+COMMAND_TIMEOUT_S = 300
+
+
+class NodeNotReady(Exception):
+    """The node cannot be examined (unreachable, probe failed); the message says why."""
+
+
+@dataclass
+class Expected:
+    """One host's settings, facts and plan, and what follows from them."""
+
+    name: str
+    config: Config
+    facts: dict
+    plan: object  # bringup.plan.NodePlan
+
+    @property
+    def home(self):
+        return self.plan.toolkit["home"]
+
+    @property
+    def version(self):
+        return self.plan.toolkit["version"]
+
+    @property
+    def arch_list(self):
+        return self.plan.arch_list
+
+    @property
+    def env(self):
+        return self.plan.env
+
+    @property
+    def sms(self):
+        """The compute capabilities to serve: the GPUs', else the configured target_sms."""
+        gpus = self.facts.get("gpus") or []
+        caps = {gpu["compute_cap"] for gpu in gpus} or set(self.config.target_sms)
+        return sorted((Version(cap) for cap in caps), key=lambda v: v.release)
+
+    @property
+    def manifest_path(self):
+        return f"{self.config.service_cache_dir}/prewarm/manifest.json"
+
+    @property
+    def venv_python(self):
+        return f"{self.config.venv_path}/bin/python"
+
+    def deployed_files(self):
+        """label -> path of every file the deploy writes."""
+        from tasks.cuda_env import PAM_ENVIRONMENT, PROFILE
+        from tasks.cuda_repo import KEYRING, PREFERENCE, SOURCE
+
+        return {
+            "apt-keyring": KEYRING,
+            "apt-source": SOURCE,
+            "apt-pin": PREFERENCE,
+            "profile": PROFILE,
+            "pam-environment": PAM_ENVIRONMENT,
+            "service-env-file": self.config.service_env_file,
+            "service-unit": SERVICE_UNIT,
+            "prewarm-manifest": self.manifest_path,
+        }
+
+
+DEPLOYED_FILE_LABELS = ("apt-keyring", "apt-source", "apt-pin", "profile", "pam-environment",
+                        "service-env-file", "service-unit", "prewarm-manifest")
+
+
+def gather(host, name, data):
+    """Settings, facts and plan of one testinfra host (runs the probe once)."""
+    try:
+        config = Config.from_data(data, host=name)
+    except ValueError as error:
+        raise NodeNotReady(f"{name}: invalid settings: {error}") from error
+    command = probe_command(config.venv_path, config.service_env_file, config.service_cache_dir)
+    try:
+        result = host.run(command)
+    except Exception as error:  # paramiko/socket errors: the host cannot be reached
+        raise NodeNotReady(f"{name}: cannot run the facts probe: {type(error).__name__}: {error}") from error
+    if result.rc != 0 or not result.stdout.strip():
+        raise NodeNotReady(f"{name}: the facts probe exited {result.rc}: {(result.stderr or result.stdout).strip()[-500:]}")
+    try:
+        facts = build_document(result.stdout.splitlines())
+    except (ValueError, KeyError, TypeError) as error:
+        raise NodeNotReady(f"{name}: could not parse the facts probe: {error}") from error
+    return Expected(name, config, facts, plan(facts, config))
+
+
+def _unquote(value):
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        inner = value[1:-1]
+        if value[0] == '"':
+            for escaped, plain in (('\\"', '"'), ("\\\\", "\\")):
+                inner = inner.replace(escaped, plain)
+        return inner
+    return value
+
+
+def parse_env_file(text):
+    """An EnvironmentFile the way systemd reads it: ``KEY=value`` lines, ``#``/``;``
+    comments and blank lines skipped, surrounding quotes removed, no ``$`` expansion.
+
+    >>> parse_env_file('# c\\nA=1\\n; c\\nB="x y"\\nC=$PATH:/bin\\nnot an assignment\\n')
+    {'A': '1', 'B': 'x y', 'C': '$PATH:/bin'}
+    """
+    values = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;" or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip()
+        if key and (key[0].isalpha() or key[0] == "_") and all(c.isalnum() or c == "_" for c in key):
+            values[key] = _unquote(value.strip())
+    return values
+
+
+def parse_unit(text):
+    """A systemd unit file -> ``{section: [(key, value), ...]}`` in file order
+    (continuation lines joined, comments skipped).
+
+    >>> parse_unit("[Service]\\n# c\\nUser=sglang\\nExecStart=/v/bin/python \\\\\\n  -m x\\n")
+    {'Service': [('User', 'sglang'), ('ExecStart', '/v/bin/python  -m x')]}
+    """
+    sections, current, pending = {}, None, ""
+    for raw in text.splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = ""
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1]
+            sections.setdefault(current, [])
+        elif "=" in line and current is not None:
+            key, _, value = line.partition("=")
+            sections[current].append((key.strip(), value.strip()))
+    return sections
+
+
+def exec_argv(value):
+    """The argv of an ``ExecStart=`` value, without systemd's prefixes (``@-:+!``).
+
+    >>> exec_argv("-/opt/v/bin/python -m sglang.launch_server --port 30000")[:3]
+    ['/opt/v/bin/python', '-m', 'sglang.launch_server']
+    """
+    return shlex.split(value.lstrip("@-:+!"))
+
+
+def unit_environment(text):
+    """The ``Environment=`` assignments of a unit's [Service] section, in order.
+
+    >>> unit_environment('[Service]\\nEnvironment=HOME=/var/lib/x "A=b c"\\nUser=x\\n')
+    {'HOME': '/var/lib/x', 'A': 'b c'}
+    """
+    values = {}
+    for key, value in parse_unit(text).get("Service", []):
+        if key == "Environment":
+            for item in shlex.split(value):
+                name, sep, rest = item.partition("=")
+                if sep:
+                    values[name] = rest
+    return values
+
+
+def service_command(env, command, user=None):
+    """A shell command that runs ``command`` (a shell snippet) in the service's
+    environment: systemd's default PATH, HOME/USER of the service user, then ``env``
+    (the unit's Environment= and EnvironmentFile= assignments) verbatim, nothing
+    inherited. With ``user``, as that user (``runuser`` when connected as root), the
+    way ``User=`` runs the service: files FlashInfer creates at import stay the
+    service user's.
+
+    >>> service_command({"CUDA_HOME": "/c"}, "echo $CUDA_HOME")
+    "home=/; run=; env -i HOME=$home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CUDA_HOME=/c timeout 300 sh -c 'echo $CUDA_HOME'"
+    """
+    values = {"PATH": SERVICE_BASE_PATH, **({"USER": user, "LOGNAME": user} if user else {}), **env}
+    assignments = " ".join(shlex.quote(f"{key}={value}") for key, value in values.items())
+    run = f"env -i HOME=$home {assignments} timeout {COMMAND_TIMEOUT_S} sh -c {shlex.quote(command)}"
+    if user is None:
+        return f"home=/; run=; {run}"
+    quoted = shlex.quote(user)
+    return (f"home=$(getent passwd {quoted} | cut -d: -f6); "
+            f"if [ \"$(id -un)\" = {quoted} ]; then run=; "
+            f"elif [ \"$(id -u)\" = 0 ]; then "
+            f"[ -n \"$home\" ] || {{ echo 'service user {user} does not exist' >&2; exit 97; }}; "
+            f"run='runuser -u {user} --'; "
+            f"else echo \"connected as $(id -un): cannot run as the service user {user} "
+            f"(connect as root, with sudo, or as {user})\" >&2; exit 97; fi; "
+            f"$run {run}")
+
+
+# Run in the venv's python with the service environment: what torch and FlashInfer
+# see. Each part reports its own error so one failure does not hide the others.
+VENV_SCRIPT = r"""
+import json, sys
+out = {"python": sys.version.split()[0]}
+try:
+    import torch
+    flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")() or ""
+    out["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda, "arch_flags": flags.split()}
+except Exception as error:
+    out["torch_error"] = f"{type(error).__name__}: {error}"
+flashinfer = out["flashinfer"] = {}
+try:
+    from flashinfer.jit import cpp_ext
+    flashinfer["cuda_path"] = cpp_ext.get_cuda_path()
+    flashinfer["cuda_version"] = str(cpp_ext.get_cuda_version())
+except Exception as error:
+    flashinfer["cuda_error"] = f"{type(error).__name__}: {error}"
+try:
+    from flashinfer.compilation_context import CompilationContext
+    archs = CompilationContext().TARGET_CUDA_ARCHS
+    flashinfer["archs"] = [f"{major}.{minor}" for major, minor in sorted(archs)]
+except Exception as error:
+    flashinfer["archs_error"] = f"{type(error).__name__}: {error}"
+print("@@venv " + json.dumps(out))
+"""
+
+
+def parse_venv_output(stdout):
+    """The JSON line VENV_SCRIPT prints, or None.
+
+    >>> parse_venv_output('noise\\n@@venv {"python": "3.11.2"}\\n')
+    {'python': '3.11.2'}
+    """
+    for line in stdout.splitlines():
+        if line.startswith("@@venv "):
+            return json.loads(line[len("@@venv "):])
+    return None

@@ -1,0 +1,82 @@
+"""Small remote helpers the checks share (each one testinfra command)."""
+
+import shlex
+from dataclasses import dataclass
+
+import pytest
+
+from tests.node.expected import SERVICE_UNIT, parse_env_file, service_command, unit_environment
+
+
+def fail(expected, what, want, got):
+    """Fail the check with one message naming host, check, expected and actual."""
+    pytest.fail(f"{expected.name}: {what}: expected {want}; actual {got}", pytrace=False)
+
+
+def run_as_login_user(host, command):
+    """Run ``command`` as the SSH user itself, even on a ``sudo`` host: the login
+    shell and the plain SSH session are what an operator gets, not sudo's reset env."""
+    backend = host.backend
+    saved = backend.sudo, backend.sudo_user
+    backend.sudo, backend.sudo_user = False, None
+    try:
+        return host.run(command)
+    finally:
+        backend.sudo, backend.sudo_user = saved
+
+
+@dataclass
+class Stat:
+    """``stat -L`` of a path: kind, owner, group, mode."""
+
+    path: str
+    kind: str
+    owner: str
+    group: str
+    mode: int
+
+    def __str__(self):
+        return f"{self.path} {self.kind} {self.owner}:{self.group} {self.mode:04o}"
+
+
+def stat(host, path):
+    """Stat ``path`` (following links), or None when it does not exist."""
+    result = host.run(f"stat -L -c '%F|%U|%G|%a' -- {shlex.quote(path)}")
+    if result.rc != 0:
+        return None
+    kind, owner, group, mode = result.stdout.strip().split("|")
+    return Stat(path, kind, owner, group, int(mode, 8))
+
+
+def read_text(host, path):
+    """The content of ``path``, or None when it cannot be read."""
+    result = host.run(f"cat -- {shlex.quote(path)}")
+    return result.stdout if result.rc == 0 else None
+
+
+def service_env(host, expected):
+    """The service env file's assignments as systemd reads them; fails the check
+    when the file cannot be read (the service would not start as planned)."""
+    text = read_text(host, expected.config.service_env_file)
+    if text is None:
+        fail(expected, "service environment", f"a readable {expected.config.service_env_file}", "missing")
+    return parse_env_file(text)
+
+
+def service_environment(host, expected):
+    """What the service process gets: the unit's Environment= (when the unit is
+    there), overridden by the env file (systemd's order), or ``(None, why)``."""
+    text = read_text(host, expected.config.service_env_file)
+    if text is None:
+        return None, f"no service env file {expected.config.service_env_file}"
+    unit = read_text(host, SERVICE_UNIT)
+    return {**(unit_environment(unit) if unit else {}), **parse_env_file(text)}, ""
+
+
+def run_in_service_env(host, expected, command, as_service_user=False):
+    """Run a shell snippet with exactly the service's environment (as its user when
+    asked); fails the check when there is no service environment."""
+    env, why = service_environment(host, expected)
+    if env is None:
+        fail(expected, "service environment", "an env file", why)
+    return host.run(service_command(env, command, expected.config.service_user if as_service_user else None))

@@ -1,0 +1,92 @@
+"""The pre-warmed FlashInfer JIT cache: the pre-warm's manifest matches the venv and the
+plan, every module's library is there, and ninja has nothing left to do for any."""
+
+import json
+import shlex
+
+import pytest
+
+from bringup.flashinfer import workspace_dir_name
+from bringup.versions import parse
+from tests.node.remote import fail, read_text, run_in_service_env, stat
+
+try:  # the pre-warm's request (modules, head dims, dtypes) as the settings define it
+    from bringup.prewarm import prewarm_request
+except ImportError:  # a release without configurable pre-warm: no request to compare
+    prewarm_request = None
+
+
+@pytest.fixture(scope="module")
+def manifest(host, expected):
+    """The pre-warm manifest (``<service_cache_dir>/prewarm/manifest.json``) and its stat,
+    or ``{"error": why}``."""
+    path = expected.manifest_path
+    text = read_text(host, path)
+    if text is None:
+        return {"error": f"no {path} (the JIT cache was not pre-warmed)"}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        return {"error": f"{path} is not JSON: {error}"}
+    if not isinstance(data, dict):
+        return {"error": f"{path} is not a JSON object"}
+    return {"data": data, "stat": stat(host, path)}
+
+
+def _manifest(expected, manifest, what):
+    if "error" in manifest:
+        fail(expected, what, "a pre-warm manifest", manifest["error"])
+    modules = manifest["data"].get("modules") or []
+    if not modules or not all(isinstance(m, dict) and m.get("dir") and m.get("library") for m in modules):
+        fail(expected, what, "at least one module, each with name, dir and library", f"modules {modules!r}")
+    return manifest["data"]
+
+
+def test_prewarm_manifest_matches(host, expected, manifest):
+    what = f"pre-warm manifest {expected.manifest_path}"
+    data = _manifest(expected, manifest, what)
+    info = manifest["stat"]
+    owners = ("root", expected.config.service_user)
+    if info is None or info.owner not in owners or info.mode & ~0o644:
+        fail(expected, what, f"owned by {' or '.join(owners)}, 0644 or stricter", str(info))
+    venv_flashinfer = (expected.facts.get("flashinfer") or {}).get("version")
+    if venv_flashinfer is None or parse(data.get("flashinfer")) != parse(venv_flashinfer):
+        fail(expected, what, f"flashinfer {venv_flashinfer or '(none in the venv)'}", f"flashinfer {data.get('flashinfer')}")
+    if data.get("arch_list") != expected.arch_list:
+        fail(expected, what, f"arch_list {expected.arch_list!r}", f"arch_list {data.get('arch_list')!r}")
+    if prewarm_request is not None and data.get("request") != prewarm_request(expected.config):
+        fail(expected, what, f"request {prewarm_request(expected.config)}", f"request {data.get('request')}")
+    workspace = (f"{expected.config.service_cache_dir}/.cache/flashinfer/{data['flashinfer']}/"
+                 f"{workspace_dir_name(expected.arch_list.split())}")
+    if data.get("workspace") != workspace:
+        fail(expected, what, f"workspace {workspace}", f"workspace {data.get('workspace')}")
+
+
+def test_prewarm_libraries_exist(host, expected, manifest):
+    data = _manifest(expected, manifest, "pre-warmed libraries")
+    libraries = [module["library"] for module in data["modules"]]
+    result = host.run("for f in " + " ".join(shlex.quote(lib) for lib in libraries)
+                      + '; do [ -f "$f" ] || echo "$f"; done')
+    missing = result.stdout.split()
+    if result.rc != 0 or missing:
+        fail(expected, "pre-warmed libraries", f"all {len(libraries)} present", f"missing {' '.join(missing)}")
+
+
+def test_prewarm_ninja_no_work(host, expected, manifest):
+    data = _manifest(expected, manifest, "ninja -n on the pre-warmed modules")
+    dirs = [module["dir"] for module in data["modules"]]
+    script = ("for d in " + " ".join(shlex.quote(d) for d in dirs)
+              + '; do echo "@@dir $d"; ninja -n -C "$d" 2>&1; echo "@@rc $?"; done')
+    result = run_in_service_env(host, expected, script, as_service_user=True)
+    outputs, current = {}, None
+    for line in result.stdout.splitlines():
+        if line.startswith("@@dir "):
+            current = line[len("@@dir "):]
+            outputs[current] = []
+        elif current is not None:
+            outputs[current].append(line)
+    stale = {d: out for d, out in ((d, outputs.get(d, [])) for d in dirs) if "ninja: no work to do." not in out}
+    if stale:
+        detail = "; ".join(f"{d}: {' / '.join(line for line in out if not line.startswith('@@'))[:200] or 'no output'}"
+                           for d, out in stale.items())
+        fail(expected, "ninja -n in the service environment", "ninja: no work to do. for every module", detail)

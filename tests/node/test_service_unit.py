@@ -1,0 +1,36 @@
+"""The service unit: root's, and it runs the venv's SGLang with the planned environment."""
+
+from tests.node.expected import SERVICE_UNIT, exec_argv, parse_unit
+from tests.node.remote import fail, read_text, stat
+
+
+def test_service_unit_file(host, expected):
+    info = stat(host, SERVICE_UNIT)
+    if info is None or info.kind != "regular file" or info.owner != "root" or info.mode & ~0o644:
+        fail(expected, "service unit", f"{SERVICE_UNIT} regular file root:* 0644 or stricter",
+             str(info) if info else "missing")
+
+
+def test_service_unit_directives(host, expected):
+    text = read_text(host, SERVICE_UNIT)
+    if text is None:
+        fail(expected, "service unit directives", f"a readable {SERVICE_UNIT}", "missing")
+    service = parse_unit(text).get("Service", [])
+    values = {}
+    for key, value in service:
+        values.setdefault(key, []).append(value)
+    config, problems = expected.config, []
+    if config.service_env_file not in values.get("EnvironmentFile", []):
+        problems.append(f"EnvironmentFile={values.get('EnvironmentFile')}")
+    if values.get("User", [None])[-1] != config.service_user:
+        problems.append(f"User={values.get('User', [None])[-1]}")
+    if values.get("LimitMEMLOCK", [None])[-1] != "infinity":
+        problems.append(f"LimitMEMLOCK={values.get('LimitMEMLOCK', [None])[-1]}")
+    exec_start = [value for value in values.get("ExecStart", []) if value]
+    argv = exec_argv(exec_start[-1]) if exec_start else []
+    if argv[:3] != [f"{config.venv_path}/bin/python", "-m", "sglang.launch_server"]:
+        problems.append(f"ExecStart={exec_start[-1] if exec_start else None}")
+    if problems:
+        fail(expected, f"{SERVICE_UNIT} [Service]",
+             f"EnvironmentFile={config.service_env_file} User={config.service_user} LimitMEMLOCK=infinity "
+             f"ExecStart={config.venv_path}/bin/python -m sglang.launch_server ...", ", ".join(problems))

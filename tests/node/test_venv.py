@@ -1,0 +1,79 @@
+"""The venv, run with the service's environment: FlashInfer resolves the plan's toolkit
+and arch list, torch is the planned CUDA build and carries code for every GPU."""
+
+import shlex
+
+import pytest
+
+from bringup.torch_builds import covers_sm
+from bringup.versions import major_minor, same_major_minor
+from tests.node.expected import VENV_SCRIPT, parse_venv_output, service_command
+from tests.node.remote import fail, service_environment
+
+
+@pytest.fixture(scope="module")
+def venv(host, expected):
+    """What torch and FlashInfer report in the venv, run as the service user with the
+    service's environment (one remote python run per host),
+    or ``{"error": why}``: a missing venv is a failing check, not a skipped one."""
+    python = expected.venv_python
+    if host.run(f"test -x {shlex.quote(python)}").rc != 0:
+        return {"error": f"no {python} (the venv is not built)"}
+    env, why = service_environment(host, expected)
+    if env is None:
+        return {"error": why}
+    result = host.run(service_command(env, f"{shlex.quote(python)} -c {shlex.quote(VENV_SCRIPT)}",
+                                      expected.config.service_user))
+    data = parse_venv_output(result.stdout)
+    if data is None:
+        return {"error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
+    return data
+
+
+def _flashinfer(expected, venv, what, key):
+    if "error" in venv:
+        fail(expected, what, "a working venv", venv["error"])
+    flashinfer = venv["flashinfer"]
+    if key not in flashinfer:
+        fail(expected, what, "FlashInfer to answer", flashinfer.get(f"{key.split('_')[0]}_error")
+             or flashinfer.get("cuda_error") or "no answer")
+    return flashinfer
+
+
+def _torch(expected, venv, what):
+    if "error" in venv:
+        fail(expected, what, "a working venv", venv["error"])
+    if "torch" not in venv:
+        fail(expected, what, "torch to import", venv.get("torch_error"))
+    return venv["torch"]
+
+
+def test_flashinfer_resolves_toolkit(host, expected, venv):
+    flashinfer = _flashinfer(expected, venv, "FlashInfer get_cuda_path()/get_cuda_version()", "cuda_version")
+    if flashinfer["cuda_path"] != expected.home or not same_major_minor(flashinfer["cuda_version"], expected.version):
+        fail(expected, "FlashInfer get_cuda_path()/get_cuda_version()", f"{expected.home} CUDA {expected.version}",
+             f"{flashinfer['cuda_path']} CUDA {flashinfer['cuda_version']}")
+
+
+def test_flashinfer_target_archs(host, expected, venv):
+    flashinfer = _flashinfer(expected, venv, "FlashInfer CompilationContext().TARGET_CUDA_ARCHS", "archs")
+    want = sorted(expected.arch_list.split())
+    if not flashinfer["archs"] or sorted(flashinfer["archs"]) != want:
+        fail(expected, "FlashInfer CompilationContext().TARGET_CUDA_ARCHS",
+             " ".join(want) or "(the plan has no arch list)", " ".join(flashinfer["archs"]) or "(empty)")
+
+
+def test_torch_cuda_build(host, expected, venv):
+    torch = _torch(expected, venv, "torch.version.cuda")
+    if major_minor(torch["cuda"]) is None or str(major_minor(torch["cuda"])) != expected.plan.torch_cuda:
+        fail(expected, "torch.version.cuda", expected.plan.torch_cuda, f"{torch['cuda']} (torch {torch['version']})")
+
+
+def test_torch_covers_gpu_sms(host, expected, venv):
+    torch = _torch(expected, venv, "torch._C._cuda_getArchFlags()")
+    sms = expected.sms
+    uncovered = [str(sm) for sm in sms if not covers_sm(torch["arch_flags"], sm)]
+    if not sms or uncovered:
+        fail(expected, "torch._C._cuda_getArchFlags()",
+             f"code for SM {' '.join(str(sm) for sm in sms) or '(no GPU SM known)'}",
+             f"{' '.join(torch['arch_flags']) or '(empty)'}; nothing for SM {' '.join(uncovered)}")
