@@ -40,8 +40,10 @@ demo: sandbox-up
 	$(PYINFRA) -y inventory/gpu.py validate.py
 	@echo "== 2. deploy"
 	$(PYINFRA) -y inventory/gpu.py deploy.py
-	@echo "== 3. validate again: no fix or blocker left for the toolkit"
+	@echo "== 3. validate again: nothing left to fix"
 	$(PYINFRA) -y inventory/gpu.py validate.py
+	@echo "== 4. the node suite: the end state, proved"
+	$(VENV)/bin/pytest tests/node --inventory inventory/gpu.py --node-limit $(DEMO_NODE)
 	@echo "nodes stay up: $(PY) -m sandbox status; stop them with: make sandbox-down"
 
 sandbox-down:
