@@ -43,6 +43,8 @@ GNUPGHOME = SANDBOX / "aptrepo-gnupg"
 FINGERPRINT_FILE = SERVE_ROOT / "fingerprint"
 SERVER_JSON = SERVE_ROOT / "server.json"
 LOCK_FILE = SANDBOX / "aptrepo.lock"
+# Built packages by input digest, shared by every checkout on this machine (CI clones).
+DEB_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-bringup" / "aptrepo-debs"
 MANIFEST = ".build.json"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8913
@@ -80,6 +82,16 @@ def read_manifest() -> dict:
         return json.loads((REPO_DIR / MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link (same file system) or copy ``source`` to ``target``, replacing it whole."""
+    temp = target.with_name(f".{target.name}.{os.getpid()}")
+    try:
+        os.link(source, temp)
+    except OSError:
+        shutil.copy2(source, temp)
+    os.replace(temp, target)
 
 
 def build(url: str | None = None, force: bool = False, log=sys.stderr) -> dict:
@@ -125,8 +137,13 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     old_debs = old.get("debs", {}) if not force else {}
     for pkg in debs.PACKAGES:
         name = debs.deb_filename(pkg, ctx)
+        cached = DEB_CACHE / f"{wanted[name]}.deb"
         if old_debs.get(name) == wanted[name] and (REPO_DIR / name).is_file():
             os.link(REPO_DIR / name, out / name)
+            reused.append(name)
+        elif cached.is_file() and not force:
+            # Built by another checkout on this machine from the same inputs.
+            _link_or_copy(cached, out / name)
             reused.append(name)
         else:
             todo.append(pkg)
@@ -143,6 +160,10 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
         for f in [pool.submit(debs.build_deb, p, ctx, wheels, out, work) for p in todo]:
             f.result()
     shutil.rmtree(work)
+    DEB_CACHE.mkdir(parents=True, exist_ok=True)
+    for pkg in todo:
+        name = debs.deb_filename(pkg, ctx)
+        _link_or_copy(out / name, DEB_CACHE / f"{wanted[name]}.deb")
 
     (out / pubkey_name(fpr)).write_bytes(armored)
     _write_indexes(out, [out / n for n in sorted(wanted)])
