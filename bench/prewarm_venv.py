@@ -61,11 +61,18 @@ def main():
     parser.add_argument("node")
     parser.add_argument("--modules", default=DEFAULT_MODULES)
     parser.add_argument("--skip-pip", action="store_true")
+    parser.add_argument("--skip-prewarm", action="store_true")
     parser.add_argument("--find-links", default="http://127.0.0.1:8914/")
     args = parser.parse_args()
+    if not args.skip_prewarm:
+        measure_prewarm(args)
+    measure_venv(args)
+    return 0
+
+
+def measure_prewarm(args):
     workspace = "/var/lib/sglang/bench-prewarm"
     ssh(args.node, f"rm -rf {workspace} && install -d -o sglang -g sglang {workspace}")
-
     cold_seconds, cold = prewarm(args.node, args.modules, workspace)
     for line in cold.splitlines():
         if line.startswith("prewarm: "):
@@ -76,17 +83,18 @@ def main():
           f"({warm_total}s inside prewarm.py; target < 5 s)")
     ssh(args.node, f"rm -rf {workspace}")
 
+
+def measure_venv(args):
     sources = f"--find-links {args.find_links} --no-index"
-    venv_build(args.node, "uv", "/opt/sglang/bench-uv", sources)  # warms uv's cache
-    uv_seconds = venv_build(args.node, "uv", "/opt/sglang/bench-uv", sources)
+    venv_build(args.node, "uv", "/opt/sglang/venvs/bench-uv", sources)  # warms uv's cache
+    uv_seconds = venv_build(args.node, "uv", "/opt/sglang/venvs/bench-uv", sources)
     print(f"venv build, uv, warm cache: {uv_seconds:.1f}s")
     if not args.skip_pip:
-        venv_build(args.node, "pip", "/opt/sglang/bench-pip", sources)  # warms pip's cache
-        pip_seconds = venv_build(args.node, "pip", "/opt/sglang/bench-pip", sources)
+        venv_build(args.node, "pip", "/opt/sglang/venvs/bench-pip", sources)  # warms pip's cache
+        pip_seconds = venv_build(args.node, "pip", "/opt/sglang/venvs/bench-pip", sources)
         print(f"venv build, pip, warm cache: {pip_seconds:.1f}s")
         print(f"ratio pip / uv: {pip_seconds / uv_seconds:.1f} (target >= 3)")
-    ssh(args.node, "rm -rf /opt/sglang/bench-uv /opt/sglang/bench-pip")
-    return 0
+    ssh(args.node, "rm -rf /opt/sglang/venvs/bench-uv /opt/sglang/venvs/bench-pip")
 
 
 if __name__ == "__main__":
