@@ -67,3 +67,36 @@ def test_torch_cu130_arch_list_matches_the_wheel():
 
 def test_workspace_dir_names_sort_like_flashinfer():
     assert fi.workspace_dir_name(["12.0f", "9.0a", "10.0a"]) == "90a_100a_120f"
+
+
+@pytest.mark.parametrize("os_id,version_id,machine,expected", [
+    ("ubuntu", "22.04", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"),
+    ("ubuntu", "24.04", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"),
+    ("debian", "12", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
+    ("debian", "13", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64/"),
+    ("ubuntu", "22.04", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/sbsa/"),
+    ("ubuntu", "24.04", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"),
+    ("debian", "12", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/sbsa/"),
+    ("debian", "13", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/debian13/sbsa/"),
+])
+def test_repo_and_keyring_for_each_supported_platform(os_id, version_id, machine, expected):
+    from bringup.config import Config
+    from bringup.plan import plan
+
+    node = plan({"os": {"id": os_id, "version_id": version_id, "arch": machine}, "gpus": []}, Config())
+    assert node.repo["url"] == expected
+    assert node.repo["key_url"] == f"{expected}3bf863cc.pub"
+    assert node.repo["fingerprint"] == "EB693B3035CD5710E231E123A4B469963BF863CC"
+    assert "UNSUPPORTED_OS" not in node.codes()
+
+
+@pytest.mark.parametrize("os_id,version_id,machine", [
+    ("ubuntu", "20.04", "x86_64"), ("debian", "11", "x86_64"), ("rocky", "9.4", "x86_64"),
+    ("ubuntu", "24.04", "ppc64le"), ("debian", "12", "armv7l"),
+])
+def test_unsupported_platform_is_a_blocker_before_any_change(os_id, version_id, machine):
+    from bringup.config import Config
+    from bringup.plan import plan
+
+    node = plan({"os": {"id": os_id, "version_id": version_id, "arch": machine}, "gpus": []}, Config())
+    assert "UNSUPPORTED_OS" in node.codes("blocker") and node.repo == {}
