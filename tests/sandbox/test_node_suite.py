@@ -33,10 +33,6 @@ FILE_CHECKS = {f"deployed_file_not_world_writable[{label}]" for label in
                 "service-unit", "prewarm-manifest")}
 ALL_CHECKS = (DRIVER_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS | JIT_CHECKS
               | UNIT_CHECKS | FILE_CHECKS)
-# Checks still red after deploy.py, until the tasks that make them green land
-# (VENV_CHECKS | JIT_CHECKS | UNIT_CHECKS before the venv, pre-warm and service
-# tasks). Empty: deploy.py builds the venv, pre-warms and writes the unit, all green.
-PENDING_AFTER_DEPLOY = set()
 
 pytestmark = pytest.mark.sandbox
 
@@ -103,8 +99,7 @@ def deployed(before):
     data = [arg for item in DEPLOY_DATA for arg in ("--data", item)]
     result = subprocess.run([str(BIN / "pyinfra"), "-y", *data, "inventory/gpu.py", "--limit", "ns-a", "deploy.py"],
                             cwd=ROOT, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
-    if not PENDING_AFTER_DEPLOY:
-        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return result
 
 
@@ -118,13 +113,13 @@ def test_incident_node_is_red_by_name(before):
            in before.report
 
 
-def test_deployed_node_is_green_but_for_pending_tasks(deployed, tmp_path):
+def test_deployed_node_is_green(deployed, tmp_path):
     after = node_suite(tmp_path, "--node-limit", "ns-a")
     assert after.checks("ns-a") == ALL_CHECKS, after
-    assert after.failing("ns-a") == PENDING_AFTER_DEPLOY, after
-    assert after.rc == (1 if PENDING_AFTER_DEPLOY else 0), after
+    assert after.failing("ns-a") == set(), after
+    assert after.rc == 0, after
     ready = next(line for line in after.report.splitlines() if line.startswith("| **ready**"))
-    assert ("**NO**" if PENDING_AFTER_DEPLOY else f"YES ({len(ALL_CHECKS)} passed)") in ready, after.report
+    assert f"YES ({len(ALL_CHECKS)} passed)" in ready, after.report
 
 
 def test_cuda_home_rewritten_fails_by_name(deployed, nodes, sandbox_ssh, tmp_path):
