@@ -5,6 +5,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.sandbox_fixtures import (  # noqa: E402,F401
+    deployed_node,
     pytest_configure,
     sandbox_host,
     sandbox_node,

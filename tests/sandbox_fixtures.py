@@ -18,11 +18,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     # `python3 -m sandbox` runs from the repo root; make the package importable
     # here the same way, whatever directory pytest was started from.
@@ -116,3 +118,96 @@ def sandbox_node(sandbox_host):
     yield start_node
     if started:
         node.down(started)
+
+
+# Settings every deploy of the shared node uses, passed as pyinfra --data (and as
+# --node-data to the node suite): the real stack at its pins, with the pre-warm
+# reduced to two modules to fit CI's budget (make demo pre-warms the full set).
+DEPLOY_DATA = ("prewarm_modules=sampling,norm",)
+DEPLOYED = "deployed"
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+
+
+def pyinfra_cli(*args, data=DEPLOY_DATA, json_output=False, timeout=1800):
+    """Run the real pyinfra CLI from the repo root; ``.output`` holds stdout and stderr."""
+    settings = [arg for item in data for arg in ("--data", item)]
+    command = [PYINFRA, "-y", *(["--json"] if json_output else []), *settings, *args]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL)
+    result.output = result.stdout + result.stderr
+    return result
+
+
+def read_report(host: str) -> dict:
+    """reports/<host>.json of the last validate.py or deploy.py run."""
+    import json
+
+    return json.loads((REPO_ROOT / "reports" / f"{host}.json").read_text())
+
+
+class SuiteRun:
+    """One run of ``pytest tests/node``: exit code, output, per-(host, check) outcome
+    from its JUnit XML, and its Markdown report."""
+
+    def __init__(self, proc, junit, report):
+        self.rc, self.output = proc.returncode, proc.stdout + proc.stderr
+        self.report = report.read_text() if report.exists() else ""
+        self.results = {}
+        if junit.exists():
+            for case in ET.parse(junit).iter("testcase"):
+                props = {p.get("name"): p.get("value") for p in case.iter("property")}
+                if "node" not in props:
+                    continue
+                status = next((tag.upper() for tag in ("failure", "error", "skipped") if case.find(tag) is not None),
+                              "PASS")
+                self.results[(props["node"], props["check"])] = status
+
+    def hosts(self):
+        return {host for host, _ in self.results}
+
+    def checks(self, host):
+        return {check for name, check in self.results if name == host}
+
+    def failing(self, host):
+        return {check for (name, check), status in self.results.items()
+                if name == host and status in ("FAILURE", "ERROR")}
+
+    def __repr__(self):
+        return f"SuiteRun(rc={self.rc})\n{self.output[-6000:]}"
+
+
+def node_suite(tmp, *args, env=None):
+    """Run the suite's CLI exactly as an operator would, against inventory/gpu.py."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    junit, report = tmp / "junit.xml", tmp / "report.md"
+    for path in (junit, report):
+        path.unlink(missing_ok=True)
+    data = [arg for item in DEPLOY_DATA for arg in ("--node-data", item)]
+    command = [str(Path(sys.executable).parent / "pytest"), "tests/node", "--inventory", "inventory/gpu.py", *data, *args,
+               f"--junitxml={junit}", f"--node-report={report}", "-p", "no:cacheprovider"]
+    proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    return SuiteRun(proc, junit, report)
+
+
+@pytest.fixture(scope="session")
+def deployed_node(sandbox_node, tmp_path_factory):
+    """One node in the incident's state, validated, then brought up by deploy.py
+    through the real CLI (toolkit, env, venv, pre-warm, unit). Shared by the suites
+    that check a deployed node; each restores what it breaks. The entry holds
+    ``before`` (the validate report before deploy), ``before_suite`` (the node
+    suite's run before deploy) and ``deploy_seconds``."""
+    from sandbox import aptrepo, pypimirror
+
+    aptrepo.ensure_served()
+    pypimirror.serve()
+    entry = sandbox_node(DEPLOYED, "127.0.0.61", gpu="rtx-pro-6000-x8", toolkit="incident")
+    validated = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "validate.py")
+    assert validated.returncode == 0, validated.output[-4000:]
+    before = read_report(DEPLOYED)
+    before_suite = node_suite(tmp_path_factory.mktemp("node-suite-before"), "--node-limit", DEPLOYED)
+    started = time.monotonic()
+    deployed = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py")
+    assert deployed.returncode == 0, deployed.output[-6000:]
+    return dict(entry, name=DEPLOYED, before=before, before_suite=before_suite,
+                deploy_seconds=time.monotonic() - started)

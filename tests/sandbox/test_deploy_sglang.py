@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import aptrepo, pypimirror
+from sandbox import pypimirror
+from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, read_report
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PYINFRA = str(BIN / "pyinfra")
 CUOBJDUMP = BIN.parent / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
     "site-packages" / "nvidia" / "cu13" / "bin" / "cuobjdump"
-NODE, ADDRESS = "sg-incident", "127.0.0.61"
-MODULES = "sampling,norm"
+MODULES = dict(item.split("=", 1) for item in DEPLOY_DATA)["prewarm_modules"]
 CACHE = "/var/cache/sglang"
 MANIFEST = f"{CACHE}/prewarm/manifest.json"
 AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/gpu-bringup/with-service-env "
@@ -30,27 +29,17 @@ AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/
 pytestmark = pytest.mark.sandbox
 
 
-def pyinfra(*args, json_output=False):
-    command = [PYINFRA, "-y", *(["--json"] if json_output else []), "inventory/gpu.py", "--limit", NODE, *args]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    result.output = result.stdout + result.stderr
-    return result
+def pyinfra(node, *args, json_output=False):
+    return pyinfra_cli("inventory/gpu.py", "--limit", node["name"], *args, json_output=json_output)
 
 
-def deploy(json_output=False):
-    return pyinfra("--data", f"prewarm_modules={MODULES}", "deploy.py", json_output=json_output)
+def deploy(node, json_output=False):
+    return pyinfra(node, "deploy.py", json_output=json_output)
 
 
 @pytest.fixture(scope="module")
-def node(sandbox_node):
-    aptrepo.ensure_served()
-    pypimirror.serve()
-    entry = sandbox_node(NODE, ADDRESS, gpu="rtx-pro-6000-x8", toolkit="incident")
-    started = time.monotonic()
-    result = deploy()
-    assert result.returncode == 0, result.output[-6000:]
-    entry["deploy_seconds"] = time.monotonic() - started
-    return entry
+def node(deployed_node):
+    return deployed_node
 
 
 @pytest.fixture(scope="module")
@@ -118,15 +107,15 @@ def test_service_unit_reads_the_environment_file(node, sandbox_ssh):
 
 
 def test_validate_after_deploy_is_clean(node):
-    result = pyinfra("--data", f"prewarm_modules={MODULES}", "validate.py")
+    result = pyinfra(node, "validate.py")
     assert result.returncode == 0, result.output
-    report = json.loads((ROOT / "reports" / f"{NODE}.json").read_text())
+    report = read_report(node["name"])
     assert [f["code"] for f in report["plan"]["findings"] if f["severity"] in ("fix", "blocker")] == []
 
 
 def test_second_deploy_changes_nothing_and_takes_seconds(node):
     started = time.monotonic()
-    result = deploy(json_output=True)
+    result = deploy(node, json_output=True)
     seconds = time.monotonic() - started
     assert result.returncode == 0, result.output
     changed = [op["name"] for op in json.loads(result.stdout)["results"]["operations"] if op["success"] or op["error"]]
@@ -150,14 +139,14 @@ def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh,
          f"case $d in /opt/sglang/{live}/*) continue ;; esac; "
          "if [ -d \"$d\" ]; then pkill -9 -f '[b]uild-venv.sh'; pkill -9 -x uv; echo killed; exit 0; fi; "
          "done; sleep 0.01; done; exit 1"], stdout=subprocess.PIPE, text=True)
-    first = pyinfra("tasks.operations.sglang.venv_from_lock", *op_args)
+    first = pyinfra(node, "tasks.operations.sglang.venv_from_lock", *op_args)
     assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
     assert first.returncode == 1
     assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live
-    second = pyinfra("tasks.operations.sglang.venv_from_lock", *op_args)
+    second = pyinfra(node, "tasks.operations.sglang.venv_from_lock", *op_args)
     assert second.returncode == 0, second.output
     rebuilt = sandbox_ssh(node, "readlink /opt/sglang/venv; cat /opt/sglang/venv/.complete").stdout.split()
     assert rebuilt[0] != live and rebuilt[0] == f"venvs/{rebuilt[1]}"
     # Back to the configured lock: its venv is still complete, so only the link moves.
-    assert deploy().returncode == 0
+    assert deploy(node).returncode == 0
     assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live

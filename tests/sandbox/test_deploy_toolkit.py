@@ -3,15 +3,14 @@ through the real pyinfra CLI over SSH, with the toolkit from the signed local re
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from sandbox import aptrepo
+from sandbox import aptrepo, node as sandbox_nodes
+from tests.sandbox_fixtures import PYINFRA, pyinfra_cli, read_report
 
 ROOT = Path(__file__).resolve().parents[2]
-PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 HOME = "/usr/local/cuda-13.0"
 TOOLKIT_CODES = {"TOOLKIT_MISSING", "TOOLKIT_TORCH_MISMATCH", "CUDA_HOME_NOT_EXPLICIT", "FLASHINFER_ARCH_TRAP",
                  "PATH_SHADOWS_CUDA_HOME", "CUDA_SYMLINK_DRIFT"}
@@ -27,21 +26,17 @@ def apt_repo():
     return aptrepo.ensure_served()
 
 
-def pyinfra(*args, json_output=False):
-    result = subprocess.run([PYINFRA, "-y", *(["--json"] if json_output else []), *args], cwd=ROOT,
-                            capture_output=True, text=True, timeout=600)
-    result.output = result.stdout + result.stderr
-    return result
-
-
 def deploy(host, json_output=False):
-    return pyinfra("inventory/gpu.py", "--limit", host, "deploy.py", json_output=json_output)
+    return pyinfra_cli("inventory/gpu.py", "--limit", host, "deploy.py", json_output=json_output)
+
+
+def codes(document):
+    return {(f["code"], f["severity"]) for f in document["plan"]["findings"]}
 
 
 def findings(host):
-    pyinfra("inventory/gpu.py", "--limit", host, "validate.py")
-    document = json.loads((ROOT / "reports" / f"{host}.json").read_text())
-    return {(f["code"], f["severity"]) for f in document["plan"]["findings"]}
+    pyinfra_cli("inventory/gpu.py", "--limit", host, "validate.py")
+    return codes(read_report(host))
 
 
 def changed_operations(result):
@@ -50,12 +45,8 @@ def changed_operations(result):
 
 
 @pytest.fixture(scope="module")
-def deployed(apt_repo, sandbox_node):
-    entry = sandbox_node("dep-incident", "127.0.0.51", gpu="rtx-pro-6000-x8", toolkit="incident")
-    before = findings("dep-incident")
-    result = deploy("dep-incident")
-    assert result.returncode == 0, result.output
-    return entry, before
+def deployed(deployed_node):
+    return deployed_node, codes(deployed_node["before"])
 
 
 def test_incident_is_found_before(deployed):
@@ -106,12 +97,12 @@ def test_apt_source_is_signed_and_pinned(deployed, sandbox_ssh, apt_repo):
 
 
 def test_validate_after_deploy_has_no_toolkit_fix(deployed):
-    after = findings("dep-incident")
+    after = findings(deployed[0]["name"])
     assert not {(code, severity) for code, severity in after if code in TOOLKIT_CODES and severity in ("fix", "blocker")}
 
 
 def test_second_deploy_changes_nothing(deployed):
-    result = deploy("dep-incident", json_output=True)
+    result = deploy(deployed[0]["name"], json_output=True)
     assert result.returncode == 0, result.output
     assert changed_operations(result) == []
 
@@ -155,3 +146,5 @@ def test_deploy_killed_in_the_apt_step_converges(apt_repo, sandbox_node, sandbox
     assert "release 13.0," in out and "not" not in out.split("nvcc:")[0]
     assert not {code for code, severity in findings("dep-killed") if code in TOOLKIT_CODES and severity == "fix"}
     assert changed_operations(deploy("dep-killed", json_output=True)) == []
+    # Its venv and JIT cache take gigabytes: free them before the next suite.
+    sandbox_nodes.down(["dep-killed"])
