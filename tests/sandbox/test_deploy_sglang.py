@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import pypimirror
-from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, read_report
+from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, read_report, ssh_command
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -57,10 +57,8 @@ def test_modules_are_built_for_sm_120f(node, manifest, sandbox_ssh, tmp_path):
     for module in manifest["modules"]:
         assert module["library"].startswith(f"{CACHE}/.cache/flashinfer/0.7.2/120f/cached_ops/")
         local = tmp_path / Path(module["library"]).name
-        local.write_bytes(subprocess.run(
-            ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-             "-o", f"UserKnownHostsFile={node['ssh_known_hosts_file']}", "-i", node["ssh_key"],
-             f"root@{node['ssh_hostname']}", f"cat {module['library']}"], capture_output=True, check=True).stdout)
+        local.write_bytes(subprocess.run(ssh_command(node, f"cat {module['library']}"),
+                                         capture_output=True, check=True).stdout)
         dump = subprocess.run([str(CUOBJDUMP), str(local)], capture_output=True, text=True, check=True).stdout
         arches = {line.split("=")[1].strip() for line in dump.splitlines() if line.startswith("arch =")}
         assert arches == {"sm_120f"}, (module["name"], arches)
@@ -132,13 +130,11 @@ def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh,
     op_args = [f"lock={other}", "uv_lock=files/locks/uv-cp311-x86_64.txt", "path=/opt/sglang/venv",
                "owner=sglang", "sources=" + json.dumps(["--find-links", pypimirror.running()["url"], "--no-index"])]
     killer = subprocess.Popen(
-        ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-         "-o", f"UserKnownHostsFile={node['ssh_known_hosts_file']}", "-i", node["ssh_key"],
-         f"root@{node['ssh_hostname']}",
-         "for i in $(seq 6000); do for d in /opt/sglang/venvs/*/lib/python3.11/site-packages/torch; do "
-         f"case $d in /opt/sglang/{live}/*) continue ;; esac; "
-         "if [ -d \"$d\" ]; then pkill -9 -f '[b]uild-venv.sh'; pkill -9 -x uv; echo killed; exit 0; fi; "
-         "done; sleep 0.01; done; exit 1"], stdout=subprocess.PIPE, text=True)
+        ssh_command(node, "for i in $(seq 6000); do for d in /opt/sglang/venvs/*/lib/python3.11/site-packages/torch; do "
+                          f"case $d in /opt/sglang/{live}/*) continue ;; esac; "
+                          "if [ -d \"$d\" ]; then pkill -9 -f '[b]uild-venv.sh'; pkill -9 -x uv; echo killed; exit 0; fi; "
+                          "done; sleep 0.01; done; exit 1"),
+        stdout=subprocess.PIPE, text=True)
     first = pyinfra(node, "tasks.operations.sglang.venv_from_lock", *op_args)
     assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
     assert first.returncode == 1

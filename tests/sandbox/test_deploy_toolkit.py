@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import aptrepo, node as sandbox_nodes
-from tests.sandbox_fixtures import PYINFRA, pyinfra_cli, read_report
+from tests.sandbox_fixtures import PYINFRA, pyinfra_cli, read_report, ssh_command
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = "/usr/local/cuda-13.0"
@@ -131,11 +131,9 @@ def test_deploy_killed_in_the_apt_step_converges(apt_repo, sandbox_node, sandbox
     entry = sandbox_node("dep-killed", "127.0.0.54", gpu="rtx-pro-6000-x8", toolkit="incident")
     # On the node: wait for dpkg to start unpacking, then kill it and apt, as a crash would.
     killer = subprocess.Popen(
-        ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-         "-o", f"UserKnownHostsFile={entry['ssh_known_hosts_file']}", "-i", entry["ssh_key"],
-         f"root@{entry['ssh_hostname']}",
-         "for i in $(seq 3000); do if pgrep -x dpkg >/dev/null && ls /usr/local/cuda-13.0 >/dev/null 2>&1; "
-         "then pkill -9 -x dpkg; pkill -9 -x apt-get; echo killed; exit 0; fi; sleep 0.01; done; exit 1"],
+        ssh_command(entry,
+                    "for i in $(seq 3000); do if pgrep -x dpkg >/dev/null && ls /usr/local/cuda-13.0 >/dev/null 2>&1; "
+                    "then pkill -9 -x dpkg; pkill -9 -x apt-get; echo killed; exit 0; fi; sleep 0.01; done; exit 1"),
         stdout=subprocess.PIPE, text=True)
     first = deploy("dep-killed")
     assert killer.wait(timeout=60) == 0 and killer.stdout.read().strip() == "killed"
