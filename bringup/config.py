@@ -8,6 +8,7 @@ The README's settings table repeats these defaults.
 """
 
 import posixpath
+import re
 from dataclasses import dataclass, fields, replace
 
 from packaging.version import Version
@@ -15,6 +16,8 @@ from packaging.version import Version
 from bringup.cuda import FIRST_CUDA_FOR_SM, driver_floor_for_cuda
 from bringup.versions import parse
 
+# make lock names locks <stack>-cp<major><minor>-<machine>.txt.
+LOCK_NAME = re.compile(r"-cp(?P<major>3)(?P<minor>\d+)-(?P<machine>x86_64|aarch64)\.txt$")
 PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_")
 # Module families files/prewarm.py knows how to build.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode")
@@ -143,6 +146,19 @@ class Config:
             if parse(sm) not in FIRST_CUDA_FOR_SM:
                 known = ", ".join(str(v) for v in sorted(FIRST_CUDA_FOR_SM))
                 raise ConfigError(host, "target_sms", sm, f"use compute capabilities this release knows: {known}")
+
+    @property
+    def lock_target(self):
+        """(CPython ``X.Y``, machine) the venv lock was resolved for, from its name's
+        ``-cpXY-<machine>.txt`` suffix (``make lock`` names them so), else None.
+
+        >>> Config().lock_target
+        ('3.11', 'x86_64')
+        """
+        match = LOCK_NAME.search(posixpath.basename(self.venv_lock))
+        if not match:
+            return None
+        return f"{match['major']}.{match['minor']}", match["machine"]
 
     @property
     def torch_cuda(self):

@@ -20,6 +20,7 @@ CODES = {
     "TORCH_LACKS_SM": "torch carries no code that runs on a GPU's SM.",
     "MIXED_GPUS": "The node has GPUs of different SMs; every SM is built for.",
     "PYTHON_TOO_OLD": "The node's python3 is older than SGLang needs (3.11).",
+    "VENV_LOCK_MISMATCH": "The venv lock is resolved for another CPython or CPU than the node's.",
     "TOOLKIT_MISSING": "The toolkit matching torch's CUDA build is not installed.",
     "TOOLKIT_TORCH_MISMATCH": "The service environment resolves a toolkit other than torch's CUDA build.",
     "CUDA_HOME_NOT_EXPLICIT": "The service environment does not set CUDA_HOME to the chosen toolkit.",

@@ -225,11 +225,23 @@ def _torch_arch_list(facts, config, torch_cuda):
 
 
 def _check_python(facts, config, add):
+    if not config.venv_managed:
+        return
     python = parse((facts.get("python") or {}).get("version"))
-    if config.venv_managed and (python is None or python < MIN_PYTHON):
+    if python is None or python < MIN_PYTHON:
         seen = f"python3 {python}" if python else "no python3"
         add(Finding("PYTHON_TOO_OLD", BLOCKER, f"the node has {seen}; SGLang needs >= {MIN_PYTHON}",
                     "install python3 >= 3.11 (Debian 12, Ubuntu 24.04) or use an external venv"))
+        return
+    target = config.lock_target
+    machine = (facts.get("os") or {}).get("arch")
+    node = (f"{python.major}.{python.minor}", machine)
+    if target and target != node:
+        add(Finding("VENV_LOCK_MISMATCH", BLOCKER,
+                    f"{config.venv_lock} is resolved for CPython {target[0]} on {target[1]}; "
+                    f"the node has CPython {node[0]} on {node[1]}",
+                    f"generate a lock for CPython {node[0]} on {node[1]} (`make lock`, with "
+                    "--python-version/--python-platform) and set venv_lock to it"))
 
 
 def _check_venv(facts, config, add):
