@@ -67,3 +67,11 @@ def test_fact_cli_prints_the_document():
 def test_narrow_fact_cli():
     result = pyinfra("@local", "fact", "facts.node.GpuDevices")
     assert result.returncode == 0 and '"@local": []' in result.output
+
+
+def test_validate_blocks_a_lock_for_another_platform():
+    result = pyinfra("@local", "--data", "target_sms=12.0", "--data",
+                     "venv_lock=files/locks/sglang-0.5.23-cp312-aarch64.txt", "validate.py")
+    assert result.returncode == 1, result.output
+    assert "VENV_LOCK_MISMATCH" in result.output
+    assert "is resolved for CPython 3.12 on aarch64" in result.output
