@@ -1,11 +1,13 @@
 """Small filesystem helpers shared by the image builder and the node manager.
 
-Kept free of sandbox policy: atomic writes, mount inspection and a
-mount-aware recursive delete.
+Kept free of sandbox policy: atomic writes, an exclusive file lock, mount
+inspection and a mount-aware recursive delete.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -44,6 +46,24 @@ def write_file(path: Path, data: str | bytes, mode: int) -> None:
     with open(path, "wb") as fh:
         fh.write(raw)
     os.chmod(path, mode)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """Hold an exclusive flock on ``path`` (created 0644, its directory 0755) while inside.
+
+    >>> import tempfile; from pathlib import Path
+    >>> with file_lock(Path(tempfile.mkdtemp()) / "x" / ".lock"):
+    ...     pass
+    """
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        os.chmod(path, 0o644)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _unescape_mountinfo(field: str) -> str:

@@ -15,7 +15,6 @@ with it, even when it is killed.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox.fsutil import atomic_write, mounts_under, safe_rmtree, write_file
+from sandbox.fsutil import atomic_write, file_lock, mounts_under, safe_rmtree, write_file
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("SANDBOX_MIRROR", "http://deb.debian.org/debian")
@@ -89,7 +88,7 @@ def base_root(log=None) -> Path:
         return root
     cache_dir().mkdir(parents=True, exist_ok=True)
     os.chmod(cache_dir(), 0o755)  # explicit: mkdir's mode is filtered by the umask
-    with _lock(cache_dir() / ".lock"):
+    with file_lock(cache_dir() / ".lock"):
         # Another process may have finished the build while we waited.
         if not (image_dir() / "image.json").is_file():
             _build(log or sys.stderr)
@@ -109,28 +108,11 @@ def delete_cache() -> None:
     top = cache_dir()
     if not top.exists():
         return
-    with _lock(top / ".lock"):
+    with file_lock(top / ".lock"):
         for entry in top.iterdir():
             if entry.name != ".lock":
                 safe_rmtree(entry) if entry.is_dir() else entry.unlink()
     safe_rmtree(top)
-
-
-class _lock:
-    """An exclusive flock on a file, as a context manager."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        self.fh = open(self.path, "a")
-        os.chmod(self.path, 0o644)
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
 
 
 def _clean_stale_tmp() -> None:

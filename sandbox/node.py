@@ -22,7 +22,6 @@ State, under the state directory (repo/.sandbox, or $SANDBOX_STATE_DIR):
 
 from __future__ import annotations
 
-import fcntl
 import ipaddress
 import json
 import os
@@ -36,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from sandbox import gpu_standin, image
-from sandbox.fsutil import atomic_write, mounts_under, safe_rmtree, write_file
+from sandbox.fsutil import atomic_write, file_lock, mounts_under, safe_rmtree, write_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INIT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-init.sh"
@@ -92,20 +91,9 @@ def node_dir(name: str) -> Path:
 # locking and registry
 
 
-class _StateLock:
+def _state_lock():
     """Exclusive flock on <state>/.lock: one up/down/destroy at a time."""
-
-    def __enter__(self):
-        _mkdir(state_dir(), 0o755)
-        path = state_dir() / ".lock"
-        self.fh = open(path, "a")
-        os.chmod(path, 0o644)
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
+    return file_lock(state_dir() / ".lock")
 
 
 def read_registry() -> dict[str, dict]:
@@ -465,7 +453,7 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
     first, so ``up`` always yields a fresh node.
     """
     _validate(name, addr, gpu, toolkit)
-    with _StateLock():
+    with _state_lock():
         base = image.base_root()
         _ensure_client_key()
         others = {n: e for n, e in read_registry().items() if n != name}
@@ -499,7 +487,7 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
 
 def down(names: list[str] | None = None) -> list[str]:
     """Remove the named nodes (all nodes when *names* is None); return those removed."""
-    with _StateLock():
+    with _state_lock():
         present = set(read_registry())
         if (state_dir() / "nodes").is_dir():
             present |= {p.name for p in (state_dir() / "nodes").iterdir() if p.is_dir()}
@@ -533,7 +521,7 @@ def status() -> list[dict]:
 def destroy() -> None:
     """Remove every node, the client keys and the cached base image."""
     down(None)
-    with _StateLock():
+    with _state_lock():
         safe_rmtree(ssh_dir())
         safe_rmtree(state_dir() / "nodes")
         _write_registry({})

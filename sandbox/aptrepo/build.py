@@ -18,7 +18,6 @@ link) and swaps it in with two renames.
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import hashlib
 import io
@@ -33,6 +32,7 @@ from pathlib import Path
 from sandbox.aptrepo import debs
 from sandbox.aptrepo.sign import GnuPG
 from sandbox.aptrepo.wheels import ensure_wheels, read_lock
+from sandbox.fsutil import file_lock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SANDBOX = REPO_ROOT / ".sandbox"
@@ -63,18 +63,9 @@ def pubkey_name(fingerprint: str) -> str:
     return fingerprint[-8:].lower() + ".pub"
 
 
-class repo_lock:
+def repo_lock():
     """Exclusive flock serialising builds and server starts across processes."""
-
-    def __enter__(self):
-        SANDBOX.mkdir(parents=True, exist_ok=True)
-        self.fh = open(LOCK_FILE, "a")
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
+    return file_lock(LOCK_FILE)
 
 
 def read_manifest() -> dict:

@@ -481,11 +481,8 @@ def _provenance(pkg: Pkg, ctx: Context) -> str:
 
 
 def _md5(path: Path) -> str:
-    h = hashlib.md5()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "md5").hexdigest()
 
 
 def _write(path: Path, text: str, mode: int) -> None:

@@ -71,11 +71,8 @@ def read_lock(path: Path = LOCK) -> dict[str, LockedWheel]:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def cached(wheel: LockedWheel, cache: Path | None = None) -> Path | None:
