@@ -4,6 +4,7 @@ Kept apart from inventory/gpu.py so it can be imported and tested; pyinfra treat
 every list at module level of an inventory file as a group.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -69,8 +70,6 @@ def load_hosts():
     hosts = operator_hosts(read_yaml(HOSTS_FILE))
     if hosts:
         return hosts
-    import json
-
     repo = json.loads(SANDBOX_REPO.read_text()) if SANDBOX_REPO.exists() else None
     pypi = json.loads(SANDBOX_PYPI.read_text()) if SANDBOX_PYPI.exists() else None
     return sandbox_hosts(read_yaml(SANDBOX_NODES), repo, pypi)

@@ -14,6 +14,7 @@ end of the session.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -140,8 +141,6 @@ def pyinfra_cli(*args, data=DEPLOY_DATA, json_output=False, timeout=1800):
 
 def read_report(host: str) -> dict:
     """reports/<host>.json of the last validate.py or deploy.py run."""
-    import json
-
     return json.loads((REPO_ROOT / "reports" / f"{host}.json").read_text())
 
 

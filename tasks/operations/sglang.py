@@ -99,15 +99,13 @@ def jit_prewarm(probe_args, request, flashinfer, arch_list, user, home, env_file
     if not gap:
         host.noop(f"JIT cache holds {', '.join(request['modules'])} for {arch_list}")
         return
-    command = [
-        "runuser", "-u", user, "--", "env", f"HOME={home}",
-        f"{LIBEXEC}/with-service-env", env_file,
-        "env", "MAX_JOBS=" + "$(nproc)",
+    service = ["runuser", "-u", user, "--", "env", f"HOME={home}", f"{LIBEXEC}/with-service-env", env_file]
+    prewarm = [
         f"{venv}/bin/python", f"{LIBEXEC}/prewarm.py",
         "--modules", ",".join(request["modules"]),
         "--head-dims", ",".join(str(head_dim) for head_dim in request["head_dims"]),
         "--dtypes", ",".join(request["dtypes"]),
         "--manifest", manifest,
     ]
-    # MAX_JOBS: every core compiles (the value is computed on the node).
-    yield " ".join(part if part.startswith("MAX_JOBS=") else shlex.quote(part) for part in command)
+    # Every core compiles: MAX_JOBS is left unquoted so the node computes it.
+    yield f"{shlex.join(service)} env MAX_JOBS=$(nproc) {shlex.join(prewarm)}"

@@ -4,6 +4,8 @@ import pytest
 from packaging.version import Version as V
 
 from bringup import cuda, flashinfer as fi
+from bringup.config import Config
+from bringup.plan import plan
 from bringup.torch_builds import arch_list_for_build, covers_sm
 
 
@@ -80,9 +82,6 @@ def test_workspace_dir_names_sort_like_flashinfer():
     ("debian", "13", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/debian13/sbsa/"),
 ])
 def test_repo_and_keyring_for_each_supported_platform(os_id, version_id, machine, expected):
-    from bringup.config import Config
-    from bringup.plan import plan
-
     node = plan({"os": {"id": os_id, "version_id": version_id, "arch": machine}, "gpus": []}, Config())
     assert node.repo["url"] == expected
     assert node.repo["key_url"] == f"{expected}3bf863cc.pub"
@@ -95,8 +94,5 @@ def test_repo_and_keyring_for_each_supported_platform(os_id, version_id, machine
     ("ubuntu", "24.04", "ppc64le"), ("debian", "12", "armv7l"),
 ])
 def test_unsupported_platform_is_a_blocker_before_any_change(os_id, version_id, machine):
-    from bringup.config import Config
-    from bringup.plan import plan
-
     node = plan({"os": {"id": os_id, "version_id": version_id, "arch": machine}, "gpus": []}, Config())
     assert "UNSUPPORTED_OS" in node.codes("blocker") and node.repo == {}
