@@ -7,6 +7,6 @@ Prints a report per host and writes reports/<host>.json ({"facts", "settings",
 other hosts carry on.
 """
 
-from tasks.node_plan import planned_host
+from control.host_plan import planned_host
 
 planned_host("validate")

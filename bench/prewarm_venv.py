@@ -22,8 +22,12 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBEXEC = "/usr/local/libexec/gpu-bringup"
-AS_SERVICE = f"runuser -u sglang -- env HOME=/var/lib/sglang {LIBEXEC}/with-service-env /etc/sglang/sglang.env "
+sys.path.insert(0, str(ROOT))
+
+from bringup.layout import DEFAULT_LAYOUT, SERVICE_BASE_PATH  # noqa: E402
+
+AS_SERVICE = (f"runuser -u sglang -- env HOME={DEFAULT_LAYOUT.service_home} {DEFAULT_LAYOUT.helper('with-service-env')} "
+              f"{SERVICE_BASE_PATH} {DEFAULT_LAYOUT.env_file} ")
 DEFAULT_MODULES = "sampling,rope,norm,activation:silu,activation:gelu,page,cascade,prefill,decode"
 
 
@@ -39,7 +43,7 @@ def ssh(node, command):
 
 def prewarm(node, modules, workspace):
     command = (AS_SERVICE + f"env FLASHINFER_WORKSPACE_BASE={workspace} MAX_JOBS=$(nproc) python "
-               f"{LIBEXEC}/prewarm.py --modules {modules} --manifest {workspace}/manifest.json")
+               f"{DEFAULT_LAYOUT.helper('prewarm.py')} --modules {modules} --manifest {workspace}/manifest.json")
     return ssh(node, command)
 
 

@@ -13,22 +13,85 @@ from dataclasses import dataclass, fields, replace
 
 from packaging.version import Version
 
-from bringup.cuda import FIRST_CUDA_FOR_SM, driver_floor_for_cuda
+from bringup import checks
+from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
+from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
 from bringup.versions import parse
 
 # make lock names locks <stack>-cp<major><minor>-<machine>.txt.
 LOCK_NAME = re.compile(r"-cp(?P<major>3)(?P<minor>\d+)-(?P<machine>x86_64|aarch64)\.txt$")
 PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_")
-# Module families files/prewarm.py knows how to build.
+# Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode")
+ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 
 
 class ConfigError(ValueError):
-    """A setting is invalid: names the host, the setting, the value and the fix."""
+    """Settings are invalid: one line per problem, each naming the host, the setting,
+    the value and the fix."""
 
-    def __init__(self, host, key, value, fix):
-        self.host, self.key, self.value, self.fix = host, key, value, fix
-        super().__init__(f"{host}: setting {key}={value!r} is invalid: {fix}")
+    def __init__(self, host, problems):
+        self.host, self.problems = host, problems
+        super().__init__("\n".join(f"{host}: setting {key}={value!r} is invalid: {fix}"
+                                   for key, value, fix in problems))
+
+
+class PrewarmModule(checks.Check):
+    def parse(self, value):
+        value = checks.text(value)
+        family, _, argument = value.partition(":")
+        if family not in PREWARM_MODULES or (argument and (family != "activation" or argument not in ACTIVATIONS)):
+            raise checks.Invalid(f"use modules of files/prewarm.py: {', '.join(PREWARM_MODULES)} "
+                                 f"(activation:{'|'.join(ACTIVATIONS)})")
+        return value
+
+
+class Lock(checks.Check):
+    """A lock file on the control machine: a relative or absolute local path."""
+
+    def parse(self, value):
+        value = checks.text(value)
+        if not value or not checks.PATH_CHARS.match(value):
+            raise checks.Invalid("use the path of a lock file (files/locks/sglang-<version>-cp<XY>-<machine>.txt)")
+        return value
+
+
+_KNOWN_SM = checks.OneOfTable(
+    FIRST_CUDA_FOR_SM, parse,
+    f"use compute capabilities this release knows: {', '.join(str(v) for v in sorted(FIRST_CUDA_FOR_SM))}")
+
+# setting -> how its value is parsed and checked (bringup/checks.py)
+SCHEMA = {
+    "stack_sglang": checks.Release(),
+    "stack_torch": checks.Release(),
+    "stack_torch_cuda": checks.CudaRelease(MINOR_COMPAT_DRIVER_FOR_MAJOR),
+    "stack_flashinfer": checks.Release(),
+    "venv_path": checks.NodePath(own_dir=True),
+    "venv_managed": checks.Bool(),
+    "venv_lock": Lock(),
+    "venv_index_url": checks.Url(optional=True),
+    "venv_extra_index_urls": checks.ListOf(checks.Url()),
+    "venv_find_links": checks.ListOf(checks.Url(paths=True)),
+    "venv_no_index": checks.Bool(),
+    "venv_installer": checks.Choice("uv", "pip"),
+    "service_user": checks.UserName(),
+    "service_env_file": checks.NodePath(own_dir=True),
+    "service_cache_dir": checks.NodePath(),
+    "service_model": checks.Pattern(r"^[A-Za-z0-9._/:@+-]+$", "use a model path or hub name of letters, digits "
+                                    "and . _ / : @ + - (no spaces)", optional=True),
+    "service_port": checks.Port(),
+    "service_args": checks.Arguments(),
+    "prewarm_modules": checks.ListOf(PrewarmModule()),
+    "prewarm_head_dims": checks.ListOf(checks.HeadDim()),
+    "prewarm_dtypes": checks.ListOf(checks.Choice("bf16", "fp16")),
+    "cuda_repo_url": checks.Url(),
+    "cuda_repo_key_url": checks.Url(optional=True),
+    "cuda_repo_fingerprint": checks.Fingerprint(),
+    "cuda_repo_distro": checks.Pattern(r"^[a-z0-9]+$", "use a repository distro directory such as debian12 or "
+                                       "ubuntu2404 (lower-case letters and digits)", optional=True),
+    "cuda_manage_alternative": checks.Bool(),
+    "target_sms": checks.ListOf(_KNOWN_SM),
+}
 
 
 @dataclass(frozen=True)
@@ -43,7 +106,7 @@ class Config:
     stack_flashinfer: str = "0.7.2"
     # The SGLang venv; venv_managed: False means someone else builds it and only
     # its own torch is validated.
-    venv_path: str = "/opt/sglang/venv"
+    venv_path: str = DEFAULT_VENV
     venv_managed: bool = True
     # The lock (pins with hashes, control-side path) the managed venv is built from.
     venv_lock: str = "files/locks/sglang-0.5.23-cp311-x86_64.txt"
@@ -58,9 +121,9 @@ class Config:
     venv_installer: str = "uv"
     # The service: user, environment file, JIT cache root (FLASHINFER_WORKSPACE_BASE
     # and SGLANG_CACHE_DIR both point here, so pre-warm and serve share one cache).
-    service_user: str = "sglang"
-    service_env_file: str = "/etc/sglang/sglang.env"
-    service_cache_dir: str = "/var/cache/sglang"
+    service_user: str = DEFAULT_SERVICE_USER
+    service_env_file: str = DEFAULT_ENV_FILE
+    service_cache_dir: str = DEFAULT_CACHE_DIR
     # What the SGLang unit serves: model (path or hub name; empty leaves the unit
     # disabled), port, and extra launch_server arguments.
     service_model: str = ""
@@ -88,64 +151,32 @@ class Config:
 
     @classmethod
     def from_data(cls, data, host="node"):
-        """Validate settings from a mapping (pyinfra host data); unknown keys with a
-        settings prefix are errors, so a typo never silently keeps a default.
+        """Validate settings from a mapping (pyinfra host data) against ``SCHEMA``; an
+        unknown key with a settings prefix is an error, so a typo never silently keeps
+        a default. Raises ConfigError naming every problem.
 
         >>> Config.from_data({"stack_torch_cuda": "12.8"}).stack_torch_cuda
         '12.8'
+        >>> Config.from_data({"service_user": "root", "venv_path": "/tmp/v"}, host="n1")
+        Traceback (most recent call last):
+        ...
+        bringup.config.ConfigError: n1: setting service_user='root' is invalid: use an unprivileged account: \
+the service and the pre-warm never run as root
+        n1: setting venv_path='/tmp/v' is invalid: use a path outside directories every user can write \
+(/tmp, /var/tmp, /dev/shm)
         """
-        known = {item.name: item for item in fields(cls)}
-        values = {}
+        values, problems = {}, []
         for key, value in dict(data or {}).items():
-            if key in known:
-                values[key] = _coerce(host, key, value, known[key].default)
-            elif key.startswith(PREFIXES) and not key.startswith("ssh_"):
-                raise ConfigError(host, key, value, f"unknown setting; known: {', '.join(sorted(known))}")
-        config = replace(cls(), **values)
-        config.validate(host)
-        return config
-
-    def validate(self, host):
-        """Raise ConfigError for the first invalid setting."""
-        for key in ("stack_sglang", "stack_torch", "stack_flashinfer"):
-            if parse(getattr(self, key)) is None:
-                raise ConfigError(host, key, getattr(self, key), "use a release number such as 0.7.2")
-        cuda = parse(self.stack_torch_cuda)
-        if cuda is None or len(cuda.release) != 2 or driver_floor_for_cuda(cuda) is None:
-            raise ConfigError(
-                host, "stack_torch_cuda", self.stack_torch_cuda,
-                "use torch's CUDA build as X.Y, one of 12.x or 13.x (e.g. 13.0 for cu130)",
-            )
-        for key in ("venv_path", "service_env_file", "service_cache_dir"):
-            value = getattr(self, key)
-            if not posixpath.isabs(value) or "'" in value or "\n" in value:
-                raise ConfigError(host, key, value, "use an absolute path without quotes")
-        if self.venv_installer not in ("uv", "pip"):
-            raise ConfigError(host, "venv_installer", self.venv_installer, "use uv or pip")
-        if not self.service_port.isdigit() or not 0 < int(self.service_port) < 65536:
-            raise ConfigError(host, "service_port", self.service_port, "use a TCP port number")
-        for module in self.prewarm_modules:
-            if module.split(":")[0] not in PREWARM_MODULES:
-                raise ConfigError(host, "prewarm_modules", module,
-                                  f"use modules of files/prewarm.py: {', '.join(PREWARM_MODULES)}")
-        for head_dim in self.prewarm_head_dims:
-            if not head_dim.isdigit():
-                raise ConfigError(host, "prewarm_head_dims", head_dim, "use head dimensions such as 64, 128, 256")
-        for dtype in self.prewarm_dtypes:
-            if dtype not in ("bf16", "fp16"):
-                raise ConfigError(host, "prewarm_dtypes", dtype, "use bf16 or fp16")
-        if not self.service_user.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError(host, "service_user", self.service_user, "use a plain user name")
-        fingerprint = self.cuda_repo_fingerprint.replace(" ", "")
-        if len(fingerprint) != 40 or any(c not in "0123456789ABCDEFabcdef" for c in fingerprint):
-            raise ConfigError(host, "cuda_repo_fingerprint", self.cuda_repo_fingerprint,
-                              "use the key's full 40-hex-digit fingerprint")
-        if not self.cuda_repo_url.startswith(("http://", "https://", "file:/")):
-            raise ConfigError(host, "cuda_repo_url", self.cuda_repo_url, "use an http(s):// or file:/ URL")
-        for sm in self.target_sms:
-            if parse(sm) not in FIRST_CUDA_FOR_SM:
-                known = ", ".join(str(v) for v in sorted(FIRST_CUDA_FOR_SM))
-                raise ConfigError(host, "target_sms", sm, f"use compute capabilities this release knows: {known}")
+            if key in SCHEMA:
+                try:
+                    values[key] = SCHEMA[key](value)
+                except checks.Invalid as invalid:
+                    problems.append((key, value, str(invalid)))
+            elif isinstance(key, str) and key.startswith(PREFIXES):
+                problems.append((key, value, f"unknown setting; known: {', '.join(sorted(SCHEMA))}"))
+        if problems:
+            raise ConfigError(host, problems)
+        return replace(cls(), **values)
 
     @property
     def lock_target(self):
@@ -161,6 +192,16 @@ class Config:
         return f"{match['major']}.{match['minor']}", match["machine"]
 
     @property
+    def layout(self):
+        """Where this host's stack lives (bringup.layout.NodeLayout).
+
+        >>> Config().layout.manifest
+        '/var/cache/sglang/prewarm/manifest.json'
+        """
+        return NodeLayout.for_settings(self.venv_path, self.service_env_file, self.service_cache_dir,
+                                       self.service_user)
+
+    @property
     def torch_cuda(self):
         """torch's CUDA build as a Version."""
         return Version(self.stack_torch_cuda)
@@ -173,30 +214,3 @@ class Config:
     def as_dict(self):
         """The settings as plain data (for reports)."""
         return {item.name: getattr(self, item.name) for item in fields(self)}
-
-
-def _coerce(host, key, value, default):
-    """Bring YAML/--data values to the setting's type (``--data`` gives strings)."""
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(host, key, value, "use true or false")
-    if isinstance(default, tuple):
-        if isinstance(value, str):
-            items = value.replace(",", " ").split()
-        elif isinstance(value, (list, tuple)):
-            items = value
-        else:
-            items = [] if value is None else [value]
-        return tuple(str(item) for item in items)
-    if isinstance(value, (dict, list, tuple)):
-        raise ConfigError(host, key, value, "use a single value")
-    return str(value)
-
-
-DEFAULTS = Config()

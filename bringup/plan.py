@@ -1,15 +1,21 @@
-"""The node plan: facts + settings -> what the node needs, with findings.
+"""The node plan: facts + settings -> every decision the deploy acts on, with findings.
 
     python -m bringup.plan FACTS.json [--config CONFIG.yaml]
 
-prints the NodePlan as JSON (``ok``, ``findings``, ``toolkit``, ``arch_list``, ``env``).
-FACTS.json is a facts document or a ``reports/<host>.json`` (``{"facts": ...}``).
+prints the NodePlan as JSON (``ok``, ``findings``, ``toolkit``, ``arch_list``, ``env``,
+``repo``, ``layout``, ``venv``, ``prewarm``, ``service``). FACTS.json is a facts
+document (docs/facts.md) or a ``reports/<host>.json`` (``{"facts": ...}``).
+
+The tasks (tasks/) take the NodePlan and nothing else: every path, version, package,
+option and file content they need is in it, decided here once.
 """
 
 import argparse
 import json
+import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from urllib.parse import urlparse
 
 from packaging.version import Version
 
@@ -17,17 +23,116 @@ from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
 from bringup.config import Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
-from bringup.prewarm import prewarm_gap, prewarm_request
+from bringup.layout import SERVICE_BASE_PATH, NodeLayout
 from bringup.platforms import repo_arch, repo_distro, repo_location
+from bringup.prewarm import prewarm_gap, prewarm_request
 from bringup.torch_builds import arch_list_for_build, covers_sm
+from bringup.venv import index_options
 from bringup.versions import major_minor, parse, same_major_minor
 
 MIN_PYTHON = Version("3.11")  # sglang 0.5.23: Requires-Python >=3.11
-SERVICE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Dev headers and stubs FlashInfer's JIT compiles and links against, beside nvcc.
 # cuBLAS headers: FlashInfer 0.7.2's norm module includes cublasLt.h.
 TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cuda-cccl",
                     "cuda-driver-dev", "libcurand-dev", "libcublas-dev")
+# What the managed venv's build needs from the distribution: venv support, and the
+# host compiler FlashInfer's JIT uses (CXX in the service env).
+VENV_SYSTEM_PACKAGES = ("python3-venv", "g++")
+HOST_CXX = "/usr/bin/g++"
+SYSTEM_PYTHON = "/usr/bin/python3"
+# Packages the repository step needs to fetch and check the key.
+KEY_TOOLS = ("ca-certificates", "curl", "gpg")
+
+
+@dataclass(frozen=True)
+class RepoPlan:
+    """NVIDIA's CUDA apt repository (or a mirror) as the node will use it."""
+
+    url: str
+    key_url: str
+    fingerprint: str
+    distro: str
+    arch: str
+    keyring: str
+    source_file: str
+    preference_file: str
+    pin_origin: str
+    key_tools: tuple = KEY_TOOLS
+
+
+@dataclass(frozen=True)
+class ToolkitPlan:
+    """The toolkit matching torch's CUDA build: ``version`` X.Y, its ``home`` and packages."""
+
+    version: str
+    home: str
+    packages: tuple
+
+
+@dataclass(frozen=True)
+class VenvPlan:
+    """The SGLang venv: built from ``lock`` (a control-side file) with ``python`` into
+    ``dirs/<lock digest>`` and linked at ``path`` when ``managed``; only used otherwise."""
+
+    managed: bool
+    path: str
+    dirs: str
+    locks: str
+    tools: str
+    cache: str
+    python: str
+    lock: str
+    uv_lock: str
+    installer: str
+    sources: tuple
+    builder: str
+    system_packages: tuple = VENV_SYSTEM_PACKAGES
+
+
+@dataclass(frozen=True)
+class PrewarmPlan:
+    """FlashInfer's JIT modules to compile before the service starts, and where.
+
+    ``gap`` says why the node's cache does not hold them at planning time ("" when
+    it does); the deploy re-checks with ``gap_for`` when it gets there.
+    """
+
+    request: dict
+    flashinfer: str
+    arch_list: str
+    venv: str
+    env_file: str
+    cache_dir: str
+    manifest: str
+    user: str
+    home: str
+    base_path: str
+    runner: str
+    script: str
+    gap: str = ""
+
+    def gap_for(self, state):
+        """Why ``state`` (the JitCache fact's ``prewarm``) does not hold the request, or "".
+
+        >>> PrewarmPlan({"modules": ["norm"]}, "0.7.2", "12.0f", "/v", "/e", "/c", "/c/m", "u", "/h",
+        ...             "/p", "/r", "/s").gap_for(None)
+        'no pre-warm manifest'
+        """
+        return prewarm_gap(state, self.request, Version(self.flashinfer), self.arch_list)
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """The SGLang service: its account, environment file content and unit."""
+
+    user: str
+    home: str
+    env_file: str
+    env: dict
+    unit: str
+    exec_start: tuple
+    description: str
+    enable: bool
 
 
 @dataclass
@@ -35,12 +140,17 @@ class NodePlan:
     """What a node needs. ``ok`` is False when any finding is a blocker."""
 
     findings: list = field(default_factory=list)
-    toolkit: dict = field(default_factory=dict)
+    toolkit: ToolkitPlan = None
     arch_list: str = ""
     env: dict = field(default_factory=dict)
-    repo: dict = field(default_factory=dict)
+    repo: RepoPlan = None
     torch_cuda: str = ""
     session_path: str = ""
+    layout: NodeLayout = None
+    venv: VenvPlan = None
+    prewarm: PrewarmPlan = None
+    service: ServicePlan = None
+    manage_alternative: bool = True
 
     @property
     def ok(self):
@@ -57,19 +167,24 @@ class NodePlan:
         return {
             "ok": self.ok,
             "findings": [finding.as_dict() for finding in self.findings],
-            "toolkit": self.toolkit,
+            "toolkit": asdict(self.toolkit) if self.toolkit else {},
             "arch_list": self.arch_list,
             "env": self.env,
-            "repo": self.repo,
+            "repo": asdict(self.repo) if self.repo else {},
             "torch_cuda": self.torch_cuda,
             "session_path": self.session_path,
+            "manage_alternative": self.manage_alternative,
+            "layout": self.layout.as_dict() if self.layout else {},
+            "venv": asdict(self.venv) if self.venv else {},
+            "prewarm": asdict(self.prewarm) if self.prewarm else {},
+            "service": asdict(self.service) if self.service else {},
         }
 
 
 def plan(facts, config):
     """Decide what a node needs.
 
-    + facts: the facts document (architecture doc)
+    + facts: the facts document (docs/facts.md)
     + config: a validated ``Config``
 
     >>> facts = {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [],
@@ -77,7 +192,7 @@ def plan(facts, config):
     >>> plan(facts, Config()).codes(BLOCKER)
     ['NO_GPU']
     """
-    node = NodePlan()
+    node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative)
     add = node.findings.append
     node.repo = _repo(facts, config, add)
     sms = _target_sms(facts, config, add)
@@ -85,8 +200,7 @@ def plan(facts, config):
     node.torch_cuda = str(torch_cuda)
     home = f"/usr/local/cuda-{torch_cuda}"
     suffix = f"{torch_cuda.major}-{torch_cuda.minor}"
-    node.toolkit = {"version": str(torch_cuda), "home": home,
-                    "packages": [f"{name}-{suffix}" for name in TOOLKIT_PACKAGES]}
+    node.toolkit = ToolkitPlan(str(torch_cuda), home, tuple(f"{name}-{suffix}" for name in TOOLKIT_PACKAGES))
     _check_driver(facts, torch_cuda, add)
     targets = _check_sms(sms, facts, config, torch_cuda, add)
     node.arch_list = " ".join(targets)
@@ -96,18 +210,66 @@ def plan(facts, config):
     _check_resolution(facts, config, home, torch_cuda, sms, targets, add)
     _check_login_path(facts, home, add)
     _check_symlink(facts, config, home, add)
-    _check_jit_cache(facts, config, targets, add)
+    layout = node.layout
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = {
         "CUDA_HOME": home,
         "PATH": f"{home}/bin:{config.venv_path}/bin:{SERVICE_BASE_PATH}",
         "FLASHINFER_CUDA_ARCH_LIST": node.arch_list,
-        "FLASHINFER_WORKSPACE_BASE": config.service_cache_dir,
-        "SGLANG_CACHE_DIR": config.service_cache_dir,
-        "CXX": "/usr/bin/g++",
+        "FLASHINFER_WORKSPACE_BASE": layout.cache_dir,
+        "SGLANG_CACHE_DIR": layout.cache_dir,
+        "CXX": HOST_CXX,
     }
+    node.venv = _venv(config, node.layout)
+    node.prewarm = _prewarm(facts, config, node.arch_list, add)
+    node.service = _service(config, node.env)
     return node
+
+
+def _venv(config, layout):
+    target = config.lock_target
+    uv_lock = f"files/locks/uv-cp{target[0].replace('.', '')}-{target[1]}.txt" if target else ""
+    return VenvPlan(managed=config.venv_managed, path=layout.venv, dirs=layout.venvs, locks=layout.venv_locks,
+                    tools=layout.venv_tools, cache=layout.venv_download_cache, python=SYSTEM_PYTHON,
+                    lock=config.venv_lock, uv_lock=uv_lock, installer=config.venv_installer,
+                    sources=tuple(index_options(config.venv_index_url, config.venv_extra_index_urls,
+                                                config.venv_find_links, config.venv_no_index)),
+                    builder=layout.helper("build-venv.sh"))
+
+
+def _prewarm(facts, config, arch_list, add):
+    """The pre-warm request and whether the node's cache already holds it (JIT_CACHE_COLD)."""
+    layout = config.layout
+    installed = parse((facts.get("flashinfer") or {}).get("version"))
+    # The FlashInfer that will serve: the stack's for a managed venv (deploy builds it),
+    # the venv's own otherwise.
+    serving = config.flashinfer if config.venv_managed else (installed or config.flashinfer)
+    prewarm = PrewarmPlan(request=prewarm_request(config), flashinfer=str(serving), arch_list=arch_list,
+                          venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir,
+                          manifest=layout.manifest,
+                          user=layout.service_user, home=layout.service_home, base_path=SERVICE_BASE_PATH,
+                          runner=layout.helper("with-service-env"), script=layout.helper("prewarm.py"))
+    if not arch_list:
+        return prewarm
+    gap = prewarm.gap_for((facts.get("jit_cache") or {}).get("prewarm"))
+    if gap:
+        where = f"{layout.flashinfer_cache}/{serving}/{fi.workspace_dir_name(arch_list.split())}"
+        add(Finding("JIT_CACHE_COLD", FIX,
+                    f"FlashInfer's JIT cache under {where} is not ready ({gap}): the first requests would compile",
+                    f"deploy pre-warms {', '.join(config.prewarm_modules)} for {arch_list} as {config.service_user}"))
+    return PrewarmPlan(**{**asdict(prewarm), "gap": gap})
+
+
+def _service(config, env):
+    layout = config.layout
+    exec_start = (f"{config.venv_path}/bin/python", "-m", "sglang.launch_server",
+                  "--model-path", config.service_model, "--host", "0.0.0.0", "--port", config.service_port,
+                  *shlex.split(config.service_args))
+    return ServicePlan(user=config.service_user, home=layout.service_home, env_file=layout.env_file, env=env,
+                       unit=layout.unit, exec_start=exec_start,
+                       description=f"SGLang server ({config.service_model or 'no model configured'})",
+                       enable=bool(config.service_model))
 
 
 def _repo(facts, config, add):
@@ -120,12 +282,14 @@ def _repo(facts, config, add):
                     f"NVIDIA's CUDA repository has no build for {seen}",
                     "use Ubuntu 22.04/24.04 or Debian 12/13 on x86_64 or aarch64, or set "
                     "cuda_repo_distro to a distro directory your mirror carries"))
-        return {}
-    key_url = config.cuda_repo_key_url or None
+        return None
     url = repo_location(config.cuda_repo_url, distro, arch)
-    return {"distro": distro, "arch": arch, "url": url,
-            "key_url": key_url or f"{url}{config.cuda_repo_fingerprint[-8:].lower()}.pub",
-            "fingerprint": config.cuda_repo_fingerprint.replace(" ", "").upper()}
+    fingerprint = config.cuda_repo_fingerprint.replace(" ", "").upper()
+    layout = config.layout
+    return RepoPlan(url=url, key_url=config.cuda_repo_key_url or f"{url}{fingerprint[-8:].lower()}.pub",
+                    fingerprint=fingerprint, distro=distro, arch=arch, keyring=layout.apt_keyring,
+                    source_file=layout.apt_source, preference_file=layout.apt_preference,
+                    pin_origin=urlparse(url).hostname or "")
 
 
 def _target_sms(facts, config, add):
@@ -341,20 +505,6 @@ def _check_symlink(facts, config, home, add):
         fix = ("deploy points the cuda alternative at it" if config.cuda_manage_alternative
                else "nothing resolves through it after deploy; set cuda_manage_alternative to move it")
         add(Finding("CUDA_SYMLINK_DRIFT", severity, f"/usr/local/cuda points at {link}, not {home}", fix))
-
-
-def _check_jit_cache(facts, config, targets, add):
-    if not targets:
-        return
-    installed = parse((facts.get("flashinfer") or {}).get("version"))
-    serving = config.flashinfer if config.venv_managed else (installed or config.flashinfer)
-    arch_list = " ".join(targets)
-    gap = prewarm_gap((facts.get("jit_cache") or {}).get("prewarm"), prewarm_request(config), serving, arch_list)
-    if gap:
-        where = f"{config.service_cache_dir}/.cache/flashinfer/{serving}/{fi.workspace_dir_name(targets)}"
-        add(Finding("JIT_CACHE_COLD", FIX,
-                    f"FlashInfer's JIT cache under {where} is not ready ({gap}): the first requests would compile",
-                    f"deploy pre-warms {', '.join(config.prewarm_modules)} for {arch_list} as {config.service_user}"))
 
 
 def load_facts(path):

@@ -37,7 +37,7 @@ def render(host, facts, node):
                  f"(CUDA {resolved.get('version') or '-'}, via {resolved.get('via', 'none')})")
     lines.append(f"  torch     : {torch.get('version')} (CUDA {torch.get('cuda')})" if torch and 'version' in torch
                  else f"  torch     : planned {node.torch_cuda} build (no venv yet)")
-    lines.append(f"  plan      : CUDA {node.toolkit.get('version')} at {node.toolkit.get('home')}, "
+    lines.append(f"  plan      : CUDA {node.toolkit.version} at {node.toolkit.home}, "
                  f"FLASHINFER_CUDA_ARCH_LIST=\"{node.arch_list}\"")
     ordered = sorted(node.findings, key=lambda finding: SEVERITIES.index(finding.severity))
     for finding in ordered:

@@ -1,5 +1,7 @@
 """Fingerprints of the keys in an apt keyring file."""
 
+import shlex
+
 from pyinfra.api import FactBase
 
 
@@ -25,9 +27,10 @@ class KeyringFingerprints(FactBase):
 
     def command(self, path):
         # A throwaway GNUPGHOME: reading a keyring must not create ~/.gnupg.
+        quoted = shlex.quote(path)
         return (
-            f"test -r {path} || exit 0; d=$(mktemp -d); "
-            f"GNUPGHOME=$d gpg --batch --with-colons --show-keys {path} 2>/dev/null; rm -rf \"$d\""
+            f"test -r {quoted} || exit 0; d=$(mktemp -d); "
+            f"GNUPGHOME=$d gpg --batch --with-colons --show-keys {quoted} 2>/dev/null; rm -rf \"$d\""
         )
 
     def process(self, output):

@@ -1,9 +1,6 @@
-"""The node facts: one probe per host (files/probe.sh), exposed as pyinfra facts.
-
-``NodeFacts`` returns the whole facts document; the narrower facts below return one
-part of it for use in tasks and on the command line. Each narrower fact runs the
-probe again (pyinfra 3 caches no facts), so code that needs several parts gets
-``NodeFacts`` once.
+"""The node facts: files/probe.sh run on the node, parsed into the facts document
+(docs/facts.md). ``NodeFacts`` runs every section once and returns the whole
+document; each narrower fact runs only the sections its key needs.
 
     pyinfra inventory/gpu.py fact facts.node.NodeFacts
     pyinfra @local fact facts.node.GpuDevices
@@ -16,31 +13,35 @@ from pathlib import Path
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from bringup.config import DEFAULTS
-from facts.probe_output import build_document
+from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
+from facts.probe_output import build_document, sections_for
 
-PROBE_SCRIPT = Path(__file__).resolve().parent.parent / "files" / "probe.sh"
+FILES = Path(__file__).resolve().parent.parent / "files"
+# The env-file reader first: the probe's service section calls it.
+PROBE_SOURCES = (FILES / "service-env.sh", FILES / "probe.sh")
 
 
-def probe_command(venv, env_file, cache_dir):
-    """The one shell command that runs the probe on a node.
+def probe_command(layout, sections=()):
+    """The one shell command that runs the probe (``sections``, default all) on a node.
 
     The script travels base64-encoded so no quoting of its body can break, and runs
     under ``sh`` so a node without bash still answers.
 
-    >>> probe_command("/opt/v", "/etc/e", "/var/c").startswith("echo ")
-    True
+    >>> from bringup.layout import DEFAULT_LAYOUT
+    >>> probe_command(DEFAULT_LAYOUT, ("gpus",)).split(" | ")[2].split()[0]
+    'PROBE_SECTIONS=gpus'
     """
-    encoded = base64.b64encode(PROBE_SCRIPT.read_bytes()).decode("ascii")
-    inputs = {"PROBE_VENV": venv, "PROBE_ENV_FILE": env_file, "PROBE_CACHE_DIR": cache_dir}
+    script = b"".join(path.read_bytes() for path in PROBE_SOURCES)
+    encoded = base64.b64encode(script).decode("ascii")
+    inputs = {"PROBE_SECTIONS": " ".join(sections), **layout.probe_inputs()} if sections else layout.probe_inputs()
     assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.items())
     return f"echo {encoded} | base64 -d | {assignments} sh"
 
 
 class NodeFacts(FactBase):
     """
-    Returns the facts document of a GPU node (GPUs, driver, toolkits, resolution,
-    venv stack, JIT cache), or None if the probe printed nothing.
+    Returns the facts document of a GPU node (docs/facts.md: GPUs, driver, toolkits,
+    resolution, venv stack, JIT cache).
 
     + venv: the SGLang venv path
     + env_file: the service's environment file
@@ -52,22 +53,18 @@ class NodeFacts(FactBase):
         facts["gpus"][0]["compute_cap"]  # "12.0"
     """
 
-    def command(
-        self,
-        venv=DEFAULTS.venv_path,
-        env_file=DEFAULTS.service_env_file,
-        cache_dir=DEFAULTS.service_cache_dir,
-    ):
-        return probe_command(venv, env_file, cache_dir)
+    keys = ()  # the document's keys this fact returns; () for all of them
+
+    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR):
+        layout = NodeLayout.for_settings(venv, env_file, cache_dir, DEFAULT_SERVICE_USER)
+        return probe_command(layout, sections_for(*self.keys) if self.keys else ())
 
     def process(self, output):
         try:
-            return self.select(build_document(output))
+            document = build_document(output, self.keys or None)
         except (ValueError, KeyError, TypeError) as error:
             raise FactProcessError(f"could not parse the node probe: {error}") from error
-
-    def select(self, document):
-        return document
+        return document[self.keys[0]] if len(self.keys) == 1 else document
 
 
 class GpuDevices(NodeFacts):
@@ -75,12 +72,11 @@ class GpuDevices(NodeFacts):
     Returns the GPUs nvidia-smi lists: ``[{"index", "name", "compute_cap", "memory_total_mib"}]``.
     """
 
+    keys = ("gpus",)
+
     @staticmethod
     def default():
         return []
-
-    def select(self, document):
-        return document["gpus"]
 
 
 class Driver(NodeFacts):
@@ -88,8 +84,7 @@ class Driver(NodeFacts):
     Returns ``{"version", "cuda_version"}`` of the loaded driver, or None without one.
     """
 
-    def select(self, document):
-        return document["driver"]
+    keys = ("driver",)
 
 
 class CudaToolkits(NodeFacts):
@@ -97,12 +92,11 @@ class CudaToolkits(NodeFacts):
     Returns every installed toolkit: ``[{"home", "version", "nvcc_ok"}]``.
     """
 
+    keys = ("toolkits",)
+
     @staticmethod
     def default():
         return []
-
-    def select(self, document):
-        return document["toolkits"]
 
 
 class CudaResolution(NodeFacts):
@@ -111,8 +105,7 @@ class CudaResolution(NodeFacts):
     ``{"cuda_home", "version", "via", ...}``.
     """
 
-    def select(self, document):
-        return document["resolution"]
+    keys = ("resolution",)
 
 
 class VenvStack(NodeFacts):
@@ -120,14 +113,13 @@ class VenvStack(NodeFacts):
     Returns the venv's ``{"torch", "flashinfer", "sglang"}`` (each None when absent).
     """
 
-    def select(self, document):
-        return {key: document[key] for key in ("torch", "flashinfer", "sglang")}
+    keys = ("torch", "flashinfer", "sglang")
 
 
 class JitCache(NodeFacts):
     """
-    Returns the FlashInfer JIT modules compiled under the service's workspace.
+    Returns the FlashInfer JIT modules compiled under the service's workspace and the
+    pre-warm's state (its manifest, and the modules ninja would rebuild).
     """
 
-    def select(self, document):
-        return document["jit_cache"]
+    keys = ("jit_cache",)

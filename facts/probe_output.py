@@ -1,12 +1,13 @@
-"""Parse the raw output of files/probe.sh into the facts document (architecture doc).
+"""Parse the raw output of files/probe.sh into the facts document (docs/facts.md).
 
 Pure functions: they take the probe's lines and return plain data, so each one is
 tested on recorded outputs. Malformed input raises ValueError; the fact turns it
-into pyinfra's FactProcessError so only that host fails.
+into pyinfra's FactProcessError so only that host fails. ``PARTS`` maps each key of
+the document to the probe sections it is made from, so a narrow fact runs only
+those sections and parses only its key.
 """
 
 import json
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -226,44 +227,78 @@ def jit_cache(section, prewarm=None):
     return {"base": cache_dir, "modules": modules, "prewarm": prewarm}
 
 
-def build_document(lines):
-    """Probe output lines (files/probe.sh) -> the facts document of the architecture doc."""
-    sections = split_sections(lines)
-    by_name = {}
-    toolkits = []
-    for section in sections:
+def index_sections(lines):
+    """Probe output lines -> {section name: Section}, toolkits as a list under "toolkit".
+
+    >>> sorted(index_sections(["@@ uname rc=0", "x86_64", "@@ toolkit rc=127 home=/usr/local/cuda-12.8"]))
+    ['toolkit', 'uname']
+    """
+    by_name = {"toolkit": []}
+    for section in split_sections(lines):
         if section.name == "toolkit":
-            toolkits.append(toolkit_entry(section))
+            by_name["toolkit"].append(section)
         else:
             by_name[section.name] = section
+    return by_name
+
+
+def _os(by_name):
     if "os-release" not in by_name:
         raise ValueError("probe output has no os-release section")
-    gpus, driver, smi = gpu_and_driver(by_name)
-    torch, flashinfer, sglang = venv_stack(by_name.get("venv"))
+    return parse_os_release(by_name["os-release"].text, by_name.get("uname", Section("uname", 0)).text)
+
+
+def _python(by_name):
     python = by_name.get("python")
+    return {"version": python.text.split()[-1]} if python and python.rc == 0 and python.text.strip() else None
+
+
+def _cuda_symlink(by_name):
     link = by_name.get("cuda-link")
-    return {
-        "os": parse_os_release(by_name["os-release"].text, by_name.get("uname", Section("uname", 0)).text),
-        "driver": driver,
-        "nvidia_smi": smi,
-        "gpus": gpus,
-        "toolkits": toolkits,
-        "cuda_symlink": link.text.strip() or None if link else None,
-        "path_nvcc": login_path_nvcc(by_name),
-        "login_env": parse_assignments(by_name["login-env"].text) if "login-env" in by_name else {},
-        "resolution": resolution(by_name, torch),
-        "python": {"version": python.text.split()[-1]} if python and python.rc == 0 and python.text.strip() else None,
-        "torch": torch,
-        "flashinfer": flashinfer,
-        "sglang": sglang,
-        "jit_cache": jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm"))),
-    }
+    return (link.text.strip() or None) if link else None
 
 
-def cuda_home_of(nvcc_path):
-    """The CUDA home FlashInfer derives from an nvcc path (no symlink resolution).
+def _login_env(by_name):
+    return parse_assignments(by_name["login-env"].text) if "login-env" in by_name else {}
 
-    >>> cuda_home_of("/usr/local/bin/nvcc")
-    '/usr/local'
+
+def _venv_part(index):
+    return lambda by_name: venv_stack(by_name.get("venv"))[index]
+
+
+# key of the facts document -> (probe sections it needs, how it is parsed)
+PARTS = {
+    "os": (("os",), _os),
+    "driver": (("gpus",), lambda by_name: gpu_and_driver(by_name)[1]),
+    "nvidia_smi": (("gpus",), lambda by_name: gpu_and_driver(by_name)[2]),
+    "gpus": (("gpus",), lambda by_name: gpu_and_driver(by_name)[0]),
+    "toolkits": (("toolkits",), lambda by_name: [toolkit_entry(s) for s in by_name["toolkit"]]),
+    "cuda_symlink": (("toolkits",), _cuda_symlink),
+    "path_nvcc": (("login",), login_path_nvcc),
+    "login_env": (("login",), _login_env),
+    "resolution": (("service", "venv"), lambda by_name: resolution(by_name, venv_stack(by_name.get("venv"))[0])),
+    "python": (("python",), _python),
+    "torch": (("venv",), _venv_part(0)),
+    "flashinfer": (("venv",), _venv_part(1)),
+    "sglang": (("venv",), _venv_part(2)),
+    "jit_cache": (("prewarm", "jit_cache"),
+                  lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")))),
+}
+
+
+def sections_for(*keys):
+    """The probe sections that produce these keys of the document, in probe order.
+
+    >>> sections_for("gpus", "driver")
+    ('gpus',)
     """
-    return os.path.dirname(os.path.dirname(nvcc_path))
+    wanted = {section for key in keys for section in PARTS[key][0]}
+    order = [section for sections, _ in PARTS.values() for section in sections]
+    return tuple(dict.fromkeys(section for section in order if section in wanted))
+
+
+def build_document(lines, keys=None):
+    """Probe output lines (files/probe.sh) -> the facts document (docs/facts.md),
+    or only ``keys`` of it (from the sections ``sections_for(*keys)`` ran)."""
+    by_name = index_sections(lines)
+    return {key: PARTS[key][1](by_name) for key in (keys or PARTS)}

@@ -1,5 +1,7 @@
 """What one toolkit's nvcc reports, and where /usr/local/cuda points."""
 
+import shlex
+
 from pyinfra.api import FactBase
 
 from facts.probe_output import parse_nvcc_release
@@ -18,7 +20,7 @@ class NvccRelease(FactBase):
     """
 
     def command(self, home):
-        return f"{home}/bin/nvcc --version 2>&1 || true"
+        return f"{shlex.quote(home + '/bin/nvcc')} --version 2>&1 || true"
 
     def process(self, output):
         return parse_nvcc_release("\n".join(output))

@@ -1,5 +1,7 @@
 """The live SGLang venv: where its link points and which lock it was completed from."""
 
+import shlex
+
 from pyinfra.api import FactBase
 
 
@@ -17,8 +19,9 @@ class VenvLink(FactBase):
     """
 
     def command(self, path):
-        return (f"printf 'target=%s\\n' \"$(readlink {path} 2>/dev/null)\"; "
-                f"printf 'complete=%s\\n' \"$(cat {path}/.complete 2>/dev/null)\"")
+        quoted, marker = shlex.quote(path), shlex.quote(f"{path}/.complete")
+        return (f"printf 'target=%s\\n' \"$(readlink {quoted} 2>/dev/null)\"; "
+                f"printf 'complete=%s\\n' \"$(cat {marker} 2>/dev/null)\"")
 
     @staticmethod
     def default():

@@ -1,62 +1,89 @@
 #!/bin/sh
-# Build the SGLang venv from a lock into its own directory, then switch the live
-# link to it atomically (a symlink swap): an interrupted build never touches the
-# live venv, and the next run starts that directory again from scratch.
+# Build the SGLang venv from a lock into a directory of its own, then switch the live
+# link to it atomically (a symlink swap): an interrupted build never touches the live
+# venv, and the next run starts that directory again from scratch.
 #
-#   build-venv.sh LOCK DIGEST LINK OWNER INSTALLER UV_LOCK [INDEX_OPTION...]
+#   build-venv.sh [INDEX_OPTION...]
 #
-# LOCK      the lock (pins with hashes) on the node
-# DIGEST    its digest: names the venv directory and marks it complete
-# LINK      the live venv path (a symlink to <dirname LINK>/venvs/<digest>)
-# OWNER     user that owns the venv
-# INSTALLER uv or pip; uv is bootstrapped from UV_LOCK and falls back to pip
-# INDEX_OPTION  --index-url/--extra-index-url/--find-links/--no-index, as pip and uv take them
+# Inputs (environment; the deploy's venv_from_lock operation sets them from the plan):
+#   VENV_LINK       the live venv path (a symlink to venvs/<digest>)
+#   VENV_DIRS       where the venvs live (venvs/)
+#   VENV_DIGEST     the lock's digest: names the venv directory and marks it complete
+#   VENV_LOCK       the lock (pins with hashes) on the node
+#   VENV_UV_LOCK    the lock uv is bootstrapped from
+#   VENV_TOOLS      where uv is bootstrapped
+#   VENV_CACHE      the installers' download cache
+#   VENV_INSTALLER  uv or pip
+#   VENV_PYTHON     the interpreter the venv is built with
+# INDEX_OPTION: --index-url/--extra-index-url/--find-links/--no-index, as pip and uv take them.
+#
+# Everything is built and owned by root, read-only to the service: the service user
+# (and a compromised server) cannot change code root runs later. Only wheels are
+# installed (no sdist build runs as root), each checked against the lock's hashes.
+#
+# The live venv and the one before it are kept (venvs/previous names the rollback);
+# a directory found at VENV_LINK (a hand-built venv) is moved to venvs/adopted-<time>
+# and becomes the rollback.
 set -eu
-lock=$1 digest=$2 link=$3 owner=$4 installer=$5 uv_lock=$6
-shift 6
-root=$(dirname "$link")
-target=$root/venvs/$digest
-tools=$root/tools
+umask 022
+target=$VENV_DIRS/$VENV_DIGEST
 log() { printf 'build-venv: %s\n' "$*"; }
 
-install -d -m 0755 -o "$owner" -g "$owner" "$root/venvs" "$root/cache"
-# Build as the owner, from a directory and with a HOME the owner can read.
 cd /
-as_owner() { runuser -u "$owner" -- env HOME="$(getent passwd "$owner" | cut -d: -f6)" "$@"; }
-if [ -f "$target/.complete" ] && [ "$(cat "$target/.complete")" = "$digest" ]; then
-    log "venv $digest already complete"
+install -d -m 0755 -o root -g root "$VENV_DIRS" "$VENV_CACHE"
+if [ -f "$target/.complete" ] && [ "$(cat "$target/.complete")" = "$VENV_DIGEST" ]; then
+    log "venv $VENV_DIGEST already complete"
 else
     # Whatever is there is a build that did not finish.
     rm -rf "$target"
     start=$(date +%s)
-    if [ "$installer" = uv ] && [ ! -x "$tools/bin/uv" ]; then
-        rm -rf "$tools"
-        if python3 -m venv "$tools" && "$tools/bin/pip" install -q --require-hashes --no-deps "$@" -r "$uv_lock"; then
-            log "uv bootstrapped into $tools"
-        else
-            log "uv is not available from the configured index; falling back to pip"
-            rm -rf "$tools"
-            installer=pip
+    if [ "$VENV_INSTALLER" = uv ]; then
+        if [ ! -x "$VENV_TOOLS/bin/uv" ]; then
+            rm -rf "$VENV_TOOLS"
+            "$VENV_PYTHON" -m venv "$VENV_TOOLS"
+            if ! PIP_CACHE_DIR="$VENV_CACHE/pip" "$VENV_TOOLS/bin/pip" install -q --disable-pip-version-check \
+                    --require-hashes --no-deps --only-binary=:all: "$@" -r "$VENV_UV_LOCK"; then
+                rm -rf "$VENV_TOOLS"
+                log "uv could not be installed from the configured index with the hashes of $VENV_UV_LOCK;" \
+                    "fix the index (venv_index_url, venv_find_links) or set venv_installer=pip"
+                exit 1
+            fi
+            log "uv bootstrapped into $VENV_TOOLS"
         fi
-    fi
-    if [ "$installer" = uv ]; then
-        as_owner UV_CACHE_DIR="$root/cache/uv" "$tools/bin/uv" venv -q --python /usr/bin/python3 "$target"
-        as_owner UV_CACHE_DIR="$root/cache/uv" "$tools/bin/uv" pip sync -q \
-            --python "$target/bin/python" --require-hashes "$@" "$lock"
+        UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" venv -q --python "$VENV_PYTHON" "$target"
+        UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" pip sync -q --python "$target/bin/python" \
+            --require-hashes --no-build --compile-bytecode "$@" "$VENV_LOCK"
     else
-        as_owner python3 -m venv "$target"
-        as_owner PIP_CACHE_DIR="$root/cache/pip" "$target/bin/pip" install -q \
-            --disable-pip-version-check --require-hashes --no-deps "$@" -r "$lock"
+        "$VENV_PYTHON" -m venv "$target"
+        PIP_CACHE_DIR="$VENV_CACHE/pip" "$target/bin/pip" install -q --disable-pip-version-check \
+            --require-hashes --no-deps --only-binary=:all: "$@" -r "$VENV_LOCK"
     fi
-    printf '%s\n' "$digest" > "$target/.complete.tmp"
+    # Root writes its marker into a directory only root can write: no link to follow.
+    printf '%s\n' "$VENV_DIGEST" > "$target/.complete.tmp"
     mv -f "$target/.complete.tmp" "$target/.complete"
-    chown "$owner:$owner" "$target/.complete"
-    log "venv $digest built with $installer in $(( $(date +%s) - start ))s"
+    log "venv $VENV_DIGEST built with $VENV_INSTALLER in $(( $(date +%s) - start ))s"
 fi
-ln -sfn "venvs/$digest" "$link.new"
-mv -T "$link.new" "$link"
-log "$link -> venvs/$digest"
-# Keep the live venv and the one before it (rollback); drop older ones.
-ls -1t "$root/venvs" | tail -n +3 | while read -r old; do
-    [ "$old" = "$digest" ] || rm -rf "$root/venvs/$old"
+
+# The rollback: the venv live until now, by name.
+if [ -d "$VENV_LINK" ] && [ ! -L "$VENV_LINK" ]; then
+    previous=adopted-$(date -u +%Y%m%dT%H%M%SZ)
+    mv -T "$VENV_LINK" "$VENV_DIRS/$previous"
+    log "kept the venv found at $VENV_LINK as $VENV_DIRS/$previous"
+else
+    previous=$(readlink "$VENV_LINK" 2>/dev/null | sed -n 's|^venvs/||p')
+fi
+if [ -n "$previous" ] && [ "$previous" != "$VENV_DIGEST" ]; then
+    ln -sfn "$previous" "$VENV_DIRS/previous.new"
+    mv -T "$VENV_DIRS/previous.new" "$VENV_DIRS/previous"
+fi
+ln -sfn "venvs/$VENV_DIGEST" "$VENV_LINK.new"
+mv -T "$VENV_LINK.new" "$VENV_LINK"
+log "$VENV_LINK -> venvs/$VENV_DIGEST"
+
+# Keep the live venv and the rollback; drop the others.
+rollback=$(readlink "$VENV_DIRS/previous" 2>/dev/null || true)
+for dir in "$VENV_DIRS"/*; do
+    name=${dir##*/}
+    case $name in previous|"$VENV_DIGEST"|"$rollback") continue ;; esac
+    rm -rf "$dir"
 done

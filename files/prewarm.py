@@ -4,7 +4,7 @@ Runs as the service user with exactly the service's environment (files/with-serv
 so the build files, flags and cache paths are the ones the service will use and
 its first request finds every module fresh (ninja has no work):
 
-    with-service-env /etc/sglang/sglang.env /opt/sglang/venv/bin/python prewarm.py \
+    with-service-env "$SERVICE_PATH" /etc/sglang/sglang.env /opt/sglang/venv/bin/python prewarm.py \
         --modules sampling,norm,activation:silu,prefill --head-dims 128 --dtypes bf16 \
         --manifest /var/cache/sglang/prewarm/manifest.json
 

@@ -1,15 +1,18 @@
-#!/bin/sh
-# Read-only facts probe for a GPU node: one remote command that prints raw sections
-# ("@@ <name> rc=<exit> [key=value]") for the control side to parse. It changes nothing.
+# Read-only facts probe for a GPU node: prints raw sections ("@@ <name> rc=<exit>
+# [key=value]") for the control side to parse (facts/probe_output.py, docs/facts.md).
+# It changes nothing. facts/node.py ships it in one remote command, after
+# files/service-env.sh (load_service_env), under sh.
 #
-# Inputs (environment):
-#   PROBE_VENV       the SGLang venv (its python is asked about torch/FlashInfer)
-#   PROBE_ENV_FILE   the service's environment file (systemd EnvironmentFile syntax)
-#   PROBE_CACHE_DIR  FLASHINFER_WORKSPACE_BASE of the service (JIT cache root)
+# Inputs (environment; bringup/layout.py NodeLayout.probe_inputs):
+#   PROBE_SECTIONS      which parts to run (default: all; narrow facts run one or two)
+#   PROBE_VENV          the SGLang venv (its python is asked about torch/FlashInfer)
+#   PROBE_ENV_FILE      the service's environment file (systemd EnvironmentFile syntax)
+#   PROBE_CACHE_DIR     FLASHINFER_WORKSPACE_BASE of the service
+#   PROBE_MANIFEST      the pre-warm manifest (files/prewarm.py)
+#   PROBE_JIT_ROOT      FlashInfer's JIT tree under the cache dir
+#   PROBE_SERVICE_PATH  the PATH systemd gives the service before its env file
 LC_ALL=C
 export LC_ALL
-# systemd's default PATH for services: what the unit sees before its env file.
-SERVICE_DEFAULT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 emit() {
     printf '@@ %s rc=%s%s\n' "$1" "$2" "${4:+ $4}"
@@ -22,17 +25,6 @@ capture() {
     emit "$name" "$rc" "$out" "$attrs"
 }
 
-emit os-release 0 "$(cat /etc/os-release 2>/dev/null)"
-emit uname 0 "$(uname -m)"
-
-if command -v nvidia-smi >/dev/null 2>&1; then
-    capture smi-query "" nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv,noheader,nounits
-    out=$(nvidia-smi 2>&1); rc=$?
-    emit smi-header "$rc" "$(printf '%s\n' "$out" | head -n 8)"
-else
-    emit smi-query 127 ""
-fi
-
 nvcc_section() {
     # nvcc_section SECTION HOME: the version an nvcc under HOME reports.
     if [ -x "$2/bin/nvcc" ]; then
@@ -42,63 +34,92 @@ nvcc_section() {
     fi
 }
 
-for home in /usr/local/cuda-* /opt/cuda /opt/cuda-* /opt/nvidia/cuda*; do
-    # Version links such as /usr/local/cuda-13 (alternatives) are not toolkits of their own.
-    [ -d "$home" ] && [ ! -L "$home" ] && nvcc_section toolkit "$home"
-done
-if [ -x /usr/bin/nvcc ]; then
-    nvcc_section toolkit /usr
-fi
-if [ -e /usr/local/cuda ]; then
-    emit cuda-link 0 "$(readlink -f /usr/local/cuda)"
-fi
+probe_os() {
+    emit os-release 0 "$(cat /etc/os-release 2>/dev/null)"
+    emit uname 0 "$(uname -m)"
+}
 
-shell=bash
-command -v bash >/dev/null 2>&1 || shell=sh
-login=$("$shell" -lc 'printf "CUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\nnvcc=%s\n" "$CUDA_HOME" "$CUDA_PATH" "$PATH" "$(command -v nvcc)"' </dev/null 2>/dev/null)
-emit login-env $? "$login"
-login_nvcc=$(printf '%s\n' "$login" | sed -n 's/^nvcc=//p')
-if [ -n "$login_nvcc" ]; then
-    capture path-nvcc "path=$login_nvcc" "$login_nvcc" --version
-fi
-
-# The service's environment: systemd's default PATH, then the env file's assignments
-# taken literally (systemd does not expand them), then FlashInfer's own search order
-# (flashinfer/jit/cpp_ext.py get_cuda_path): CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda.
-service=$(env -i PROBE_ENV_FILE="$PROBE_ENV_FILE" PROBE_VENV="$PROBE_VENV" PATH="$SERVICE_DEFAULT_PATH" sh -c '
-    env_file=absent
-    if [ -r "$PROBE_ENV_FILE" ]; then
-        env_file=present
-        while IFS= read -r line || [ -n "$line" ]; do
-            case $line in ""|"#"*|";"*) continue ;; *=*) ;; *) continue ;; esac
-            key=${line%%=*}; value=${line#*=}
-            case $value in \"*\") value=${value#\"}; value=${value%\"} ;; esac
-            export "$key=$value"
-        done < "$PROBE_ENV_FILE"
+probe_gpus() {
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        capture smi-query "" nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv,noheader,nounits
+        out=$(nvidia-smi 2>&1); rc=$?
+        emit smi-header "$rc" "$(printf '%s\n' "$out" | head -n 8)"
+    else
+        emit smi-query 127 ""
     fi
-    if [ -n "$CUDA_HOME" ]; then home=$CUDA_HOME; via=CUDA_HOME
-    elif [ -n "$CUDA_PATH" ]; then home=$CUDA_PATH; via=CUDA_PATH
-    elif nvcc=$(command -v nvcc); then home=$(dirname "$(dirname "$nvcc")"); via=PATH
-    elif [ -e /usr/local/cuda ]; then home=/usr/local/cuda; via=default
-    else home=; via=none
+}
+
+probe_toolkits() {
+    for home in /usr/local/cuda-* /opt/cuda /opt/cuda-* /opt/nvidia/cuda*; do
+        # Version links such as /usr/local/cuda-13 (alternatives) are not toolkits of their own.
+        [ -d "$home" ] && [ ! -L "$home" ] && nvcc_section toolkit "$home"
+    done
+    if [ -x /usr/bin/nvcc ]; then
+        nvcc_section toolkit /usr
     fi
-    printf "env_file=%s\nCUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\n" "$env_file" "$CUDA_HOME" "$CUDA_PATH" "$PATH"
-    printf "FLASHINFER_CUDA_ARCH_LIST=%s\nFLASHINFER_WORKSPACE_BASE=%s\n" "$FLASHINFER_CUDA_ARCH_LIST" "$FLASHINFER_WORKSPACE_BASE"
-    printf "home=%s\nvia=%s\n" "$home" "$via"
-')
-emit service-env $? "$service"
-service_home=$(printf '%s\n' "$service" | sed -n 's/^home=//p')
-if [ -n "$service_home" ]; then
-    nvcc_section resolved-nvcc "$service_home"
-fi
+    if [ -e /usr/local/cuda ]; then
+        emit cuda-link 0 "$(readlink -f /usr/local/cuda)"
+    fi
+}
 
-if command -v python3 >/dev/null 2>&1; then
-    capture python "" python3 --version
-else
-    emit python 127 ""
-fi
+probe_login() {
+    shell=bash
+    command -v bash >/dev/null 2>&1 || shell=sh
+    login=$("$shell" -lc 'printf "CUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\nnvcc=%s\n" "$CUDA_HOME" "$CUDA_PATH" "$PATH" "$(command -v nvcc)"' </dev/null 2>/dev/null)
+    emit login-env $? "$login"
+    login_nvcc=$(printf '%s\n' "$login" | sed -n 's/^nvcc=//p')
+    if [ -n "$login_nvcc" ]; then
+        capture path-nvcc "path=$login_nvcc" "$login_nvcc" --version
+    fi
+}
 
-if [ -x "$PROBE_VENV/bin/python" ]; then
+probe_service() {
+    # The service's environment (systemd's default PATH, then the env file), then
+    # FlashInfer's own search order (flashinfer/jit/cpp_ext.py get_cuda_path):
+    # CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda.
+    env_file=$PROBE_ENV_FILE base_path=$PROBE_SERVICE_PATH
+    service=$(
+        # A service inherits nothing: drop every exported variable first.
+        for name in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
+            unset "$name" 2>/dev/null
+        done
+        PATH=$base_path
+        export PATH
+        state=absent
+        if [ -r "$env_file" ]; then
+            state=present
+            load_service_env "$env_file"
+        fi
+        if [ -n "$CUDA_HOME" ]; then home=$CUDA_HOME; via=CUDA_HOME
+        elif [ -n "$CUDA_PATH" ]; then home=$CUDA_PATH; via=CUDA_PATH
+        elif nvcc=$(command -v nvcc); then home=$(dirname "$(dirname "$nvcc")"); via=PATH
+        elif [ -e /usr/local/cuda ]; then home=/usr/local/cuda; via=default
+        else home=; via=none
+        fi
+        printf "env_file=%s\nCUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\n" "$state" "$CUDA_HOME" "$CUDA_PATH" "$PATH"
+        printf "FLASHINFER_CUDA_ARCH_LIST=%s\nFLASHINFER_WORKSPACE_BASE=%s\n" "$FLASHINFER_CUDA_ARCH_LIST" "$FLASHINFER_WORKSPACE_BASE"
+        printf "home=%s\nvia=%s\n" "$home" "$via"
+    )
+    emit service-env $? "$service"
+    service_home=$(printf '%s\n' "$service" | sed -n 's/^home=//p')
+    if [ -n "$service_home" ]; then
+        nvcc_section resolved-nvcc "$service_home"
+    fi
+}
+
+probe_python() {
+    if command -v python3 >/dev/null 2>&1; then
+        capture python "" python3 --version
+    else
+        emit python 127 ""
+    fi
+}
+
+probe_venv() {
+    if [ ! -x "$PROBE_VENV/bin/python" ]; then
+        emit venv 127 ""
+        return
+    fi
     # Package metadata needs no import; torch is imported for its compiled arch list.
     capture venv "" "$PROBE_VENV/bin/python" -c '
 import json, importlib.metadata as md
@@ -117,13 +138,14 @@ except Exception as error:
     out["torch_error"] = repr(error)
 print(json.dumps(out))
 '
-else
-    emit venv 127 ""
-fi
+}
 
-# The pre-warm manifest (files/prewarm.py) and whether ninja has work for any module it lists.
-manifest=$PROBE_CACHE_DIR/prewarm/manifest.json
-if [ -r "$manifest" ] && command -v python3 >/dev/null 2>&1; then
+probe_prewarm() {
+    # The pre-warm manifest and whether ninja has work for any module it lists.
+    if [ ! -r "$PROBE_MANIFEST" ] || ! command -v python3 >/dev/null 2>&1; then
+        emit prewarm 127 ""
+        return
+    fi
     capture prewarm "" python3 -c '
 import json, subprocess, sys
 manifest = json.load(open(sys.argv[1]))
@@ -137,15 +159,18 @@ for module in manifest.get("modules", []):
     if not fresh:
         stale.append(module.get("request", module.get("name")))
 print(json.dumps({"manifest": manifest, "stale": stale}))
-' "$manifest" "$PROBE_VENV/bin/ninja"
-else
-    emit prewarm 127 ""
-fi
+' "$PROBE_MANIFEST" "$PROBE_VENV/bin/ninja"
+}
 
-jit_root=$PROBE_CACHE_DIR/.cache/flashinfer
-if [ -d "$jit_root" ]; then
-    emit jit-cache 0 "$(cd "$jit_root" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"
-else
-    emit jit-cache 1 "" "base=$PROBE_CACHE_DIR"
-fi
+probe_jit_cache() {
+    if [ -d "$PROBE_JIT_ROOT" ]; then
+        emit jit-cache 0 "$(cd "$PROBE_JIT_ROOT" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"
+    else
+        emit jit-cache 1 "" "base=$PROBE_CACHE_DIR"
+    fi
+}
+
+for section in ${PROBE_SECTIONS:-os gpus toolkits login service python venv prewarm jit_cache}; do
+    "probe_$section"
+done
 exit 0

@@ -1,7 +1,7 @@
 """Small filesystem helpers shared by the image builder and the node manager.
 
-Kept free of sandbox policy: atomic writes, an exclusive file lock, mount
-inspection and a mount-aware recursive delete.
+Kept free of sandbox policy: an exclusive file lock, mount inspection and a
+mount-aware recursive delete (whole-file writes: control.atomic).
 """
 
 from __future__ import annotations
@@ -11,32 +11,7 @@ import fcntl
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
-
-
-def atomic_write(path: Path, data: str | bytes, mode: int) -> None:
-    """Write *data* to *path* via a temp file in the same directory, then rename.
-
-    Readers (inventory/gpu.py reads the registry at any moment) see either
-    the old file or the new one, never a half-written one.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp creates 0600; set the intended mode explicitly.
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_file(path: Path, data: str | bytes, mode: int) -> None:

@@ -1,7 +1,6 @@
 """Hardware and toolkit stand-ins written into a sandbox node before it starts.
 
-These are the only fakes in the sandbox (see docs/architecture.md, "Testing
-without a GPU"):
+These are the only fakes in the sandbox (README, "The sandbox"):
 
 * the GPU driver: ``/usr/bin/nvidia-smi`` replaying an output recorded on a
   real machine (tests/fixtures/gpus/<profile>/), and an empty

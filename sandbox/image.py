@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox.fsutil import atomic_write, file_lock, mounts_under, safe_rmtree, write_file
+from control.atomic import atomic_write
+from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("SANDBOX_MIRROR", "http://deb.debian.org/debian")

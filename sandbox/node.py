@@ -35,7 +35,8 @@ from pathlib import Path
 import yaml
 
 from sandbox import gpu_standin, image
-from sandbox.fsutil import atomic_write, file_lock, mounts_under, safe_rmtree, write_file
+from control.atomic import atomic_write
+from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INIT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-init.sh"

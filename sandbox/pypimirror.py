@@ -11,24 +11,26 @@ every checkout on this machine; a torch wheel already on this disk is used as is
 import hashlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
+
+from control.atomic import atomic_write
+from sandbox.httpserve import StaticServer
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCKS = sorted((ROOT / "files" / "locks").glob("*-cp311-x86_64.txt"))
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-bringup" / "pypi-mirror"
-STATE = Path(os.environ.get("SANDBOX_STATE_DIR", ROOT / ".sandbox")) / "pypimirror.json"
+STATE_DIR = Path(os.environ.get("SANDBOX_STATE_DIR", ROOT / ".sandbox"))
 DEFAULT_PORT = 8914
 # Wheels of this disk that PyPI also serves (same files, so the locks' hashes hold).
 LOCAL_WHEELS = Path("/opt/pypi-more/files")
 # The node's tags: CPython 3.11, glibc 2.36 (Debian 12), x86_64.
 PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)] + [
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64", "any"]
+
+
+SERVER = StaticServer(CACHE, STATE_DIR / "pypimirror.json", STATE_DIR / "pypimirror.log")
 
 
 def locks_digest():
@@ -57,68 +59,27 @@ def build():
     # The machine's pip config may cap versions (constraints); the locks are the truth here.
     env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
-    temp = stamp.with_suffix(".tmp")
-    temp.write_text(locks_digest())
-    os.replace(temp, stamp)
+    atomic_write(stamp, locks_digest())
     return CACHE
 
 
-def _answers(url):
-    try:
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def running():
-    """The running mirror's state, or None."""
-    try:
-        state = json.loads(STATE.read_text())
-        os.kill(state["pid"], 0)
-    except (OSError, ValueError, KeyError):
-        return None
-    return state if _answers(state["url"]) else None
-
-
-def _free_port(preferred):
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", preferred))
-            return preferred
-        except OSError:
-            probe.bind(("127.0.0.1", 0))
-            return probe.getsockname()[1]
+    """The running mirror's state (``url``: its find-links page), or None."""
+    return SERVER.running()
 
 
 def serve(port=DEFAULT_PORT):
-    """Build if needed and serve the cache on 127.0.0.1; returns ``{"pid", "url"}``."""
+    """Build if needed and serve the cache on 127.0.0.1; returns the server's state."""
     state = running()
     if state:
         return state
-    directory = build()
-    port = _free_port(port)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(directory), str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    state = {"pid": server.pid, "url": f"http://127.0.0.1:{port}/"}
-    for _ in range(100):
-        if _answers(state["url"]):
-            break
-        time.sleep(0.05)
-    STATE.parent.mkdir(parents=True, exist_ok=True)
-    temp = STATE.with_suffix(".tmp")
-    temp.write_text(json.dumps(state) + "\n")
-    os.replace(temp, STATE)
-    return state
+    build()
+    return SERVER.start("127.0.0.1", port, any_port_if_busy=True)
 
 
 def stop():
     """Stop the mirror's server, if any."""
-    state = running()
-    if state:
-        os.kill(state["pid"], signal.SIGTERM)
-    STATE.unlink(missing_ok=True)
+    SERVER.stop()
 
 
 def main(argv):

@@ -15,20 +15,20 @@ def _missing(packages):
 
 
 @deploy("CUDA toolkit")
-def cuda_toolkit(toolkit, repo_changes):
+def cuda_toolkit(node, repo_changes):
     """
     Install the plan's toolkit packages and check its nvcc.
 
-    + toolkit: the plan's ``toolkit`` (``version``, ``home``, ``packages``)
+    + node: the NodePlan (``toolkit``)
     + repo_changes: operations whose change makes apt's lists stale
     """
-    packages = toolkit["packages"]
+    toolkit = node.toolkit
     finish_interrupted_dpkg(name="Finish an interrupted dpkg run")
     stale = any_changed(*repo_changes)
-    missing = _missing(packages)
+    missing = _missing(toolkit.packages)
     apt.update(name="Refresh apt lists (repository changed or packages to install)",
                _if=lambda: stale() or missing())
-    apt.packages(name=f"Install CUDA {toolkit['version']} compiler and JIT headers",
-                 packages=packages, no_recommends=True)
-    nvcc_reports(name=f"Check {toolkit['home']}/bin/nvcc reports {toolkit['version']}",
-                 home=toolkit["home"], release=toolkit["version"])
+    apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers",
+                 packages=list(toolkit.packages), no_recommends=True)
+    nvcc_reports(name=f"Check {toolkit.home}/bin/nvcc reports {toolkit.version}",
+                 home=toolkit.home, release=toolkit.version)

@@ -7,7 +7,6 @@ import json
 import sys
 
 from sandbox import aptrepo
-from sandbox.aptrepo import server as _serve
 from sandbox.aptrepo.wheels import cache_dir, ensure_wheels
 
 
@@ -29,10 +28,6 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("stop", help="stop the server")
     sub.add_parser("status", help="what is built and served (JSON)")
     sub.add_parser("wheels", help="download the locked wheels into the cache (hash-checked)")
-    r = sub.add_parser("_server")  # the server process itself (started by serve)
-    r.add_argument("--host", default=aptrepo.DEFAULT_HOST)
-    r.add_argument("--port", type=int, default=0)
-    r.add_argument("--or-any-port", action="store_true")
     args = ap.parse_args(argv)
 
     if args.cmd == "build":
@@ -51,8 +46,6 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "wheels":
         _print({name: str(path) for name, path in ensure_wheels(log=sys.stderr).items()})
         print(f"aptrepo: wheel cache {cache_dir()}", file=sys.stderr)
-    elif args.cmd == "_server":
-        _serve.serve_forever(args.host, args.port, args.or_any_port)
     return 0
 
 

@@ -29,6 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from control.atomic import atomic_write, link_or_copy
 from sandbox.aptrepo import debs
 from sandbox.aptrepo.sign import GnuPG
 from sandbox.aptrepo.wheels import ensure_wheels, read_lock
@@ -73,16 +74,6 @@ def read_manifest() -> dict:
         return json.loads((REPO_DIR / MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    """Hard-link (same file system) or copy ``source`` to ``target``, replacing it whole."""
-    temp = target.with_name(f".{target.name}.{os.getpid()}")
-    try:
-        os.link(source, temp)
-    except OSError:
-        shutil.copy2(source, temp)
-    os.replace(temp, target)
 
 
 def build(url: str | None = None, force: bool = False, log=sys.stderr) -> dict:
@@ -134,7 +125,7 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
             reused.append(name)
         elif cached.is_file() and not force:
             # Built by another checkout on this machine from the same inputs.
-            _link_or_copy(cached, out / name)
+            link_or_copy(cached, out / name)
             reused.append(name)
         else:
             todo.append(pkg)
@@ -154,7 +145,7 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     DEB_CACHE.mkdir(parents=True, exist_ok=True)
     for pkg in todo:
         name = debs.deb_filename(pkg, ctx)
-        _link_or_copy(out / name, DEB_CACHE / f"{wanted[name]}.deb")
+        link_or_copy(out / name, DEB_CACHE / f"{wanted[name]}.deb")
 
     (out / pubkey_name(fpr)).write_bytes(armored)
     _write_indexes(out, [out / n for n in sorted(wanted)])
@@ -171,7 +162,7 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     if REPO_DIR.exists():
         os.rename(REPO_DIR, tmp / "old")
     os.rename(out, REPO_DIR)
-    _atomic_text(FINGERPRINT_FILE, fpr + "\n")
+    atomic_write(FINGERPRINT_FILE, fpr + "\n")
     shutil.rmtree(tmp)
     built = sorted(debs.deb_filename(p, ctx) for p in todo)
     seconds = round(time.monotonic() - started, 2)
@@ -210,10 +201,3 @@ def _write_indexes(repo: Path, deb_files: list[Path]) -> None:
             data = (repo / name).read_bytes()
             lines.append(f" {hashlib.new(algo, data).hexdigest()} {len(data):>16} {name}")
     (repo / "Release").write_text("\n".join(lines) + "\n")
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)

@@ -1,111 +1,78 @@
 """Operations for the SGLang venv and the FlashInfer JIT pre-warm."""
 
-import hashlib
-import posixpath
 import shlex
-from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.operations import files
+from pyinfra.api.util import get_file_sha256
 
-from bringup.prewarm import prewarm_gap
-from bringup.versions import parse
+from bringup.plan import PrewarmPlan, VenvPlan
 from facts.node import JitCache
 from facts.venv import VenvLink
-
-LIBEXEC = "/usr/local/libexec/gpu-bringup"
+from tasks.operations.files import directory_if_missing, whole_file
 
 
 def lock_digest(lock):
     """First 16 hex of the lock's sha256: names the venv built from it."""
-    return hashlib.sha256(Path(lock).read_bytes()).hexdigest()[:16]
-
-
-def index_options(index_url, extra_index_urls, find_links, no_index):
-    """pip/uv options for the configured package sources.
-
-    >>> index_options("", (), ("http://127.0.0.1:8914/",), True)
-    ['--find-links', 'http://127.0.0.1:8914/', '--no-index']
-    """
-    options = ["--index-url", index_url] if index_url else []
-    for url in extra_index_urls:
-        options += ["--extra-index-url", url]
-    for url in find_links:
-        options += ["--find-links", url]
-    return options + (["--no-index"] if no_index else [])
+    return get_file_sha256(lock)[:16]
 
 
 @operation()
-def venv_from_lock(lock, uv_lock, path, owner, installer="uv", sources=()):
+def venv_from_lock(venv: VenvPlan):
     """
-    Build the venv from a lock beside the live one and switch it in atomically.
+    Build the venv from its lock beside the live one and switch it in atomically
+    (files/build-venv.sh), unless the live venv is already the lock's.
 
-    + lock: the lock (pins with hashes) on the control machine
-    + uv_lock: the lock uv is bootstrapped from
-    + path: the live venv path (a symlink to ``venvs/<digest>``)
-    + owner: user owning the venv
-    + installer: ``uv`` or ``pip``
-    + sources: index options (``index_options``)
+    + venv: the plan's ``VenvPlan``
 
     **Example**:
 
     .. code:: python
 
-        venv_from_lock(lock="files/locks/sglang-0.5.23-cp311-x86_64.txt",
-                       uv_lock="files/locks/uv-cp311-x86_64.txt", path="/opt/sglang/venv", owner="sglang")
+        venv_from_lock(venv=node.venv)
     """
-    digest = lock_digest(lock)
-    link = host.get_fact(VenvLink, path=path)
+    digest = lock_digest(venv.lock)
+    link = host.get_fact(VenvLink, path=venv.path)
     if link["target"] == f"venvs/{digest}" and link["complete"] == digest:
-        host.noop(f"{path} is the venv of lock {digest}")
+        host.noop(f"{venv.path} is the venv of lock {digest}")
         return
-    root = posixpath.dirname(path)
-    node_lock, node_uv_lock = f"{root}/locks/{digest}.txt", f"{root}/locks/uv-{lock_digest(uv_lock)}.txt"
-    yield from files.directory._inner(path=f"{root}/locks", user="root", group="root", mode="0755")
-    yield from files.put._inner(src=lock, dest=node_lock, user="root", group="root", mode="0644")
-    yield from files.put._inner(src=uv_lock, dest=node_uv_lock, user="root", group="root", mode="0644")
-    arguments = [node_lock, digest, path, owner, installer, node_uv_lock, *sources]
-    yield " ".join(shlex.quote(str(argument)) for argument in [f"{LIBEXEC}/build-venv.sh", *arguments])
+    node_lock, node_uv_lock = f"{venv.locks}/{digest}.txt", f"{venv.locks}/uv-{lock_digest(venv.uv_lock)}.txt"
+    yield from directory_if_missing._inner(path=venv.locks)
+    yield from whole_file._inner(src=venv.lock, dest=node_lock)
+    yield from whole_file._inner(src=venv.uv_lock, dest=node_uv_lock)
+    inputs = {"VENV_LINK": venv.path, "VENV_DIRS": venv.dirs, "VENV_DIGEST": digest, "VENV_LOCK": node_lock,
+              "VENV_UV_LOCK": node_uv_lock, "VENV_TOOLS": venv.tools, "VENV_CACHE": venv.cache,
+              "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python}
+    yield shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.builder, *venv.sources])
 
 
 @operation()
-def jit_prewarm(probe_args, request, flashinfer, arch_list, user, home, env_file, venv, manifest):
+def jit_prewarm(prewarm: PrewarmPlan):
     """
     Compile FlashInfer's JIT modules as the service user with the service's
     environment, unless the cache already holds them (manifest matches and ninja
-    has no work).
+    has no work: checked when this runs, after the venv step).
 
-    + probe_args: ``venv``, ``env_file``, ``cache_dir`` for the JitCache fact
-    + request: ``bringup.prewarm.prewarm_request(config)``
-    + flashinfer: the FlashInfer release that serves
-    + arch_list: the plan's FLASHINFER_CUDA_ARCH_LIST
-    + user, home: the service user and its home
-    + env_file: the service's environment file
-    + venv: the live venv path
-    + manifest: where files/prewarm.py records what it built
+    + prewarm: the plan's ``PrewarmPlan``
 
     **Example**:
 
     .. code:: python
 
-        jit_prewarm(probe_args={...}, request={"modules": ["norm"], "head_dims": [128], "dtypes": ["bf16"]},
-                    flashinfer="0.7.2", arch_list="12.0f", user="sglang", home="/var/lib/sglang",
-                    env_file="/etc/sglang/sglang.env", venv="/opt/sglang/venv",
-                    manifest="/var/cache/sglang/prewarm/manifest.json")
+        jit_prewarm(prewarm=node.prewarm)
     """
-    state = host.get_fact(JitCache, **probe_args)
-    gap = prewarm_gap(state.get("prewarm") if state else None, request, parse(flashinfer), arch_list)
-    if not gap:
-        host.noop(f"JIT cache holds {', '.join(request['modules'])} for {arch_list}")
+    state = host.get_fact(JitCache, venv=prewarm.venv, env_file=prewarm.env_file, cache_dir=prewarm.cache_dir)
+    if not prewarm.gap_for(state.get("prewarm") if state else None):
+        host.noop(f"JIT cache holds {', '.join(prewarm.request['modules'])} for {prewarm.arch_list}")
         return
-    service = ["runuser", "-u", user, "--", "env", f"HOME={home}", f"{LIBEXEC}/with-service-env", env_file]
-    prewarm = [
-        f"{venv}/bin/python", f"{LIBEXEC}/prewarm.py",
-        "--modules", ",".join(request["modules"]),
-        "--head-dims", ",".join(str(head_dim) for head_dim in request["head_dims"]),
-        "--dtypes", ",".join(request["dtypes"]),
-        "--manifest", manifest,
+    service = ["runuser", "-u", prewarm.user, "--", "env", f"HOME={prewarm.home}",
+               prewarm.runner, prewarm.base_path, prewarm.env_file]
+    command = [
+        f"{prewarm.venv}/bin/python", prewarm.script,
+        "--modules", ",".join(prewarm.request["modules"]),
+        "--head-dims", ",".join(str(head_dim) for head_dim in prewarm.request["head_dims"]),
+        "--dtypes", ",".join(prewarm.request["dtypes"]),
+        "--manifest", prewarm.manifest,
     ]
     # Every core compiles: MAX_JOBS is left unquoted so the node computes it.
-    yield f"{shlex.join(service)} env MAX_JOBS=$(nproc) {shlex.join(prewarm)}"
+    yield f"{shlex.join(service)} env MAX_JOBS=$(nproc) {shlex.join(command)}"

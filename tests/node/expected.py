@@ -2,8 +2,8 @@
 (files/probe.sh run through testinfra), its settings (bringup.config) and the
 planner (bringup.plan). Nothing here hard-codes a version, a path or an arch.
 
-Also the small parsers the checks share: systemd's EnvironmentFile and unit file
-syntax, and the command that reproduces the service's environment on the node.
+Also the small parsers the checks share (unit file syntax; EnvironmentFile syntax is
+control/envfile.py's) and the command that reproduces the service's environment.
 """
 
 import json
@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from bringup.config import Config
-from bringup.plan import SERVICE_BASE_PATH, plan
+from bringup.layout import SERVICE_BASE_PATH
+from bringup.plan import plan
 from facts.node import probe_command
 from facts.probe_output import build_document
 
-# Paths written by the deploy that have no setting (tasks/ and the service task).
-SERVICE_UNIT = "/etc/systemd/system/sglang.service"
 # A remote command that runs longer than this is a failure, not a hang.
 COMMAND_TIMEOUT_S = 300
 
@@ -38,11 +37,11 @@ class Expected:
 
     @property
     def home(self):
-        return self.plan.toolkit["home"]
+        return self.plan.toolkit.home
 
     @property
     def version(self):
-        return self.plan.toolkit["version"]
+        return self.plan.toolkit.version
 
     @property
     def arch_list(self):
@@ -60,27 +59,25 @@ class Expected:
         return sorted((Version(cap) for cap in caps), key=lambda v: v.release)
 
     @property
-    def manifest_path(self):
-        return f"{self.config.service_cache_dir}/prewarm/manifest.json"
+    def layout(self):
+        return self.plan.layout
 
     @property
     def venv_python(self):
-        return f"{self.config.venv_path}/bin/python"
+        return f"{self.layout.venv}/bin/python"
 
     def deployed_files(self):
         """label -> path of every file the deploy writes."""
-        from tasks.cuda_env import PAM_ENVIRONMENT, PROFILE
-        from tasks.cuda_repo import KEYRING, PREFERENCE, SOURCE
-
+        layout = self.layout
         return {
-            "apt-keyring": KEYRING,
-            "apt-source": SOURCE,
-            "apt-pin": PREFERENCE,
-            "profile": PROFILE,
-            "pam-environment": PAM_ENVIRONMENT,
-            "service-env-file": self.config.service_env_file,
-            "service-unit": SERVICE_UNIT,
-            "prewarm-manifest": self.manifest_path,
+            "apt-keyring": layout.apt_keyring,
+            "apt-source": layout.apt_source,
+            "apt-pin": layout.apt_preference,
+            "profile": layout.profile_script,
+            "pam-environment": layout.pam_environment,
+            "service-env-file": layout.env_file,
+            "service-unit": layout.unit,
+            "prewarm-manifest": layout.manifest,
         }
 
 
@@ -94,7 +91,7 @@ def gather(host, name, data):
         config = Config.from_data(data, host=name)
     except ValueError as error:
         raise NodeNotReady(f"{name}: invalid settings: {error}") from error
-    command = probe_command(config.venv_path, config.service_env_file, config.service_cache_dir)
+    command = probe_command(config.layout)
     try:
         result = host.run(command)
     except Exception as error:  # paramiko/socket errors: the host cannot be reached
@@ -106,35 +103,6 @@ def gather(host, name, data):
     except (ValueError, KeyError, TypeError) as error:
         raise NodeNotReady(f"{name}: could not parse the facts probe: {error}") from error
     return Expected(name, config, facts, plan(facts, config))
-
-
-def _unquote(value):
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        inner = value[1:-1]
-        if value[0] == '"':
-            for escaped, plain in (('\\"', '"'), ("\\\\", "\\")):
-                inner = inner.replace(escaped, plain)
-        return inner
-    return value
-
-
-def parse_env_file(text):
-    """An EnvironmentFile the way systemd reads it: ``KEY=value`` lines, ``#``/``;``
-    comments and blank lines skipped, surrounding quotes removed, no ``$`` expansion.
-
-    >>> parse_env_file('# c\\nA=1\\n; c\\nB="x y"\\nC=$PATH:/bin\\nnot an assignment\\n')
-    {'A': '1', 'B': 'x y', 'C': '$PATH:/bin'}
-    """
-    values = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;" or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip()
-        if key and (key[0].isalpha() or key[0] == "_") and all(c.isalnum() or c == "_" for c in key):
-            values[key] = _unquote(value.strip())
-    return values
 
 
 def parse_unit(text):

@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.node.expected import SERVICE_UNIT, parse_env_file, service_command, unit_environment
+from control.envfile import parse_env_file
+from tests.node.expected import service_command, unit_environment
 
 
 def fail(expected, what, want, got):
@@ -57,19 +58,19 @@ def read_text(host, path):
 def service_env(host, expected):
     """The service env file's assignments as systemd reads them; fails the check
     when the file cannot be read (the service would not start as planned)."""
-    text = read_text(host, expected.config.service_env_file)
+    text = read_text(host, expected.layout.env_file)
     if text is None:
-        fail(expected, "service environment", f"a readable {expected.config.service_env_file}", "missing")
+        fail(expected, "service environment", f"a readable {expected.layout.env_file}", "missing")
     return parse_env_file(text)
 
 
 def service_environment(host, expected):
     """What the service process gets: the unit's Environment= (when the unit is
     there), overridden by the env file (systemd's order), or ``(None, why)``."""
-    text = read_text(host, expected.config.service_env_file)
+    text = read_text(host, expected.layout.env_file)
     if text is None:
-        return None, f"no service env file {expected.config.service_env_file}"
-    unit = read_text(host, SERVICE_UNIT)
+        return None, f"no service env file {expected.layout.env_file}"
+    unit = read_text(host, expected.layout.unit)
     return {**(unit_environment(unit) if unit else {}), **parse_env_file(text)}, ""
 
 

@@ -10,17 +10,11 @@ from bringup.flashinfer import workspace_dir_name
 from bringup.versions import parse
 from tests.node.remote import fail, read_text, run_in_service_env, stat
 
-try:  # the pre-warm's request (modules, head dims, dtypes) as the settings define it
-    from bringup.prewarm import prewarm_request
-except ImportError:  # a release without configurable pre-warm: no request to compare
-    prewarm_request = None
-
 
 @pytest.fixture(scope="module")
 def manifest(host, expected):
-    """The pre-warm manifest (``<service_cache_dir>/prewarm/manifest.json``) and its stat,
-    or ``{"error": why}``."""
-    path = expected.manifest_path
+    """The pre-warm manifest (the plan's ``layout.manifest``) and its stat, or ``{"error": why}``."""
+    path = expected.layout.manifest
     text = read_text(host, path)
     if text is None:
         return {"error": f"no {path} (the JIT cache was not pre-warmed)"}
@@ -43,7 +37,7 @@ def _manifest(expected, manifest, what):
 
 
 def test_prewarm_manifest_matches(host, expected, manifest):
-    what = f"pre-warm manifest {expected.manifest_path}"
+    what = f"pre-warm manifest {expected.layout.manifest}"
     data = _manifest(expected, manifest, what)
     info = manifest["stat"]
     owners = ("root", expected.config.service_user)
@@ -54,9 +48,10 @@ def test_prewarm_manifest_matches(host, expected, manifest):
         fail(expected, what, f"flashinfer {venv_flashinfer or '(none in the venv)'}", f"flashinfer {data.get('flashinfer')}")
     if data.get("arch_list") != expected.arch_list:
         fail(expected, what, f"arch_list {expected.arch_list!r}", f"arch_list {data.get('arch_list')!r}")
-    if prewarm_request is not None and data.get("request") != prewarm_request(expected.config):
-        fail(expected, what, f"request {prewarm_request(expected.config)}", f"request {data.get('request')}")
-    workspace = (f"{expected.config.service_cache_dir}/.cache/flashinfer/{data['flashinfer']}/"
+    request = expected.plan.prewarm.request
+    if data.get("request") != request:
+        fail(expected, what, f"request {request}", f"request {data.get('request')}")
+    workspace = (f"{expected.layout.flashinfer_cache}/{data['flashinfer']}/"
                  f"{workspace_dir_name(expected.arch_list.split())}")
     if data.get("workspace") != workspace:
         fail(expected, what, f"workspace {workspace}", f"workspace {data.get('workspace')}")

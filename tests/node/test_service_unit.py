@@ -1,20 +1,22 @@
 """The service unit: root's, and it runs the venv's SGLang with the planned environment."""
 
-from tests.node.expected import SERVICE_UNIT, exec_argv, parse_unit
+from tests.node.expected import exec_argv, parse_unit
 from tests.node.remote import fail, read_text, stat
 
 
 def test_service_unit_file(host, expected):
-    info = stat(host, SERVICE_UNIT)
+    unit = expected.layout.unit
+    info = stat(host, unit)
     if info is None or info.kind != "regular file" or info.owner != "root" or info.mode & ~0o644:
-        fail(expected, "service unit", f"{SERVICE_UNIT} regular file root:* 0644 or stricter",
+        fail(expected, "service unit", f"{unit} regular file root:* 0644 or stricter",
              str(info) if info else "missing")
 
 
 def test_service_unit_directives(host, expected):
-    text = read_text(host, SERVICE_UNIT)
+    unit = expected.layout.unit
+    text = read_text(host, unit)
     if text is None:
-        fail(expected, "service unit directives", f"a readable {SERVICE_UNIT}", "missing")
+        fail(expected, "service unit directives", f"a readable {unit}", "missing")
     service = parse_unit(text).get("Service", [])
     values = {}
     for key, value in service:
@@ -31,6 +33,6 @@ def test_service_unit_directives(host, expected):
     if argv[:3] != [f"{config.venv_path}/bin/python", "-m", "sglang.launch_server"]:
         problems.append(f"ExecStart={exec_start[-1] if exec_start else None}")
     if problems:
-        fail(expected, f"{SERVICE_UNIT} [Service]",
+        fail(expected, f"{unit} [Service]",
              f"EnvironmentFile={config.service_env_file} User={config.service_user} LimitMEMLOCK=infinity "
              f"ExecStart={config.venv_path}/bin/python -m sglang.launch_server ...", ", ".join(problems))

@@ -23,8 +23,7 @@ CUOBJDUMP = BIN.parent / "lib" / f"python{sys.version_info.major}.{sys.version_i
 MODULES = dict(item.split("=", 1) for item in DEPLOY_DATA)["prewarm_modules"]
 CACHE = "/var/cache/sglang"
 MANIFEST = f"{CACHE}/prewarm/manifest.json"
-AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/gpu-bringup/with-service-env "
-              "/etc/sglang/sglang.env ")
+AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/gpu-bringup/X
 
 pytestmark = pytest.mark.sandbox
 
@@ -85,14 +84,21 @@ def test_flashinfer_resolves_the_13_0_toolkit_and_12_0f(node, sandbox_ssh):
     assert out == "/usr/local/cuda-13.0 13.0 [(12, '0f')]"
 
 
-def test_venv_is_a_link_to_a_complete_build_owned_by_the_service_user(node, sandbox_ssh):
+def test_venv_is_a_link_to_a_complete_build_that_only_root_can_change(node, sandbox_ssh):
     out = sandbox_ssh(node, "readlink /opt/sglang/venv; cat /opt/sglang/venv/.complete; "
                             "stat -c %U /opt/sglang/venv/bin/python /opt/sglang/venv/lib; "
                             "/opt/sglang/venv/bin/python -c 'import importlib.metadata as m; "
                             "print(m.version(\"sglang\"), m.version(\"torch\"), m.version(\"flashinfer-python\"))'"
                       ).stdout.split()
-    assert out[0] == f"venvs/{out[1]}" and out[2:4] == ["sglang", "sglang"]
+    assert out[0] == f"venvs/{out[1]}" and out[2:4] == ["root", "root"]
     assert out[4:] == ["0.5.23", "2.14.1", "0.7.2"]
+    # Nothing in the venv is writable by anyone but root: the service cannot plant a .pth.
+    writable = sandbox_ssh(node, "find /opt/sglang/venvs /opt/sglang/tools /opt/sglang/locks "
+                                 "! -type l \\( -perm -o+w -o -perm -g+w -o ! -user root \\) -print | head -5").stdout
+    assert writable == ""
+    planted = sandbox_ssh(node, "runuser -u sglang -- touch /opt/sglang/venv/lib/python3.11/site-packages/x.pth",
+                          check=False)
+    assert planted.returncode != 0 and "Permission denied" in planted.stderr
 
 
 def test_service_unit_reads_the_environment_file(node, sandbox_ssh):
@@ -128,7 +134,8 @@ def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh,
     other.write_text(lock.read_text() + "# same pins, another build\n")
     live = sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip()
     op_args = [f"lock={other}", "uv_lock=files/locks/uv-cp311-x86_64.txt", "path=/opt/sglang/venv",
-               "owner=sglang", "sources=" + json.dumps(["--find-links", pypimirror.running()["url"], "--no-index"])]
+               "owner=sglang", "builder=/usr/local/libexec/gpu-bringup/build-venv.sh",
+               "sources=" + json.dumps(["--find-links", pypimirror.running()["url"], "--no-index"])]
     killer = subprocess.Popen(
         ssh_command(node, "for i in $(seq 6000); do for d in /opt/sglang/venvs/*/lib/python3.11/site-packages/torch; do "
                           f"case $d in /opt/sglang/{live}/*) continue ;; esac; "

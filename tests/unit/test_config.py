@@ -10,14 +10,14 @@ from inventory.sources import operator_hosts, sandbox_hosts
     ("stack_torch_cuda", "cu130", "X.Y"),
     ("stack_torch_cuda", "11.8", "X.Y"),
     ("stack_flashinfer", "latest", "release number"),
-    ("venv_path", "opt/venv", "absolute path"),
-    ("service_env_file", "/etc/x'; rm -rf /", "without quotes"),
+    ("venv_path", "opt/venv", "absolute, normalised path"),
+    ("service_env_file", "/etc/x'; rm -rf /", "absolute, normalised path"),
     ("cuda_repo_fingerprint", "3BF863CC", "40-hex-digit"),
     ("cuda_repo_url", "ftp://mirror", "http"),
     ("target_sms", ["12.0", "4.2"], "compute capabilities"),
     ("venv_managed", "maybe", "true or false"),
     ("stack_torch_cudaa", "13.0", "unknown setting"),
-    ("service_user", "root; id", "plain user name"),
+    ("service_user", "root; id", "login name"),
 ])
 def test_invalid_settings_are_named(key, value, fix):
     with pytest.raises(ConfigError) as raised:

@@ -85,8 +85,8 @@ def test_converged_node_has_nothing_to_fix():
 def test_incident_plan():
     """The seeds' node: toolkit 13.0 with the JIT's headers, 12.0f, and the trap named."""
     node = plan(incident(), Config())
-    assert node.toolkit["version"] == "13.0" and node.toolkit["home"] == HOME
-    assert {"cuda-nvcc-13-0", "cuda-cudart-dev-13-0", "libcurand-dev-13-0", "cuda-driver-dev-13-0"} <= set(node.toolkit["packages"])
+    assert node.toolkit.version == "13.0" and node.toolkit.home == HOME
+    assert {"cuda-nvcc-13-0", "cuda-cudart-dev-13-0", "libcurand-dev-13-0", "cuda-driver-dev-13-0"} <= set(node.toolkit.packages)
     assert node.env["CUDA_HOME"] == HOME and node.env["FLASHINFER_CUDA_ARCH_LIST"] == "12.0f"
     assert node.env["PATH"].startswith(f"{HOME}/bin:")
     trap = next(f for f in node.findings if f.code == "FLASHINFER_ARCH_TRAP")
@@ -147,8 +147,8 @@ def test_driver_below_toolkit_cuda_is_a_warning():
 
 def test_repo_for_a_mirror():
     node = plan(converged(), Config.from_data({"cuda_repo_url": "http://127.0.0.1:8080/compute/cuda/repos/"}))
-    assert node.repo["url"] == "http://127.0.0.1:8080/compute/cuda/repos/debian12/x86_64/"
-    assert node.repo["key_url"].endswith("/debian12/x86_64/3bf863cc.pub")
+    assert node.repo.url == "http://127.0.0.1:8080/compute/cuda/repos/debian12/x86_64/"
+    assert node.repo.key_url.endswith("/debian12/x86_64/3bf863cc.pub")
 
 
 def run_plan_cli(*args):

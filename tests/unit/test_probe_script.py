@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bringup.layout import NodeLayout
+from facts.node import probe_command
 from facts.probe_output import build_document
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,9 +47,9 @@ def run_probe(tmp_path, profile=None, venv="/nonexistent", env_file="/nonexisten
     bin_dir.mkdir(exist_ok=True)
     if profile:
         write_standin(bin_dir, profile)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PROBE_VENV": venv,
-           "PROBE_ENV_FILE": env_file, "PROBE_CACHE_DIR": str(tmp_path / "cache")}
-    result = subprocess.run(["sh", str(ROOT / "files" / "probe.sh")], env=env,
+    layout = NodeLayout.for_settings(venv, env_file, str(tmp_path / "cache"), "sglang")
+    # The exact command the fact runs on a node.
+    result = subprocess.run(["sh", "-c", probe_command(layout)], env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
                             capture_output=True, text=True, timeout=60, check=True)
     return build_document(result.stdout.splitlines())
 

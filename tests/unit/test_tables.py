@@ -83,9 +83,9 @@ def test_workspace_dir_names_sort_like_flashinfer():
 ])
 def test_repo_and_keyring_for_each_supported_platform(os_id, version_id, machine, expected):
     node = plan({"os": {"id": os_id, "version_id": version_id, "arch": machine}, "gpus": []}, Config())
-    assert node.repo["url"] == expected
-    assert node.repo["key_url"] == f"{expected}3bf863cc.pub"
-    assert node.repo["fingerprint"] == "EB693B3035CD5710E231E123A4B469963BF863CC"
+    assert node.repo.url == expected
+    assert node.repo.key_url == f"{expected}3bf863cc.pub"
+    assert node.repo.fingerprint == "EB693B3035CD5710E231E123A4B469963BF863CC"
     assert "UNSUPPORTED_OS" not in node.codes()
 
 
@@ -95,4 +95,4 @@ def test_repo_and_keyring_for_each_supported_platform(os_id, version_id, machine
 ])
 def test_unsupported_platform_is_a_blocker_before_any_change(os_id, version_id, machine):
     node = plan({"os": {"id": os_id, "version_id": version_id, "arch": machine}, "gpus": []}, Config())
-    assert "UNSUPPORTED_OS" in node.codes("blocker") and node.repo == {}
+    assert "UNSUPPORTED_OS" in node.codes("blocker") and node.repo is None

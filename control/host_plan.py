@@ -6,9 +6,7 @@ the node, so it changes nothing while other hosts carry on.
 """
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -17,6 +15,7 @@ from pyinfra.api import FunctionCommand, operation
 from bringup.config import Config, ConfigError
 from bringup.plan import plan
 from bringup.report import render
+from control.atomic import atomic_write
 from facts.node import NodeFacts
 
 REPORTS_DIR = Path("reports")
@@ -62,28 +61,18 @@ def load_config():
 def gather(config):
     """Run the probe once and plan: returns (facts, node_plan), or (None, None) when
     the probe gave nothing (pyinfra has then failed the host already)."""
-    facts = host.get_fact(
-        NodeFacts,
-        venv=config.venv_path,
-        env_file=config.service_env_file,
-        cache_dir=config.service_cache_dir,
-    )
+    layout = config.layout
+    facts = host.get_fact(NodeFacts, venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir)
     if facts is None:
         return None, None
     return facts, plan(facts, config)
 
 
 def write_report(facts, config, node):
-    """Write reports/<host>.json atomically (write, then rename)."""
-    REPORTS_DIR.mkdir(exist_ok=True)
+    """Write reports/<host>.json whole (write, then rename)."""
     target = REPORTS_DIR / f"{host.name}.json"
     document = {"host": host.name, "facts": facts, "settings": config.as_dict(), "plan": node.as_dict()}
-    handle, temp = tempfile.mkstemp(dir=REPORTS_DIR, prefix=f".{host.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(document, out, indent=2)
-        out.write("\n")
-    os.chmod(temp, 0o644)
-    os.replace(temp, target)
+    atomic_write(target, json.dumps(document, indent=2) + "\n")
     return target
 
 
@@ -98,8 +87,8 @@ def blockers_text(node):
 def planned_host(purpose):
     """Settings, facts and plan of this host, with the report printed and saved.
 
-    Returns (config, facts, node_plan) when the host may proceed, else None after
-    refusing it. ``purpose`` names the run in the refusal ("validate", "deploy").
+    Returns the NodePlan when the host may proceed, else None after refusing it.
+    ``purpose`` names the run in the refusal ("validate", "deploy").
     """
     config = load_config()
     if config is None:
@@ -113,4 +102,4 @@ def planned_host(purpose):
     if not node.ok:
         refuse(f"{purpose} refused, nothing changed: {blockers_text(node)}")
         return None
-    return config, facts, node
+    return node

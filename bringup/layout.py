@@ -1,0 +1,130 @@
+"""Where everything lives on a node: the one module that spells a node path.
+
+Three roots are settings (``venv_path``, ``service_env_file``, ``service_cache_dir``)
+and the service user names its home; everything else is fixed here or derived from
+those. The planner puts a ``NodeLayout`` into every plan, the tasks read their paths
+from the plan, the probe and the node-side scripts receive them as environment
+(``probe_inputs``), and the node suite checks the same layout.
+
+Sources for the paths that are not ours:
+- systemd.exec(5), "Environment variables in spawned processes": the ``PATH`` a
+  service gets before its ``Environment=``/``EnvironmentFile=`` (Debian 12's systemd 252).
+- flashinfer/jit/env.py (0.7.2): the JIT cache is
+  ``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<archs>/cached_ops``.
+- pam_env(8): ``/etc/environment`` is read for every PAM session (SSH included).
+"""
+
+import posixpath
+from dataclasses import asdict, dataclass
+
+# Defaults of the three settings that place the stack (bringup.config uses them).
+DEFAULT_VENV = "/opt/sglang/venv"
+DEFAULT_ENV_FILE = "/etc/sglang/sglang.env"
+DEFAULT_CACHE_DIR = "/var/cache/sglang"
+DEFAULT_SERVICE_USER = "sglang"
+
+# systemd's default PATH for services: what the unit sees before its env file.
+SERVICE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# Helper scripts the deploy installs, root-owned, beside nothing else.
+LIBEXEC = "/usr/local/libexec/gpu-bringup"
+HELPERS = ("service-env.sh", "with-service-env", "build-venv.sh", "prewarm.py")
+
+# Files the deploy writes that no setting moves.
+SERVICE_UNIT = "/etc/systemd/system/sglang.service"
+PROFILE_SCRIPT = "/etc/profile.d/zz-cuda-home.sh"
+PAM_ENVIRONMENT = "/etc/environment"
+APT_KEYRING = "/etc/apt/keyrings/nvidia-cuda.gpg"
+APT_SOURCE = "/etc/apt/sources.list.d/nvidia-cuda.sources"
+APT_PREFERENCE = "/etc/apt/preferences.d/nvidia-cuda"
+
+# Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
+MANIFEST = "prewarm/manifest.json"
+FLASHINFER_CACHE = ".cache/flashinfer"
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Every path of one node's bring-up.
+
+    >>> layout = NodeLayout.for_settings("/opt/sglang/venv", "/etc/sglang/sglang.env", "/var/cache/sglang", "sglang")
+    >>> layout.venvs, layout.manifest, layout.service_home
+    ('/opt/sglang/venvs', '/var/cache/sglang/prewarm/manifest.json', '/var/lib/sglang')
+    """
+
+    venv: str
+    venv_root: str
+    venvs: str
+    venv_locks: str
+    venv_tools: str
+    venv_download_cache: str
+    env_file: str
+    cache_dir: str
+    manifest: str
+    flashinfer_cache: str
+    service_user: str
+    service_home: str
+    unit: str
+    libexec: str
+    profile_script: str
+    pam_environment: str
+    apt_keyring: str
+    apt_source: str
+    apt_preference: str
+
+    @classmethod
+    def for_settings(cls, venv, env_file, cache_dir, service_user):
+        root = posixpath.dirname(venv)
+        return cls(
+            venv=venv,
+            venv_root=root,
+            venvs=f"{root}/venvs",
+            venv_locks=f"{root}/locks",
+            venv_tools=f"{root}/tools",
+            venv_download_cache=f"{root}/cache",
+            env_file=env_file,
+            cache_dir=cache_dir,
+            manifest=f"{cache_dir}/{MANIFEST}",
+            flashinfer_cache=f"{cache_dir}/{FLASHINFER_CACHE}",
+            service_user=service_user,
+            # A system account's home under /var/lib (FHS), never under a cache that
+            # cleaning may wipe.
+            service_home=f"/var/lib/{service_user}",
+            unit=SERVICE_UNIT,
+            libexec=LIBEXEC,
+            profile_script=PROFILE_SCRIPT,
+            pam_environment=PAM_ENVIRONMENT,
+            apt_keyring=APT_KEYRING,
+            apt_source=APT_SOURCE,
+            apt_preference=APT_PREFERENCE,
+        )
+
+    @property
+    def helpers(self):
+        """The helper scripts the deploy installs into ``libexec``."""
+        return HELPERS
+
+    def helper(self, name):
+        """The node path of a helper script (``HELPERS``)."""
+        return f"{self.libexec}/{name}"
+
+    def probe_inputs(self):
+        """The environment files/probe.sh reads: what to look at on the node.
+
+        >>> sorted(NodeLayout.for_settings("/v/venv", "/e", "/c", "u").probe_inputs())[:3]
+        ['PROBE_CACHE_DIR', 'PROBE_ENV_FILE', 'PROBE_JIT_ROOT']
+        """
+        return {
+            "PROBE_VENV": self.venv,
+            "PROBE_ENV_FILE": self.env_file,
+            "PROBE_CACHE_DIR": self.cache_dir,
+            "PROBE_MANIFEST": self.manifest,
+            "PROBE_JIT_ROOT": self.flashinfer_cache,
+            "PROBE_SERVICE_PATH": SERVICE_BASE_PATH,
+        }
+
+    def as_dict(self):
+        return asdict(self)
+
+
+DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

@@ -1,0 +1,1 @@
+"""Control side: what runs on the operator's machine around pyinfra (plans, reports, files)."""

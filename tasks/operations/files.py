@@ -1,0 +1,145 @@
+"""Operations for files and directories the deploy shares with the node's owner."""
+
+import posixpath
+import shlex
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.api.util import get_file_sha1, get_template
+from pyinfra.facts.files import Directory, FileContents
+from pyinfra.facts.server import Home
+
+from control import envfile
+from facts.files import ManagedFile
+
+
+@operation()
+def directory_if_missing(path, user="root", group="root", mode="0755"):
+    """
+    Create ``path`` (and missing parents) with this owner and mode, only if it does
+    not exist: a directory found there is the node's own and keeps its owner and mode
+    (``/home/ubuntu``, a data disk's mount point).
+
+    + path: the directory
+    + user, group, mode: for the directory created
+
+    **Example**:
+
+    .. code:: python
+
+        directory_if_missing(path="/var/cache/sglang", user="sglang", group="sglang")
+    """
+    if host.get_fact(Directory, path=path):
+        host.noop(f"{path} exists; its owner and mode are left as they are")
+        return
+    yield (f"install -d -m {shlex.quote(mode)} -o {shlex.quote(user)} -g {shlex.quote(group)} "
+           f"{shlex.quote(path)}")
+
+
+def _upload_stage(dest):
+    """Where an upload lands first: beside ``dest`` (one file system, so the final
+    rename is atomic), in a directory only root writes."""
+    directory, name = posixpath.split(dest)
+    return f"{directory}/.{name}.gpu-bringup-new"
+
+
+def _privileged():
+    """Whether this operation raises privileges (sudo, su, doas) over the SSH user."""
+    arguments = host.current_op_global_arguments or {}
+    return any(arguments.get(key) for key in ("_sudo", "_su_user", "_doas"))
+
+
+@operation()
+def whole_file(src, dest, user="root", group="root", mode="0644"):
+    """
+    Put ``src`` at ``dest`` whole: uploaded beside it, given its owner and mode, then
+    renamed over it, so no reader (apt, systemd, a login shell) ever sees half a file,
+    and a link at ``dest`` is replaced, never followed. With sudo, the SSH user's
+    upload first lands in a directory of that user's own (never a shared /tmp name).
+
+    + src: a local path or a file-like object
+    + dest: the node path
+    + user, group, mode: what ``dest`` must end up with
+
+    **Example**:
+
+    .. code:: python
+
+        whole_file(src="files/probe.sh", dest="/usr/local/libexec/gpu-bringup/probe.sh", mode="0755")
+    """
+    digest = get_file_sha1(src)
+    found = host.get_fact(ManagedFile, path=dest)
+    if found["kind"] in ("directory", "other"):
+        message = f"{host.name}: {dest} is a {found['kind']}, not a file; move it away so the deploy can write it"
+        yield f"echo {shlex.quote(message)} >&2; exit 1"
+        return
+    attributes_ok = (found["user"], found["group"]) == (user, group) and found["mode"] is not None \
+        and int(found["mode"], 8) == int(mode, 8)
+    if found["kind"] == "file" and found["sha1"] == digest:
+        if attributes_ok:
+            host.noop(f"{dest} is up to date")
+        else:
+            yield shlex.join(["chown", f"{user}:{group}", dest]) + " && " + shlex.join(["chmod", mode, dest])
+        return
+    stage = _upload_stage(dest)
+    if _privileged():
+        private = f"{host.get_fact(Home, _sudo=False, _su_user=None, _doas=False)}/.cache/gpu-bringup-upload"
+        yield StringCommand("mkdir", "-p", "-m", "0700", private, _sudo=False, _su_user=None, _doas=False)
+        yield FileUploadCommand(src, stage, remote_temp_filename=f"{private}/{posixpath.basename(dest)}")
+    else:
+        yield FileUploadCommand(src, stage)
+    yield " && ".join([shlex.join(["chown", f"{user}:{group}", stage]), shlex.join(["chmod", mode, stage]),
+                       shlex.join(["mv", "-fT", stage, dest])])
+
+
+@operation()
+def whole_template(src, dest, user="root", group="root", mode="0644", **data):
+    """
+    Render a jinja2 template (``src``, with ``data``) and put it at ``dest`` whole
+    (``whole_file``).
+
+    **Example**:
+
+    .. code:: python
+
+        whole_template(src="files/templates/cuda-home.sh.j2", dest="/etc/profile.d/zz-cuda-home.sh",
+                       home="/usr/local/cuda-13.0", version="13.0")
+    """
+    rendered = get_template(src).render({"host": host, **data})
+    yield from whole_file._inner(src=StringIO(rendered), dest=dest, user=user, group=group, mode=mode)
+
+
+@operation()
+def shared_env_file(path, managed, header, quoted=(), path_entry="", default_path="", user="root", group="root",
+                    mode="0644"):
+    """
+    Set the keys the plan manages in a ``KEY=value`` file shared with the operator
+    (the service's EnvironmentFile, ``/etc/environment``), keeping every other line
+    (control/envfile.py), and write it whole.
+
+    + path: the file
+    + managed: key -> value
+    + header: the comment above keys that were not in the file yet
+    + quoted: keys whose values are written in double quotes
+    + path_entry: put this entry first on the file's PATH, keeping its others
+    + default_path: the PATH to start from when the file has none
+
+    **Example**:
+
+    .. code:: python
+
+        shared_env_file(path="/etc/environment", managed={"CUDA_HOME": "/usr/local/cuda-13.0"},
+                        header="# gpu-bringup", quoted=["PATH"], path_entry="/usr/local/cuda-13.0/bin",
+                        default_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    """
+    lines = host.get_fact(FileContents, path=path)
+    text = "".join(f"{line}\n" for line in lines) if lines else ""
+    values = dict(managed)
+    if path_entry:
+        values["PATH"] = envfile.path_first(envfile.parse_env_file(text).get("PATH"), path_entry, default_path)
+    merged = envfile.merge(text, values, header, quoted)
+    if merged == text:
+        host.noop(f"{path} holds {', '.join(values)} as planned")
+        return
+    yield from whole_file._inner(src=StringIO(merged), dest=path, user=user, group=group, mode=mode)

@@ -1,0 +1,27 @@
+"""The service account, the helper scripts and the JIT cache root: what every later
+step (venv, pre-warm, service) needs, whether the venv is managed or not."""
+
+from pyinfra.api import deploy
+from pyinfra.operations import files, server
+
+from tasks.operations.files import directory_if_missing, whole_file
+
+HELPER_SOURCES = "files"
+
+
+@deploy("Service account and helpers")
+def service_account(node):
+    """
+    Create the service user, install the node-side helpers, make the cache root.
+
+    + node: the NodePlan (``layout``, ``service``)
+    """
+    layout, service = node.layout, node.service
+    server.user(name=f"Service user {service.user}", user=service.user, system=True,
+                home=service.home, create_home=True, shell="/usr/sbin/nologin")
+    files.directory(name="Helper scripts directory", path=layout.libexec, user="root", group="root", mode="0755")
+    for script in layout.helpers:
+        whole_file(name=f"Install {script}", src=f"{HELPER_SOURCES}/{script}", dest=layout.helper(script),
+                   mode="0755")
+    directory_if_missing(name="JIT cache root", path=layout.cache_dir, user=service.user, group=service.user,
+                         mode="0755")

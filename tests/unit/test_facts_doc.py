@@ -1,0 +1,105 @@
+"""docs/facts.md documents the facts document exactly: every key the parser emits has
+a row, and every row is a key the parser emits."""
+
+import json
+import re
+from pathlib import Path
+
+from facts.probe_output import build_document
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "facts.md").read_text()
+
+# Probe output that reaches every branch that adds a key: a broken toolkit beside a
+# working one, a login nvcc, a venv with torch, a pre-warm manifest and a module.
+FULL_OUTPUT = """\
+@@ os-release rc=0
+ID=debian
+VERSION_ID="12"
+@@ uname rc=0
+x86_64
+@@ smi-query rc=0
+0, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, 97887, 580.95.05
+@@ smi-header rc=0
+| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0 |
+@@ toolkit rc=0 home=/usr/local/cuda-13.0
+Cuda compilation tools, release 13.0, V13.0.88
+@@ toolkit rc=127 home=/usr/local/cuda-12.8
+@@ cuda-link rc=0
+/usr/local/cuda-13.0
+@@ login-env rc=0
+CUDA_HOME=/usr/local/cuda-13.0
+CUDA_PATH=
+PATH=/usr/local/cuda-13.0/bin:/usr/bin
+nvcc=/usr/local/cuda-13.0/bin/nvcc
+@@ path-nvcc rc=0 path=/usr/local/cuda-13.0/bin/nvcc
+Cuda compilation tools, release 13.0, V13.0.88
+@@ service-env rc=0
+env_file=present
+CUDA_HOME=/usr/local/cuda-13.0
+CUDA_PATH=
+PATH=/usr/local/cuda-13.0/bin:/usr/bin
+FLASHINFER_CUDA_ARCH_LIST=12.0f
+FLASHINFER_WORKSPACE_BASE=/var/cache/sglang
+home=/usr/local/cuda-13.0
+via=CUDA_HOME
+@@ resolved-nvcc rc=0 home=/usr/local/cuda-13.0
+Cuda compilation tools, release 13.0, V13.0.88
+@@ python rc=0
+Python 3.11.2
+@@ venv rc=0
+{"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"]}}
+@@ prewarm rc=0
+{"manifest": {"flashinfer": "0.7.2"}, "stale": []}
+@@ jit-cache rc=0 base=/var/cache/sglang
+./0.7.2/120f/cached_ops/sampling/sampling.so
+"""
+BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
+
+
+def key_paths(value, prefix=""):
+    """Dotted key paths of a document (``[]`` for list items); an opaque manifest stops."""
+    paths = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{prefix}.{key}" if prefix else key
+            paths.add(path)
+            if path != "jit_cache.prewarm.manifest":
+                paths |= key_paths(item, path)
+    elif isinstance(value, list):
+        for item in value:
+            paths |= key_paths(item, f"{prefix}[]")
+    return paths
+
+
+def documented_paths():
+    """Key paths from the doc: each table's rows under the heading that names its parent."""
+    paths, parents = set(), [""]
+    for line in DOC.splitlines():
+        heading = re.match(r"^(?:## |)(?P<names>`[^`]+`(?: and `[^`]+`)*):?$", line) or re.match(r"^## ", line)
+        if heading:
+            parents = re.findall(r"`([^`]+)`", line) or [""]
+            continue
+        row = re.match(r"^\| `(?P<key>[^`]+)` \|", line)
+        if row:
+            paths |= {f"{parent}.{row['key']}" if parent else row["key"] for parent in parents}
+    return paths
+
+
+def emitted_paths():
+    documents = [build_document(FULL_OUTPUT.splitlines()), build_document(BROKEN_TORCH.splitlines(), ["torch"]),
+                 json.loads((ROOT / "tests" / "fixtures" / "facts" / "incident.json").read_text())]
+    paths = set()
+    for document in documents:
+        paths |= key_paths(document)
+    return paths
+
+
+def test_every_emitted_key_is_documented():
+    missing = emitted_paths() - documented_paths()
+    assert not missing, f"keys the parser emits without a row in docs/facts.md: {sorted(missing)}"
+
+
+def test_every_documented_key_is_emitted():
+    extra = documented_paths() - emitted_paths()
+    assert not extra, f"rows in docs/facts.md the parser never emits: {sorted(extra)}"
