@@ -17,9 +17,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlparse
 
+import yaml
 from packaging.version import Version
 
 from bringup import cuda as cuda_table
+from bringup import facts_schema, systemd
 from bringup import flashinfer as fi
 from bringup.config import Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
@@ -131,6 +133,7 @@ class ServicePlan:
     env: dict
     unit: str
     exec_start: tuple
+    exec_line: str
     description: str
     enable: bool
 
@@ -192,6 +195,7 @@ def plan(facts, config):
     >>> plan(facts, Config()).codes(BLOCKER)
     ['NO_GPU']
     """
+    facts_schema.check(facts)
     node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative)
     add = node.findings.append
     node.repo = _repo(facts, config, add)
@@ -210,6 +214,7 @@ def plan(facts, config):
     _check_resolution(facts, config, home, torch_cuda, sms, targets, add)
     _check_login_path(facts, home, add)
     _check_symlink(facts, config, home, add)
+    _check_paths(facts, config, add)
     layout = node.layout
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
@@ -267,7 +272,7 @@ def _service(config, env):
                   "--model-path", config.service_model, "--host", "0.0.0.0", "--port", config.service_port,
                   *shlex.split(config.service_args))
     return ServicePlan(user=config.service_user, home=layout.service_home, env_file=layout.env_file, env=env,
-                       unit=layout.unit, exec_start=exec_start,
+                       unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
                        description=f"SGLang server ({config.service_model or 'no model configured'})",
                        enable=bool(config.service_model))
 
@@ -296,6 +301,12 @@ def _target_sms(facts, config, add):
     gpus = facts.get("gpus") or []
     smi = facts.get("nvidia_smi") or {}
     if gpus:
+        for gpu in gpus:
+            if parse(gpu["compute_cap"]) is None:
+                add(Finding("SM_UNKNOWN", BLOCKER,
+                            f"GPU {gpu['index']} ({gpu['name']}) reports compute capability {gpu['compute_cap']!r}",
+                            "check the GPU with nvidia-smi -q (a GPU in a bad state or a driver too old to "
+                            "know it reports [N/A]); nothing can be built for it until it reports X.Y"))
         sms = sorted({parse(gpu["compute_cap"]) for gpu in gpus if parse(gpu["compute_cap"])})
         if len(sms) > 1:
             add(Finding("MIXED_GPUS", WARNING,
@@ -489,6 +500,30 @@ def _trap_message(prediction, flashinfer_now, detected, wanted, where):
             " (works, but not the planned build)")
 
 
+def _writable_by_others(entry):
+    """Whether a path component lets a non-root user change what is below it."""
+    return entry["user"] != "root" or int(entry["mode"], 8) & 0o022
+
+
+def _check_paths(facts, config, add):
+    """Root builds the managed venv and writes the env file: no non-root user may be
+    able to change (rename, replace, plant) any directory on the way to them."""
+    chains = facts.get("paths") or {}
+    roles = [("env_file", config.service_env_file, "the service env file")]
+    if config.venv_managed:
+        roles.append(("venv", config.venv_path, "the managed venv"))
+    for role, setting, what in roles:
+        # The path itself may not exist yet, or be the venv's link: its directories matter.
+        unsafe = [entry for entry in chains.get(role, [])[1:] if _writable_by_others(entry)]
+        if unsafe:
+            entry = unsafe[0]
+            add(Finding("UNSAFE_PATH", BLOCKER,
+                        f"{entry['path']} ({entry['kind']}, owner {entry['user']}, mode {entry['mode']}) lets a "
+                        f"non-root user change {setting}, where root builds {what}",
+                        f"use a path whose directories only root can write (the default is under "
+                        f"/opt/sglang and /etc/sglang), or make {entry['path']} root's and not group/other-writable"))
+
+
 def _check_login_path(facts, home, add):
     path_nvcc = facts.get("path_nvcc")
     if path_nvcc and path_nvcc.get("path") != f"{home}/bin/nvcc":
@@ -511,7 +546,16 @@ def load_facts(path):
     """Read a facts document, or the ``facts`` of a validate report."""
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
-    return data["facts"] if "facts" in data and "gpus" not in data else data
+    return data["facts"] if isinstance(data, dict) and "facts" in data and "gpus" not in data else data
+
+
+def load_settings(path):
+    """Settings from a YAML file (a mapping of bringup.config keys)."""
+    with open(path, encoding="utf-8") as handle:
+        settings = yaml.safe_load(handle) or {}
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path}: expected a mapping of settings, got {type(settings).__name__}")
+    return settings
 
 
 def main(argv=None):
@@ -521,15 +565,24 @@ def main(argv=None):
     parser.add_argument("--host", default="node", help="host name used in messages")
     args = parser.parse_args(argv)
     try:
-        settings = {}
-        if args.config:
-            import yaml
-
-            with open(args.config, encoding="utf-8") as handle:
-                settings = yaml.safe_load(handle) or {}
-        config = Config.from_data(settings, host=args.host)
+        config = Config.from_data(load_settings(args.config) if args.config else {}, host=args.host)
         node = plan(load_facts(args.facts), config)
-    except (OSError, ValueError, ConfigError) as error:
+    except OSError as error:
+        print(f"error: {args.host}: {error.strerror}: {error.filename}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as error:
+        print(f"error: {args.host}: {args.facts} is not JSON ({error})", file=sys.stderr)
+        return 2
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        print(f"error: {args.host}: {args.config} is not valid YAML"
+              f"{f' (line {where.line + 1})' if where else ''}: {getattr(error, 'problem', error)}", file=sys.stderr)
+        return 2
+    except facts_schema.FactsError as error:
+        print(f"error: {args.host}: {args.facts}: {error}; give a facts document (docs/facts.md) or a "
+              "reports/<host>.json", file=sys.stderr)
+        return 2
+    except (ValueError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(node.as_dict(), indent=2))

@@ -227,16 +227,36 @@ def jit_cache(section, prewarm=None):
     return {"base": cache_dir, "modules": modules, "prewarm": prewarm}
 
 
+def path_chains(by_name):
+    """``path`` sections -> {role: [{"path", "user", "mode", "kind"}, ...]} from the path up to /.
+
+    >>> path_chains({"path": [Section("path", 0, ("role", "venv"), ["root 755 directory|/opt", "root 755 directory|/"])]})
+    {'venv': [{'path': '/opt', 'user': 'root', 'mode': '755', 'kind': 'directory'}, {'path': '/', 'user': 'root', \
+'mode': '755', 'kind': 'directory'}]}
+    """
+    chains = {}
+    for section in by_name.get("path", []):
+        chain = []
+        for line in section.lines:
+            if "|" not in line:
+                continue
+            attributes, _, path = line.partition("|")
+            user, mode, kind = attributes.split(" ", 2)
+            chain.append({"path": path, "user": user, "mode": mode, "kind": kind})
+        chains[section.attr[1]] = chain
+    return chains
+
+
 def index_sections(lines):
     """Probe output lines -> {section name: Section}, toolkits as a list under "toolkit".
 
     >>> sorted(index_sections(["@@ uname rc=0", "x86_64", "@@ toolkit rc=127 home=/usr/local/cuda-12.8"]))
-    ['toolkit', 'uname']
+    ['path', 'toolkit', 'uname']
     """
-    by_name = {"toolkit": []}
+    by_name = {"toolkit": [], "path": []}
     for section in split_sections(lines):
-        if section.name == "toolkit":
-            by_name["toolkit"].append(section)
+        if section.name in ("toolkit", "path"):
+            by_name[section.name].append(section)
         else:
             by_name[section.name] = section
     return by_name
@@ -281,6 +301,7 @@ PARTS = {
     "torch": (("venv",), _venv_part(0)),
     "flashinfer": (("venv",), _venv_part(1)),
     "sglang": (("venv",), _venv_part(2)),
+    "paths": (("paths",), path_chains),
     "jit_cache": (("prewarm", "jit_cache"),
                   lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")))),
 }

@@ -25,6 +25,33 @@ capture() {
     emit "$name" "$rc" "$out" "$attrs"
 }
 
+unprivileged_owner() {
+    # The user to run code found under these paths as: nothing (root) when each is
+    # root's and writable by root only; else the owner of the first that is not, or
+    # nobody for a root-owned path others may write. Root never runs code a
+    # non-root user could have changed.
+    for path in "$@"; do
+        [ -e "$path" ] || continue
+        set -- $(stat -L -c '%U %a' "$path")
+        if [ "$1" != root ]; then
+            printf '%s\n' "$1"
+            return
+        fi
+        case $2 in *[2367]? | *[2367]) printf 'nobody\n'; return ;; esac
+    done
+}
+
+as_user() {
+    # as_user USER COMMAND...: run COMMAND as USER (as is when USER is empty or we are not root).
+    user=$1
+    shift
+    if [ -n "$user" ] && [ "$(id -u)" = 0 ]; then
+        runuser -u "$user" -- "$@"
+    else
+        "$@"
+    fi
+}
+
 nvcc_section() {
     # nvcc_section SECTION HOME: the version an nvcc under HOME reports.
     if [ -x "$2/bin/nvcc" ]; then
@@ -121,7 +148,8 @@ probe_venv() {
         return
     fi
     # Package metadata needs no import; torch is imported for its compiled arch list.
-    capture venv "" "$PROBE_VENV/bin/python" -c '
+    runner=$(unprivileged_owner "$PROBE_VENV" "$PROBE_VENV/bin" "$PROBE_VENV/lib" "$PROBE_VENV"/lib/python3*/site-packages)
+    capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -c '
 import json, importlib.metadata as md
 def version(name):
     try:
@@ -146,7 +174,9 @@ probe_prewarm() {
         emit prewarm 127 ""
         return
     fi
-    capture prewarm "" python3 -c '
+    # ninja runs in the cache's module directories: as the cache's owner.
+    runner=$(unprivileged_owner "$PROBE_CACHE_DIR" "$PROBE_VENV" "$PROBE_VENV/bin")
+    capture prewarm "${runner:+user=$runner}" as_user "$runner" python3 -c '
 import json, subprocess, sys
 manifest = json.load(open(sys.argv[1]))
 stale = []
@@ -162,6 +192,28 @@ print(json.dumps({"manifest": manifest, "stale": stale}))
 ' "$PROBE_MANIFEST" "$PROBE_VENV/bin/ninja"
 }
 
+probe_paths() {
+    # Who may change the places root writes into or runs code from: every existing
+    # component of each path, from the path up to /.
+    for role in venv env_file cache_dir; do
+        case $role in
+            venv) path=$PROBE_VENV ;;
+            env_file) path=$PROBE_ENV_FILE ;;
+            cache_dir) path=$PROBE_CACHE_DIR ;;
+        esac
+        chain=
+        while :; do
+            if [ -e "$path" ] || [ -L "$path" ]; then
+                chain="$chain$(stat -c '%U %a %F|%n' "$path")
+"
+            fi
+            [ "$path" = / ] && break
+            path=$(dirname "$path")
+        done
+        emit path 0 "$chain" "role=$role"
+    done
+}
+
 probe_jit_cache() {
     if [ -d "$PROBE_JIT_ROOT" ]; then
         emit jit-cache 0 "$(cd "$PROBE_JIT_ROOT" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"
@@ -170,7 +222,7 @@ probe_jit_cache() {
     fi
 }
 
-for section in ${PROBE_SECTIONS:-os gpus toolkits login service python venv prewarm jit_cache}; do
+for section in ${PROBE_SECTIONS:-os gpus toolkits login service python venv prewarm jit_cache paths}; do
     "probe_$section"
 done
 exit 0

@@ -6,6 +6,7 @@ every list at module level of an inventory file as a group.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -18,29 +19,60 @@ SANDBOX_PYPI = ROOT / ".sandbox" / "pypimirror.json"
 
 # Host keys are always checked: an unknown or changed key fails the connection.
 SSH_DEFAULTS = {"ssh_strict_host_key_checking": "yes"}
+# What a host may set instead ("accept-new" records a first key, then checks it).
+CHECKED_HOST_KEYS = ("yes", "accept-new")
+HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+
+
+class InventoryError(SystemExit):
+    """inventory/hosts.yml cannot be used: the message names the file, the host and the fix."""
 
 
 def read_yaml(path):
     """A YAML mapping from ``path``, {} when the file is absent or empty."""
     if not Path(path).exists():
         return {}
-    with open(path, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle) or {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except yaml.YAMLError as error:
+        raise InventoryError(f"{path}: not valid YAML: {error}".replace("\n", " ")) from None
     if not isinstance(data, dict):
-        raise SystemExit(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        raise InventoryError(f"{path}: expected a mapping at the top level (all:, hosts:), got {type(data).__name__}")
     return data
 
 
-def operator_hosts(data):
+def operator_hosts(data, source="inventory/hosts.yml"):
     """(name, data) tuples from the operator's file: ``all`` under each host's own.
 
     >>> operator_hosts({"all": {"venv_path": "/v"}, "hosts": {"n1": {"ssh_user": "u"}}})
     [('n1', {'ssh_strict_host_key_checking': 'yes', 'venv_path': '/v', 'ssh_user': 'u'})]
+    >>> operator_hosts({"hosts": ["n1"]})
+    Traceback (most recent call last):
+    ...
+    inventory.sources.InventoryError: inventory/hosts.yml: hosts: expected a mapping of host name -> settings \
+(e.g. "gpu-node-01: {ssh_hostname: 10.0.0.11}"), got list
     """
-    common = data.get("all") or {}
+    common, hosts_data = data.get("all") or {}, data.get("hosts") or {}
+    if not isinstance(common, dict):
+        raise InventoryError(f"{source}: all: expected a mapping of settings, got {type(common).__name__}")
+    if not isinstance(hosts_data, dict):
+        raise InventoryError(f"{source}: hosts: expected a mapping of host name -> settings "
+                             f'(e.g. "gpu-node-01: {{ssh_hostname: 10.0.0.11}}"), got {type(hosts_data).__name__}')
     hosts = []
-    for name, host_data in (data.get("hosts") or {}).items():
-        hosts.append((str(name), {**SSH_DEFAULTS, **common, **(host_data or {})}))
+    for name, host_data in hosts_data.items():
+        if not HOST_NAME.match(str(name)):
+            raise InventoryError(f"{source}: host {name!r}: use a name of letters, digits and . _ @ -")
+        if host_data is not None and not isinstance(host_data, dict):
+            raise InventoryError(f"{source}: host {name}: expected a mapping of settings (ssh_hostname: ...), "
+                                 f"got {type(host_data).__name__} {host_data!r}")
+        merged = {**SSH_DEFAULTS, **common, **(host_data or {})}
+        checking = str(merged["ssh_strict_host_key_checking"]).lower()
+        if checking not in CHECKED_HOST_KEYS:
+            raise InventoryError(f"{source}: host {name}: ssh_strict_host_key_checking={merged['ssh_strict_host_key_checking']!r} "
+                                 "turns host key checking off; host keys are always checked: remove it, or use "
+                                 "accept-new to record a new host's key on first contact")
+        hosts.append((str(name), merged))
     return hosts
 
 
@@ -67,7 +99,7 @@ def sandbox_hosts(nodes, repo, pypi=None):
 
 def load_hosts():
     """The operator's hosts, or the sandbox's when the operator lists none."""
-    hosts = operator_hosts(read_yaml(HOSTS_FILE))
+    hosts = operator_hosts(read_yaml(HOSTS_FILE), str(HOSTS_FILE))
     if hosts:
         return hosts
     repo = json.loads(SANDBOX_REPO.read_text()) if SANDBOX_REPO.exists() else None

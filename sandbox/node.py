@@ -228,12 +228,14 @@ def _kill_node(name: str) -> None:
     """Kill every process of node *name* and wait until its namespaces are gone."""
     ndir = node_dir(name)
     state = _read_state(name)
-    pidns, mntns = state.get("pidns"), state.get("mntns")
     inits, launchers = set(), set()
     if _alive(state.get("init_pid"), state.get("init_starttime")):
         inits.add(state["init_pid"])
     if _alive(state.get("launcher_pid"), state.get("launcher_starttime")):
         launchers.add(state["launcher_pid"])
+    # The recorded namespaces are this node's only while its processes live: the
+    # kernel reuses a dead namespace's id for the next one (another node's).
+    pidns, mntns = (state.get("pidns"), state.get("mntns")) if inits or launchers else (None, None)
     # Also whatever runs for this directory without a record (a crash between
     # spawning and writing state.json).
     for launcher in _launcher_pids(ndir):

@@ -53,6 +53,13 @@ Python 3.11.2
 {"manifest": {"flashinfer": "0.7.2"}, "stale": []}
 @@ jit-cache rc=0 base=/var/cache/sglang
 ./0.7.2/120f/cached_ops/sampling/sampling.so
+@@ path rc=0 role=venv
+root 777 symbolic link|/opt/sglang/venv
+root 755 directory|/opt/sglang
+@@ path rc=0 role=env_file
+root 755 directory|/etc
+@@ path rc=0 role=cache_dir
+sglang 755 directory|/var/cache/sglang
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 
@@ -73,12 +80,15 @@ def key_paths(value, prefix=""):
 
 
 def documented_paths():
-    """Key paths from the doc: each table's rows under the heading that names its parent."""
+    """Key paths from the doc: each table's rows under the heading that names its parent
+    (``<role>`` in a heading stands for each role of ``paths``)."""
     paths, parents = set(), [""]
     for line in DOC.splitlines():
         heading = re.match(r"^(?:## |)(?P<names>`[^`]+`(?: and `[^`]+`)*):?$", line) or re.match(r"^## ", line)
         if heading:
             parents = re.findall(r"`([^`]+)`", line) or [""]
+            parents = [name.replace("<role>", role) for name in parents
+                       for role in (("venv", "env_file", "cache_dir") if "<role>" in name else ("",))]
             continue
         row = re.match(r"^\| `(?P<key>[^`]+)` \|", line)
         if row:

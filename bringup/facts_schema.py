@@ -1,0 +1,107 @@
+"""The facts document's shape (docs/facts.md), checked at the planner's door: a document
+from another release, a hand-edited report or a broken probe gets one line naming the
+field, never a traceback deep in the planner.
+
+``SCHEMA`` mirrors docs/facts.md's tables (tests/unit/test_facts_doc.py keeps them
+together): a key maps to its type, or to a nested schema; ``Optional`` marks a value
+that may be null, ``Items`` a list of that schema; keys not listed are allowed (a
+newer probe may add some).
+"""
+
+from dataclasses import dataclass
+
+
+class FactsError(ValueError):
+    """The facts document does not have the documented shape."""
+
+
+@dataclass(frozen=True)
+class Optional:
+    kind: object
+
+
+@dataclass(frozen=True)
+class Items:
+    kind: object
+
+
+STR, INT, BOOL, ANY = str, int, bool, object
+OPT_STR = Optional(STR)
+
+SCHEMA = {
+    "os": {"id": OPT_STR, "version_id": OPT_STR, "arch": OPT_STR},
+    "driver": Optional({"version": STR, "cuda_version": OPT_STR}),
+    "nvidia_smi": {"present": BOOL, "error": OPT_STR},
+    "gpus": Items({"index": INT, "name": STR, "compute_cap": STR, "memory_total_mib": Optional(INT)}),
+    "toolkits": Items({"home": STR, "version": OPT_STR, "nvcc_ok": BOOL}),
+    "cuda_symlink": OPT_STR,
+    "path_nvcc": Optional({"path": STR, "version": OPT_STR}),
+    "login_env": {},
+    "resolution": {"cuda_home": OPT_STR, "version": OPT_STR, "via": STR, "nvcc_ok": BOOL, "env_file": BOOL,
+                   "arch_list_env": OPT_STR},
+    "python": Optional({"version": STR}),
+    "torch": Optional({"version": STR, "cuda": OPT_STR, "arch_list": Items(STR), "error": STR}),
+    "flashinfer": Optional({"version": STR}),
+    "sglang": Optional({"version": STR}),
+    "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
+                           "prewarm": Optional({"manifest": {}, "stale": Items(ANY)})}),
+    "paths": Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
+                       for role in ("venv", "env_file", "cache_dir")}),
+}
+# Keys a document must have; the others may be absent (an older report).
+REQUIRED = ("os", "gpus")
+# Keys of a nested object that may be absent: torch is either its versions or an error.
+PARTIAL = {"torch", "toolkits", "resolution", "jit_cache", "driver", "paths"}
+
+
+def _type_name(kind):
+    return {str: "a string", int: "an integer", bool: "true or false"}.get(kind, "an object")
+
+
+def _check(value, kind, where, partial):
+    if isinstance(kind, Optional):
+        if value is not None:
+            _check(value, kind.kind, where, partial)
+        return
+    if isinstance(kind, Items):
+        if not isinstance(value, list):
+            raise FactsError(f"{where}: expected a list, got {type(value).__name__}")
+        for index, item in enumerate(value):
+            _check(item, kind.kind, f"{where}[{index}]", partial)
+        return
+    if isinstance(kind, dict):
+        if not isinstance(value, dict):
+            raise FactsError(f"{where}: expected an object, got {type(value).__name__}")
+        for key, sub in kind.items():
+            if key in value:
+                _check(value[key], sub, f"{where}.{key}", partial)
+            elif not partial:
+                raise FactsError(f"{where}: missing {key!r}")
+        return
+    if kind is ANY:
+        return
+    # bool is an int in Python: keep them apart.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise FactsError(f"{where}: expected {_type_name(kind)}, got {type(value).__name__} {value!r}")
+
+
+def check(document):
+    """Raise FactsError naming the first field that does not fit docs/facts.md.
+
+    >>> check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [{"index": 0}]})
+    Traceback (most recent call last):
+    ...
+    bringup.facts_schema.FactsError: facts.gpus[0]: missing 'name'
+    >>> check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], "driver": {"version": 580}})
+    Traceback (most recent call last):
+    ...
+    bringup.facts_schema.FactsError: facts.driver.version: expected a string, got int 580
+    """
+    if not isinstance(document, dict):
+        raise FactsError(f"facts: expected an object (docs/facts.md), got {type(document).__name__}")
+    for key in REQUIRED:
+        if key not in document:
+            raise FactsError(f"facts: missing {key!r} (is this a facts document or a validate report?)")
+    for key, kind in SCHEMA.items():
+        if key in document:
+            _check(document[key], kind, f"facts.{key}", partial=key in PARTIAL)
