@@ -5,6 +5,7 @@
 Every host is validated first (the same report as validate.py); a host whose plan
 has blockers gets no change at all, and the output says why. The steps then act on
 the plan (bringup.plan.NodePlan): every version, path and package is decided there.
+``deploy_steps`` selects steps (all by default).
 """
 
 from control.host_plan import planned_host
@@ -19,10 +20,16 @@ from tasks.sglang_venv import sglang_venv
 node = planned_host("deploy")
 
 if node:
-    repo_changes = cuda_repository(node)
-    cuda_toolkit(node, repo_changes)
-    cuda_environment(node)
-    service_account(node)
-    sglang_venv(node)
-    flashinfer_prewarm(node)
-    sglang_service(node)
+    repo_changes = cuda_repository(node) if node.runs("repo") else []
+    if node.runs("toolkit"):
+        cuda_toolkit(node, repo_changes)
+    if node.runs("env"):
+        cuda_environment(node)
+    if node.runs("account"):
+        service_account(node)
+    if node.runs("venv"):
+        sglang_venv(node)
+    if node.runs("prewarm"):
+        flashinfer_prewarm(node)
+    if node.runs("service"):
+        sglang_service(node)

@@ -20,7 +20,9 @@ from bringup.versions import parse
 
 # make lock names locks <stack>-cp<major><minor>-<machine>.txt.
 LOCK_NAME = re.compile(r"-cp(?P<major>3)(?P<minor>\d+)-(?P<machine>x86_64|aarch64)\.txt$")
-PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_")
+PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_")
+# The steps of deploy.py, in the order they run.
+DEPLOY_STEPS = ("repo", "toolkit", "env", "account", "venv", "prewarm", "service")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode")
 ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
@@ -91,6 +93,7 @@ SCHEMA = {
                                        "ubuntu2404 (lower-case letters and digits)", optional=True),
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
+    "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS)),
 }
 
 
@@ -148,6 +151,9 @@ class Config:
     cuda_manage_alternative: bool = True
     # Compute capabilities to build for on a node without GPUs (image builders).
     target_sms: tuple = ()
+    # The steps deploy.py runs (all by default): repo, toolkit, env, account, venv,
+    # prewarm, service. validate.py always checks the whole node.
+    deploy_steps: tuple = DEPLOY_STEPS
 
     @classmethod
     def from_data(cls, data, host="node"):

@@ -23,7 +23,7 @@ from packaging.version import Version
 from bringup import cuda as cuda_table
 from bringup import facts_schema, systemd
 from bringup import flashinfer as fi
-from bringup.config import Config, ConfigError
+from bringup.config import DEPLOY_STEPS, Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.layout import SERVICE_BASE_PATH, NodeLayout
 from bringup.platforms import repo_arch, repo_distro, repo_location
@@ -154,6 +154,11 @@ class NodePlan:
     prewarm: PrewarmPlan = None
     service: ServicePlan = None
     manage_alternative: bool = True
+    steps: tuple = ()
+
+    def runs(self, step):
+        """Whether deploy.py runs ``step`` (bringup.config.DEPLOY_STEPS) on this node."""
+        return step in self.steps
 
     @property
     def ok(self):
@@ -181,6 +186,7 @@ class NodePlan:
             "venv": asdict(self.venv) if self.venv else {},
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
             "service": asdict(self.service) if self.service else {},
+            "steps": list(self.steps),
         }
 
 
@@ -196,7 +202,8 @@ def plan(facts, config):
     ['NO_GPU']
     """
     facts_schema.check(facts)
-    node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative)
+    node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative,
+                    steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps))
     add = node.findings.append
     node.repo = _repo(facts, config, add)
     sms = _target_sms(facts, config, add)
