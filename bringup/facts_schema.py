@@ -47,6 +47,9 @@ SCHEMA = {
                            "prewarm": Optional({"manifest": {}, "stale": Items(ANY)})}),
     "paths": Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
                        for role in ("venv", "env_file", "cache_dir")}),
+    "apt": Optional({"sources": Items({"file": STR, "format": STR, "uris": Items(STR), "suites": Items(STR),
+                                       "signed_by": OPT_STR, "trusted": BOOL}),
+                     "keyrings": {}}),
 }
 # Keys a document must have; the others may be absent (an older report).
 REQUIRED = ("os", "gpus")

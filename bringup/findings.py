@@ -29,6 +29,7 @@ CODES = {
     "CUDA_SYMLINK_DRIFT": "/usr/local/cuda points at another toolkit than the chosen one.",
     "VENV_STACK_DRIFT": "The venv's torch or FlashInfer differs from the configured stack.",
     "VENV_BROKEN": "The venv exists but its torch cannot be imported.",
+    "APT_SOURCE_CONFLICT": "Another apt source serves the CUDA repository: adopted when its key is the pinned one, else disabled.",
     "UNSAFE_PATH": "A directory on the way to the managed venv or the env file can be changed by a non-root user.",
     "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
     "TARGET_SMS_FROM_CONFIG": "No GPU on the node; the configured target_sms are built for.",

@@ -14,7 +14,7 @@ import argparse
 import json
 import shlex
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from urllib.parse import urlparse
 
 import yaml
@@ -60,6 +60,11 @@ class RepoPlan:
     preference_file: str
     pin_origin: str
     key_tools: tuple = KEY_TOOLS
+    # A source of the node's own serves the repository with the pinned key: deploy
+    # uses it (and its keyring) instead of adding a second one.
+    adopt: bool = False
+    # Files whose entries for ``url`` deploy disables first (they would conflict).
+    disable: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -298,10 +303,69 @@ def _repo(facts, config, add):
     url = repo_location(config.cuda_repo_url, distro, arch)
     fingerprint = config.cuda_repo_fingerprint.replace(" ", "").upper()
     layout = config.layout
-    return RepoPlan(url=url, key_url=config.cuda_repo_key_url or f"{url}{fingerprint[-8:].lower()}.pub",
+    repo = RepoPlan(url=url, key_url=config.cuda_repo_key_url or f"{url}{fingerprint[-8:].lower()}.pub",
                     fingerprint=fingerprint, distro=distro, arch=arch, keyring=layout.apt_keyring,
                     source_file=layout.apt_source, preference_file=layout.apt_preference,
                     pin_origin=urlparse(url).hostname or "")
+    return _existing_sources(facts, repo, add)
+
+
+def _same_uri(left, right):
+    return left.rstrip("/") == right.rstrip("/")
+
+
+def _existing_sources(facts, repo, add):
+    """Converge on exactly one source for the repository (apt refuses every source when
+    two name it with different Signed-By): adopt a source the node already has when its
+    keyring holds the pinned key (NVIDIA's cuda-keyring package installs one), else
+    disable the others (their files kept, renamed) and write ours."""
+    apt = facts.get("apt") or {}
+    keyrings = apt.get("keyrings") or {}
+    serving = [entry for entry in apt.get("sources") or [] if any(_same_uri(uri, repo.url) for uri in entry["uris"])]
+    others = [entry for entry in serving if entry["file"] != repo.source_file]
+
+    def pinned(entry):
+        return (not entry["trusted"] and entry["signed_by"] in keyrings
+                and repo.fingerprint in (keyrings[entry["signed_by"]] or []))
+
+    adopted = next((entry for entry in others if pinned(entry)), None)
+    if adopted:
+        conflicting = [entry for entry in serving if entry["signed_by"] != adopted["signed_by"]]
+        add(Finding("APT_SOURCE_CONFLICT", INFO,
+                    f"{adopted['file']} already serves {repo.url}, signed by {adopted['signed_by']} which holds the "
+                    f"pinned key {repo.fingerprint}",
+                    "deploy adopts that source and keyring instead of adding a second source"))
+        repo = replace(repo, adopt=True, source_file=adopted["file"], keyring=adopted["signed_by"])
+    else:
+        conflicting = others
+    if conflicting:
+        files = sorted({entry["file"] for entry in conflicting})
+        reasons = "; ".join(f"{entry['file']}: " + _why_not_pinned(entry, keyrings, repo.fingerprint)
+                            for entry in conflicting)
+        add(Finding("APT_SOURCE_CONFLICT", FIX,
+                    f"{', '.join(files)} also serve{'s' if len(files) == 1 else ''} {repo.url} ({reasons}): a second "
+                    "source with another Signed-By makes apt refuse every source",
+                    "deploy disables those entries first (a file of them only is renamed to "
+                    "<file>.disabled-by-gpu-bringup, a shared file gets the lines commented out), then adds its own"
+                    if not adopted else "deploy disables those entries and keeps the adopted source"))
+        repo = replace(repo, disable=tuple(files))
+    return repo
+
+
+def _why_not_pinned(entry, keyrings, fingerprint):
+    if entry["trusted"]:
+        return "trusted=yes, no key checked"
+    if not entry["signed_by"]:
+        return "no Signed-By (any key apt trusts)"
+    if entry["signed_by"] == "inline":
+        return "an inline key"
+    found = keyrings.get(entry["signed_by"])
+    if found is None:
+        return f"signed by {entry['signed_by']}, unreadable"
+    if fingerprint in found:
+        return f"signed by {entry['signed_by']} (the pinned key, another keyring file)"
+    held = ", ".join(found[:2]) + (f" and {len(found) - 2} more" if len(found) > 2 else "") if found else "no key"
+    return f"signed by {entry['signed_by']}, which holds {held}, not {fingerprint}"
 
 
 def _target_sms(facts, config, add):

@@ -12,6 +12,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from facts.apt_sources import keyring_fingerprints, source_entries
+
 SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
 NVCC_RELEASE = re.compile(r"release (\d+\.\d+),")
 SMI_HEADER = re.compile(r"Driver Version:\s*(?P<driver>\S+)\s+CUDA Version:\s*(?P<cuda>\S+)")
@@ -247,15 +249,28 @@ def path_chains(by_name):
     return chains
 
 
+# Sections that appear once per item (a toolkit, a path chain, an apt file or keyring).
+REPEATED = ("toolkit", "path", "apt-source", "apt-keyring")
+
+
+def apt_state(by_name):
+    """The node's apt sources (every enabled entry) and the fingerprints of the keyrings
+    they name (None for one that could not be read)."""
+    files = {section.attr[1]: section.text for section in by_name.get("apt-source", [])}
+    keyrings = {section.attr[1]: keyring_fingerprints(section.text.strip()) if section.rc == 0 else None
+                for section in by_name.get("apt-keyring", [])}
+    return {"sources": source_entries(files), "keyrings": keyrings}
+
+
 def index_sections(lines):
     """Probe output lines -> {section name: Section}, toolkits as a list under "toolkit".
 
     >>> sorted(index_sections(["@@ uname rc=0", "x86_64", "@@ toolkit rc=127 home=/usr/local/cuda-12.8"]))
-    ['path', 'toolkit', 'uname']
+    ['apt-keyring', 'apt-source', 'path', 'toolkit', 'uname']
     """
-    by_name = {"toolkit": [], "path": []}
+    by_name = {name: [] for name in REPEATED}
     for section in split_sections(lines):
-        if section.name in ("toolkit", "path"):
+        if section.name in REPEATED:
             by_name[section.name].append(section)
         else:
             by_name[section.name] = section
@@ -302,6 +317,7 @@ PARTS = {
     "flashinfer": (("venv",), _venv_part(1)),
     "sglang": (("venv",), _venv_part(2)),
     "paths": (("paths",), path_chains),
+    "apt": (("apt",), apt_state),
     "jit_cache": (("prewarm", "jit_cache"),
                   lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")))),
 }

@@ -214,6 +214,23 @@ probe_paths() {
     done
 }
 
+probe_apt() {
+    # Every apt source file, and each keyring a signed-by names (base64): which
+    # sources serve the CUDA repository, and whether their key is the pinned one.
+    for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [ -f "$file" ] && emit apt-source 0 "$(cat "$file")" "file=$file"
+    done
+    keyrings=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+        sed -n -e 's/.*signed-by=\([^] ]*\).*/\1/p' -e 's/^[Ss]igned-[Bb]y:[[:space:]]*\(\/[^[:space:]]*\).*/\1/p' | sort -u)
+    for keyring in $keyrings; do
+        if [ -r "$keyring" ] && [ "$(wc -c < "$keyring")" -lt 1048576 ]; then
+            emit apt-keyring 0 "$(base64 -w0 < "$keyring")" "file=$keyring"
+        else
+            emit apt-keyring 1 "" "file=$keyring"
+        fi
+    done
+}
+
 probe_jit_cache() {
     if [ -d "$PROBE_JIT_ROOT" ]; then
         emit jit-cache 0 "$(cd "$PROBE_JIT_ROOT" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"
@@ -222,7 +239,7 @@ probe_jit_cache() {
     fi
 }
 
-for section in ${PROBE_SECTIONS:-os gpus toolkits login service python venv prewarm jit_cache paths}; do
+for section in ${PROBE_SECTIONS:-os gpus toolkits login service python venv prewarm jit_cache paths apt}; do
     "probe_$section"
 done
 exit 0

@@ -1,14 +1,19 @@
-"""Operations for the CUDA repository key, dpkg recovery, toolkit checks and the
-/usr/local/cuda alternative."""
+"""Operations for the CUDA repository (key, conflicting sources), dpkg recovery,
+toolkit checks and the /usr/local/cuda alternative."""
 
 import shlex
+from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import operation
+from pyinfra.facts.files import FileContents
+
+from control import aptsources
 
 from facts.dpkg import DpkgAudit
 from facts.keyring import KeyringFingerprints
 from facts.toolkit import CudaLink, NvccRelease
+from tasks.operations.files import whole_file
 
 
 @operation()
@@ -120,3 +125,34 @@ def cuda_alternative(home, priority=100):
     if home not in link["alternatives"]:
         yield f"update-alternatives --install /usr/local/cuda cuda {quoted} {int(priority)}"
     yield f"update-alternatives --set cuda {quoted}"
+
+
+@operation()
+def apt_source_disabled(path, uri, reason):
+    """
+    Disable the entries of ``path`` that serve ``uri`` (control/aptsources.py): the file
+    is renamed when they are all it holds, else rewritten whole with them disabled;
+    nothing else of the operator's file changes.
+
+    + path: an apt source file
+    + uri: the repository URI
+    + reason: why, written beside a disabled entry
+
+    **Example**:
+
+    .. code:: python
+
+        apt_source_disabled(path="/etc/apt/sources.list.d/cuda-debian12-x86_64.list",
+                            uri="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+                            reason="its key is not the pinned one")
+    """
+    lines = host.get_fact(FileContents, path=path)
+    change = aptsources.disabled(path, "".join(f"{line}\n" for line in lines or []), uri, reason)
+    if change is None:
+        host.noop(f"no entry of {path} serves {uri}")
+        return
+    action, value = change
+    if action == "rename":
+        yield shlex.join(["mv", "-fT", path, value])
+    else:
+        yield from whole_file._inner(src=StringIO(value), dest=path)

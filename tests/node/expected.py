@@ -68,10 +68,11 @@ class Expected:
 
     def deployed_files(self):
         """label -> path of every file the deploy writes."""
-        layout = self.layout
+        layout, repo = self.layout, self.plan.repo
         return {
-            "apt-keyring": layout.apt_keyring,
-            "apt-source": layout.apt_source,
+            # The repository's source and keyring: the deploy's own, or the node's it adopted.
+            "apt-keyring": repo.keyring if repo else layout.apt_keyring,
+            "apt-source": repo.source_file if repo else layout.apt_source,
             "apt-pin": layout.apt_preference,
             "profile": layout.profile_script,
             "pam-environment": layout.pam_environment,

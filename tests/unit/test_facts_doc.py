@@ -60,6 +60,14 @@ root 755 directory|/opt/sglang
 root 755 directory|/etc
 @@ path rc=0 role=cache_dir
 sglang 755 directory|/var/cache/sglang
+@@ apt-source rc=0 file=/etc/apt/sources.list.d/cuda-debian12-x86_64.list
+deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] https://r/debian12/x86_64/ /
+@@ apt-source rc=0 file=/etc/apt/sources.list.d/nvidia-cuda.sources
+Types: deb
+URIs: https://r/debian12/x86_64/
+Suites: /
+Signed-By: /etc/apt/keyrings/nvidia-cuda.gpg
+@@ apt-keyring rc=1 file=/usr/share/keyrings/cuda-archive-keyring.gpg
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 
@@ -71,7 +79,7 @@ def key_paths(value, prefix=""):
         for key, item in value.items():
             path = f"{prefix}.{key}" if prefix else key
             paths.add(path)
-            if path != "jit_cache.prewarm.manifest":
+            if path not in ("jit_cache.prewarm.manifest", "apt.keyrings"):
                 paths |= key_paths(item, path)
     elif isinstance(value, list):
         for item in value:
