@@ -255,3 +255,26 @@ class HeadDim(Check):
         if not re.fullmatch(r"[0-9]{1,4}", value) or int(value) not in self.SUPPORTED:
             raise Invalid(f"use head dimensions of your model such as {', '.join(map(str, self.SUPPORTED))}")
         return value
+
+
+class Assignments(Check):
+    """Environment variables: a mapping (YAML) or ``KEY=value`` words (``--data``), as
+    (key, value) pairs; keys are variable names, values plain text."""
+
+    NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    def parse(self, value):
+        if isinstance(value, dict):
+            pairs = [(text(key), text(item)) for key, item in value.items()]
+        elif value is None or value == "":
+            pairs = []
+        else:
+            try:
+                words = shlex.split(text(value))
+            except ValueError as error:
+                raise Invalid(f"use KEY=value words or a mapping ({error})") from None
+            pairs = [tuple(word.split("=", 1)) if "=" in word else (word, None) for word in words]
+        for key, item in pairs:
+            if not self.NAME.match(key) or item is None:
+                raise Invalid(f"use KEY=value with KEY a variable name (got {key!r})")
+        return tuple(pairs)

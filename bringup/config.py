@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from packaging.version import Version
 
 from bringup import checks
+from bringup.caches import CACHE_DIRS
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
 from bringup.versions import parse
@@ -23,6 +24,8 @@ LOCK_NAME = re.compile(r"-cp(?P<major>3)(?P<minor>\d+)-(?P<machine>x86_64|aarch6
 PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_")
 # The steps of deploy.py, in the order they run.
 DEPLOY_STEPS = ("repo", "toolkit", "env", "account", "venv", "prewarm", "service")
+# Service env keys the plan decides (bringup.plan.service_env): service_env may not set them.
+PLANNED_ENV_KEYS = ("CUDA_HOME", "PATH", "FLASHINFER_CUDA_ARCH_LIST", *CACHE_DIRS, "CXX")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode")
 ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
@@ -68,7 +71,7 @@ SCHEMA = {
     "stack_torch": checks.Release(),
     "stack_torch_cuda": checks.CudaRelease(MINOR_COMPAT_DRIVER_FOR_MAJOR),
     "stack_flashinfer": checks.Release(),
-    "venv_path": checks.NodePath(own_dir=True),
+    "venv_path": checks.NodePath(),
     "venv_managed": checks.Bool(),
     "venv_lock": Lock(),
     "venv_index_url": checks.Url(optional=True),
@@ -83,6 +86,7 @@ SCHEMA = {
                                     "and . _ / : @ + - (no spaces)", optional=True),
     "service_port": checks.Port(),
     "service_args": checks.Arguments(),
+    "service_env": checks.Assignments(),
     "prewarm_modules": checks.ListOf(PrewarmModule()),
     "prewarm_head_dims": checks.ListOf(checks.HeadDim()),
     "prewarm_dtypes": checks.ListOf(checks.Choice("bf16", "fp16")),
@@ -132,6 +136,9 @@ class Config:
     service_model: str = ""
     service_port: str = "30000"
     service_args: str = ""
+    # Variables of your own the service env file gets (managed: deploy keeps them
+    # as set here); they may not name a key the plan manages.
+    service_env: tuple = ()
     # FlashInfer JIT modules compiled before the service starts: names of
     # files/prewarm.py (sampling, rope, norm, activation:<fn>, page, cascade,
     # prefill, decode); attention modules for each head dim and dtype below.
@@ -180,6 +187,17 @@ the service and the pre-warm never run as root
                     problems.append((key, value, str(invalid)))
             elif isinstance(key, str) and key.startswith(PREFIXES):
                 problems.append((key, value, f"unknown setting; known: {', '.join(sorted(SCHEMA))}"))
+        parent = posixpath.dirname(values.get("venv_path", DEFAULT_VENV))
+        if values.get("venv_managed", True) and "venv_path" in values and parent in checks.SYSTEM_DIRS:
+            problems.append(("venv_path", data["venv_path"], f"a managed venv needs a directory of its own (deploy "
+                             f"keeps venvs/, locks/ and tools/ beside it), not {parent}: use e.g. "
+                             f"{parent.rstrip('/')}/sglang/venv, or set venv_managed: false for a venv built "
+                             "by someone else"))
+        for key, _ in values.get("service_env", ()):
+            if key in PLANNED_ENV_KEYS:
+                problems.append(("service_env", data["service_env"], f"{key} is decided by the plan; set only "
+                                 "variables of your own (the plan manages "
+                                 f"{', '.join(PLANNED_ENV_KEYS)})"))
         if problems:
             raise ConfigError(host, problems)
         return replace(cls(), **values)

@@ -39,6 +39,7 @@ SCHEMA = {
     "login_env": {},
     "resolution": {"cuda_home": OPT_STR, "version": OPT_STR, "via": STR, "nvcc_ok": BOOL, "env_file": BOOL,
                    "arch_list_env": OPT_STR},
+    "service_env": Optional({}),
     "python": Optional({"version": STR}),
     "torch": Optional({"version": STR, "cuda": OPT_STR, "arch_list": Items(STR), "error": STR}),
     "flashinfer": Optional({"version": STR}),

@@ -30,6 +30,8 @@ CODES = {
     "VENV_STACK_DRIFT": "The venv's torch or FlashInfer differs from the configured stack.",
     "VENV_BROKEN": "The venv exists but its torch cannot be imported.",
     "APT_SOURCE_CONFLICT": "Another apt source serves the CUDA repository: adopted when its key is the pinned one, else disabled.",
+    "SERVICE_ENV_OVERRIDDEN": "The service env file sets a key the plan manages to another value; deploy resets it.",
+    "VENV_UNREADABLE": "The service user cannot read the external venv (a directory on its way is closed to others).",
     "UNSAFE_PATH": "A directory on the way to the managed venv or the env file can be changed by a non-root user.",
     "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
     "TARGET_SMS_FROM_CONFIG": "No GPU on the node; the configured target_sms are built for.",

@@ -22,6 +22,7 @@ from packaging.version import Version
 
 from bringup import cuda as cuda_table
 from bringup import facts_schema, systemd
+from bringup.caches import cache_env
 from bringup import flashinfer as fi
 from bringup.config import DEPLOY_STEPS, Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
@@ -227,21 +228,52 @@ def plan(facts, config):
     _check_login_path(facts, home, add)
     _check_symlink(facts, config, home, add)
     _check_paths(facts, config, add)
+    _check_venv_readable(facts, config, add)
     layout = node.layout
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
-    node.env = {
-        "CUDA_HOME": home,
-        "PATH": f"{home}/bin:{config.venv_path}/bin:{SERVICE_BASE_PATH}",
-        "FLASHINFER_CUDA_ARCH_LIST": node.arch_list,
-        "FLASHINFER_WORKSPACE_BASE": layout.cache_dir,
-        "SGLANG_CACHE_DIR": layout.cache_dir,
-        "CXX": HOST_CXX,
-    }
+    node.env = service_env(config, home, node.arch_list)
+    _check_service_env(facts, config, node.env, add)
     node.venv = _venv(config, node.layout)
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
     return node
+
+
+def service_env(config, home, arch_list):
+    """What the service's environment file holds: the toolkit, the arch list, every
+    cache under service_cache_dir (bringup/caches.py), the host compiler, then the
+    operator's ``service_env``."""
+    layout = config.layout
+    return {
+        "CUDA_HOME": home,
+        "PATH": f"{home}/bin:{layout.venv}/bin:{SERVICE_BASE_PATH}",
+        "FLASHINFER_CUDA_ARCH_LIST": arch_list,
+        **cache_env(layout.cache_dir),
+        "CXX": HOST_CXX,
+        **dict(config.service_env),
+    }
+
+
+def managed_env_keys(config):
+    """The keys deploy manages in the service env file (the probe reports their values).
+
+    >>> managed_env_keys(Config())[:3]
+    ('CUDA_HOME', 'PATH', 'FLASHINFER_CUDA_ARCH_LIST')
+    """
+    return tuple(service_env(config, "", ""))
+
+
+def _check_service_env(facts, config, env, add):
+    """A managed key the operator changed in the env file is reset by deploy: say so first."""
+    found = facts.get("service_env") or {}
+    changed = [f"{key}={found[key]} (deploy sets {env[key]})" for key in env
+               if key in found and found[key] != env[key]]
+    if changed:
+        add(Finding("SERVICE_ENV_OVERRIDDEN", FIX,
+                    f"{config.service_env_file} sets {'; '.join(changed)}",
+                    "deploy resets these keys to the plan's values; your own keys stay. To keep another "
+                    "value, change the setting that decides it, or add keys of your own through service_env"))
 
 
 def _venv(config, layout):
@@ -593,6 +625,26 @@ def _check_paths(facts, config, add):
                         f"non-root user change {setting}, where root builds {what}",
                         f"use a path whose directories only root can write (the default is under "
                         f"/opt/sglang and /etc/sglang), or make {entry['path']} root's and not group/other-writable"))
+
+
+def _check_venv_readable(facts, config, add):
+    """The service runs (and the pre-warm builds with) an external venv as the service
+    user: every directory on the way must let others through (the incident's venv was
+    under /root, 0700)."""
+    if config.venv_managed or not facts.get("torch"):
+        return
+    for entry in (facts.get("paths") or {}).get("venv", []):
+        if entry["kind"] != "directory" or entry["user"] == config.service_user:
+            continue
+        needed = 0o005 if entry["path"] == config.venv_path else 0o001
+        if int(entry["mode"], 8) & needed != needed:
+            add(Finding("VENV_UNREADABLE", BLOCKER,
+                        f"{entry['path']} (owner {entry['user']}, mode {entry['mode']}) keeps the service user "
+                        f"{config.service_user} out of {config.venv_path}",
+                        f"build the venv where {config.service_user} can read it (a venv's scripts name its path, "
+                        f"so moving it breaks them), open {entry['path']} to others (chmod o+{'rx' if needed == 5 else 'x'}) "
+                        "if that is acceptable, or let deploy build a managed venv (venv_managed: true)"))
+            return
 
 
 def _check_login_path(facts, home, add):

@@ -13,7 +13,7 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, operation
 
 from bringup.config import Config, ConfigError
-from bringup.plan import plan
+from bringup.plan import managed_env_keys, plan
 from bringup.report import render
 from control.atomic import atomic_write
 from facts.node import NodeFacts
@@ -62,7 +62,8 @@ def gather(config):
     """Run the probe once and plan: returns (facts, node_plan), or (None, None) when
     the probe gave nothing (pyinfra has then failed the host already)."""
     layout = config.layout
-    facts = host.get_fact(NodeFacts, venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir)
+    facts = host.get_fact(NodeFacts, venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir,
+                          env_keys=" ".join(managed_env_keys(config)))
     if facts is None:
         return None, None
     return facts, plan(facts, config)

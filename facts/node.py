@@ -21,7 +21,7 @@ FILES = Path(__file__).resolve().parent.parent / "files"
 PROBE_SOURCES = (FILES / "service-env.sh", FILES / "probe.sh")
 
 
-def probe_command(layout, sections=()):
+def probe_command(layout, sections=(), env_keys=()):
     """The one shell command that runs the probe (``sections``, default all) on a node.
 
     The script travels base64-encoded so no quoting of its body can break, and runs
@@ -33,7 +33,8 @@ def probe_command(layout, sections=()):
     """
     script = b"".join(path.read_bytes() for path in PROBE_SOURCES)
     encoded = base64.b64encode(script).decode("ascii")
-    inputs = {"PROBE_SECTIONS": " ".join(sections), **layout.probe_inputs()} if sections else layout.probe_inputs()
+    inputs = {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **layout.probe_inputs(),
+              **({"PROBE_ENV_KEYS": " ".join(env_keys)} if env_keys else {})}
     assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.items())
     return f"echo {encoded} | base64 -d | {assignments} sh"
 
@@ -46,6 +47,7 @@ class NodeFacts(FactBase):
     + venv: the SGLang venv path
     + env_file: the service's environment file
     + cache_dir: the service's FlashInfer workspace base
+    + env_keys: env file keys whose values to report (space-separated; the plan's keys)
 
     .. code:: python
 
@@ -55,9 +57,9 @@ class NodeFacts(FactBase):
 
     keys = ()  # the document's keys this fact returns; () for all of them
 
-    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR):
+    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys=""):
         layout = NodeLayout.for_settings(venv, env_file, cache_dir, DEFAULT_SERVICE_USER)
-        return probe_command(layout, sections_for(*self.keys) if self.keys else ())
+        return probe_command(layout, sections_for(*self.keys) if self.keys else (), env_keys.split())
 
     def process(self, output):
         try:

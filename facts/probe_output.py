@@ -183,6 +183,18 @@ def resolution(by_name, torch):
     return result
 
 
+def service_env_values(section):
+    """The asked-for keys' values as the service's env file sets them (absent keys omitted).
+
+    >>> service_env_values(Section("service-env", 0, (), ["home=/x", "env.CUDA_HOME=/usr/local/cuda-12.8"]))
+    {'CUDA_HOME': '/usr/local/cuda-12.8'}
+    """
+    if section is None:
+        return {}
+    return {key[len("env."):]: value or "" for key, value in parse_assignments(section.text).items()
+            if key.startswith("env.")}
+
+
 def login_path_nvcc(by_name):
     """The first nvcc on a login shell's PATH, with the release it reports."""
     section = by_name.get("path-nvcc")
@@ -312,6 +324,7 @@ PARTS = {
     "path_nvcc": (("login",), login_path_nvcc),
     "login_env": (("login",), _login_env),
     "resolution": (("service", "venv"), lambda by_name: resolution(by_name, venv_stack(by_name.get("venv"))[0])),
+    "service_env": (("service",), lambda by_name: service_env_values(by_name.get("service-env"))),
     "python": (("python",), _python),
     "torch": (("venv",), _venv_part(0)),
     "flashinfer": (("venv",), _venv_part(1)),

@@ -11,6 +11,7 @@
 #   PROBE_MANIFEST      the pre-warm manifest (files/prewarm.py)
 #   PROBE_JIT_ROOT      FlashInfer's JIT tree under the cache dir
 #   PROBE_SERVICE_PATH  the PATH systemd gives the service before its env file
+#   PROBE_ENV_KEYS      the env file keys whose values to report (the plan's, never the operator's)
 LC_ALL=C
 export LC_ALL
 
@@ -104,7 +105,7 @@ probe_service() {
     # The service's environment (systemd's default PATH, then the env file), then
     # FlashInfer's own search order (flashinfer/jit/cpp_ext.py get_cuda_path):
     # CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda.
-    env_file=$PROBE_ENV_FILE base_path=$PROBE_SERVICE_PATH
+    env_file=$PROBE_ENV_FILE base_path=$PROBE_SERVICE_PATH env_keys=$PROBE_ENV_KEYS
     service=$(
         # A service inherits nothing: drop every exported variable first.
         for name in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
@@ -126,6 +127,9 @@ probe_service() {
         printf "env_file=%s\nCUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\n" "$state" "$CUDA_HOME" "$CUDA_PATH" "$PATH"
         printf "FLASHINFER_CUDA_ARCH_LIST=%s\nFLASHINFER_WORKSPACE_BASE=%s\n" "$FLASHINFER_CUDA_ARCH_LIST" "$FLASHINFER_WORKSPACE_BASE"
         printf "home=%s\nvia=%s\n" "$home" "$via"
+        for key in $env_keys; do
+            if value=$(printenv "$key"); then printf "env.%s=%s\n" "$key" "$value"; fi
+        done
     )
     emit service-env $? "$service"
     service_home=$(printf '%s\n' "$service" | sed -n 's/^home=//p')

@@ -74,5 +74,6 @@ def jit_prewarm(prewarm: PrewarmPlan):
         "--dtypes", ",".join(prewarm.request["dtypes"]),
         "--manifest", prewarm.manifest,
     ]
-    # Every core compiles: MAX_JOBS is left unquoted so the node computes it.
-    yield f"{shlex.join(service)} env MAX_JOBS=$(nproc) {shlex.join(command)}"
+    # Every core compiles: MAX_JOBS is left unquoted so the node computes it. No byte
+    # code is written: the venv is never changed by the pre-warm (an external one).
+    yield f"{shlex.join(service)} env MAX_JOBS=$(nproc) PYTHONDONTWRITEBYTECODE=1 {shlex.join(command)}"

@@ -51,3 +51,31 @@ def test_sandbox_hosts_use_the_local_repo_as_a_mirror():
     (name, data), = sandbox_hosts(nodes, repo)
     assert name == "gpu1" and data["cuda_repo_url"] == repo["url"] and "gpu_profile" not in data
     assert data["ssh_strict_host_key_checking"] == "yes"
+
+
+def test_the_plans_env_keys_are_the_reserved_ones():
+    from bringup.config import PLANNED_ENV_KEYS
+    from bringup.plan import managed_env_keys
+
+    assert managed_env_keys(Config()) == PLANNED_ENV_KEYS
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("HF_TOKEN=abc NCCL_DEBUG=INFO", (("HF_TOKEN", "abc"), ("NCCL_DEBUG", "INFO"))),
+    ({"HF_HOME": "/data/hf"}, (("HF_HOME", "/data/hf"),)),
+    ("", ()),
+])
+def test_service_env_takes_words_or_a_mapping(value, expected):
+    assert Config.from_data({"service_env": value}).service_env == expected
+
+
+@pytest.mark.parametrize("value,fix", [
+    ("CUDA_HOME=/usr/local/cuda-12.8", "CUDA_HOME is decided by the plan"),
+    ("1BAD=x", "KEY=value with KEY a variable name"),
+    ("NOVALUE", "KEY=value"),
+    ({"A": "line\nbreak"}, "control characters"),
+])
+def test_service_env_refuses(value, fix):
+    with pytest.raises(ConfigError) as raised:
+        Config.from_data({"service_env": value}, host="n1")
+    assert fix in str(raised.value) and str(raised.value).startswith("n1: setting service_env=")

@@ -43,6 +43,7 @@ FLASHINFER_CUDA_ARCH_LIST=12.0f
 FLASHINFER_WORKSPACE_BASE=/var/cache/sglang
 home=/usr/local/cuda-13.0
 via=CUDA_HOME
+env.CUDA_HOME=/usr/local/cuda-13.0
 @@ resolved-nvcc rc=0 home=/usr/local/cuda-13.0
 Cuda compilation tools, release 13.0, V13.0.88
 @@ python rc=0
@@ -79,7 +80,7 @@ def key_paths(value, prefix=""):
         for key, item in value.items():
             path = f"{prefix}.{key}" if prefix else key
             paths.add(path)
-            if path not in ("jit_cache.prewarm.manifest", "apt.keyrings"):
+            if path not in ("jit_cache.prewarm.manifest", "apt.keyrings", "service_env"):
                 paths |= key_paths(item, path)
     elif isinstance(value, list):
         for item in value:

@@ -181,3 +181,36 @@ def test_plan_cli_rejects_bad_config(tmp_path):
     result = run_plan_cli(str(FIXTURES / "facts" / "incident.json"), "--config", str(config), "--host", "gpu7")
     assert result.returncode == 2
     assert "gpu7" in result.stderr and "banana" in result.stderr and "X.Y" in result.stderr
+
+
+def _chain(*entries):
+    return [{"path": path, "user": user, "mode": mode, "kind": "directory"} for path, user, mode in entries]
+
+
+@pytest.mark.parametrize("chain,settings,blockers", [
+    # The incident's hand-built venv under /root: the service user cannot get in.
+    (_chain(("/root/venv_sglang211", "root", "755"), ("/root", "root", "700"), ("/", "root", "755")),
+     {"venv_managed": False, "venv_path": "/root/venv_sglang211"}, ["VENV_UNREADABLE"]),
+    (_chain(("/opt/venv_sglang211", "root", "750"), ("/opt", "root", "755"), ("/", "root", "755")),
+     {"venv_managed": False, "venv_path": "/opt/venv_sglang211"}, ["VENV_UNREADABLE"]),
+    (_chain(("/opt/venv_sglang211", "root", "755"), ("/opt", "root", "755"), ("/", "root", "755")),
+     {"venv_managed": False, "venv_path": "/opt/venv_sglang211"}, []),
+    # A managed venv under a directory another user can change: root would build there.
+    (_chain(("/home/ubuntu/venv", "ubuntu", "755"), ("/home/ubuntu", "ubuntu", "750"), ("/home", "root", "755")),
+     {"venv_path": "/home/ubuntu/venv"}, ["UNSAFE_PATH"]),
+    (_chain(("/srv/ml/venv", "root", "755"), ("/srv/ml", "root", "775"), ("/srv", "root", "755")),
+     {"venv_path": "/srv/ml/venv"}, ["UNSAFE_PATH"]),
+    (_chain(("/opt/sglang", "root", "755"), ("/opt", "root", "755"), ("/", "root", "755")), {}, []),
+])
+def test_paths_root_uses_and_the_service_reads(chain, settings, blockers):
+    facts = varied(converged(), paths={"venv": chain, "env_file": [], "cache_dir": []})
+    if settings.get("venv_managed") is False:
+        facts["torch"] = dict(facts["torch"])
+    assert plan(facts, Config.from_data(settings)).codes("blocker") == blockers
+
+
+def test_operators_changed_managed_key_is_reported():
+    facts = varied(converged(), service_env={"CUDA_HOME": "/usr/local/cuda-12.8", "FLASHINFER_CUDA_ARCH_LIST": "12.0f"})
+    finding = next(f for f in plan(facts, Config()).findings if f.code == "SERVICE_ENV_OVERRIDDEN")
+    assert finding.severity == "fix" and "CUDA_HOME=/usr/local/cuda-12.8 (deploy sets /usr/local/cuda-13.0)" in \
+        finding.message and "FLASHINFER_CUDA_ARCH_LIST" not in finding.message
