@@ -27,7 +27,8 @@ DEPLOY_STEPS = ("repo", "toolkit", "env", "account", "venv", "prewarm", "service
 # Service env keys the plan decides (bringup.plan.service_env): service_env may not set them.
 PLANNED_ENV_KEYS = ("CUDA_HOME", "PATH", "FLASHINFER_CUDA_ARCH_LIST", *CACHE_DIRS, "CXX")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
-PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode")
+PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode",
+                   "sglang-activation")
 ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 
 
@@ -132,18 +133,18 @@ class Config:
     service_env_file: str = DEFAULT_ENV_FILE
     service_cache_dir: str = DEFAULT_CACHE_DIR
     # What the SGLang unit serves: model (path or hub name; empty leaves the unit
-    # disabled), port, and extra launch_server arguments.
+    # disabled), port, and extra `sglang serve` arguments.
     service_model: str = ""
     service_port: str = "30000"
     service_args: str = ""
     # Variables of your own the service env file gets (managed: deploy keeps them
     # as set here); they may not name a key the plan manages.
     service_env: tuple = ()
-    # FlashInfer JIT modules compiled before the service starts: names of
-    # files/prewarm.py (sampling, rope, norm, activation:<fn>, page, cascade,
-    # prefill, decode); attention modules for each head dim and dtype below.
+    # JIT modules compiled before the service starts: FlashInfer's (sampling, rope,
+    # norm, activation:<fn>, page, cascade, prefill, decode; attention modules for
+    # each head dim and dtype below) and SGLang's own (sglang-activation, per dtype).
     prewarm_modules: tuple = ("sampling", "rope", "norm", "activation:silu", "activation:gelu",
-                              "page", "cascade", "prefill", "decode")
+                              "page", "cascade", "prefill", "decode", "sglang-activation")
     prewarm_head_dims: tuple = ("128",)
     prewarm_dtypes: tuple = ("bf16",)
     # NVIDIA's CUDA apt repository, or a site mirror of it (same layout:

@@ -311,10 +311,15 @@ def _prewarm(facts, config, arch_list, add):
 
 
 def _service(config, env):
+    """The unit runs the release's entry point, ``sglang serve`` (0.5.23's launch_server.py:70-77
+    calls ``python -m sglang.launch_server`` legacy), as a language model server
+    (``--model-type llm``: sglang/cli/serve.py otherwise asks the Hugging Face hub
+    whether the model is a diffusion one); without a model, no ``--model-path`` (never
+    an empty argument): the unit is written but not enabled."""
     layout = config.layout
-    exec_start = (f"{config.venv_path}/bin/python", "-m", "sglang.launch_server",
-                  "--model-path", config.service_model, "--host", "0.0.0.0", "--port", config.service_port,
-                  *shlex.split(config.service_args))
+    model = ("--model-path", config.service_model) if config.service_model else ()
+    exec_start = (f"{layout.venv}/bin/sglang", "serve", "--model-type", "llm", *model, "--host", "0.0.0.0",
+                  "--port", config.service_port, *shlex.split(config.service_args))
     return ServicePlan(user=config.service_user, home=layout.service_home, env_file=layout.env_file, env=env,
                        unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
                        description=f"SGLang server ({config.service_model or 'no model configured'})",

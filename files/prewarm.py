@@ -1,25 +1,34 @@
-"""Pre-warm FlashInfer's JIT cache on a node, inside the SGLang venv.
+"""Pre-warm the service's JIT caches on a node, inside the SGLang venv: FlashInfer's
+modules, and SGLang's own JIT kernels (sglang.kernels.jit) where they build without a GPU.
 
 Runs as the service user with exactly the service's environment (files/with-service-env),
-so the build files, flags and cache paths are the ones the service will use and
-its first request finds every module fresh (ninja has no work):
+so the build files, flags and cache paths are the ones the service will use and its
+first request finds every module fresh:
 
     with-service-env "$SERVICE_PATH" /etc/sglang/sglang.env /opt/sglang/venv/bin/python prewarm.py \
-        --modules sampling,norm,activation:silu,prefill --head-dims 128 --dtypes bf16 \
+        --modules sampling,norm,activation:silu,prefill,sglang-activation --head-dims 128 --dtypes bf16 \
         --manifest /var/cache/sglang/prewarm/manifest.json
 
-Prints one line per module with its time; writes the manifest (write, then rename)
-only when every module built.
+Prints a line when each module starts (with the time it took on two cores, where
+measured) and when it is done; writes the manifest (write, then rename) only when every
+module built. ``--verify`` builds nothing: it loads SGLang's modules with
+SGLANG_CRASH_ON_JIT_COMPILE=1 (sglang/kernels/jit/utils/compile/loader.py:150-156 raises
+on a cache miss) and exits non-zero when any would compile.
 """
 
 import argparse
+import glob
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 REQUIRED_ENV = ("CUDA_HOME", "FLASHINFER_CUDA_ARCH_LIST", "FLASHINFER_WORKSPACE_BASE")
+# Cold build seconds measured for 12.0f on two cores (bench/README.md), for progress lines.
+COLD_SECONDS = {"sampling": 69, "rope": 24, "norm": 25, "activation": 4, "page": 13, "cascade": 9,
+                "prefill": 123, "decode": 21, "sglang-activation": 20}
 
 
 def parse_args(argv):
@@ -27,12 +36,14 @@ def parse_args(argv):
     parser.add_argument("--modules", required=True, help="comma-separated module names")
     parser.add_argument("--head-dims", default="128")
     parser.add_argument("--dtypes", default="bf16")
-    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--manifest", help="where to record what was built (required unless --verify)")
+    parser.add_argument("--verify", action="store_true", help="build nothing; fail if SGLang's modules would compile")
+    parser.add_argument("--sglang-arch", help=argparse.SUPPRESS)  # one target per child process
     return parser.parse_args(argv)
 
 
-def specs(modules, head_dims, dtypes):
-    """(request name, JitSpec) pairs for the requested modules."""
+def flashinfer_specs(modules, head_dims, dtypes):
+    """(request name, JitSpec) pairs for the requested FlashInfer modules."""
     import torch
     from flashinfer import jit
     from flashinfer.jit import cascade, norm, page, rope, sampling
@@ -64,8 +75,83 @@ def specs(modules, head_dims, dtypes):
                         spec = jit.gen_batch_decode_module(dtype, dtype, dtype, torch.int32,
                                                            head_dim, head_dim, 0, False, False)
                     yield f"{family}:{head_dim}:{name}", spec
-        else:
+        elif not family.startswith("sglang-"):
             raise SystemExit(f"prewarm: unknown module {module!r}")
+
+
+def sglang_targets(arch_list):
+    """FLASHINFER_CUDA_ARCH_LIST entries -> (major, minor) of each GPU to build for.
+
+    >>> sglang_targets("10.0a 12.0f")
+    [(10, 0), (12, 0)]
+    """
+    return [tuple(int(part) for part in entry.rstrip("abf").split(".")) for entry in arch_list.split()]
+
+
+def build_sglang(modules, dtypes, target, verify):
+    """SGLang's JIT modules for one GPU target, in this process (their factories are
+    cached per process, so each target gets a process of its own). Returns manifest
+    entries. SGLang picks the target from the GPU (sglang/kernels/jit/utils/arch.py:104-128);
+    without one it is given with override_jit_cuda_arch, and ``is_cuda`` is answered
+    as on the GPU node, since it adds --use_fast_math and so changes the cache key."""
+    import torch
+    import sglang.kernels.jit.utils.arch as jit_arch
+
+    if verify:
+        os.environ["SGLANG_CRASH_ON_JIT_COMPILE"] = "1"
+    if not torch.cuda.is_available():
+        jit_arch.is_cuda = lambda: True
+    dtype_of = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    root = os.environ["SGLANG_JIT_CACHE_DIR"]
+    entries = []
+    with jit_arch.override_jit_cuda_arch(*target):
+        arch = jit_arch.get_jit_cuda_arch()
+        # The cache's target directory (sglang/kernels/jit/utils/compile/cache.py:215-230).
+        tag = f"sm{arch.major}{arch.minor}{arch.suffix}"
+        for module in modules:
+            if module != "sglang-activation":
+                continue
+            from sglang.kernels.ops.activation.activation import activation_module
+
+            for name in dtypes:
+                request = f"{module}:{name}:{target[0]}.{target[1]}"
+                start = progress_start(request, module)
+                activation_module(dtype_of[name])
+                found = sorted(glob.glob(f"{root}/{tag}/sgl_kernel_jit_activation_{name}_*/build-*/deps-*/*.so"),
+                               key=os.path.getmtime)
+                if not found:
+                    raise SystemExit(f"prewarm: {request} left no library under {root}/{tag}")
+                entries.append({"kind": "sglang", "request": request, "name": Path(found[-1]).stem,
+                                "dir": str(Path(found[-1]).parent), "library": found[-1]})
+                progress_done(request, start)
+    return entries
+
+
+def progress_start(request, module):
+    cold = COLD_SECONDS.get(module.split(":")[0])
+    print(f"prewarm: start {request}{f' (about {cold} s cold on 2 cores)' if cold else ''}", flush=True)
+    return time.monotonic()
+
+
+def progress_done(request, start):
+    print(f"prewarm: done  {request} in {time.monotonic() - start:.1f} s", flush=True)
+
+
+def sglang_entries(args, modules, dtypes):
+    """Build (or verify) SGLang's modules for every target, a child process per target."""
+    entries = []
+    for major, minor in sglang_targets(os.environ["FLASHINFER_CUDA_ARCH_LIST"]):
+        command = [sys.executable, __file__, "--modules", ",".join(modules), "--dtypes", ",".join(dtypes),
+                   "--sglang-arch", f"{major}.{minor}", *(["--verify"] if args.verify else [])]
+        child = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+        lines = child.stdout.splitlines()
+        for line in lines:
+            if not line.startswith("@@entries "):
+                print(line, flush=True)
+        if child.returncode != 0:
+            raise SystemExit(f"prewarm: SGLang's modules for {major}.{minor} failed (exit {child.returncode})")
+        entries += json.loads(next(line for line in lines if line.startswith("@@entries "))[len("@@entries "):])
+    return entries
 
 
 def write_manifest(path, document):
@@ -78,26 +164,41 @@ def write_manifest(path, document):
 
 def main(argv=None):
     args = parse_args(argv)
+    modules = [m for m in args.modules.split(",") if m]
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    if args.sglang_arch:
+        target = tuple(int(part) for part in args.sglang_arch.split("."))
+        print("@@entries " + json.dumps(build_sglang(modules, dtypes, target, args.verify)), flush=True)
+        return 0
     missing = [key for key in REQUIRED_ENV if not os.environ.get(key)]
     if missing:
         raise SystemExit(f"prewarm: run with the service environment; missing {', '.join(missing)}")
+    sglang_modules = [m for m in modules if m.startswith("sglang-")]
+    if args.verify:
+        sglang_entries(args, sglang_modules, dtypes)
+        print(f"prewarm: verified {', '.join(sglang_modules) or 'nothing'}: no SGLang module would compile",
+              flush=True)
+        return 0
+    if not args.manifest:
+        raise SystemExit("prewarm: --manifest is required to build")
     # FlashInfer fixes its cache directory and target archs at import time.
     import flashinfer
     from flashinfer.jit import env as jit_env
 
-    modules = [m for m in args.modules.split(",") if m]
     head_dims = [int(h) for h in args.head_dims.split(",") if h]
-    dtypes = [d for d in args.dtypes.split(",") if d]
     built = []
     total = time.monotonic()
-    for request, spec in specs(modules, head_dims, dtypes):
-        start = time.monotonic()
+    for request, spec in flashinfer_specs(modules, head_dims, dtypes):
+        start = progress_start(request, request)
         spec.build()
         library = spec.get_library_path()
         if not library.exists():
             raise SystemExit(f"prewarm: {spec.name} built no {library}")
-        built.append({"request": request, "name": spec.name, "dir": str(spec.build_dir), "library": str(library)})
-        print(f"prewarm: {request:24} {spec.name:60} {time.monotonic() - start:7.1f}s", flush=True)
+        built.append({"kind": "flashinfer", "request": request, "name": spec.name, "dir": str(spec.build_dir),
+                      "library": str(library)})
+        progress_done(request, start)
+    if sglang_modules:
+        built += sglang_entries(args, sglang_modules, dtypes)
     write_manifest(Path(args.manifest), {
         "flashinfer": flashinfer.__version__,
         "arch_list": os.environ["FLASHINFER_CUDA_ARCH_LIST"],
@@ -105,7 +206,7 @@ def main(argv=None):
         "request": {"modules": modules, "head_dims": head_dims, "dtypes": dtypes},
         "modules": built,
     })
-    print(f"prewarm: {len(built)} module(s) ready in {time.monotonic() - total:.1f}s", flush=True)
+    print(f"prewarm: {len(built)} module(s) ready in {time.monotonic() - total:.1f} s", flush=True)
     return 0
 
 

@@ -181,10 +181,15 @@ probe_prewarm() {
     # ninja runs in the cache's module directories: as the cache's owner.
     runner=$(unprivileged_owner "$PROBE_CACHE_DIR" "$PROBE_VENV" "$PROBE_VENV/bin")
     capture prewarm "${runner:+user=$runner}" as_user "$runner" python3 -c '
-import json, subprocess, sys
+import json, os, subprocess, sys
 manifest = json.load(open(sys.argv[1]))
 stale = []
 for module in manifest.get("modules", []):
+    if module.get("kind") == "sglang":
+        # Content-addressed: a changed input is another directory, not work for ninja.
+        if not os.path.exists(module.get("library", "")):
+            stale.append(module.get("request"))
+        continue
     try:
         run = subprocess.run([sys.argv[2], "-n", "-C", module["dir"]], capture_output=True, text=True)
         fresh = run.returncode == 0 and "no work to do" in run.stdout

@@ -148,14 +148,15 @@ def _identify(item):
     if callspec is None or "_testinfra_host" not in callspec.params:
         return None
     check = item.originalname.removeprefix("test_")
-    if "label" in callspec.params:
-        check += f"[{callspec.params['label']}]"
+    for parameter in ("label", "variable"):
+        if parameter in callspec.params:
+            check += f"[{callspec.params[parameter]}]"
     return callspec.params["_testinfra_host"].backend.get_pytest_id(), check
 
 
 # Checks run (and are reported) from the bottom of the stack up.
 MODULE_ORDER = ("test_driver", "test_toolkit", "test_resolution", "test_service_env", "test_venv",
-                "test_jit_cache", "test_service_unit", "test_permissions")
+                "test_jit_cache", "test_service_unit", "test_sglang", "test_permissions")
 
 
 def _module_rank(item):

@@ -69,7 +69,8 @@ def test_prewarm_libraries_exist(host, expected, manifest):
 
 def test_prewarm_ninja_no_work(host, expected, manifest):
     data = _manifest(expected, manifest, "ninja -n on the pre-warmed modules")
-    dirs = [module["dir"] for module in data["modules"]]
+    # SGLang's own modules are content-addressed (their check is prewarm_sglang_no_compile).
+    dirs = [module["dir"] for module in data["modules"] if module.get("kind", "flashinfer") == "flashinfer"]
     script = ("for d in " + " ".join(shlex.quote(d) for d in dirs)
               + '; do echo "@@dir $d"; ninja -n -C "$d" 2>&1; echo "@@rc $?"; done')
     result = run_in_service_env(host, expected, script, as_service_user=True)
@@ -85,3 +86,25 @@ def test_prewarm_ninja_no_work(host, expected, manifest):
         detail = "; ".join(f"{d}: {' / '.join(line for line in out if not line.startswith('@@'))[:200] or 'no output'}"
                            for d, out in stale.items())
         fail(expected, "ninja -n in the service environment", "ninja: no work to do. for every module", detail)
+
+
+def test_prewarm_sglang_no_compile(host, expected, manifest):
+    """SGLang's own JIT modules load from the cache with SGLANG_CRASH_ON_JIT_COMPILE=1:
+    none would compile when the service starts."""
+    data = _manifest(expected, manifest, "SGLang JIT modules")
+    request = expected.plan.prewarm.request
+    sglang = [module for module in request["modules"] if module.startswith("sglang-")]
+    recorded = [module["request"] for module in data["modules"] if module.get("kind") == "sglang"]
+    if sglang and not recorded:
+        fail(expected, "SGLang JIT modules", f"{', '.join(sglang)} in the manifest", "none recorded")
+    if not sglang:
+        return
+    prewarm = expected.plan.prewarm
+    command = (f"{shlex.quote(prewarm.venv)}/bin/python {shlex.quote(prewarm.script)} --verify "
+               f"--modules {','.join(sglang)} --dtypes {','.join(request['dtypes'])}")
+    result = run_in_service_env(host, expected, command, as_service_user=True)
+    if result.rc != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        fail(expected, "SGLang JIT modules with SGLANG_CRASH_ON_JIT_COMPILE=1", "every module from the cache",
+             " / ".join(line for line in detail if "JIT module" in line or "prewarm:" in line)[-400:]
+             or f"exit {result.rc}")

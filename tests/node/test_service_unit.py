@@ -30,9 +30,9 @@ def test_service_unit_directives(host, expected):
         problems.append(f"LimitMEMLOCK={values.get('LimitMEMLOCK', [None])[-1]}")
     exec_start = [value for value in values.get("ExecStart", []) if value]
     argv = exec_argv(exec_start[-1]) if exec_start else []
-    if argv[:3] != [f"{config.venv_path}/bin/python", "-m", "sglang.launch_server"]:
+    if argv[:2] != [f"{config.venv_path}/bin/sglang", "serve"]:
         problems.append(f"ExecStart={exec_start[-1] if exec_start else None}")
     if problems:
         fail(expected, f"{unit} [Service]",
              f"EnvironmentFile={config.service_env_file} User={config.service_user} LimitMEMLOCK=infinity "
-             f"ExecStart={config.venv_path}/bin/python -m sglang.launch_server ...", ", ".join(problems))
+             f"ExecStart={config.venv_path}/bin/sglang serve ...", ", ".join(problems))
