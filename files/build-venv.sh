@@ -37,6 +37,8 @@ else
     # Whatever is there is a build that did not finish.
     rm -rf "$target"
     start=$(date +%s)
+    log "building venv $VENV_DIGEST: $(grep -c '^[A-Za-z0-9]' "$VENV_LOCK") pinned packages with $VENV_INSTALLER" \
+        "(minutes when the download cache is cold, seconds from it)"
     if [ "$VENV_INSTALLER" = uv ]; then
         if [ ! -x "$VENV_TOOLS/bin/uv" ]; then
             rm -rf "$VENV_TOOLS"
@@ -51,10 +53,12 @@ else
             log "uv bootstrapped into $VENV_TOOLS"
         fi
         UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" venv -q --python "$VENV_PYTHON" "$target"
-        UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" pip sync -q --python "$target/bin/python" \
+        # uv's own summary lines (resolved, prepared, installed, with times) show the phases.
+        UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" pip sync --no-progress --python "$target/bin/python" \
             --require-hashes --no-build --compile-bytecode "$@" "$VENV_LOCK"
     else
         "$VENV_PYTHON" -m venv "$target"
+        log "installing with pip (downloads and installs everything in one quiet step)"
         PIP_CACHE_DIR="$VENV_CACHE/pip" "$target/bin/pip" install -q --disable-pip-version-check \
             --require-hashes --no-deps --only-binary=:all: "$@" -r "$VENV_LOCK"
     fi

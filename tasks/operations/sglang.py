@@ -10,6 +10,7 @@ from bringup.plan import PrewarmPlan, VenvPlan
 from facts.node import JitCache
 from facts.venv import VenvLink
 from tasks.operations.files import directory_if_missing, whole_file
+from tasks.operations.progress import StreamedCommand
 
 
 def lock_digest(lock):
@@ -43,7 +44,8 @@ def venv_from_lock(venv: VenvPlan):
     inputs = {"VENV_LINK": venv.path, "VENV_DIRS": venv.dirs, "VENV_DIGEST": digest, "VENV_LOCK": node_lock,
               "VENV_UV_LOCK": node_uv_lock, "VENV_TOOLS": venv.tools, "VENV_CACHE": venv.cache,
               "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python}
-    yield shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.builder, *venv.sources])
+    yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.builder,
+                                      *venv.sources]))
 
 
 @operation()
@@ -76,4 +78,5 @@ def jit_prewarm(prewarm: PrewarmPlan):
     ]
     # Every core compiles: MAX_JOBS is left unquoted so the node computes it. No byte
     # code is written: the venv is never changed by the pre-warm (an external one).
-    yield f"{shlex.join(service)} env MAX_JOBS=$(nproc) PYTHONDONTWRITEBYTECODE=1 {shlex.join(command)}"
+    yield StreamedCommand(f"{shlex.join(service)} env MAX_JOBS=$(nproc) PYTHONDONTWRITEBYTECODE=1 "
+                          f"{shlex.join(command)}")
