@@ -49,10 +49,15 @@ PACKAGES = (
     "less",
     "apt-transport-https",
     "apt-utils",
+    # The node's init: systemd as PID 1 (sandbox/files/node-init.sh), as on a
+    # real server; dbus for systemctl's peers (logind, hostnamectl...).
+    "systemd",
+    "systemd-sysv",
+    "dbus",
 )
 
 # Bump when the post-debootstrap steps change, so old caches are not reused.
-IMAGE_FORMAT = 1
+IMAGE_FORMAT = 2
 
 
 def cache_dir() -> Path:
@@ -183,3 +188,22 @@ def _finish_root(root: Path) -> None:
     # Downloaded .debs are dead weight in every node.
     for deb in (root / "var/cache/apt/archives").glob("*.deb"):
         deb.unlink()
+    # Each node writes its own /etc/machine-id; dbus falls back to it.
+    (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
+    _mask_host_units(root)
+
+
+# Units that would reach past the node into the host kernel it shares (nodes
+# run as real root with every capability): debugfs/tracefs mounted writable,
+# and journald's audit socket, which switches kernel auditing on host-wide.
+HOST_UNITS = ("sys-kernel-debug.mount", "sys-kernel-tracing.mount", "systemd-journald-audit.socket")
+
+
+def _mask_host_units(root: Path) -> None:
+    """Mask HOST_UNITS the way `systemctl mask` does (a link to /dev/null)."""
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True, exist_ok=True)
+    for unit in HOST_UNITS:
+        link = units / unit
+        link.unlink(missing_ok=True)
+        os.symlink("/dev/null", link)

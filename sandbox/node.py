@@ -1,15 +1,17 @@
 """Sandbox nodes: throwaway Debian 12 hosts reached over real SSH on loopback.
 
 A node is the cached base image (sandbox.image) with a private overlay on
-top, assembled and served by ``files/node-init.sh`` running as PID 1 of its
-own mount, PID, UTS and IPC namespaces (``unshare --fork``). Its sshd runs
-chrooted into the overlay and listens on the node's loopback address
-(127.0.0.0/8 is all loopback on Linux, nothing is added to any interface).
+top, assembled by ``files/node-init.sh`` in its own mount, PID, UTS, IPC
+and cgroup namespaces (``unshare --fork``), which then becomes the node's
+systemd (PID 1, the overlay as its root). systemd starts the node's sshd,
+which listens on the node's loopback address (127.0.0.0/8 is all loopback on
+Linux, nothing is added to any interface).
 
 Why namespaces: killing the namespace's first process makes the kernel kill
 every process of the node and drop every mount it made, so neither ``down``
-nor a crash can leave a mount or a stray sshd behind. What stays on disk is
-the node directory, which ``down`` (or the next ``up`` of that name) deletes.
+nor a crash can leave a mount or a stray sshd behind. What stays is the node
+directory and the node's (empty) cgroup directory, which ``down`` (or the
+next ``up`` of that name) deletes.
 
 State, under the state directory (repo/.sandbox, or $SANDBOX_STATE_DIR):
 
@@ -22,6 +24,7 @@ State, under the state directory (repo/.sandbox, or $SANDBOX_STATE_DIR):
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import os
@@ -47,6 +50,7 @@ FALLBACK_PORTS = range(2222, 2300)
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+CGROUP_PARENT = "gpu-bringup-sandbox"
 
 
 class SandboxError(RuntimeError):
@@ -86,6 +90,27 @@ def known_hosts() -> Path:
 def node_dir(name: str) -> Path:
     """On-disk directory of node *name*."""
     return state_dir() / "nodes" / name
+
+
+def _cgroup2_mount() -> Path:
+    """Where the host mounts the cgroup v2 hierarchy (/sys/fs/cgroup, or
+    /sys/fs/cgroup/unified on a v1/v2 hybrid host)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            fields = line.split()
+            if fields[fields.index("-") + 1] == "cgroup2":
+                return Path(fields[4])
+    raise SandboxError("no cgroup v2 hierarchy mounted on this host: systemd in the nodes needs one")
+
+
+def node_cgroup(name: str) -> Path:
+    """The node's cgroup v2 directory: the root of its cgroup namespace.
+
+    Named after the node directory too, so nodes of the same name in two
+    state directories do not share it.
+    """
+    tag = hashlib.sha256(str(node_dir(name)).encode()).hexdigest()[:8]
+    return _cgroup2_mount() / CGROUP_PARENT / f"{name}-{tag}"
 
 
 # --------------------------------------------------------------------------
@@ -260,10 +285,20 @@ def _kill_node(name: str) -> None:
         left = [p for p, st in started.items() if st is not None and _alive(p, st)]
         left += pids_in_namespaces(pidns, mntns)
         if not left:
-            return
+            break
         if time.monotonic() > deadline:
             raise SandboxError(f"{name}: processes still alive after SIGKILL: {sorted(set(left))}")
         time.sleep(0.05)
+    _remove_cgroup(node_cgroup(name))
+
+
+def _remove_cgroup(top: Path) -> None:
+    """Delete the (emptied) cgroup *top* and the ones the node's systemd made in it."""
+    if not top.is_dir():
+        return
+    # Children first: a cgroup with sub-cgroups cannot be removed.
+    for path, _dirs, _files in os.walk(top, topdown=False):
+        os.rmdir(path)
 
 
 def _sigkill(pid: int) -> None:
@@ -362,7 +397,7 @@ def _run(cmd: list[str]) -> None:
         raise SandboxError(f"{' '.join(cmd)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
-def _prepare_upper(name: str, addr: str, gpu: str, toolkit: str, base: Path) -> None:
+def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path) -> None:
     """Write the node's own files into its overlay upper layer."""
     upper = node_dir(name) / "upper"
     st = os.stat(base)
@@ -382,6 +417,10 @@ def _prepare_upper(name: str, addr: str, gpu: str, toolkit: str, base: Path) -> 
         _run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", f"root@{name}", "-f", str(key)])
         os.chmod(key, 0o600)
         os.chmod(str(key) + ".pub", 0o644)
+    # A machine id of its own (the journal and dbus key on it), as a fresh install gets.
+    write_file(etc / "machine-id", os.urandom(16).hex() + "\n", 0o444)
+    sshd_d = gpu_standin.ensure_dir(upper, base, "etc/ssh/sshd_config.d")
+    write_file(sshd_d / "sandbox.conf", _sshd_config(addr, port), 0o644)
     dot_ssh = gpu_standin.ensure_dir(upper, base, "root/.ssh")
     os.chmod(dot_ssh, 0o700)
     pub = Path(str(client_key()) + ".pub").read_text()
@@ -390,21 +429,33 @@ def _prepare_upper(name: str, addr: str, gpu: str, toolkit: str, base: Path) -> 
     gpu_standin.install_toolkit(upper, base, toolkit)
 
 
+def _sshd_config(addr: str, port: int) -> str:
+    """The node's sshd settings: its own address, keys only (a drop-in, as operators add them)."""
+    return (f"ListenAddress {addr}:{port}\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            "PermitRootLogin prohibit-password\n")
+
+
 def _spawn(name: str, addr: str, port: int, base: Path) -> dict:
     """Start the node's namespaces detached from us; return its state record."""
     ndir = node_dir(name)
     log = ndir / "node.log"
     cmd = [
-        "setsid", "unshare", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child",
-        "--propagation", "private",
-        "/bin/sh", str(INIT_SCRIPT), str(base), str(ndir), name, addr, str(port),
+        "setsid", "unshare", "--mount", "--pid", "--uts", "--ipc", "--cgroup", "--fork",
+        "--kill-child", "--propagation", "private",
+        "/bin/sh", str(INIT_SCRIPT), str(base), str(ndir), name,
     ]
+    # The node's cgroup namespace is rooted at the cgroup the launcher is in
+    # when it unshares: a fresh one per node, for its systemd to manage.
+    cgroup = node_cgroup(name)
+    cgroup.mkdir(parents=True, exist_ok=True)
     # The shell backgrounds the launcher and exits at once, so the launcher is
     # nobody's child here (the CLI may exit; pytest keeps no zombie) and
     # setsid keeps a Ctrl-C at the terminal from reaching the node.
-    shell = '"$@" </dev/null >>"$LOG" 2>&1 & echo $!'
+    shell = '(echo 0 >"$CGROUP/cgroup.procs" && exec "$@") </dev/null >>"$LOG" 2>&1 & echo $!'
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           "LANG": "C.UTF-8", "LOG": str(log)}
+           "LANG": "C.UTF-8", "LOG": str(log), "CGROUP": str(cgroup)}
     out = subprocess.run(["/bin/sh", "-c", shell, "sh", *cmd], env=env,
                          capture_output=True, text=True, check=True).stdout
     launcher = int(out.strip())
@@ -445,8 +496,11 @@ def _wait_ready(name: str, state: dict) -> None:
         except OSError:
             pass
         time.sleep(0.05)
+    # node.log ends where systemd starts: what came after is in the node's journal.
+    journal = node_dir(name) / "upper" / "var" / "log" / "journal"
     raise SandboxError(f"{name}: sshd not answering after {READY_TIMEOUT_S:.0f} s:\n"
-                       f"{_log_tail(node_dir(name) / 'node.log')}")
+                       f"{_log_tail(node_dir(name) / 'node.log')}\n"
+                       f"(boot log: journalctl -D {journal} -b)")
 
 
 def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None = None) -> dict:
@@ -472,7 +526,7 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
             _mkdir(ndir / sub, 0o755)
         write_file(ndir / "node.log", "", 0o644)
         try:
-            _prepare_upper(name, addr, gpu, toolkit, base)
+            _prepare_upper(name, addr, port, gpu, toolkit, base)
             state = _spawn(name, addr, port, base)
             _wait_ready(name, state)
         except BaseException:

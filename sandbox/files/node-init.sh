@@ -1,15 +1,15 @@
 #!/bin/sh
-# First process (PID 1) of a sandbox node's private mount/PID/UTS/IPC
+# First process (PID 1) of a sandbox node's private mount/PID/UTS/IPC/cgroup
 # namespaces, started by `unshare` from sandbox/node.py. It assembles the
-# node's root and becomes the node's sshd. Every mount made here lives only
-# in this mount namespace: when this process dies (down, crash, kill -9) the
-# kernel kills every process of the node and drops every mount with it.
+# node's root and becomes the node's systemd, which starts sshd as on a real
+# host. Every mount made here lives only in this mount namespace: when this
+# process dies (down, crash, kill -9) the kernel kills every process of the
+# node and drops every mount with it.
 #
-# usage: node-init.sh BASE_ROOT NODE_DIR NAME ADDR PORT
+# usage: node-init.sh BASE_ROOT NODE_DIR NAME
 set -eu
-# As systemd starts a real host's sshd: sessions inherit this umask.
 umask 022
-base=$1 node=$2 name=$3 addr=$4 port=$5
+base=$1 node=$2 name=$3
 root=$node/root
 
 # overlay: the shared read-only base image below, this node's changes above.
@@ -18,8 +18,14 @@ mount -t overlay overlay \
 
 # /proc of the node's own PID namespace, as a real host has it.
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+# /proc/sys read-only, as systemd-nspawn does: the node shares the host's
+# kernel and network namespace, its systemd-sysctl must not retune them.
+mount --bind "$root/proc/sys" "$root/proc/sys"
+mount -o remount,bind,ro "$root/proc/sys"
 # /sys read-only: it is the host kernel's, a node must not reconfigure it.
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys"
+# The node's cgroup (its own cgroup namespace): systemd tracks services there.
+mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 "$root/sys/fs/cgroup"
 
 # /dev: a private tmpfs with the usual nodes (not the host's devtmpfs, so
 # nothing the node does under /dev touches the host).
@@ -42,18 +48,20 @@ mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts "$root/dev/p
 ln -s pts/ptmx "$root/dev/ptmx"
 mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$root/dev/shm"
 
-# /run is a tmpfs on a real host; sshd needs /run/sshd for privilege separation.
+# /run is a tmpfs on a real host (systemd creates what it needs there).
 mount -t tmpfs -o nosuid,nodev,mode=0755 tmpfs "$root/run"
-mkdir -m 0755 "$root/run/sshd" "$root/run/lock"
 
 hostname "$name"
 # The driver stand-in may have added a library: refresh the loader cache the
 # way the driver package's ldconfig trigger would.
 chroot "$root" /sbin/ldconfig
 
-# sshd in the foreground as PID 1: it reaps its own children and orphans.
-exec chroot "$root" /usr/sbin/sshd -D -e \
-    -o "ListenAddress=$addr:$port" \
-    -o "PasswordAuthentication=no" \
-    -o "KbdInteractiveAuthentication=no" \
-    -o "PermitRootLogin=prohibit-password"
+# The overlay becomes / (systemd expects a root mount, not a chroot); the
+# host's tree is detached from this mount namespace.
+cd "$root"
+pivot_root . .
+umount -l .
+# systemd as PID 1; `container` tells it (and systemd-detect-virt) that it
+# runs in a container: no udev, no getty on ttys, no hardware setup.
+export container=sandbox
+exec /lib/systemd/systemd

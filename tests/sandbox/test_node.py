@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -177,10 +178,11 @@ def test_node_looks_like_a_host(incident, sandbox_ssh):
     assert sandbox_ssh(incident, "apt-get --version").stdout.startswith("apt ")
     assert sandbox_ssh(incident, "hostname").stdout.strip() == "t-incident"
     assert sandbox_ssh(incident, ". /etc/os-release; echo $ID $VERSION_ID").stdout.split() == ["debian", "12"]
-    # Its own PID namespace: sshd is PID 1, no host process is visible.
-    assert sandbox_ssh(incident, "cat /proc/1/comm").stdout.strip() == "sshd"
+    # Its own PID namespace: systemd is PID 1, no host process is visible.
+    assert sandbox_ssh(incident, "cat /proc/1/comm").stdout.strip() == "systemd"
     mounts = sandbox_ssh(incident, "cat /proc/mounts").stdout
-    for point in (" / overlay", " /proc proc", " /sys sysfs", " /dev tmpfs", " /dev/pts devpts"):
+    for point in (" / overlay", " /proc proc", " /sys sysfs", " /dev tmpfs", " /dev/pts devpts",
+                  " /sys/fs/cgroup cgroup2", " /proc/sys proc ro,"):
         assert point in mounts
     modes = sandbox_ssh(incident, "stat -c '%a %n' /root/.ssh/authorized_keys /usr/bin/nvidia-smi").stdout
     assert modes.split("\n")[:2] == ["600 /root/.ssh/authorized_keys", "755 /usr/bin/nvidia-smi"]
@@ -189,6 +191,37 @@ def test_node_looks_like_a_host(incident, sandbox_ssh):
     assert libs == ["libcuda.so.1", "1"]
     # A pty works (interactive operators, sudo -S...).
     assert sandbox_ssh(incident, "python3 -c 'import pty; pty.spawn([\"tty\"])'").stdout.startswith("/dev/pts/")
+
+
+T_UNIT = """[Service]
+Type=oneshot
+RemainAfterExit=yes
+User=nobody
+EnvironmentFile=/etc/t-unit.env
+Environment=WHERE=unit
+ExecStart=/bin/sh -c 'echo "$$GREETING from $$WHERE as $$(id -un)"'
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_systemd_runs_units_as_on_a_host(incident, sandbox_ssh):
+    """What tasks/service.py and the node checks rely on: units, env files, the journal."""
+    sandbox_ssh(incident, "test -d /run/systemd/system")  # how pyinfra tasks detect systemd
+    assert sandbox_ssh(incident, "systemctl is-system-running --wait").stdout.strip() == "running"
+    sandbox_ssh(incident, f"echo 'GREETING=hello world' >/etc/t-unit.env && "
+                          f"printf %s {shlex.quote(T_UNIT)} >/etc/systemd/system/t-unit.service && "
+                          f"systemctl daemon-reload && systemctl enable --now t-unit.service")
+    assert sandbox_ssh(incident, "systemctl is-active t-unit").stdout.strip() == "active"
+    assert sandbox_ssh(incident, "systemctl show -p Environment t-unit").stdout.strip() == "Environment=WHERE=unit"
+    assert "hello world from unit as nobody" in sandbox_ssh(incident, "journalctl -u t-unit").stdout
+    env = sandbox_ssh(incident, "systemd-run -q -p User=nobody -p EnvironmentFile=/etc/t-unit.env "
+                                "--wait --pipe env").stdout.splitlines()
+    assert "GREETING=hello world" in env and "USER=nobody" in env
+    failed = sandbox_ssh(incident, "systemd-run -q --unit t-fail sh -c 'echo boom; exit 3'; sleep 1; "
+                                   "systemctl is-failed t-fail; journalctl -u t-fail")
+    assert failed.stdout.startswith("failed\n") and "boom" in failed.stdout
 
 
 def test_paramiko_with_strict_host_keys(incident):
@@ -272,6 +305,7 @@ def test_two_nodes_at_once_then_down_all_leaves_nothing(private_state, sandbox_s
     assert [p for p in pids if is_running(p)] == []
     with open("/proc/self/mountinfo") as fh:
         assert str(state) not in fh.read()
+    assert not node.node_cgroup("n1").exists() and not node.node_cgroup("n2").exists()
     assert not list((state / "nodes").iterdir())
     assert registry(state) == {"nodes": {}}
     assert (state / "ssh" / "known_hosts").read_text() == ""
