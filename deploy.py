@@ -23,13 +23,11 @@ if node:
     repo_changes = cuda_repository(node) if node.runs("repo") else []
     if node.runs("toolkit"):
         cuda_toolkit(node, repo_changes)
-    if node.runs("env"):
-        cuda_environment(node)
+    env_changes = cuda_environment(node) if node.runs("env") else []
     if node.runs("account"):
         service_account(node)
-    if node.runs("venv"):
-        sglang_venv(node)
+    venv_changes = sglang_venv(node) if node.runs("venv") else []
     if node.runs("prewarm"):
         flashinfer_prewarm(node)
     if node.runs("service"):
-        sglang_service(node)
+        sglang_service(node, changes=[*env_changes, *venv_changes])

@@ -88,6 +88,7 @@ SCHEMA = {
     "service_port": checks.Port(),
     "service_args": checks.Arguments(),
     "service_env": checks.Assignments(),
+    "service_enable": checks.Bool(),
     "prewarm_modules": checks.ListOf(PrewarmModule()),
     "prewarm_head_dims": checks.ListOf(checks.HeadDim()),
     "prewarm_dtypes": checks.ListOf(checks.Choice("bf16", "fp16")),
@@ -140,6 +141,9 @@ class Config:
     # Variables of your own the service env file gets (managed: deploy keeps them
     # as set here); they may not name a key the plan manages.
     service_env: tuple = ()
+    # On a systemd host with a model: enable and start the unit (false: write it only,
+    # for nodes staged before their model or their GPUs are ready).
+    service_enable: bool = True
     # JIT modules compiled before the service starts: FlashInfer's (sampling, rope,
     # norm, activation:<fn>, page, cascade, prefill, decode; attention modules for
     # each head dim and dtype below) and SGLang's own (sglang-activation, per dtype).

@@ -323,7 +323,7 @@ def _service(config, env):
     return ServicePlan(user=config.service_user, home=layout.service_home, env_file=layout.env_file, env=env,
                        unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
                        description=f"SGLang server ({config.service_model or 'no model configured'})",
-                       enable=bool(config.service_model))
+                       enable=bool(config.service_model) and config.service_enable)
 
 
 def _repo(facts, config, add):

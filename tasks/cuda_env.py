@@ -14,7 +14,8 @@ HEADER = "# Managed by gpu-bringup (tasks/cuda_env.py): it sets the keys below; 
 @deploy("CUDA environment")
 def cuda_environment(node):
     """
-    Make every consumer resolve the plan's toolkit and no other.
+    Make every consumer resolve the plan's toolkit and no other; returns the
+    operations whose change the running service must pick up.
 
     + node: the NodePlan (``toolkit``, ``session_path``, ``service``, ``layout``)
     """
@@ -25,7 +26,8 @@ def cuda_environment(node):
                     managed={"CUDA_HOME": home}, header=HEADER, quoted=["PATH"], path_entry=f"{home}/bin",
                     default_path=node.session_path)
     directory_if_missing(name="Service environment directory", path=posixpath.dirname(node.service.env_file))
-    shared_env_file(name="Service environment file", path=node.service.env_file, managed=node.service.env,
-                    header=HEADER)
+    env_file = shared_env_file(name="Service environment file", path=node.service.env_file,
+                               managed=node.service.env, header=HEADER)
     if node.manage_alternative:
         cuda_alternative(name="Point /usr/local/cuda at the chosen toolkit", home=home)
+    return [env_file]

@@ -13,14 +13,14 @@ from tasks.operations.sglang import venv_from_lock
 def sglang_venv(node):
     """
     Build the venv from the plan's lock; an external venv (``venv.managed`` false)
-    is left as it is.
+    is left as it is. Returns the operations that changed the live venv.
 
     + node: the NodePlan (``venv``)
     """
     venv = node.venv
     if not venv.managed:
-        return
+        return []
     apt.packages(name="Python venv support and the host compiler FlashInfer's JIT uses",
                  packages=list(venv.system_packages), no_recommends=True)
     directory_if_missing(name="Venv root", path=posixpath.dirname(venv.path))
-    venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)
+    return [venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)]

@@ -55,29 +55,50 @@ def read_text(host, path):
     return result.stdout if result.rc == 0 else None
 
 
-def service_env(host, expected):
-    """The service env file's assignments as systemd reads them; fails the check
-    when the file cannot be read (the service would not start as planned)."""
-    text = read_text(host, expected.layout.env_file)
-    if text is None:
-        fail(expected, "service environment", f"a readable {expected.layout.env_file}", "missing")
-    return parse_env_file(text)
+def on_systemd(host):
+    """Whether systemd runs the node (then it answers for the service's environment)."""
+    return host.run("test -d /run/systemd/system").rc == 0
+
+
+def systemd_run(host, expected, command, as_service_user=False):
+    """Run a shell snippet as a transient systemd service with the unit's
+    ``EnvironmentFile=`` and ``Environment=`` (and its ``User=`` when asked): systemd
+    itself reads the files, so the check sees what the service will see."""
+    unit = read_text(host, expected.layout.unit) or ""
+    properties = [f"EnvironmentFile={expected.layout.env_file}",
+                  *(f"Environment={key}={value}" for key, value in unit_environment(unit).items())]
+    if as_service_user:
+        properties.append(f"User={expected.config.service_user}")
+    arguments = " ".join(f"--property={shlex.quote(item)}" for item in properties)
+    return host.run(f"systemd-run --quiet --wait --pipe --collect --service-type=exec {arguments} "
+                    f"-- /bin/sh -c {shlex.quote(command)} </dev/null")
 
 
 def service_environment(host, expected):
-    """What the service process gets: the unit's Environment= (when the unit is
-    there), overridden by the env file (systemd's order), or ``(None, why)``."""
+    """What the service process gets, or ``(None, why)``: asked of systemd where it
+    runs the node (a transient unit with the unit's environment prints ``env``), else
+    the unit's Environment= overridden by the env file, read as systemd would
+    (control/envfile.py)."""
     text = read_text(host, expected.layout.env_file)
     if text is None:
         return None, f"no service env file {expected.layout.env_file}"
+    if on_systemd(host):
+        result = systemd_run(host, expected, "env -0 | tr '\\0' '\\036'")
+        if result.rc != 0:
+            return None, f"systemd-run exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"
+        pairs = (item.partition("=") for item in result.stdout.split("\x1e") if "=" in item)
+        return {key: value for key, _, value in pairs}, ""
     unit = read_text(host, expected.layout.unit)
     return {**(unit_environment(unit) if unit else {}), **parse_env_file(text)}, ""
 
 
 def run_in_service_env(host, expected, command, as_service_user=False):
     """Run a shell snippet with exactly the service's environment (as its user when
-    asked); fails the check when there is no service environment."""
+    asked): through systemd where it runs, else rebuilt from the files; fails the
+    check when there is no service environment."""
     env, why = service_environment(host, expected)
     if env is None:
         fail(expected, "service environment", "an env file", why)
+    if on_systemd(host):
+        return systemd_run(host, expected, command, as_service_user)
     return host.run(service_command(env, command, expected.config.service_user if as_service_user else None))

@@ -1,7 +1,7 @@
 """The service's environment file: root-owned, not writable by others, holding every
 key the plan manages with the plan's value (the operator's own lines may stand beside them)."""
 
-from tests.node.remote import fail, service_env, stat
+from tests.node.remote import fail, service_environment, stat
 
 
 def test_service_env_file_owner_and_mode(host, expected):
@@ -13,7 +13,10 @@ def test_service_env_file_owner_and_mode(host, expected):
 
 
 def test_service_env_file_matches_plan(host, expected):
-    seen, want = service_env(host, expected), expected.env
+    seen, why = service_environment(host, expected)
+    if seen is None:
+        fail(expected, "service environment", f"a readable {expected.layout.env_file}", why)
+    want = expected.env
     problems = [f"missing {key}" for key in want if key not in seen]
     problems += [f"{key}={seen[key]} (want {want[key]})" for key in want if key in seen and seen[key] != want[key]]
     if problems:
