@@ -26,7 +26,9 @@ def sglang_service(node, changes=()):
                           service=service)
     if not (host.get_fact(Directory, path="/run/systemd/system") and service.enable):
         return
-    systemd.service(name="Enable and start sglang", service="sglang.service", enabled=True, running=True,
-                    daemon_reload=unit.did_change)
+    systemd.daemon_reload(name="Reload systemd (the unit changed)", _if=unit.did_change)
+    started = systemd.service(name="Enable and start sglang", service="sglang.service", enabled=True,
+                              running=True)
+    changed = any_changed(unit, *changes)
     systemd.service(name="Restart sglang (its unit, environment or venv changed)", service="sglang.service",
-                    restarted=True, _if=any_changed(unit, *changes))
+                    restarted=True, _if=lambda: changed() and not started.did_change())

@@ -7,8 +7,8 @@ import pytest
 
 from bringup.torch_builds import covers_sm
 from bringup.versions import major_minor, same_major_minor
-from tests.node.expected import VENV_SCRIPT, parse_venv_output, service_command
-from tests.node.remote import fail, service_environment
+from tests.node.expected import VENV_SCRIPT, parse_venv_output
+from tests.node.remote import fail, run_in_service_env, service_environment
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +22,8 @@ def venv(host, expected):
     env, why = service_environment(host, expected)
     if env is None:
         return {"error": why}
-    result = host.run(service_command(env, f"{shlex.quote(python)} -c {shlex.quote(VENV_SCRIPT)}",
-                                      expected.config.service_user))
+    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(VENV_SCRIPT)}",
+                                as_service_user=True)
     data = parse_venv_output(result.stdout)
     if data is None:
         return {"error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
