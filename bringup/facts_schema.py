@@ -40,6 +40,8 @@ SCHEMA = {
     "resolution": {"cuda_home": OPT_STR, "version": OPT_STR, "via": STR, "nvcc_ok": BOOL, "env_file": BOOL,
                    "arch_list_env": OPT_STR},
     "python": Optional({"version": STR}),
+    "python_interpreters": Items({"path": STR, "version": STR}),
+    "cuda_packages": Optional({}),
     "torch": Optional({"version": STR, "cuda": OPT_STR, "arch_list": Items(STR), "error": STR}),
     "flashinfer": Optional({"version": STR}),
     "sglang": Optional({"version": STR}),

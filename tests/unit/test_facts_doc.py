@@ -47,6 +47,10 @@ via=CUDA_HOME
 Cuda compilation tools, release 13.0, V13.0.88
 @@ python rc=0
 Python 3.11.2
+@@ python-alt rc=0 path=/usr/bin/python3.11
+Python 3.11.2
+@@ deb-packages rc=0
+ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
 {"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"]}}
 @@ prewarm rc=0
@@ -64,14 +68,18 @@ sglang 755 directory|/var/cache/sglang
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 
 
+# Objects whose keys are data, not the document's keys: the manifest, package names.
+OPAQUE = ("jit_cache.prewarm.manifest", "cuda_packages")
+
+
 def key_paths(value, prefix=""):
-    """Dotted key paths of a document (``[]`` for list items); an opaque manifest stops."""
+    """Dotted key paths of a document (``[]`` for list items); an opaque object stops."""
     paths = set()
     if isinstance(value, dict):
         for key, item in value.items():
             path = f"{prefix}.{key}" if prefix else key
             paths.add(path)
-            if path != "jit_cache.prewarm.manifest":
+            if path not in OPAQUE:
                 paths |= key_paths(item, path)
     elif isinstance(value, list):
         for item in value:
