@@ -265,7 +265,7 @@ def parse_index(text):
     """A Debian ``Packages`` index -> one dict of fields per stanza (continuation lines
     joined; only the fields a lock needs are kept).
 
-    >>> parse_index("Package: a\\nVersion: 1-1\\nDepends: b (>= 1),\\n c\\n\\nPackage: b\\nVersion: 2-1\\n")[0]["Depends"]
+    >>> parse_index("Package: a\\nVersion: 1-1\\nDepends: b (>= 1),\\n c\\n\\nPackage: b\\n")[0]["Depends"]
     'b (>= 1), c'
     """
     stanzas, current, key = [], {}, None
@@ -296,7 +296,8 @@ def upstream_version(version):
     return version.rsplit("-", 1)[0] if "-" in version else version
 
 
-DEPENDENCY = re.compile(r"^(?P<name>[a-z0-9][a-z0-9.+-]*)(?::[a-z0-9-]+)?\s*(?:\((?P<op><<|<=|=|>=|>>)\s*(?P<version>[^)\s]+)\))?")
+DEPENDENCY = re.compile(r"^(?P<name>[a-z0-9][a-z0-9.+-]*)(?::[a-z0-9-]+)?"
+                        r"\s*(?:\((?P<op><<|<=|=|>=|>>)\s*(?P<version>[^)\s]+)\))?")
 
 
 def parse_depends(text):

@@ -39,6 +39,13 @@ def render(host, facts, node):
                  else f"  torch     : planned {node.torch_cuda} build (no venv yet)")
     lines.append(f"  plan      : CUDA {node.toolkit.version} at {node.toolkit.home}, "
                  f"FLASHINFER_CUDA_ARCH_LIST=\"{node.arch_list}\"")
+    if node.repo:
+        lines.append(f"  repo      : {node.repo.url} ({node.repo.evidence or 'unknown'} evidence)")
+    lines.append(f"  toolkit   : {node.toolkit.lock or 'not locked'}")
+    venv = node.venv
+    if venv and venv.managed:
+        lines.append(f"  venv      : {venv.lock or 'no lock'} with {venv.python} "
+                     f"(CPython {venv.python_version or '-'}), uv from {venv.uv_lock or '-'}")
     ordered = sorted(node.findings, key=lambda finding: SEVERITIES.index(finding.severity))
     for finding in ordered:
         lines.append(f"  [{MARKS[finding.severity]:7}] {finding.code}: {finding.message}")

@@ -160,3 +160,9 @@ def test_every_supported_platform_has_its_evidence_stated():
 def test_cpu_tables(machine, arch, dpkg):
     assert (repo_arch(machine), dpkg_arch(machine)) == (arch, dpkg)
 
+
+def test_unverified_repository_is_a_warning():
+    node = plan({"os": {"id": "debian", "version_id": "13", "arch": "aarch64"}, "gpus": []}, Config())
+    assert "REPO_UNVERIFIED" in node.codes("warning") and node.repo.evidence == "unverified"
+    node = plan({"os": {"id": "ubuntu", "version_id": "24.04", "arch": "aarch64"}, "gpus": []}, Config())
+    assert "REPO_UNVERIFIED" not in node.codes()
