@@ -304,6 +304,6 @@ def test_report_names_the_chosen_locks_and_cpython():
     assert ("  venv      : files/locks/sglang-0.5.23-cp311-x86_64.txt with /usr/bin/python3.11 (CPython 3.11), "
             "uv from files/locks/uv-cp311-x86_64.txt") in text
     assert "  toolkit   : not locked" in text
-    assert "ubuntu2204/x86_64/ (nvidia evidence)" in text
+    assert "ubuntu2204/x86_64/ (ubuntu2204/x86_64: listed by NVIDIA)" in text
     converged_text = render("n", converged(), plan(converged(), Config()))
     assert "toolkit   : files/locks/cuda-13.0-debian12-x86_64.txt" in converged_text
