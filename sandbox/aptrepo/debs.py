@@ -6,10 +6,11 @@ toolkit X.Y installs under ``/usr/local/cuda-X.Y``, libraries and headers in
 ``targets/x86_64-linux/{lib,include}`` (reached through the ``lib64`` and
 ``include`` links), the compiler in ``bin``, the NVVM pieces in ``nvvm``.
 One table, ``toolkit_packages()``, makes the packages of every release set of
-wheels.lock; ``LAYOUTS`` says where each CUDA major's wheels keep what the
-packages ship. Every wheel file must be claimed by a package and no two
-packages may ship the same path (checked at build). A package made the same
-from two sets is built once.
+wheels.lock (CUDA 13.0 GA, 13.0 update 2); ``LAYOUTS`` says where each CUDA
+major's wheels keep what the packages ship. Every wheel file must be claimed
+by a package and no two packages may ship the same path (checked at build).
+A package made the same from two sets (libcurand-13-0 10.4.0.35-1 is in both
+13.0 sets) is built once.
 
 The nvcc.profile shipped in the 13.0 nvcc wheel is NVIDIA's, unchanged: from
 ``/usr/local/cuda-13.0/bin`` it resolves ``TOP=/usr/local/cuda-13.0``, so
@@ -74,6 +75,13 @@ LAYOUTS = {
         runtime_static=("lib/libcudart_static.a", "lib/libcudadevrt.a"),
     ),
 }
+
+# Where nvidia-nvvm keeps cicc, by wheel version (unzip -l): bin/cicc in 13.0.48
+# (13.0 GA), nvvm/bin/cicc from 13.0.88 on. nvcc.profile looks in nvvm/bin
+# (CICC_PATH = $(TOP)/nvvm/bin), where NVIDIA's cuda-nvvm package puts it.
+CICC_IN_WHEEL = {"13.0.48": "bin/cicc"}
+CICC_DEFAULT = "nvvm/bin/cicc"
+
 
 @dataclass(frozen=True)
 class Release:
@@ -259,13 +267,13 @@ def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
 
 
 def _nvvm_package(rel: Release) -> Pkg:
-    home = rel.home
+    home, nvvm = rel.home, rel.wheel("nvvm")
     return Pkg(
         name=f"cuda-nvvm{rel.suffix}",
         version=rel.version("nvvm"),
         description="CUDA nvvm (cicc, libNVVM, libdevice)",
         files=(
-            (*rel.src("nvvm", "nvvm/bin/cicc"), f"{home}/nvvm/bin/cicc"),
+            (*rel.src("nvvm", CICC_IN_WHEEL.get(nvvm.version, CICC_DEFAULT)), f"{home}/nvvm/bin/cicc"),
             (*rel.src("nvvm", "nvvm/libdevice/"), f"{home}/nvvm/libdevice/"),
             (*rel.src("nvvm", rel.layout.nvvm_h), f"{home}/nvvm/include/nvvm.h"),
             (*rel.src("nvvm", rel.layout.libnvvm), f"{home}/nvvm/lib64/libnvvm.so.4.0.0"),
