@@ -6,17 +6,22 @@ toolkit X.Y installs under ``/usr/local/cuda-X.Y``, libraries and headers in
 ``targets/x86_64-linux/{lib,include}`` (reached through the ``lib64`` and
 ``include`` links), the compiler in ``bin``, the NVVM pieces in ``nvvm``.
 One table, ``toolkit_packages()``, makes the packages of every release set of
-wheels.lock (CUDA 13.0 GA, 13.0 update 2); ``LAYOUTS`` says where each CUDA
-major's wheels keep what the packages ship. Every wheel file must be claimed
-by a package and no two packages may ship the same path (checked at build).
-A package made the same from two sets (libcurand-13-0 10.4.0.35-1 is in both
-13.0 sets) is built once.
+wheels.lock (CUDA 13.0 GA, 13.0 update 2, 12.8 update 1); ``LAYOUTS`` says
+where each CUDA major's wheels keep what the packages ship. Every wheel file
+must be claimed by a package and no two packages may ship the same path
+(checked at build). A package made the same from two sets (libcurand-13-0
+10.4.0.35-1 is in both 13.0 sets) is built once.
 
 The nvcc.profile shipped in the 13.0 nvcc wheel is NVIDIA's, unchanged: from
 ``/usr/local/cuda-13.0/bin`` it resolves ``TOP=/usr/local/cuda-13.0``, so
 cicc is ``nvvm/bin/cicc``, libdevice ``nvvm/libdevice``, includes
 ``targets/x86_64-linux/include`` and ``.../include/cccl``, libraries
 ``targets/x86_64-linux/lib`` and ``.../lib/stubs``: the layout below.
+
+The 12.x wheels hold the real ptxas, libNVVM, libdevice and crt headers but no
+nvcc driver, no cicc and no fatbinary, so CUDA 12.8 cannot compile here: its
+``bin/nvcc`` is the version-reporting stand-in ``nvcc-12.8`` (SANDBOX
+STAND-IN, next to this file), its ``bin/ptxas`` NVIDIA's.
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ class Layout:
 
     Read from the wheels themselves (unzip -l of the locked files): the 13.x
     wheels share the root ``nvidia/cu13/`` and ship crt and NVVM as wheels of
-    their own.
+    their own; each 12.x ``-cu12`` wheel has its own root and keeps crt and
+    NVVM inside the nvcc wheel, which holds ptxas as its only program.
     """
     # part -> (wheel name, root of its files inside the wheel); a part whose
     # wheel is not in a release set is not packaged for it.
@@ -61,6 +67,8 @@ class Layout:
     nvvm_h: str
     nvcc_headers: tuple[str, ...]         # headers cuda-nvcc ships (not crt/)
     runtime_static: tuple[str, ...]       # static libraries of the runtime wheel
+    # The nvcc wheel has the nvcc driver, cicc (in the nvvm part) and fatbinary.
+    complete: bool
 
 
 LAYOUTS = {
@@ -73,6 +81,21 @@ LAYOUTS = {
         nvvm_h="include/nvvm.h",
         nvcc_headers=("include/fatbinary_section.h",),
         runtime_static=("lib/libcudart_static.a", "lib/libcudadevrt.a"),
+        complete=True,
+    ),
+    12: Layout(
+        parts={
+            "nvcc": ("nvidia-cuda-nvcc-cu12", "nvidia/cuda_nvcc/"),
+            "crt": ("nvidia-cuda-nvcc-cu12", "nvidia/cuda_nvcc/"),
+            "nvvm": ("nvidia-cuda-nvcc-cu12", "nvidia/cuda_nvcc/"),
+            "cccl": ("nvidia-cuda-cccl-cu12", "nvidia/cuda_cccl/"),
+            "runtime": ("nvidia-cuda-runtime-cu12", "nvidia/cuda_runtime/"),
+        },
+        libnvvm="nvvm/lib64/libnvvm.so",
+        nvvm_h="nvvm/include/nvvm.h",
+        nvcc_headers=("include/fatbinary_section.h", "include/nvPTXCompiler.h"),
+        runtime_static=(),
+        complete=False,
     ),
 }
 
@@ -81,6 +104,10 @@ LAYOUTS = {
 # (CICC_PATH = $(TOP)/nvvm/bin), where NVIDIA's cuda-nvvm package puts it.
 CICC_IN_WHEEL = {"13.0.48": "bin/cicc"}
 CICC_DEFAULT = "nvvm/bin/cicc"
+
+# bin/nvcc of a toolkit whose wheels have no nvcc driver: SANDBOX STAND-IN
+# scripts that only report the version (text of NVIDIA's nvcc of that release).
+NVCC_STANDINS = {"12.8": Path(__file__).with_name("nvcc-12.8")}
 
 
 @dataclass(frozen=True)
@@ -109,7 +136,7 @@ class Release:
 
     @property
     def priority(self) -> int:
-        """update-alternatives priority: 130 for 13.0 (the newest toolkit wins)."""
+        """update-alternatives priority: 128 for 12.8, 130 for 13.0 (newest wins)."""
         major, minor = self.cuda.split(".")
         return int(major) * 10 + int(minor)
 
@@ -268,12 +295,15 @@ def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
 
 def _nvvm_package(rel: Release) -> Pkg:
     home, nvvm = rel.home, rel.wheel("nvvm")
+    cicc = ()
+    if rel.layout.complete:
+        cicc = ((*rel.src("nvvm", CICC_IN_WHEEL.get(nvvm.version, CICC_DEFAULT)), f"{home}/nvvm/bin/cicc"),)
     return Pkg(
         name=f"cuda-nvvm{rel.suffix}",
         version=rel.version("nvvm"),
-        description="CUDA nvvm (cicc, libNVVM, libdevice)",
+        description="CUDA nvvm (cicc, libNVVM, libdevice)" if cicc else "CUDA nvvm (libNVVM, libdevice)",
         files=(
-            (*rel.src("nvvm", CICC_IN_WHEEL.get(nvvm.version, CICC_DEFAULT)), f"{home}/nvvm/bin/cicc"),
+            *cicc,
             (*rel.src("nvvm", "nvvm/libdevice/"), f"{home}/nvvm/libdevice/"),
             (*rel.src("nvvm", rel.layout.nvvm_h), f"{home}/nvvm/include/nvvm.h"),
             (*rel.src("nvvm", rel.layout.libnvvm), f"{home}/nvvm/lib64/libnvvm.so.4.0.0"),
@@ -288,16 +318,25 @@ def _nvvm_package(rel: Release) -> Pkg:
 def _nvcc_package(rel: Release) -> Pkg:
     home, sfx = rel.home, rel.suffix
     tgt = f"{home}/targets/x86_64-linux"
+    standin = ()
+    if not rel.layout.complete:
+        if rel.cuda not in NVCC_STANDINS:
+            raise RuntimeError(f"CUDA {rel.cuda}: its wheels have no nvcc and there is no stand-in for it")
+        standin = ((f"{home}/bin/nvcc", NVCC_STANDINS[rel.cuda].read_text(), 0o755),)
     return Pkg(
         name=f"cuda-nvcc{sfx}",
         version=rel.version("nvcc"),
-        description="CUDA nvcc",
+        description="CUDA nvcc" if not standin else
+                    "CUDA nvcc (ptxas; nvcc is a version-reporting sandbox stand-in)\n"
+                    "NVIDIA's PyPI wheels of this release carry ptxas but no nvcc driver,\n"
+                    "cicc or fatbinary: bin/nvcc only answers --version.",
         depends=(f"cuda-crt{sfx} (>= {rel.wheel('crt').version})",
                  f"cuda-nvvm{sfx} (>= {rel.wheel('nvvm').version})"),
         files=(
             (*rel.src("nvcc", "bin/"), f"{home}/bin/"),
             *((*rel.src("nvcc", h), f"{tgt}/{h}") for h in rel.layout.nvcc_headers),
         ),
+        texts=standin,
     )
 
 
@@ -387,9 +426,11 @@ def check_layout(wheels: dict[LockedWheel, Path], packages: list[Pkg]) -> None:
 
 
 def _payload(member: zipfile.ZipInfo) -> bool:
-    """A file the toolkit needs: not NVIDIA's build records (.metadata/), not the dist-info."""
+    """A file the toolkit needs: not NVIDIA's build records (.metadata/), not the
+    empty __init__.py package markers of the 12.x wheels, not the dist-info."""
     parts = member.filename.split("/")
-    return not member.is_dir() and parts[0] == "nvidia" and ".metadata" not in parts
+    return (not member.is_dir() and parts[0] == "nvidia" and ".metadata" not in parts
+            and parts[-1] != "__init__.py")
 
 
 def _matches(members, src: str):
