@@ -7,8 +7,11 @@ keyring ``cuda-keyring_1.1-1_all.deb``, key 3bf863cc). Grace, GB200 and GB10 (DG
 are SBSA (Arm server) machines: their packages are in the ``sbsa`` directory; ``arm64``
 is the Jetson/Tegra tree (``ubuntu2004/arm64`` stops at CUDA 12.2) and never used here.
 
-CPython per distribution. Sources: the distributions' package indexes, read with apt
-(packages.debian.org / packages.ubuntu.com show the same records):
+CPython per distribution. Sources: the distributions' own package indexes (Debian's
+``Packages.xz`` from deb.debian.org; Ubuntu's through ``apt-get update``/``apt-cache
+policy`` against archive.ubuntu.com and security.ubuntu.com, every pocket and component),
+read on 2026-11-29. packages.debian.org / packages.ubuntu.com render the same records;
+their pages named below were not reachable from this project's machines:
 - Debian 12 bookworm: ``python3`` 3.11.2-1+b1, ``python3.11``/``python3.11-venv``
   3.11.2-6+deb12u8 (main); no ``python3.12``/``python3.13`` in main, contrib, non-free,
   bookworm-updates or bookworm-backports
