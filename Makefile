@@ -11,7 +11,7 @@ DEMO_NODE := gpu1
 DEMO_ADDR := 127.0.0.11
 DEMO_GPU := rtx-pro-6000-x8
 
-.PHONY: setup host-deps test demo sandbox-up sandbox-down bench lock
+.PHONY: setup host-deps test demo sandbox-up sandbox-down bench lock lock-venv lock-cuda
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -55,9 +55,17 @@ bench: setup
 	$(PY) bench/validate_cost.py
 	$(PY) bench/prewarm_venv.py $(DEMO_NODE)
 
-# Regenerate the venv locks (pins with hashes) from files/locks/*.in.
-lock: setup
-	for input in files/locks/*.in; do \
-		$(VENV)/bin/uv pip compile $$input --python-version 3.11 --python-platform x86_64-manylinux_2_34 \
-			--generate-hashes --no-header -q -o $${input%.in}-cp311-x86_64.txt; \
-	done
+# Regenerate files/locks/ from its .in files (control/locks.py): the venv locks for
+# every supported CPython and CPU (uv pip compile, PyPI), then the toolkit locks from
+# CUDA_REPO_URL's Packages index for CUDA_PLATFORMS (<distro>-<machine>,... or all).
+# CUDA_REPO_URL=sandbox reads the sandbox's apt repository (the platforms it serves).
+# Nothing changes when the inputs and indexes did not.
+CUDA_REPO_URL ?= https://developer.download.nvidia.com/compute/cuda/repos
+CUDA_PLATFORMS ?= all
+lock: lock-venv lock-cuda
+
+lock-venv: setup
+	$(PY) -m control.locks venv
+
+lock-cuda: setup
+	$(PY) -m control.locks cuda --repo-url '$(CUDA_REPO_URL)' --platforms '$(CUDA_PLATFORMS)'

@@ -7,8 +7,8 @@ its concern: ``stack_`` (what the venv runs), ``venv_``, ``service_``,
 The README's settings table repeats these defaults.
 """
 
+import os
 import posixpath
-import re
 from dataclasses import dataclass, fields, replace
 
 from packaging.version import Version
@@ -17,10 +17,9 @@ from bringup import checks
 from bringup.caches import CACHE_DIRS
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
+from bringup.locks import venv_lock_target
 from bringup.versions import parse
 
-# make lock names locks <stack>-cp<major><minor>-<machine>.txt.
-LOCK_NAME = re.compile(r"-cp(?P<major>3)(?P<minor>\d+)-(?P<machine>x86_64|aarch64)\.txt$")
 PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_")
 # The steps of deploy.py, in the order they run.
 DEPLOY_STEPS = ("repo", "toolkit", "env", "account", "venv", "prewarm", "service")
@@ -53,12 +52,19 @@ class PrewarmModule(checks.Check):
 
 
 class Lock(checks.Check):
-    """A lock file on the control machine: a relative or absolute local path."""
+    """A lock file on the control machine (relative to the directory pyinfra runs in),
+    or empty: the plan picks the lock of the node's CPython and CPU."""
 
     def parse(self, value):
         value = checks.text(value)
-        if not value or not checks.PATH_CHARS.match(value):
-            raise checks.Invalid("use the path of a lock file (files/locks/sglang-<version>-cp<XY>-<machine>.txt)")
+        if not value:
+            return value
+        if not checks.PATH_CHARS.match(value):
+            raise checks.Invalid("use the path of a lock file (files/locks/sglang-<version>-cp<XY>-<machine>.txt), "
+                                 "or leave it empty for the node's own")
+        if not os.path.isfile(value):
+            raise checks.Invalid(f"no such file in {os.getcwd()}; use a lock under files/locks (make lock writes "
+                                 "them), or leave venv_lock empty for the one matching the node")
         return value
 
 
@@ -117,8 +123,10 @@ class Config:
     # its own torch is validated.
     venv_path: str = DEFAULT_VENV
     venv_managed: bool = True
-    # The lock (pins with hashes, control-side path) the managed venv is built from.
-    venv_lock: str = "files/locks/sglang-0.5.23-cp311-x86_64.txt"
+    # The lock (pins with hashes, control-side path) the managed venv is built from;
+    # empty: files/locks/sglang-<stack_sglang>-cp<XY>-<machine>.txt for the CPython
+    # the venv is built with and the node's CPU.
+    venv_lock: str = ""
     # Where packages come from (site mirrors): an index URL (empty: PyPI), extra
     # indexes, find-links pages, and venv_no_index to use find-links only.
     venv_index_url: str = ""
@@ -209,16 +217,13 @@ the service and the pre-warm never run as root
 
     @property
     def lock_target(self):
-        """(CPython ``X.Y``, machine) the venv lock was resolved for, from its name's
-        ``-cpXY-<machine>.txt`` suffix (``make lock`` names them so), else None.
+        """(CPython ``X.Y``, machine) an explicit venv lock was resolved for, from its
+        name's ``-cpXY-<machine>.txt`` suffix (``make lock`` names them so), else None.
 
-        >>> Config().lock_target
-        ('3.11', 'x86_64')
+        >>> Config(venv_lock="files/locks/sglang-0.5.23-cp312-aarch64.txt").lock_target
+        ('3.12', 'aarch64')
         """
-        match = LOCK_NAME.search(posixpath.basename(self.venv_lock))
-        if not match:
-            return None
-        return f"{match['major']}.{match['minor']}", match["machine"]
+        return venv_lock_target(self.venv_lock)
 
     @property
     def layout(self):

@@ -11,6 +11,8 @@ Sources:
   (B200 >= 570.133.20, RTX PRO 6000 Blackwell >= 575.51.03).
 """
 
+import re
+
 from packaging.version import Version
 
 from bringup.versions import parse
@@ -56,7 +58,18 @@ MINOR_COMPAT_DRIVER_FOR_MAJOR = {
     13: Version("580.65.06"),
 }
 
-# GPU name fragment -> driver floor for that GPU (driver release notes).
+# GPU model (whole words of nvidia-smi's name) -> driver floor for that GPU.
+# - B200: NVIDIA GPU Operator 25.3.0 release notes / platform support, "HGX B200 requires
+#   a driver container version of 570.133.20 or later" (NVIDIA/cloud-native-docs PR 184).
+# - RTX PRO 6000 Blackwell: RTX PRO driver release notes, first supporting driver 575.51.03.
+# No entry, on purpose (no documented per-GPU floor found; the CUDA floor applies,
+# 580.65.06 for the default cu130 stack, and SM 12.1 needs a CUDA >= 12.9 toolkit):
+# - GB200 ("NVIDIA GB200"): the GPU Operator 25.3.0 notes add "HGX GB200 NVL" support and
+#   driver 570.124.06 in the same list, but state a minimum only for HGX B200. Whole-word
+#   matching keeps the B200 entry off GB200.
+# - GB10 ("NVIDIA GB10", DGX Spark): NVIDIA documents DGX OS 7 with 580-series drivers
+#   (dgx-spark-playbooks: "Driver version 580.95.05 or higher" for one playbook; sample
+#   output with 580.82.09), not a floor for the GPU.
 DRIVER_FLOOR_FOR_GPU = {
     "B200": Version("570.133.20"),
     "RTX PRO 6000 Blackwell": Version("575.51.03"),
@@ -101,9 +114,11 @@ def driver_floor_for_gpu(name):
 
     >>> str(driver_floor_for_gpu("NVIDIA B200"))
     '570.133.20'
+    >>> driver_floor_for_gpu("NVIDIA GB200") is None
+    True
     """
-    for fragment, floor in DRIVER_FLOOR_FOR_GPU.items():
-        if fragment in name:
+    for model, floor in DRIVER_FLOOR_FOR_GPU.items():
+        if re.search(rf"(?:^|\s){re.escape(model)}(?:\s|$)", name):
             return floor
     return None
 

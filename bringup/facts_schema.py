@@ -41,6 +41,8 @@ SCHEMA = {
                    "arch_list_env": OPT_STR},
     "service_env": Optional({}),
     "python": Optional({"version": STR}),
+    "python_interpreters": Items({"path": STR, "version": STR}),
+    "cuda_packages": Optional({}),
     "torch": Optional({"version": STR, "cuda": OPT_STR, "arch_list": Items(STR), "error": STR}),
     "flashinfer": Optional({"version": STR}),
     "sglang": Optional({"version": STR}),

@@ -19,8 +19,15 @@ CODES = {
     "SM_NEEDS_NEWER_CUDA": "torch's CUDA build (and so the toolkit) cannot target a GPU's SM.",
     "TORCH_LACKS_SM": "torch carries no code that runs on a GPU's SM.",
     "MIXED_GPUS": "The node has GPUs of different SMs; every SM is built for.",
-    "PYTHON_TOO_OLD": "The node's python3 is older than SGLang needs (3.11).",
-    "VENV_LOCK_MISMATCH": "The venv lock is resolved for another CPython or CPU than the node's.",
+    "PYTHON_TOO_OLD": "The node's python3 is older than SGLang needs (3.11); deploy fixes it where the archive "
+                      "has a newer CPython.",
+    "VENV_LOCK_MISMATCH": "The explicit venv lock is resolved for another CPython or CPU than the venv's.",
+    "VENV_LOCK_MISSING": "No venv lock (or uv bootstrap lock) exists for the venv's CPython and the node's CPU.",
+    "LOCK_OMITS_PACKAGE": "The venv lock leaves a package out (no wheel for this CPython); what needs it is "
+                          "unavailable.",
+    "REPO_UNVERIFIED": "No evidence that NVIDIA serves this distro/arch repository directory.",
+    "TOOLKIT_UNLOCKED": "No toolkit lock for this platform (or it lacks a package): apt would pick the versions.",
+    "TOOLKIT_LOCK_DRIFT": "Installed toolkit packages differ from the toolkit lock's versions.",
     "TOOLKIT_MISSING": "The toolkit matching torch's CUDA build is not installed.",
     "TOOLKIT_TORCH_MISMATCH": "The service environment resolves a toolkit other than torch's CUDA build.",
     "CUDA_HOME_NOT_EXPLICIT": "The service environment does not set CUDA_HOME to the chosen toolkit.",

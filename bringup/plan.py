@@ -4,7 +4,8 @@
 
 prints the NodePlan as JSON (``ok``, ``findings``, ``toolkit``, ``arch_list``, ``env``,
 ``repo``, ``layout``, ``venv``, ``prewarm``, ``service``). FACTS.json is a facts
-document (docs/facts.md) or a ``reports/<host>.json`` (``{"facts": ...}``).
+document (docs/facts.md) or a ``reports/<host>.json`` (``{"facts": ...}``). Run it from
+the repository root: the venv and toolkit locks are read from files/locks/ there.
 
 The tasks (tasks/) take the NodePlan and nothing else: every path, version, package,
 option and file content they need is in it, decided here once.
@@ -12,6 +13,7 @@ option and file content they need is in it, decided here once.
 
 import argparse
 import json
+import re
 import shlex
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -24,10 +26,11 @@ from bringup import cuda as cuda_table
 from bringup import facts_schema, systemd
 from bringup.caches import cache_env
 from bringup import flashinfer as fi
+from bringup import locks as lockfiles
 from bringup.config import DEPLOY_STEPS, Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.layout import SERVICE_BASE_PATH, NodeLayout
-from bringup.platforms import repo_arch, repo_distro, repo_location
+from bringup.platforms import distribution, repo_arch, repo_distro, repo_evidence, repo_location, venv_python
 from bringup.prewarm import prewarm_gap, prewarm_request
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.venv import index_options
@@ -35,7 +38,8 @@ from bringup.versions import major_minor, parse, same_major_minor
 
 MIN_PYTHON = Version("3.11")  # sglang 0.5.23: Requires-Python >=3.11
 # Dev headers and stubs FlashInfer's JIT compiles and links against, beside nvcc.
-# cuBLAS headers: FlashInfer 0.7.2's norm module includes cublasLt.h.
+# cuBLAS headers: FlashInfer 0.7.2's norm module includes cublasLt.h. The toolkit lock
+# (files/locks/cuda-X.Y-<distro>-<machine>.txt) pins these and what they depend on.
 TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cuda-cccl",
                     "cuda-driver-dev", "libcurand-dev", "libcublas-dev")
 # What the managed venv's build needs from the distribution: venv support, and the
@@ -66,21 +70,29 @@ class RepoPlan:
     adopt: bool = False
     # Files whose entries for ``url`` deploy disables first (they would conflict).
     disable: tuple = ()
+    evidence: str = ""
 
 
 @dataclass(frozen=True)
 class ToolkitPlan:
-    """The toolkit matching torch's CUDA build: ``version`` X.Y, its ``home`` and packages."""
+    """The toolkit matching torch's CUDA build: ``version`` X.Y, its ``home`` and packages.
+
+    ``lock`` is the toolkit lock the versions come from ("" without one); ``pins`` are
+    apt's arguments, ``name=version`` for every locked package (a bare name otherwise).
+    """
 
     version: str
     home: str
     packages: tuple
+    lock: str = ""
+    pins: tuple = ()
 
 
 @dataclass(frozen=True)
 class VenvPlan:
-    """The SGLang venv: built from ``lock`` (a control-side file) with ``python`` into
-    ``dirs/<lock digest>`` and linked at ``path`` when ``managed``; only used otherwise."""
+    """The SGLang venv: built from ``lock`` (a control-side file) with ``python`` (CPython
+    ``python_version``) into ``dirs/<lock digest>`` and linked at ``path`` when
+    ``managed``; only used otherwise."""
 
     managed: bool
     path: str
@@ -95,6 +107,7 @@ class VenvPlan:
     sources: tuple
     builder: str
     system_packages: tuple = VENV_SYSTEM_PACKAGES
+    python_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -196,11 +209,13 @@ class NodePlan:
         }
 
 
-def plan(facts, config):
+def plan(facts, config, locks=None):
     """Decide what a node needs.
 
     + facts: the facts document (docs/facts.md)
     + config: a validated ``Config``
+    + locks: where the control side's lock files are read (``bringup.locks.LockFiles``;
+      default: the current directory, the repository root)
 
     >>> facts = {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [],
     ...          "python": {"version": "3.11.2"}}
@@ -208,20 +223,23 @@ def plan(facts, config):
     ['NO_GPU']
     """
     facts_schema.check(facts)
+    locks = locks if locks is not None else lockfiles.LockFiles()
     node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative,
                     steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps))
     add = node.findings.append
+    machine = (facts.get("os") or {}).get("arch")
     node.repo = _repo(facts, config, add)
     sms = _target_sms(facts, config, add)
     torch_cuda = _torch_cuda(facts, config)
     node.torch_cuda = str(torch_cuda)
     home = f"/usr/local/cuda-{torch_cuda}"
-    suffix = f"{torch_cuda.major}-{torch_cuda.minor}"
-    node.toolkit = ToolkitPlan(str(torch_cuda), home, tuple(f"{name}-{suffix}" for name in TOOLKIT_PACKAGES))
+    node.toolkit = _toolkit(torch_cuda, home, node.repo, machine, locks, add)
+    _check_toolkit_lock(facts, node.toolkit, add)
     _check_driver(facts, torch_cuda, add)
     targets = _check_sms(sms, facts, config, torch_cuda, add)
     node.arch_list = " ".join(targets)
-    _check_python(facts, config, add)
+    python = _check_python(facts, config, add)
+    venv_lock, uv_lock = _venv_locks(config, python, machine, locks, add)
     _check_venv(facts, config, add)
     _check_toolkits(facts, home, torch_cuda, add)
     _check_resolution(facts, config, home, torch_cuda, sms, targets, add)
@@ -234,7 +252,7 @@ def plan(facts, config):
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, home, node.arch_list)
     _check_service_env(facts, config, node.env, add)
-    node.venv = _venv(config, node.layout)
+    node.venv = _venv(config, node.layout, python, venv_lock, uv_lock)
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
     return node
@@ -276,15 +294,113 @@ def _check_service_env(facts, config, env, add):
                     "value, change the setting that decides it, or add keys of your own through service_env"))
 
 
-def _venv(config, layout):
-    target = config.lock_target
-    uv_lock = f"files/locks/uv-cp{target[0].replace('.', '')}-{target[1]}.txt" if target else ""
+def _venv(config, layout, python, lock, uv_lock):
     return VenvPlan(managed=config.venv_managed, path=layout.venv, dirs=layout.venvs, locks=layout.venv_locks,
-                    tools=layout.venv_tools, cache=layout.venv_download_cache, python=SYSTEM_PYTHON,
-                    lock=config.venv_lock, uv_lock=uv_lock, installer=config.venv_installer,
+                    tools=layout.venv_tools, cache=layout.venv_download_cache,
+                    python=python.path if python and python.path else SYSTEM_PYTHON,
+                    lock=lock, uv_lock=uv_lock, installer=config.venv_installer,
                     sources=tuple(index_options(config.venv_index_url, config.venv_extra_index_urls,
                                                 config.venv_find_links, config.venv_no_index)),
-                    builder=layout.helper("build-venv.sh"))
+                    builder=layout.helper("build-venv.sh"),
+                    system_packages=VENV_SYSTEM_PACKAGES + (python.packages if python else ()),
+                    python_version=python.version if python else "")
+
+
+def _toolkit(torch_cuda, home, repo, machine, locks, add):
+    """The toolkit's packages, at the versions of its lock for this repository distro and CPU."""
+    suffix = f"{torch_cuda.major}-{torch_cuda.minor}"
+    planned = tuple(f"{name}-{suffix}" for name in TOOLKIT_PACKAGES)
+    if repo is None:
+        return ToolkitPlan(str(torch_cuda), home, planned, pins=planned)
+    name = lockfiles.toolkit_lock_name(str(torch_cuda), repo.distro, machine)
+    release = lockfiles.toolkit_input_name(str(torch_cuda))
+    regenerate = (f"make lock CUDA_REPO_URL=<NVIDIA's repos or your mirror> CUDA_PLATFORMS={repo.distro}-{machine} "
+                  f"(the release is {release})")
+    text = locks.read(name)
+    if text is None:
+        add(Finding("TOOLKIT_UNLOCKED", WARNING,
+                    f"no toolkit lock {name}: deploy would install whichever CUDA {torch_cuda} release "
+                    f"{repo.url} offers (its newest)", f"generate it: {regenerate}"))
+        return ToolkitPlan(str(torch_cuda), home, planned, pins=planned)
+    try:
+        locked = lockfiles.parse_toolkit_lock(text)
+    except lockfiles.LockError as error:
+        add(Finding("TOOLKIT_UNLOCKED", BLOCKER, f"{name} cannot be read: {error}", f"regenerate it: {regenerate}"))
+        return ToolkitPlan(str(torch_cuda), home, planned, lock=name, pins=planned)
+    unlocked = [package for package in planned if package not in locked]
+    if unlocked:
+        add(Finding("TOOLKIT_UNLOCKED", WARNING,
+                    f"{name} holds no version of {', '.join(unlocked)}: deploy would install the repository's newest",
+                    f"add them to {release} and regenerate: {regenerate}"))
+    packages = planned + tuple(package for package in locked if package not in planned)
+    pins = tuple(f"{package}={locked[package]}" if package in locked else package for package in packages)
+    return ToolkitPlan(str(torch_cuda), home, packages, lock=name, pins=pins)
+
+
+def _check_toolkit_lock(facts, toolkit, add):
+    """Installed toolkit packages at other versions than the lock's (deploy moves them)."""
+    installed = facts.get("cuda_packages")
+    locked = dict(pin.split("=", 1) for pin in toolkit.pins if "=" in pin)
+    if installed is None or not locked or not any(package in installed for package in locked):
+        return
+    drift = [f"{package} {installed[package]} (lock {version})" if package in installed
+             else f"{package} not installed (lock {version})"
+             for package, version in locked.items() if installed.get(package) != version]
+    if drift:
+        add(Finding("TOOLKIT_LOCK_DRIFT", FIX,
+                    f"the CUDA {toolkit.version} packages differ from {toolkit.lock}: {', '.join(drift)}",
+                    "deploy installs the lock's versions (downgrades included); to move to another release on "
+                    f"purpose, edit {lockfiles.toolkit_input_name(toolkit.version)} and run make lock"))
+
+
+def _venv_locks(config, python, machine, locks, add):
+    """The venv lock and uv's bootstrap lock for the CPython the venv is built with and
+    the node's CPU: the explicit ``venv_lock``, else the one ``make lock`` wrote for them."""
+    if not config.venv_managed or python is None or not python.path:
+        return config.venv_lock, ""
+    node = (python.version, machine)
+    target = config.lock_target
+    if config.venv_lock:
+        lock = config.venv_lock
+        if target and target != node:
+            add(Finding("VENV_LOCK_MISMATCH", BLOCKER,
+                        f"{lock} is resolved for CPython {target[0]} on {target[1]}; "
+                        f"the venv is built with CPython {node[0]} ({python.path}) on {node[1]}",
+                        f"leave venv_lock empty for {lockfiles.sglang_lock_name(config.stack_sglang, *node)}, or "
+                        f"generate a lock for CPython {node[0]} on {node[1]} (`make lock`) and set venv_lock to it"))
+    else:
+        lock = lockfiles.sglang_lock_name(config.stack_sglang, *node)
+    uv_lock = lockfiles.uv_lock_name(*(target or node))
+    needed = [lock] + ([uv_lock] if config.venv_installer == "uv" else [])
+    for path in needed:
+        if locks.read(path) is None:
+            add(Finding("VENV_LOCK_MISSING", BLOCKER,
+                        f"no lock for CPython {node[0]} on {node[1]}: {path} does not exist",
+                        "run `make lock` (it writes every supported CPython and CPU from files/locks/*.in), "
+                        "or set venv_lock to a lock made for this node"))
+            return lock, uv_lock
+    _check_lock_omissions(lock, locks.read(lock), config, add)
+    return lock, uv_lock
+
+
+def _check_lock_omissions(lock, text, config, add):
+    """What the venv lock leaves out (its ``omits`` header) and what the node then cannot do."""
+    known = {omission.package: omission for group in lockfiles.OMISSIONS.values() for omission in group}
+    for package in lockfiles.read_header(text)["omits"]:
+        omission = known.get(package)
+        if omission is None:
+            add(Finding("LOCK_OMITS_PACKAGE", INFO, f"{lock} omits {package}", "nothing to do unless you need it"))
+            continue
+        if re.search(omission.service_args, config.service_args):
+            add(Finding("LOCK_OMITS_PACKAGE", BLOCKER,
+                        f"service_args {config.service_args!r} need {package}, which {lock} omits "
+                        f"({omission.reason}): {omission.unavailable} is unavailable on this node",
+                        f"drop {omission.unavailable} from service_args (the default grammar backend, xgrammar, "
+                        "works), or use a node whose CPython has the wheel"))
+        else:
+            add(Finding("LOCK_OMITS_PACKAGE", INFO,
+                        f"{lock} omits {package} ({omission.reason}): {omission.unavailable} is unavailable "
+                        "on this node", f"nothing to do unless you need {omission.unavailable}"))
 
 
 def _prewarm(facts, config, arch_list, add):
@@ -340,10 +456,17 @@ def _repo(facts, config, add):
     url = repo_location(config.cuda_repo_url, distro, arch)
     fingerprint = config.cuda_repo_fingerprint.replace(" ", "").upper()
     layout = config.layout
+    evidence = repo_evidence(distro, arch)
+    if evidence == "unverified":
+        add(Finding("REPO_UNVERIFIED", WARNING,
+                    f"this release found no evidence that NVIDIA serves {distro}/{arch} (only other directories "
+                    "of it are known)",
+                    f"check that {url}Packages serves the toolkit before deploying: `make lock "
+                    f"CUDA_PLATFORMS={distro}-{os_facts.get('arch')}` fails when it does not"))
     repo = RepoPlan(url=url, key_url=config.cuda_repo_key_url or f"{url}{fingerprint[-8:].lower()}.pub",
                     fingerprint=fingerprint, distro=distro, arch=arch, keyring=layout.apt_keyring,
                     source_file=layout.apt_source, preference_file=layout.apt_preference,
-                    pin_origin=urlparse(url).hostname or "")
+                    pin_origin=urlparse(url).hostname or "", evidence=evidence)
     return _existing_sources(facts, repo, add)
 
 
@@ -508,23 +631,29 @@ def _torch_arch_list(facts, config, torch_cuda):
 
 
 def _check_python(facts, config, add):
+    """The CPython the managed venv is built with (bringup.platforms.venv_python), or None
+    for an external venv; PYTHON_TOO_OLD when python3 is older than SGLang needs."""
     if not config.venv_managed:
-        return
-    python = parse((facts.get("python") or {}).get("version"))
-    if python is None or python < MIN_PYTHON:
-        seen = f"python3 {python}" if python else "no python3"
-        add(Finding("PYTHON_TOO_OLD", BLOCKER, f"the node has {seen}; SGLang needs >= {MIN_PYTHON}",
-                    "install python3 >= 3.11 (Debian 12, Ubuntu 24.04) or use an external venv"))
-        return
-    target = config.lock_target
-    machine = (facts.get("os") or {}).get("arch")
-    node = (f"{python.major}.{python.minor}", machine)
-    if target and target != node:
-        add(Finding("VENV_LOCK_MISMATCH", BLOCKER,
-                    f"{config.venv_lock} is resolved for CPython {target[0]} on {target[1]}; "
-                    f"the node has CPython {node[0]} on {node[1]}",
-                    f"generate a lock for CPython {node[0]} on {node[1]} (`make lock`, with "
-                    "--python-version/--python-platform) and set venv_lock to it"))
+        return None
+    os_facts = facts.get("os") or {}
+    dist = distribution(os_facts.get("id"), os_facts.get("version_id"))
+    python3 = (facts.get("python") or {}).get("version")
+    found = {entry["path"]: entry["version"] for entry in facts.get("python_interpreters") or []}
+    choice = venv_python(dist, python3, found, MIN_PYTHON)
+    seen = f"python3 {python3}" if python3 else "no python3"
+    if choice.source == "none":
+        where = f"{dist.name}'s archive has" if dist else "this OS is not in this release's table and has"
+        add(Finding("PYTHON_TOO_OLD", BLOCKER,
+                    f"the node has {seen}; SGLang needs CPython >= {MIN_PYTHON} and {where} none",
+                    "use Debian 12/13 or Ubuntu 22.04/24.04 (their archives have CPython >= 3.11), or an "
+                    "external venv (venv_managed: false)"))
+    elif choice.source == "install":
+        note = f" ({choice.note})" if choice.note else ""
+        add(Finding("PYTHON_TOO_OLD", FIX,
+                    f"the node has {seen}; SGLang needs CPython >= {MIN_PYTHON}",
+                    f"deploy installs {', '.join(choice.packages)} from {dist.name}'s archive and builds the venv "
+                    f"with {choice.path}{note}"))
+    return choice
 
 
 def _check_venv(facts, config, add):

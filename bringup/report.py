@@ -3,6 +3,9 @@
 from bringup.findings import SEVERITIES
 
 MARKS = {"blocker": "BLOCKER", "fix": "FIX", "warning": "WARN", "info": "INFO"}
+# How well NVIDIA's repository directory is known (bringup.platforms.REPO_EVIDENCE).
+EVIDENCE = {"nvidia": "listed by NVIDIA", "third-party": "used by third parties, not seen in NVIDIA's listings",
+            "unverified": "unverified"}
 
 
 def _gpu_lines(facts):
@@ -39,6 +42,14 @@ def render(host, facts, node):
                  else f"  torch     : planned {node.torch_cuda} build (no venv yet)")
     lines.append(f"  plan      : CUDA {node.toolkit.version} at {node.toolkit.home}, "
                  f"FLASHINFER_CUDA_ARCH_LIST=\"{node.arch_list}\"")
+    if node.repo:
+        known = EVIDENCE.get(node.repo.evidence, "unverified")
+        lines.append(f"  repo      : {node.repo.url} ({node.repo.distro}/{node.repo.arch}: {known})")
+    lines.append(f"  toolkit   : {node.toolkit.lock or 'not locked'}")
+    venv = node.venv
+    if venv and venv.managed:
+        lines.append(f"  venv      : {venv.lock or 'no lock'} with {venv.python} "
+                     f"(CPython {venv.python_version or '-'}), uv from {venv.uv_lock or '-'}")
     ordered = sorted(node.findings, key=lambda finding: SEVERITIES.index(finding.severity))
     for finding in ordered:
         lines.append(f"  [{MARKS[finding.severity]:7}] {finding.code}: {finding.message}")

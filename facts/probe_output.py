@@ -262,7 +262,7 @@ def path_chains(by_name):
 
 
 # Sections that appear once per item (a toolkit, a path chain, an apt file or keyring).
-REPEATED = ("toolkit", "path", "apt-source", "apt-keyring")
+REPEATED = ("toolkit", "path", "python-alt", "apt-source", "apt-keyring")
 
 
 def apt_state(by_name):
@@ -278,7 +278,7 @@ def index_sections(lines):
     """Probe output lines -> {section name: Section}, toolkits as a list under "toolkit".
 
     >>> sorted(index_sections(["@@ uname rc=0", "x86_64", "@@ toolkit rc=127 home=/usr/local/cuda-12.8"]))
-    ['apt-keyring', 'apt-source', 'path', 'toolkit', 'uname']
+    ['apt-keyring', 'apt-source', 'path', 'python-alt', 'toolkit', 'uname']
     """
     by_name = {name: [] for name in REPEATED}
     for section in split_sections(lines):
@@ -298,6 +298,33 @@ def _os(by_name):
 def _python(by_name):
     python = by_name.get("python")
     return {"version": python.text.split()[-1]} if python and python.rc == 0 and python.text.strip() else None
+
+
+def python_interpreters(sections):
+    """``python-alt`` sections -> [{"path", "version"}] of the interpreters that answered.
+
+    >>> python_interpreters([Section("python-alt", 0, ("path", "/usr/bin/python3.11"), ["Python 3.11.0rc1"])])
+    [{'path': '/usr/bin/python3.11', 'version': '3.11.0rc1'}]
+    """
+    return [{"path": s.attr[1], "version": s.text.split()[-1]}
+            for s in sections if s.rc == 0 and s.attr and s.text.strip()]
+
+
+def deb_packages(section):
+    """``dpkg-query`` lines (``status|name|version``) -> {name: version} of installed
+    packages (``ii``, or ``hi`` when held); None where dpkg-query does not exist.
+
+    >>> deb_packages(Section("deb-packages", 0, (), ["ii |cuda-nvcc-13-0|13.0.88-1", "rc |cuda-nvcc-12-8|12.8.93-1"]))
+    {'cuda-nvcc-13-0': '13.0.88-1'}
+    """
+    if section is None or section.rc != 0:
+        return None
+    packages = {}
+    for line in section.lines:
+        fields = line.strip().split("|")
+        if len(fields) == 3 and fields[0].strip() in ("ii", "hi"):
+            packages[fields[1]] = fields[2]
+    return packages
 
 
 def _cuda_symlink(by_name):
@@ -326,6 +353,8 @@ PARTS = {
     "resolution": (("service", "venv"), lambda by_name: resolution(by_name, venv_stack(by_name.get("venv"))[0])),
     "service_env": (("service",), lambda by_name: service_env_values(by_name.get("service-env"))),
     "python": (("python",), _python),
+    "python_interpreters": (("python",), lambda by_name: python_interpreters(by_name["python-alt"])),
+    "cuda_packages": (("packages",), lambda by_name: deb_packages(by_name.get("deb-packages"))),
     "torch": (("venv",), _venv_part(0)),
     "flashinfer": (("venv",), _venv_part(1)),
     "sglang": (("venv",), _venv_part(2)),

@@ -144,6 +144,19 @@ probe_python() {
     else
         emit python 127 ""
     fi
+    # Every versioned CPython of the distribution (python3.11 beside a 3.10 python3).
+    for interpreter in /usr/bin/python3.[0-9] /usr/bin/python3.[0-9][0-9]; do
+        [ -x "$interpreter" ] && capture python-alt "path=$interpreter" "$interpreter" --version
+    done
+}
+
+probe_packages() {
+    # Installed CUDA repository packages (cuda-*, libcublas-13-0, ...: the toolkit lock's names).
+    if command -v dpkg-query >/dev/null 2>&1; then
+        emit deb-packages 0 "$(dpkg-query -W -f='${db:Status-Abbrev}|${Package}|${Version}\n' 'cuda-*' 'libcu*-[0-9]*-[0-9]*' 2>/dev/null)"
+    else
+        emit deb-packages 127 ""
+    fi
 }
 
 probe_venv() {
@@ -248,7 +261,7 @@ probe_jit_cache() {
     fi
 }
 
-for section in ${PROBE_SECTIONS:-os gpus toolkits login service python venv prewarm jit_cache paths apt}; do
+for section in ${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt}; do
     "probe_$section"
 done
 exit 0

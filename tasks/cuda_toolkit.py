@@ -1,4 +1,4 @@
-"""The toolkit matching torch's CUDA build, beside any other toolkit, verified."""
+"""The toolkit matching torch's CUDA build, at its lock's versions, beside any other toolkit, verified."""
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -9,15 +9,25 @@ from pyinfra.operations.util import any_changed
 from tasks.operations.cuda import finish_interrupted_dpkg, nvcc_reports
 
 
-def _missing(packages):
-    """A check, run at execution time, for packages dpkg does not have."""
-    return lambda: any(name not in host.get_fact(DebPackages) for name in packages)
+def not_installed(pins, installed):
+    """The pins (``name`` or ``name=version``) dpkg does not have, at that version.
+
+    >>> not_installed(["a=1-1", "b=2-1", "c"], {"a": {"1-1"}, "b": {"1-1"}})
+    ['b=2-1', 'c']
+    """
+    missing = []
+    for pin in pins:
+        name, _, version = pin.partition("=")
+        if name not in installed or (version and version not in installed[name]):
+            missing.append(pin)
+    return missing
 
 
 @deploy("CUDA toolkit")
 def cuda_toolkit(node, repo_changes):
     """
-    Install the plan's toolkit packages and check its nvcc.
+    Install the plan's toolkit packages at their locked versions (moving them up or
+    down to the lock) and check its nvcc.
 
     + node: the NodePlan (``toolkit``)
     + repo_changes: operations whose change makes apt's lists stale
@@ -25,10 +35,10 @@ def cuda_toolkit(node, repo_changes):
     toolkit = node.toolkit
     finish_interrupted_dpkg(name="Finish an interrupted dpkg run")
     stale = any_changed(*repo_changes)
-    missing = _missing(toolkit.packages)
     apt.update(name="Refresh apt lists (repository changed or packages to install)",
-               _if=lambda: stale() or missing())
-    apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers",
-                 packages=list(toolkit.packages), no_recommends=True)
+               _if=lambda: stale() or bool(not_installed(toolkit.pins, host.get_fact(DebPackages))))
+    locked = f" at {toolkit.lock}'s versions" if toolkit.lock else ""
+    apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers{locked}",
+                 packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True)
     nvcc_reports(name=f"Check {toolkit.home}/bin/nvcc reports {toolkit.version}",
                  home=toolkit.home, release=toolkit.version)

@@ -75,3 +75,18 @@ def test_validate_blocks_a_lock_for_another_platform():
     assert result.returncode == 1, result.output
     assert "VENV_LOCK_MISMATCH" in result.output
     assert "is resolved for CPython 3.12 on aarch64" in result.output
+
+
+def test_validate_names_a_missing_lock_file_in_one_line():
+    result = pyinfra("@local", "--data", "target_sms=12.0", "--data", "venv_lock=files/locks/nope-cp311-x86_64.txt",
+                     "validate.py")
+    assert result.returncode == 1 and "Traceback" not in result.output
+    assert ("@local: setting venv_lock='files/locks/nope-cp311-x86_64.txt' is invalid: no such file in "
+            f"{ROOT}; use a lock under files/locks (make lock writes them)") in result.output
+
+
+def test_validate_report_names_the_chosen_lock():
+    result = pyinfra("@local", "--data", "target_sms=12.0", "validate.py")
+    assert result.returncode == 0, result.output
+    venv = json.loads(REPORT.read_text())["plan"]["venv"]
+    assert venv["lock"].startswith("files/locks/sglang-0.5.23-cp3") and venv["lock"] in result.output

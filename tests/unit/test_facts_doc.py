@@ -48,6 +48,10 @@ env.CUDA_HOME=/usr/local/cuda-13.0
 Cuda compilation tools, release 13.0, V13.0.88
 @@ python rc=0
 Python 3.11.2
+@@ python-alt rc=0 path=/usr/bin/python3.11
+Python 3.11.2
+@@ deb-packages rc=0
+ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
 {"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"]}}
 @@ prewarm rc=0
@@ -73,14 +77,18 @@ Signed-By: /etc/apt/keyrings/nvidia-cuda.gpg
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 
 
+# Objects whose keys are data, not the document's keys: the manifest, package names.
+OPAQUE = ("jit_cache.prewarm.manifest", "cuda_packages", "apt.keyrings", "service_env")
+
+
 def key_paths(value, prefix=""):
-    """Dotted key paths of a document (``[]`` for list items); an opaque manifest stops."""
+    """Dotted key paths of a document (``[]`` for list items); an opaque object stops."""
     paths = set()
     if isinstance(value, dict):
         for key, item in value.items():
             path = f"{prefix}.{key}" if prefix else key
             paths.add(path)
-            if path not in ("jit_cache.prewarm.manifest", "apt.keyrings", "service_env"):
+            if path not in OPAQUE:
                 paths |= key_paths(item, path)
     elif isinstance(value, list):
         for item in value:

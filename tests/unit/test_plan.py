@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from bringup.config import Config
+from bringup.config import Config, ConfigError
+from bringup.locks import LockFiles
 from bringup.plan import plan
 from tests.unit.scenarios import HOME, RTX_PRO, FIXTURES, converged, gpus, incident, prewarmed, varied
 
@@ -49,21 +50,29 @@ SCENARIOS = [
     ("rhel with a mirror distro", varied(converged(), os={"id": "rhel", "version_id": "9.4", "arch": "x86_64"}),
      {"cuda_repo_distro": "rhel9"}, [], [], "12.0f"),
     ("ppc64le", varied(converged(), os={"id": "ubuntu", "version_id": "24.04", "arch": "ppc64le"}),
-     {}, ["UNSUPPORTED_OS", "VENV_LOCK_MISMATCH"], [], "12.0f"),
-    ("old python", varied(converged(), python={"version": "3.9.2"}), {}, ["PYTHON_TOO_OLD"], [], "12.0f"),
+     {}, ["UNSUPPORTED_OS", "VENV_LOCK_MISSING"], [], "12.0f"),
+    # Debian 12's archive has python3.11: an old or missing python3 is deploy's to fix.
+    ("old python on debian 12", varied(converged(), python={"version": "3.9.2"}), {}, [], ["PYTHON_TOO_OLD"], "12.0f"),
+    ("old python where no archive has a newer one",
+     varied(converged(), os={"id": "rhel", "version_id": "9.4", "arch": "x86_64"}, python={"version": "3.9.18"}),
+     {"cuda_repo_distro": "rhel9"}, ["PYTHON_TOO_OLD"], [], "12.0f"),
+    ("ubuntu 24.04 python 3.12 picks its own lock", varied(converged(), python={"version": "3.12.3"},
+                                                           os={"id": "ubuntu", "version_id": "24.04", "arch": "x86_64"}),
+     {}, [], [], "12.0f"),
     ("ubuntu 24.04 python 3.12 with the cp311 lock", varied(converged(), python={"version": "3.12.3"},
                                                              os={"id": "ubuntu", "version_id": "24.04", "arch": "x86_64"}),
-     {}, ["VENV_LOCK_MISMATCH"], [], "12.0f"),
+     {"venv_lock": "files/locks/sglang-0.5.23-cp311-x86_64.txt"}, ["VENV_LOCK_MISMATCH"], [], "12.0f"),
     ("gb10 on aarch64 with the x86_64 lock", varied(converged(), gpus=gpus("NVIDIA GB10", "12.1"),
                                                      os={"id": "ubuntu", "version_id": "24.04", "arch": "aarch64"},
                                                      python={"version": "3.11.9"}),
-     {}, ["VENV_LOCK_MISMATCH"], ["FLASHINFER_ARCH_TRAP"], "12.1a"),
+     {"venv_lock": "files/locks/sglang-0.5.23-cp311-x86_64.txt"}, ["VENV_LOCK_MISMATCH"], ["FLASHINFER_ARCH_TRAP"],
+     "12.1a"),
     ("a matching aarch64 lock", varied(converged(), os={"id": "ubuntu", "version_id": "24.04", "arch": "aarch64"},
                                        python={"version": "3.12.3"}),
      {"venv_lock": "files/locks/sglang-0.5.23-cp312-aarch64.txt"}, [], [], "12.0f"),
     ("external venv on python 3.12", varied(converged(), python={"version": "3.12.3"}),
      {"venv_managed": False}, [], [], "12.0f"),
-    ("no python", varied(converged(), python=None), {}, ["PYTHON_TOO_OLD"], [], "12.0f"),
+    ("no python on debian 12", varied(converged(), python=None), {}, [], ["PYTHON_TOO_OLD"], "12.0f"),
     ("broken venv", varied(converged(), torch={"error": "ImportError('libcudart.so.13')"}), {}, [], ["VENV_BROKEN"], "12.0f"),
 ]
 
@@ -214,3 +223,120 @@ def test_operators_changed_managed_key_is_reported():
     finding = next(f for f in plan(facts, Config()).findings if f.code == "SERVICE_ENV_OVERRIDDEN")
     assert finding.severity == "fix" and "CUDA_HOME=/usr/local/cuda-12.8 (deploy sets /usr/local/cuda-13.0)" in \
         finding.message and "FLASHINFER_CUDA_ARCH_LIST" not in finding.message
+
+
+LOCK = "files/locks/cuda-13.0-debian12-x86_64.txt"
+
+
+def real_locks(drop):
+    """The repository's locks in memory, without ``drop``."""
+    root = FIXTURES.parents[1]
+    return {str(path.relative_to(root)): path.read_text() for path in (root / "files" / "locks").glob("*.txt")
+            if str(path.relative_to(root)) != drop}
+
+
+def locked_versions():
+    from bringup.locks import parse_toolkit_lock
+
+    return parse_toolkit_lock((FIXTURES.parents[1] / LOCK).read_text())
+
+
+@pytest.mark.parametrize("change,drift", [
+    ({}, None),
+    ({"cuda-nvcc-13-0": "13.0.48-1"}, "cuda-nvcc-13-0 13.0.48-1 (lock 13.0.88-1)"),
+    ({"libcublas-dev-13-0": None}, "libcublas-dev-13-0 not installed (lock 13.0.2.14-1)"),
+])
+def test_toolkit_lock_drift(change, drift):
+    installed = {**locked_versions(), **change}
+    installed = {name: version for name, version in installed.items() if version}
+    node = plan(varied(converged(), cuda_packages=installed), Config())
+    found = [f for f in node.findings if f.code == "TOOLKIT_LOCK_DRIFT"]
+    if drift is None:
+        assert not found
+    else:
+        assert found and found[0].severity == "fix" and drift in found[0].message and LOCK in found[0].message
+
+
+def test_no_drift_without_the_toolkit_or_without_the_probe_key():
+    assert "TOOLKIT_LOCK_DRIFT" not in plan(varied(converged(), cuda_packages={}), Config()).codes()
+    assert "TOOLKIT_LOCK_DRIFT" not in plan(converged(), Config()).codes()
+
+
+def test_toolkit_pins_come_from_the_lock():
+    node = plan(converged(), Config())
+    assert node.toolkit.lock == LOCK
+    assert set(node.toolkit.pins) == {f"{name}={version}" for name, version in locked_versions().items()}
+
+
+def test_missing_toolkit_lock_is_a_warning_and_installs_by_name():
+    node = plan(converged(), Config(), locks=LockFiles.of(real_locks(drop=LOCK)))
+    assert node.codes("warning") == ["TOOLKIT_UNLOCKED"] and node.ok
+    assert node.toolkit.pins == node.toolkit.packages and "cuda-nvcc-13-0" in node.toolkit.pins
+
+
+def test_missing_venv_lock_is_a_blocker_naming_the_file():
+    missing = "files/locks/sglang-0.5.23-cp311-x86_64.txt"
+    node = plan(converged(), Config(), locks=LockFiles.of(real_locks(drop=missing)))
+    blocker = next(f for f in node.findings if f.code == "VENV_LOCK_MISSING")
+    assert missing in blocker.message and "make lock" in blocker.fix and not node.ok
+
+
+def test_explicit_lock_wins():
+    node = plan(varied(converged(), os={"id": "ubuntu", "version_id": "24.04", "arch": "aarch64"},
+                       python={"version": "3.12.3"}),
+                Config.from_data({"venv_lock": "files/locks/sglang-0.5.23-cp312-aarch64.txt"}))
+    assert node.venv.lock == "files/locks/sglang-0.5.23-cp312-aarch64.txt" and node.ok
+
+
+def test_ubuntu_2204_after_deploy_builds_with_the_installed_python311():
+    facts = varied(json.loads((FIXTURES / "facts" / "ubuntu2204-x86_64-h100.json").read_text()),
+                   python_interpreters=[{"path": "/usr/bin/python3.10", "version": "3.10.12"},
+                                        {"path": "/usr/bin/python3.11", "version": "3.11.0rc1"}])
+    node = plan(facts, Config())
+    assert "PYTHON_TOO_OLD" not in node.codes()
+    assert (node.venv.python, node.venv.lock) == ("/usr/bin/python3.11", "files/locks/sglang-0.5.23-cp311-x86_64.txt")
+    assert {"python3.11", "python3.11-venv"} <= set(node.venv.system_packages)
+
+
+@pytest.mark.parametrize("service_args,severity", [("", "info"), ("--tp 2", "info"),
+                                                    ("--grammar-backend outlines", "blocker"),
+                                                    ("--grammar-backend=outlines --tp 8", "blocker"),
+                                                    ("--grammar-backend xgrammar", "info")])
+def test_cp313_outlines(service_args, severity):
+    facts = json.loads((FIXTURES / "facts" / "debian13-x86_64-rtx-pro-6000.json").read_text())
+    node = plan(facts, Config.from_data({"service_args": service_args}))
+    assert [f.severity for f in node.findings if f.code == "LOCK_OMITS_PACKAGE"] == [severity]
+
+
+def test_no_lock_omission_on_cpython_311():
+    assert "LOCK_OMITS_PACKAGE" not in plan(converged(), Config()).codes()
+
+
+def test_explicit_lock_must_exist():
+    with pytest.raises(ConfigError, match=r"n1: setting venv_lock='files/locks/nope-cp311-x86_64.txt' is invalid: "
+                                          r"no such file"):
+        Config.from_data({"venv_lock": "files/locks/nope-cp311-x86_64.txt"}, host="n1")
+
+
+def test_plan_cli_names_a_missing_explicit_lock(tmp_path):
+    config = tmp_path / "lock.yaml"
+    config.write_text("venv_lock: files/locks/nope-cp311-x86_64.txt\n")
+    result = run_plan_cli(str(FIXTURES / "facts" / "incident.json"), "--config", str(config), "--host", "gpu3")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("error: gpu3: setting venv_lock='files/locks/nope-cp311-x86_64.txt' is invalid: "
+                                    "no such file")
+    assert "make lock" in result.stderr
+
+
+def test_report_names_the_chosen_locks_and_cpython():
+    from bringup.report import render
+
+    facts = json.loads((FIXTURES / "facts" / "ubuntu2204-x86_64-h100.json").read_text())
+    text = render("gpu9", facts, plan(facts, Config()))
+    assert ("  venv      : files/locks/sglang-0.5.23-cp311-x86_64.txt with /usr/bin/python3.11 (CPython 3.11), "
+            "uv from files/locks/uv-cp311-x86_64.txt") in text
+    assert "  toolkit   : not locked" in text
+    assert "ubuntu2204/x86_64/ (ubuntu2204/x86_64: listed by NVIDIA)" in text
+    converged_text = render("n", converged(), plan(converged(), Config()))
+    assert "toolkit   : files/locks/cuda-13.0-debian12-x86_64.txt" in converged_text

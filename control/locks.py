@@ -1,0 +1,205 @@
+"""Regenerate files/locks/ from its ``.in`` files (``make lock``).
+
+    python -m control.locks venv                 # every venv lock: each input x CPython x CPU
+    python -m control.locks cuda --repo-url URL [--platforms debian12-x86_64,...]
+    python -m control.locks cuda --repo-url sandbox   # the sandbox's apt repository (sandbox/aptrepo)
+
+``venv``: ``uv pip compile`` of each Python input (``sglang-<version>.in``, ``uv.in``)
+for every CPython a supported platform builds its venv with (bringup.platforms) and
+every supported CPU, hashes included, with the omissions of bringup.locks.OMISSIONS;
+the existing lock seeds uv's preferences, so a second run changes nothing.
+
+``cuda``: for each ``cuda-<X.Y>.in`` (the release: one ``<package> <upstream version>``
+per line) and each platform, reads ``<URL>/<distro>/<arch>/Packages(.gz)`` and writes
+``cuda-<X.Y>-<distro>-<machine>.txt`` with the Debian version of each package
+(compared with ``dpkg --compare-versions``). ``sandbox`` builds the sandbox's apt
+repository (NVIDIA's package names and version numbers, made from NVIDIA's wheels) and
+reads it from disk, for the platforms it serves. Every lock starts with a header naming
+its input's sha256 (tests/unit/test_locks.py fails on a stale lock).
+
+A lock is written (whole, then renamed) only when its content changes. Errors are one
+line naming the lock, the input and the fix.
+"""
+
+import argparse
+import functools
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from bringup import locks
+from bringup.plan import MIN_PYTHON
+from bringup.platforms import DISTRIBUTIONS, REPO_ARCH, dpkg_arch, repo_arch, repo_location, supported_pythons
+from control.atomic import atomic_write
+
+ROOT = Path(__file__).resolve().parent.parent
+NVIDIA_REPOS = "https://developer.download.nvidia.com/compute/cuda/repos"
+SANDBOX_REPOS = ROOT / ".sandbox" / "aptrepo" / "compute" / "cuda" / "repos"
+
+
+def python_inputs(root=ROOT):
+    """The Python inputs under files/locks (every ``.in`` that is not a toolkit release)."""
+    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if not locks.is_toolkit_input(path.name))
+
+
+def toolkit_inputs(root=ROOT):
+    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if locks.is_toolkit_input(path.name))
+
+
+def compile_venv_lock(uv, source, stem, python, machine, target):
+    """``uv pip compile`` one input for one CPython and CPU; returns the lock's text."""
+    with tempfile.TemporaryDirectory(prefix="lock-") as work:
+        out = Path(work) / "lock.txt"
+        if target.exists():
+            shutil.copyfile(target, out)  # uv keeps the pins it finds there
+        command = [str(uv), "pip", "compile", str(source), "--python-version", python,
+                   "--python-platform", locks.python_platform(machine), "--generate-hashes", "--no-header",
+                   "--quiet", "--no-python-downloads", "--python", sys.executable, "-o", str(out)]
+        for omission in locks.omissions(stem, python):
+            command += ["--no-emit-package", omission.package]
+        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
+        run = subprocess.run(command, capture_output=True, text=True, env=env)
+        if run.returncode != 0:
+            detail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+            raise locks.LockError(f"{target.name}: uv pip compile {source.name} for CPython {python} on {machine} "
+                                  f"failed: {detail}")
+        body = out.read_text()
+    header = locks.venv_lock_header(stem, source.read_bytes(), python, machine)
+    body_lines = body.splitlines()
+    while body_lines and body_lines[0].startswith("#"):
+        body_lines.pop(0)  # the seed's old header, when uv kept it
+    return "\n".join(header + body_lines) + "\n"
+
+
+def write_if_changed(path, text):
+    if path.exists() and path.read_text() == text:
+        return False
+    atomic_write(path, text)
+    return True
+
+
+def venv(root=ROOT, log=sys.stderr):
+    uv = Path(sys.executable).parent / "uv"
+    pythons = supported_pythons(MIN_PYTHON)
+    stems = {path.name[:-3]: path for path in python_inputs(root)}
+    changed = 0
+    for stem, python, machine, name in locks.venv_lock_matrix(sorted(stems), pythons, list(REPO_ARCH)):
+        target = root / name
+        text = compile_venv_lock(uv, stems[stem], stem, python, machine, target)
+        wrote = write_if_changed(target, text)
+        changed += wrote
+        print(f"make lock: {name}: {'written' if wrote else 'unchanged'}", file=log, flush=True)
+    return changed
+
+
+@functools.lru_cache(maxsize=None)
+def dpkg_compare(left, right):
+    """Debian version ordering by dpkg itself: -1, 0 or 1."""
+    for op, result in (("lt", -1), ("eq", 0)):
+        if subprocess.run(["dpkg", "--compare-versions", left, op, right]).returncode == 0:
+            return result
+    return 1
+
+
+def fetch_index(url):
+    """The text of ``<url>Packages.gz`` (else ``Packages``)."""
+    errors = []
+    for name in ("Packages.gz", "Packages"):
+        try:
+            with urllib.request.urlopen(url + name, timeout=60) as response:
+                data = response.read()
+            return (gzip.decompress(data) if name.endswith(".gz") else data).decode("utf-8"), url + name
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            errors.append(f"{url + name}: {getattr(error, 'reason', error)}")
+    raise locks.LockError(f"cannot read the index ({'; '.join(errors)}); set CUDA_REPO_URL to a reachable mirror "
+                          "with NVIDIA's layout, or limit CUDA_PLATFORMS to the directories it serves")
+
+
+def sandbox_repos(log=sys.stderr):
+    """Build (a no-op when built) the sandbox's apt repository; its repos base as a file URL."""
+    from sandbox import aptrepo
+
+    aptrepo.build(log=log)
+    return SANDBOX_REPOS.as_uri()
+
+
+def shown_url(url, root=ROOT):
+    """An index URL as a lock's header shows it: a file under this checkout by its
+    relative path, so the header does not depend on where the checkout is.
+
+    >>> shown_url("file:///co/.sandbox/aptrepo/x/Packages.gz", Path("/co"))
+    '.sandbox/aptrepo/x/Packages.gz'
+    """
+    prefix = root.as_uri() + "/"
+    return url[len(prefix):] if url.startswith(prefix) else url
+
+
+def parse_platforms(text, served=None):
+    """``debian12-x86_64,ubuntu2404-aarch64`` (or ``all``: every supported platform, or
+    those ``served`` when given) -> [(distro, machine)]."""
+    known = [(dist.repo_distro, machine) for dist in DISTRIBUTIONS.values() for machine in REPO_ARCH]
+    if not text or text.strip() == "all":
+        return [platform for platform in known if served is None or platform in served]
+    chosen = []
+    for item in text.replace(",", " ").split():
+        distro, _, machine = item.partition("-")
+        if (distro, machine) not in known:
+            raise locks.LockError(f"CUDA_PLATFORMS: unknown platform {item!r}; use all or some of "
+                                  f"{', '.join(f'{d}-{m}' for d, m in known)}")
+        chosen.append((distro, machine))
+    return chosen
+
+
+def cuda(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, compare=dpkg_compare):
+    changed = 0
+    for source in toolkit_inputs(root):
+        version = source.name[len("cuda-"):-len(".in")]
+        data = source.read_bytes()
+        wanted = locks.parse_toolkit_input(data.decode(), source.name)
+        for distro, machine in platforms:
+            name = locks.toolkit_lock_name(version, distro, machine)
+            try:
+                text, where = fetch(repo_location(repo_url, distro, repo_arch(machine)))
+                pins = locks.resolve_toolkit(wanted, locks.parse_index(text), dpkg_arch(machine), compare, where)
+            except locks.LockError as error:
+                raise locks.LockError(f"{name} from {source.name}: {error}") from None
+            header = locks.toolkit_lock_header(version, data, distro, dpkg_arch(machine), shown_url(where, root))
+            wrote = write_if_changed(root / name, locks.toolkit_lock_text(header, pins))
+            changed += wrote
+            print(f"make lock: {name}: {'written' if wrote else 'unchanged'}", file=log, flush=True)
+    return changed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m control.locks", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="kind", required=True)
+    sub.add_parser("venv", help="the venv locks (uv pip compile)")
+    toolkit = sub.add_parser("cuda", help="the toolkit locks (a CUDA repository's Packages index)")
+    toolkit.add_argument("--repo-url", default=NVIDIA_REPOS,
+                         help="NVIDIA's repos, a mirror with its layout, or sandbox (the sandbox's apt repository)")
+    toolkit.add_argument("--platforms", default="all", help="all, or <distro>-<machine>[,...]")
+    args = parser.parse_args(argv)
+    try:
+        if args.kind == "venv":
+            venv()
+        elif args.repo_url == "sandbox":
+            url = sandbox_repos()
+            served = {(path.parent.parent.name, machine) for path in SANDBOX_REPOS.glob("*/*/Packages")
+                      for machine, (arch, _) in REPO_ARCH.items() if path.parent.name == arch}
+            cuda(url, parse_platforms(args.platforms, served))
+        else:
+            cuda(args.repo_url, parse_platforms(args.platforms))
+    except locks.LockError as error:
+        print(f"make lock: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""files/locks/: the whole matrix is there and no lock is stale against its .in (offline:
+each lock's header carries its input's sha256, make lock writes it); the toolkit
+release resolution, table-driven; make lock's toolkit step end to end on a local index,
+twice (the second run changes nothing)."""
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from bringup import locks
+from bringup.plan import MIN_PYTHON, TOOLKIT_PACKAGES
+from bringup.platforms import REPO_ARCH, supported_pythons
+from control import locks as lockgen
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCKS = ROOT / locks.LOCKS_DIR
+STEMS = sorted(path.name[:-3] for path in lockgen.python_inputs(ROOT))
+MATRIX = locks.venv_lock_matrix(STEMS, supported_pythons(MIN_PYTHON), list(REPO_ARCH))
+TOOLKIT_LOCKS = sorted(LOCKS.glob("cuda-*-*-*.txt"))
+
+
+def test_the_matrix_covers_every_supported_cpython_and_cpu():
+    assert STEMS == ["sglang-0.5.23", "uv"]
+    assert {(python, machine) for _, python, machine, _ in MATRIX} == {
+        (python, machine) for python in ("3.11", "3.12", "3.13") for machine in ("x86_64", "aarch64")}
+
+
+@pytest.mark.parametrize("stem,python,machine,name", MATRIX, ids=[m[3].rsplit("/", 1)[1] for m in MATRIX])
+def test_venv_lock_exists_and_is_fresh(stem, python, machine, name):
+    path = ROOT / name
+    assert path.is_file(), f"{name} is missing: run make lock"
+    text = path.read_text()
+    expected = locks.venv_lock_header(stem, (LOCKS / f"{stem}.in").read_bytes(), python, machine)
+    assert text.splitlines()[:len(expected)] == expected, f"{name} is stale against {stem}.in: run make lock"
+    assert "--hash=sha256:" in text
+
+
+def test_no_lock_without_an_input():
+    """A lock whose input or target left the matrix would be picked by nobody."""
+    expected = {name.rsplit("/", 1)[1] for *_, name in MATRIX}
+    venv_locks = {path.name for path in LOCKS.glob("*-cp3*.txt")}
+    assert venv_locks == expected
+
+
+@pytest.mark.parametrize("python,has_outlines_core", [("3.11", True), ("3.12", True), ("3.13", False)])
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_outlines_core_only_where_it_has_wheels(python, machine, has_outlines_core):
+    text = (ROOT / locks.sglang_lock_name("0.5.23", python, machine)).read_text()
+    assert ("\noutlines-core==0.1.26 \\" in text) is has_outlines_core
+    assert "\noutlines==0.1.11 \\" in text
+    assert (locks.read_header(text)["omits"] == ["outlines-core"]) is not has_outlines_core
+
+
+def test_a_changed_input_makes_its_locks_stale():
+    """The freshness check can fail: the header follows the input's bytes."""
+    text = (LOCKS / "uv-cp311-x86_64.txt").read_text()
+    header = locks.venv_lock_header("uv", b"uv==0.14.0\n", "3.11", "x86_64")
+    assert text.splitlines()[:len(header)] != header
+
+
+@pytest.mark.parametrize("path", TOOLKIT_LOCKS, ids=[p.name for p in TOOLKIT_LOCKS])
+def test_toolkit_lock_is_fresh_and_whole(path):
+    cuda, distro, machine = path.name[len("cuda-"):-len(".txt")].split("-")
+    source = ROOT / locks.toolkit_input_name(cuda)
+    header = locks.read_header(path.read_text())
+    assert header["input-sha256"] == locks.sha256(source.read_bytes()), f"{path.name} is stale: run make lock"
+    assert header["target"] == f"{distro} {REPO_ARCH[machine][1]}"
+    wanted = locks.parse_toolkit_input(source.read_text())
+    pinned = locks.parse_toolkit_lock(path.read_text())
+    assert {name: locks.upstream_version(version) for name, version in pinned.items()} == wanted
+    suffix = cuda.replace(".", "-")
+    assert {f"{name}-{suffix}" for name in TOOLKIT_PACKAGES} <= set(pinned), "the plan installs packages the lock lacks"
+
+
+def test_the_sandbox_platform_has_a_toolkit_lock():
+    assert (LOCKS / "cuda-13.0-debian12-x86_64.txt").is_file()
+
+
+def stanza(name, version, arch="amd64", depends=""):
+    return {"Package": name, "Version": version, "Architecture": arch, **({"Depends": depends} if depends else {})}
+
+
+INDEX = [
+    stanza("cuda-nvcc-13-0", "13.0.48-1", depends="cuda-crt-13-0 (>= 13.0.48)"),
+    stanza("cuda-nvcc-13-0", "13.0.88-1", depends="cuda-crt-13-0 (>= 13.0.88), libc6"),
+    stanza("cuda-nvcc-13-0", "13.0.88-2", depends="cuda-crt-13-0 (>= 13.0.88), libc6"),
+    stanza("cuda-nvcc-13-0", "13.0.96-1", arch="arm64"),
+    stanza("cuda-crt-13-0", "13.0.48-1"),
+    stanza("cuda-crt-13-0", "13.0.88-1"),
+    stanza("cuda-toolkit-13-0-config-common", "13.0.96-1", arch="all"),
+    stanza("cuda-cudart-13-0", "13.0.96-1", depends="cuda-toolkit-13-0-config-common"),
+]
+
+
+@pytest.mark.parametrize("wanted,arch,expected", [
+    # the highest Debian revision of the wanted upstream version
+    ({"cuda-nvcc-13-0": "13.0.88", "cuda-crt-13-0": "13.0.88"}, "amd64",
+     {"cuda-crt-13-0": "13.0.88-1", "cuda-nvcc-13-0": "13.0.88-2"}),
+    # an older release, explicitly
+    ({"cuda-nvcc-13-0": "13.0.48", "cuda-crt-13-0": "13.0.48"}, "amd64",
+     {"cuda-crt-13-0": "13.0.48-1", "cuda-nvcc-13-0": "13.0.48-1"}),
+    # Architecture: all counts; distribution dependencies (libc6) are apt's business
+    ({"cuda-cudart-13-0": "13.0.96", "cuda-toolkit-13-0-config-common": "13.0.96"}, "amd64",
+     {"cuda-cudart-13-0": "13.0.96-1", "cuda-toolkit-13-0-config-common": "13.0.96-1"}),
+    # another CPU's index entry
+    ({"cuda-nvcc-13-0": "13.0.96"}, "arm64", {"cuda-nvcc-13-0": "13.0.96-1"}),
+    # the version is not served for this CPU
+    ({"cuda-nvcc-13-0": "13.0.96"}, "amd64", "cuda-nvcc-13-0 13.0.96 is not in"),
+    # a dependency the repository serves must be in the release ...
+    ({"cuda-nvcc-13-0": "13.0.88"}, "amd64", "add it"),
+    # ... at a version that meets it
+    ({"cuda-nvcc-13-0": "13.0.88", "cuda-crt-13-0": "13.0.48"}, "amd64", "cuda-crt-13-0 (>= 13.0.88)"),
+    ({"cuda-cudart-13-0": "13.0.96"}, "amd64", "cuda-toolkit-13-0-config-common"),
+])
+def test_resolve_toolkit(wanted, arch, expected):
+    if isinstance(expected, str):
+        with pytest.raises(locks.LockError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+            locks.resolve_toolkit(wanted, INDEX, arch, lockgen.dpkg_compare)
+    else:
+        assert locks.resolve_toolkit(wanted, INDEX, arch, lockgen.dpkg_compare) == expected
+
+
+@pytest.mark.parametrize("left,right,order", [
+    ("13.0.88-1", "13.0.88-2", -1), ("13.0.96-1", "13.0.88-1", 1), ("1:1.0-1", "2.0-1", 1),
+    ("13.0.0~rc1-1", "13.0.0-1", -1), ("10.4.0.35-1", "10.4.0.35-1", 0),
+])
+def test_debian_ordering_is_dpkgs(left, right, order):
+    assert lockgen.dpkg_compare(left, right) == order
+
+
+def index_text(stanzas):
+    return "\n".join("".join(f"{key}: {value}\n" for key, value in s.items()) for s in stanzas)
+
+
+def test_make_lock_cuda_on_a_local_index(tmp_path):
+    """The toolkit step of make lock, offline: written once, unchanged the second time,
+    rewritten when the release moves."""
+    repos = tmp_path / "repos" / "debian12" / "x86_64"
+    repos.mkdir(parents=True)
+    (repos / "Packages.gz").write_bytes(gzip.compress(index_text(INDEX).encode()))
+    (tmp_path / "files" / "locks").mkdir(parents=True)
+    release = tmp_path / "files" / "locks" / "cuda-13.0.in"
+    release.write_text("# test\ncuda-nvcc-13-0 13.0.88\ncuda-crt-13-0 13.0.88\n")
+    url = (tmp_path / "repos").as_uri()
+    platforms = [("debian12", "x86_64")]
+    lock = tmp_path / "files" / "locks" / "cuda-13.0-debian12-x86_64.txt"
+    assert lockgen.cuda(url, platforms, root=tmp_path) == 1
+    first = lock.read_text()
+    assert first.splitlines()[-2:] == ["cuda-crt-13-0=13.0.88-1", "cuda-nvcc-13-0=13.0.88-2"]
+    assert "# index: repos/debian12/x86_64/Packages.gz" in first
+    assert lockgen.cuda(url, platforms, root=tmp_path) == 0 and lock.read_text() == first
+    release.write_text("cuda-nvcc-13-0 13.0.48\ncuda-crt-13-0 13.0.48\n")
+    assert lockgen.cuda(url, platforms, root=tmp_path) == 1
+    assert lock.read_text().splitlines()[-1] == "cuda-nvcc-13-0=13.0.48-1"
+
+
+def test_make_lock_names_an_unreachable_index(tmp_path):
+    (tmp_path / "files" / "locks").mkdir(parents=True)
+    (tmp_path / "files" / "locks" / "cuda-13.0.in").write_text("cuda-nvcc-13-0 13.0.88\n")
+    with pytest.raises(locks.LockError, match="cuda-13.0-ubuntu2404-aarch64.txt.*ubuntu2404/sbsa/Packages"):
+        lockgen.cuda((tmp_path / "nowhere").as_uri(), [("ubuntu2404", "aarch64")], root=tmp_path)
+
+
+@pytest.mark.parametrize("text,error", [
+    ("cuda-nvcc-13-0\n", "expected '<package> <upstream version>'"),
+    ("cuda-nvcc-13-0 13.0.88 extra\n", "expected"),
+    ("cuda-nvcc-13-0 13.0.88\ncuda-nvcc-13-0 13.0.48\n", "listed twice"),
+])
+def test_bad_release_lines_are_named(text, error):
+    with pytest.raises(locks.LockError, match=error):
+        locks.parse_toolkit_input(text, "cuda-13.0.in")
+
+
+def test_platforms_argument():
+    assert lockgen.parse_platforms("debian12-x86_64, ubuntu2404-aarch64") == [("debian12", "x86_64"),
+                                                                               ("ubuntu2404", "aarch64")]
+    assert len(lockgen.parse_platforms("all")) == 8
+    assert lockgen.parse_platforms("all", served={("debian12", "x86_64")}) == [("debian12", "x86_64")]
+    with pytest.raises(locks.LockError, match="unknown platform 'rhel9-x86_64'"):
+        lockgen.parse_platforms("rhel9-x86_64")
