@@ -43,12 +43,23 @@ def pytest_configure(config):
     )
 
 
-def require_sandbox_host() -> None:
-    """Skip when not root; fail loudly when a host package is missing."""
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/sandbox/ carries the `sandbox` marker, so deselecting the
+    sandbox is always explicit and complete; an unmarked one is an error."""
+    unmarked = [item.nodeid for item in items
+                if "/tests/sandbox/" in str(item.path) and item.get_closest_marker("sandbox") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests under tests/sandbox/ must be marked sandbox: {', '.join(unmarked)}")
+
+
+def require_sandbox_host(tools=("debootstrap", "unshare", "ssh", "ssh-keygen", "gcc")) -> None:
+    """Fail (never skip) when this machine cannot run sandbox nodes: a run that cannot
+    reach the sandbox must not pass on unit tests alone. Deselecting the sandbox tests
+    is explicit: ``pytest -m "not sandbox"`` (CI never does)."""
     if os.geteuid() != 0:
-        pytest.skip("sandbox nodes need root (mount/PID namespaces, chroot)")
-    missing = [tool for tool in ("debootstrap", "unshare", "ssh", "ssh-keygen", "gcc")
-               if shutil.which(tool) is None]
+        pytest.fail("sandbox tests need root (mount/PID namespaces, chroot); run as root, or deselect them "
+                    "explicitly with -m 'not sandbox'", pytrace=False)
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         pytest.fail(f"host tools missing: {', '.join(missing)}; "
                     f"install the packages in sandbox/host-packages.txt")
@@ -139,9 +150,17 @@ def pyinfra_cli(*args, data=DEPLOY_DATA, json_output=False, timeout=1800):
     return result
 
 
-def read_report(host: str) -> dict:
-    """reports/<host>.json of the last validate.py or deploy.py run."""
-    return json.loads((REPO_ROOT / "reports" / f"{host}.json").read_text())
+def report_path(host: str) -> Path:
+    return REPO_ROOT / "reports" / f"{host}.json"
+
+
+def validate(host: str, expect_rc: int = 0, data=DEPLOY_DATA) -> tuple:
+    """Run validate.py on ``host`` (its old report removed first, so a crashed run
+    cannot pass on a stale one), check its exit status, return (result, new report)."""
+    report_path(host).unlink(missing_ok=True)
+    result = pyinfra_cli("inventory/gpu.py", "--limit", host, "validate.py", data=data)
+    assert result.returncode == expect_rc, result.output[-4000:]
+    return result, json.loads(report_path(host).read_text())
 
 
 class SuiteRun:
@@ -168,8 +187,9 @@ class SuiteRun:
         return {check for name, check in self.results if name == host}
 
     def failing(self, host):
+        """Checks of ``host`` that did not pass: a skipped check is not a pass."""
         return {check for (name, check), status in self.results.items()
-                if name == host and status in ("FAILURE", "ERROR")}
+                if name == host and status in ("FAILURE", "ERROR", "SKIPPED")}
 
     def __repr__(self):
         return f"SuiteRun(rc={self.rc})\n{self.output[-6000:]}"
@@ -201,9 +221,7 @@ def deployed_node(sandbox_node, tmp_path_factory):
     aptrepo.ensure_served()
     pypimirror.serve()
     entry = sandbox_node(DEPLOYED, "127.0.0.61", gpu="rtx-pro-6000-x8", toolkit="incident")
-    validated = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "validate.py")
-    assert validated.returncode == 0, validated.output[-4000:]
-    before = read_report(DEPLOYED)
+    _, before = validate(DEPLOYED)
     before_suite = node_suite(tmp_path_factory.mktemp("node-suite-before"), "--node-limit", DEPLOYED)
     started = time.monotonic()
     deployed = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import pypimirror
-from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, read_report, ssh_command
+from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, ssh_command, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -111,9 +111,7 @@ def test_service_unit_reads_the_environment_file(node, sandbox_ssh):
 
 
 def test_validate_after_deploy_is_clean(node):
-    result = pyinfra(node, "validate.py")
-    assert result.returncode == 0, result.output
-    report = read_report(node["name"])
+    _, report = validate(node["name"])
     assert [f["code"] for f in report["plan"]["findings"] if f["severity"] in ("fix", "blocker")] == []
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import aptrepo, node as sandbox_nodes
-from tests.sandbox_fixtures import PYINFRA, pyinfra_cli, read_report, ssh_command
+from tests.sandbox_fixtures import PYINFRA, pyinfra_cli, ssh_command, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = "/usr/local/cuda-13.0"
@@ -35,8 +35,7 @@ def codes(document):
 
 
 def findings(host):
-    pyinfra_cli("inventory/gpu.py", "--limit", host, "validate.py")
-    return codes(read_report(host))
+    return codes(validate(host)[1])
 
 
 def changed_operations(result):

@@ -47,6 +47,8 @@ def test_incident_node_shows_the_trap(sandbox_node):
 def test_two_nodes_one_blocked_the_other_carries_on(sandbox_node):
     sandbox_node("val-b200", "127.0.0.42", gpu="b200-x8", toolkit="none")
     sandbox_node("val-broken", "127.0.0.43", gpu="driver-failed", toolkit="none")
+    for host in ("val-b200", "val-broken"):
+        (ROOT / "reports" / f"{host}.json").unlink(missing_ok=True)
     result = pyinfra("inventory/gpu.py", "--limit", "val-*", "validate.py")
     assert result.returncode == 1, result.output
     assert codes(report("val-broken"), "blocker") == ["DRIVER_NOT_LOADED"]
