@@ -839,8 +839,11 @@ def main(argv=None):
         print(f"error: {args.host}: {args.facts}: {error}; give a facts document (docs/facts.md) or a "
               "reports/<host>.json", file=sys.stderr)
         return 2
-    except (ValueError, ConfigError) as error:
+    except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(f"error: {args.host}: {error}", file=sys.stderr)
         return 2
     print(json.dumps(node.as_dict(), indent=2))
     return 0
