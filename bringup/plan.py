@@ -233,7 +233,7 @@ def plan(facts, config, locks=None):
     torch_cuda = _torch_cuda(facts, config)
     node.torch_cuda = str(torch_cuda)
     home = f"/usr/local/cuda-{torch_cuda}"
-    node.toolkit = _toolkit(torch_cuda, home, node.repo, machine, locks, add)
+    node.toolkit = _toolkit(torch_cuda, home, node.repo, machine, locks, add, config.cuda_toolkit_lock)
     _check_toolkit_lock(facts, node.toolkit, add)
     _check_driver(facts, torch_cuda, add)
     targets = _check_sms(sms, facts, config, torch_cuda, add)
@@ -306,13 +306,14 @@ def _venv(config, layout, python, lock, uv_lock):
                     python_version=python.version if python else "")
 
 
-def _toolkit(torch_cuda, home, repo, machine, locks, add):
-    """The toolkit's packages, at the versions of its lock for this repository distro and CPU."""
+def _toolkit(torch_cuda, home, repo, machine, locks, add, explicit=""):
+    """The toolkit's packages, at the versions of its lock: ``cuda_toolkit_lock`` when
+    set, else the one for this repository distro and CPU."""
     suffix = f"{torch_cuda.major}-{torch_cuda.minor}"
     planned = tuple(f"{name}-{suffix}" for name in TOOLKIT_PACKAGES)
     if repo is None:
         return ToolkitPlan(str(torch_cuda), home, planned, pins=planned)
-    name = lockfiles.toolkit_lock_name(str(torch_cuda), repo.distro, machine)
+    name = explicit or lockfiles.toolkit_lock_name(str(torch_cuda), repo.distro, machine)
     release = lockfiles.toolkit_input_name(str(torch_cuda))
     regenerate = (f"make lock CUDA_REPO_URL=<NVIDIA's repos or your mirror> CUDA_PLATFORMS={repo.distro}-{machine} "
                   f"(the release is {release})")
