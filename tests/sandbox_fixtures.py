@@ -195,13 +195,13 @@ class SuiteRun:
         return f"SuiteRun(rc={self.rc})\n{self.output[-6000:]}"
 
 
-def node_suite(tmp, *args, env=None):
+def node_suite(tmp, *args, env=None, data=DEPLOY_DATA):
     """Run the suite's CLI exactly as an operator would, against inventory/gpu.py."""
     tmp.mkdir(parents=True, exist_ok=True)
     junit, report = tmp / "junit.xml", tmp / "report.md"
     for path in (junit, report):
         path.unlink(missing_ok=True)
-    data = [arg for item in DEPLOY_DATA for arg in ("--node-data", item)]
+    data = [arg for item in data for arg in ("--node-data", item)]
     command = [str(Path(sys.executable).parent / "pytest"), "tests/node", "--inventory", "inventory/gpu.py", *data, *args,
                f"--junitxml={junit}", f"--node-report={report}", "-p", "no:cacheprovider"]
     proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
