@@ -10,6 +10,10 @@ wheels are downloaded for the CPython and CPU its name says (``-cp313-x86_64``:
 CPython 3.13 on x86_64, the Debian 13 node's). The wheels come from PyPI
 (hash-checked against the locks) into one flat cache shared by every checkout on
 this machine; a torch wheel already on this disk is used as is.
+
+A pin that has no wheel for the lock's CPython at all (PyPI has only its sdist,
+e.g. outlines-core 0.1.26 for CPython 3.13) is left out with a warning: a venv
+from that lock needs it built from source. The lock's stamp lists such gaps.
 """
 
 import hashlib
@@ -81,8 +85,11 @@ def lock_stamp(lock):
     return CACHE / ".complete.d" / digest[:32]
 
 
-def download_command(lock):
-    """`pip download` of one lock's wheels, for the lock's CPython and CPU, into the cache."""
+def download_command(lock, requirements=None):
+    """`pip download` of one lock's wheels, for the lock's CPython and CPU, into the cache.
+
+    *requirements*: the file to read instead of the lock (the lock less its gaps).
+    """
     python_version, abi, arch = lock_target(lock)
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--python-version", python_version, "--implementation", "cp", "--abi", abi, "--abi", "abi3",
@@ -91,7 +98,45 @@ def download_command(lock):
         command += ["--platform", platform]
     if LOCAL_WHEELS.is_dir():
         command += ["--find-links", str(LOCAL_WHEELS)]
-    return command + ["-r", str(lock)]
+    return command + ["-r", str(requirements or lock)]
+
+
+def without_pins(text, names):
+    r"""A lock's text less the requirements (pin and hash lines) of *names*.
+
+    >>> lock = "a==1 \\\n    --hash=sha256:x\n    # via b\nb==2 \\\n    --hash=sha256:y\n"
+    >>> [line.split()[0] for line in without_pins(lock, {"a"}).splitlines()]
+    ['#', 'b==2', '--hash=sha256:y']
+    """
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line[:1].strip() and not line.startswith("#"):
+            skipping = re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower() in names
+        elif not line.lstrip().startswith("--hash"):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
+def download_lock(lock, env, max_gaps=10):
+    """Download one lock's wheels; returns the pins left out for want of a wheel ("name==version")."""
+    gaps, requirements = [], None
+    for _ in range(max_gaps + 1):
+        proc = subprocess.run(download_command(lock, requirements), env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        if proc.returncode == 0:
+            return gaps
+        missing = re.search(r"No matching distribution found for ([A-Za-z0-9_.-]+)==(\S+)", proc.stderr)
+        if not missing:
+            raise RuntimeError(f"pip download of {lock.name} failed:\n{proc.stderr[-3000:]}")
+        gaps.append(f"{missing[1].lower()}=={missing[2]}")
+        print(f"pypimirror: {lock.name}: no {lock_target(lock)[1]} wheel of {gaps[-1]} (PyPI has no such "
+              f"wheel); left out, a venv from this lock must build it from source", file=sys.stderr, flush=True)
+        requirements = CACHE / ".complete.d" / f"{lock.name}.partial"
+        requirements.parent.mkdir(exist_ok=True)
+        requirements.write_text(without_pins(lock.read_text(), {gap.split("==")[0] for gap in gaps}))
+    raise RuntimeError(f"{lock.name}: more than {max_gaps} pins without a wheel: {', '.join(gaps)}")
 
 
 def build():
@@ -106,9 +151,9 @@ def build():
                 continue
             # One pip per lock: two locks may pin one package at two versions.
             print(f"pypimirror: downloading the wheels of {lock.name}", file=sys.stderr, flush=True)
-            subprocess.run(download_command(lock), check=True, env=env, stdout=subprocess.DEVNULL)
+            gaps = download_lock(lock, env)
             stamp.parent.mkdir(exist_ok=True)
-            atomic_write(stamp, f"{lock.relative_to(ROOT)}\n")
+            atomic_write(stamp, json.dumps({"lock": str(lock.relative_to(ROOT)), "no_wheel": gaps}) + "\n")
     return CACHE
 
 
