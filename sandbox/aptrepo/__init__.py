@@ -33,7 +33,7 @@ from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE,
                                    read_manifest, repo_lock, repo_url)
 
 __all__ = [
-    "build", "serve", "stop", "status", "ensure_served", "running",
+    "build", "serve", "stop", "status", "ensure_served", "running", "distro_repo",
     "DEFAULT_HOST", "DEFAULT_PORT", "REPO_DIR", "SERVE_ROOT", "SERVER_JSON", "GNUPGHOME",
     "FINGERPRINT_FILE", "repo_url", "pubkey_name",
 ]
@@ -66,6 +66,15 @@ def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> 
 def ensure_served(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> dict:
     """Build if needed, serve if not running; return server.json's content."""
     return serve(port, host, log)[0]
+
+
+def distro_repo(distro: str, info: dict) -> dict:
+    """What a node of *distro* (``debian12``) uses from the served repository *info*:
+    ``repo_url`` (its flat directory) and ``digest`` (of everything built into it,
+    the keyring's URL included)."""
+    if distro != "debian12":
+        raise ValueError(f"the sandbox apt repository serves no {distro} directory")
+    return {"repo_url": info["repo_url"], "digest": read_manifest()["digest"]}
 
 
 def stop(pid: int | None = None) -> dict | None:
