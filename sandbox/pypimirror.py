@@ -126,6 +126,8 @@ def download_lock(lock, env, max_gaps=10):
         proc = subprocess.run(download_command(lock, requirements), env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
         if proc.returncode == 0:
+            if requirements:
+                requirements.unlink()
             return gaps
         missing = re.search(r"No matching distribution found for ([A-Za-z0-9_.-]+)==(\S+)", proc.stderr)
         if not missing:
