@@ -40,7 +40,7 @@ def root_mount_options(entry: dict, ssh) -> str:
 
 
 def test_states_expand_in_one_canonical_order():
-    assert field_states.expand(["incident"]) == ["nvidia-repo", "cuda-12.8", "handbuilt-venv"]
+    assert field_states.expand(["incident"]) == ["handbuilt-venv", "nvidia-repo", "cuda-12.8"]
     assert field_states.expand(["cuda-12.8"]) == ["nvidia-repo", "cuda-12.8"]
     assert field_states.expand(["operator", "incident"]) == field_states.expand(["incident", "operator"])
     assert field_states.canonical(["operator", "incident"]) == ["incident", "operator"]
@@ -194,7 +194,7 @@ def test_operator_state(composed_node, sandbox_ssh):
 
 def test_composed_states_hold_both(composed_node, sandbox_ssh):
     assert composed_node["states"] == ["incident", "operator"]
-    assert [key.split("-")[0] for key in node_layers("st-composed")] == ["nvidia", "cuda", "handbuilt", "operator"]
+    assert [key.split("-")[0] for key in node_layers("st-composed")] == ["handbuilt", "nvidia", "cuda", "operator"]
     assert sandbox_ssh(composed_node, VENV_PROBE).stdout.splitlines()[-1] == "0.7.0 13.0"
     assert "release 12.8," in sandbox_ssh(composed_node, "nvcc --version", login=True).stdout
     assert sandbox_ssh(composed_node, "test -f /opt/sglang/venv/HANDBUILT").returncode == 0
