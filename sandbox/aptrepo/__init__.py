@@ -10,7 +10,9 @@ what a plain ``apt-get install`` takes) in ``/usr/local/cuda-13.0``, and CUDA
 12.8 update 1 in ``/usr/local/cuda-12.8``. The stand-ins are the libcuda link
 stub in ``cuda-driver-dev-X-Y`` and, because NVIDIA's 12.x wheels carry no
 nvcc driver, the version-reporting ``bin/nvcc`` of ``cuda-nvcc-12-8`` (its
-ptxas, libNVVM, libdevice and headers are NVIDIA's).
+ptxas, libNVVM, libdevice and headers are NVIDIA's). Debian 13 nodes get the
+same packages from ``.../debian13/x86_64/`` (hard links, their own signed
+indexes), where cuda-keyring's source names that directory (``distro_repo``).
 
 CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}``.
 Python::
@@ -32,9 +34,9 @@ from __future__ import annotations
 import sys
 
 from sandbox.aptrepo import server as _serve
-from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, REPO_DIR,
-                                   SERVE_ROOT, SERVER_JSON, _build_locked, build, pubkey_name,
-                                   read_manifest, repo_lock, repo_url)
+from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, OTHER_DISTROS,
+                                   REPO_DIR, SERVE_ROOT, SERVER_JSON, _build_locked, build, distro_url,
+                                   pubkey_name, read_distro_manifest, read_manifest, repo_lock, repo_url)
 
 __all__ = [
     "build", "serve", "stop", "status", "ensure_served", "running", "distro_repo",
@@ -73,12 +75,14 @@ def ensure_served(port: int | None = None, host: str = DEFAULT_HOST, log=sys.std
 
 
 def distro_repo(distro: str, info: dict) -> dict:
-    """What a node of *distro* (``debian12``) uses from the served repository *info*:
-    ``repo_url`` (its flat directory) and ``digest`` (of everything built into it,
-    the keyring's URL included)."""
-    if distro != "debian12":
+    """What a node of *distro* (``debian12``, ``debian13``) uses from the served repository
+    *info*: ``repo_url`` (its flat directory) and ``digest`` (of everything built into it, the
+    keyring's URL included)."""
+    if distro == "debian12":
+        return {"repo_url": info["repo_url"], "digest": read_manifest()["digest"]}
+    if distro not in OTHER_DISTROS:
         raise ValueError(f"the sandbox apt repository serves no {distro} directory")
-    return {"repo_url": info["repo_url"], "digest": read_manifest()["digest"]}
+    return {"repo_url": distro_url(info["repo_url"], distro), "digest": read_distro_manifest(distro)["digest"]}
 
 
 def stop(pid: int | None = None) -> dict | None:

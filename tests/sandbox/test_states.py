@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import aptrepo, field_states, image, layers, node
+from sandbox.aptrepo.build import distro_dir
 from tests.sandbox_fixtures import node_addr
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -237,3 +238,38 @@ def test_debian13_node(sandbox_node, sandbox_ssh):
     assert sandbox_ssh(entry, ". /etc/os-release; echo $ID $VERSION_ID").stdout.split() == ["debian", "13"]
     assert "RTX 5090" in sandbox_ssh(entry, "nvidia-smi -L").stdout
     assert sandbox_ssh(entry, "python3 -m venv /tmp/v && /tmp/v/bin/python -V").stdout.startswith("Python 3.13.")
+
+
+def test_debian13_nvidia_repo_and_operator_states(sandbox_node, sandbox_ssh):
+    entry = sandbox_node("st-trixie-repo", "127.0.0.86", gpu="rtx-5090", toolkit="none", os_name="debian13",
+                         states=["operator", "nvidia-repo"])
+    url = aptrepo.distro_repo("debian13", aptrepo.running())["repo_url"]
+    assert url.endswith("/compute/cuda/repos/debian13/x86_64/")
+    assert sandbox_ssh(entry, "ls /etc/apt/sources.list.d").stdout.split() == ["cuda-debian13-x86_64.list",
+                                                                               "debian.sources"]
+    listing = sandbox_ssh(entry, "cat /etc/apt/sources.list.d/cuda-debian13-x86_64.list").stdout
+    assert listing == f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {url} /\n"
+    update = sandbox_ssh(entry, "apt-get update", check=False)
+    assert update.returncode == 0 and url.rstrip("/") in update.stdout, update.stdout + update.stderr
+    assert url.rstrip("/") in sandbox_ssh(entry, "apt-cache policy cuda-nvcc-12-8").stdout
+    # The operator's venv on CPython 3.13, from the mirror's cp313 wheels.
+    venv = sandbox_ssh(entry, "/opt/sglang/venv/bin/python -c 'import sys, packaging; "
+                              "print(sys.version_info[:2], packaging.__version__)'")
+    assert venv.stdout.strip() == "(3, 13) 26.4"
+    # Layers are per OS: a Debian 12 node's nvidia-repo layer is another one.
+    assert [key.rsplit("-", 1)[0] for key in node_layers("st-trixie-repo")] == ["nvidia-repo", "operator"]
+    debian12 = layers.chain_keys(image.image_dir("debian12").name, field_states.steps("debian12", ["nvidia-repo"]))
+    assert node_layers("st-trixie-repo")[0] != debian12[0]
+
+
+def test_debian13_directory_shares_the_packages(sandbox_host):
+    aptrepo.ensure_served()
+    d12, d13 = distro_dir("debian12"), distro_dir("debian13")
+    debs12 = sorted(p.name for p in d12.glob("*.deb"))
+    assert debs12 == sorted(p.name for p in d13.glob("*.deb")) and "cuda-nvcc-12-8_12.8.93-1_amd64.deb" in debs12
+    for name in debs12:
+        same = (d12 / name).stat().st_ino == (d13 / name).stat().st_ino
+        assert same == (name != "cuda-keyring_1.1-1_all.deb"), name
+    # Its own signed indexes: apt checks InRelease per directory.
+    assert (d13 / "InRelease").read_text() != (d12 / "InRelease").read_text()
+    assert "Origin: NVIDIA" in (d13 / "Release").read_text()
