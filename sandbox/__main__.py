@@ -46,7 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="list nodes")
     p_image = sub.add_parser("image", help="build the base image if needed and print its path")
     p_image.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES))
-    sub.add_parser("layers", help="list the cached state layers (build time, disk)")
+    p_layers = sub.add_parser("layers", help="list the cached state layers (build time, disk)")
+    p_layers.add_argument("--prune", action="store_true",
+                          help="first delete the layers this checkout's states no longer make "
+                               "(edited script, rebuilt apt repo, new lock) and no node mounts")
     sub.add_parser("destroy", help="down --all, then delete the keys, the images and the layers")
     return parser
 
@@ -100,8 +103,10 @@ def _cmd_image(args) -> int:
     return 0
 
 
-def _cmd_layers(_args) -> int:
-    """`layers`: one line per cached layer."""
+def _cmd_layers(args) -> int:
+    """`layers [--prune]`: one line per cached layer."""
+    if args.prune:
+        field_states.prune()
     rows = layers.cached()
     if not rows:
         print("no cached layers")
@@ -123,7 +128,7 @@ def _cmd_destroy(_args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = _parser().parse_args(argv)
-    if os.geteuid() != 0 and args.cmd not in ("status", "layers"):
+    if os.geteuid() != 0 and args.cmd != "status" and not (args.cmd == "layers" and not args.prune):
         print("sandbox: must run as root (mount and PID namespaces, chroot)", file=sys.stderr)
         return 1
     handler = {"up": _cmd_up, "down": _cmd_down, "status": _cmd_status,

@@ -128,6 +128,26 @@ def ensure_layers(os_name: str, names: list[str], log=sys.stderr) -> list[layers
     return layers.ensure_chain(os_name, steps(os_name, names), log)
 
 
+def is_current(info: dict) -> bool:
+    """Whether a cached layer (its layer.json) is what its state makes today on its parent."""
+    state, os_name = STATES.get(info.get("state")), info.get("os")
+    if state is None or not state.has_script or os_name not in image.OSES:
+        return False
+    if info.get("base") != image.image_dir(os_name).name:
+        return False
+    repo = _apt_repo(os_name) if "apt-repo" in state.needs else None
+    try:
+        step = _step(state, os_name, repo)
+    except ValueError:  # its lock is gone
+        return False
+    return layers.layer_key(info["base"], info.get("parent"), step) == info["key"]
+
+
+def prune(log=sys.stderr) -> list[str]:
+    """Delete the cached layers this checkout's states no longer make (layers.prune)."""
+    return layers.prune(is_current, log)
+
+
 def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
     """A state's script with its inputs (digests, for the key) and environment (when built)."""
     inputs, files = {}, {}

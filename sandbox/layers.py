@@ -148,6 +148,63 @@ def cached() -> list[dict]:
     return sorted(found, key=lambda info: (info.get("state", ""), info.get("built_at", "")))
 
 
+def in_use() -> set[str]:
+    """Keys of the layers some overlay on this machine mounts (any checkout's nodes and builds).
+
+    Read from every process's mountinfo: a node's mounts live in its own mount
+    namespace, invisible in ours.
+    """
+    top, keys, seen = str(layers_dir()) + "/", set(), set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            namespace = os.readlink(f"/proc/{pid}/ns/mnt")
+            if namespace in seen:
+                continue
+            seen.add(namespace)
+            text = Path(f"/proc/{pid}/mountinfo").read_text()
+        except OSError:
+            continue
+        for part in text.split(top)[1:]:
+            keys.add(part.split("/", 1)[0])
+    return keys
+
+
+def prune(is_current: Callable[[dict], bool], log=sys.stderr) -> list[str]:
+    """Delete the cached layers nothing can reach any more; return their keys.
+
+    A layer is stale when *is_current* says its state's script and inputs no
+    longer make it (an edited script, a rebuilt apt repository, a new lock), or
+    when the layer below it is stale. Layers an overlay mounts are kept.
+    """
+    with file_lock(layers_dir() / ".lock"):
+        infos = {info["key"]: info for info in cached()}
+        stale: set[str] = set()
+        for key in _bottom_first(infos):
+            info = infos[key]
+            if info.get("parent") in stale or (info.get("parent") and info["parent"] not in infos) \
+                    or not is_current(info):
+                stale.add(key)
+        busy = in_use()
+        removed = sorted(key for key in stale if key not in busy)
+        for key in removed:
+            safe_rmtree(layers_dir() / key)
+            print(f"sandbox: removed stale layer {key}", file=log, flush=True)
+        return removed
+
+
+def _bottom_first(infos: dict[str, dict]) -> list[str]:
+    """Layer keys ordered so that each comes after its parent."""
+    depth = {}
+
+    def level(key):
+        if key not in depth:
+            parent = infos[key].get("parent")
+            depth[key] = 0 if parent not in infos else level(parent) + 1
+        return depth[key]
+
+    return sorted(infos, key=level)
+
+
 def _build_locked(os_name, base, base_key, below, step, key, log) -> None:
     """Build one layer under the layers' lock (another process may have built it meanwhile)."""
     top = layers_dir()

@@ -104,6 +104,16 @@ def test_failed_layer_build_leaves_no_cache_entry(private_layers):
     assert info["state"] == "t-fail" and info["disk_bytes"] > 0 and info["build_seconds"] >= 0
 
 
+def test_prune_removes_stale_layers_and_what_is_built_on_them(private_layers):
+    steps = [layers.Step("t-low", "echo low > /root/low"), layers.Step("t-high", "echo high > /root/high")]
+    built = layers.ensure_chain("debian12", steps, log=io.StringIO())
+    assert layers.prune(lambda info: True, log=io.StringIO()) == []
+    # The lower layer's script changed: both go, the upper one with it.
+    removed = layers.prune(lambda info: info["state"] != "t-low", log=io.StringIO())
+    assert removed == sorted(layer.key for layer in built)
+    assert [p.name for p in private_layers.iterdir()] == [".lock"]
+
+
 # ---------------------------------------------------------------- each state on a node
 
 
@@ -215,6 +225,7 @@ def test_two_nodes_share_layers(incident_node, composed_node, sandbox_ssh):
         options = root_mount_options(entry, sandbox_ssh)
         for key in shared:
             assert f"{layers.layers_dir() / key}/upper" in options
+    assert set(node_layers("st-composed")) <= layers.in_use(), "prune keeps what nodes mount"
     # Started again, a node reuses every layer as it is.
     before = {key: (layers.layers_dir() / key).stat().st_ino for key in shared}
     out = io.StringIO()
