@@ -227,12 +227,13 @@ def _clean_stale_tmp() -> None:
 
 def _build(os_name, base, base_key, below, step, key, log) -> None:
     """Run the step's script in a throwaway overlay; keep its upper directory as the layer."""
+    # First, so that a mirror that cannot be started leaves nothing behind.
+    env = step.prepare() if step.prepare else {}
     tmp = layers_dir() / f".tmp-{key}-{os.getpid()}"
     for sub in ("upper", "work", "root", "inputs"):
         (tmp / sub).mkdir(parents=True, mode=0o755)
     os.chmod(tmp / "upper", os.stat(base).st_mode & 0o7777)
     _write_inputs(tmp / "inputs", step)
-    env = step.prepare() if step.prepare else {}
     print(f"sandbox: building layer {key} ({os_name}, state {step.state})...", file=log, flush=True)
     started = time.monotonic()
     returncode = _run_script(tmp, lowerdir(base, below), env)
