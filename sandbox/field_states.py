@@ -135,7 +135,11 @@ def is_current(info: dict) -> bool:
         return False
     if info.get("base") != image.image_dir(os_name).name:
         return False
-    repo = _apt_repo(os_name) if "apt-repo" in state.needs else None
+    # The repository as built, not served: a look must not start a server (on
+    # another port, which would rebuild the keyring and stale every apt layer).
+    repo = {"digest": aptrepo.built_digest(os_name), "repo_url": ""} if "apt-repo" in state.needs else None
+    if repo and repo["digest"] is None:
+        return True  # nothing to compare with: keep it
     try:
         step = _step(state, os_name, repo)
     except ValueError:  # its lock is gone

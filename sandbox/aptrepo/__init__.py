@@ -32,6 +32,7 @@ when the file disappears (e.g. the repository was wiped) or names another one.
 from __future__ import annotations
 
 import sys
+import urllib.parse
 
 from sandbox.aptrepo import server as _serve
 from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, OTHER_DISTROS,
@@ -39,7 +40,7 @@ from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE,
                                    pubkey_name, read_distro_manifest, read_manifest, repo_lock, repo_url)
 
 __all__ = [
-    "build", "serve", "stop", "status", "ensure_served", "running", "distro_repo",
+    "build", "serve", "stop", "status", "ensure_served", "running", "distro_repo", "built_digest",
     "DEFAULT_HOST", "DEFAULT_PORT", "REPO_DIR", "SERVE_ROOT", "SERVER_JSON", "GNUPGHOME",
     "FINGERPRINT_FILE", "repo_url", "pubkey_name",
 ]
@@ -53,7 +54,10 @@ def running() -> dict | None:
 def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> tuple[dict, bool]:
     """Build if needed and start the server unless one runs: (server.json content, started?).
 
-    port None: DEFAULT_PORT, or any free port when that one is taken; 0: any free port.
+    port None: the port the built repository names (its cuda-keyring's source), else
+    DEFAULT_PORT, or any free port when that one is taken; 0: any free port. Keeping
+    the port keeps the keyring, and the node state layers made from it, unchanged
+    across restarts when several checkouts share the machine.
     A server already running is reused whatever port was asked (see status/stop).
     """
     with repo_lock():
@@ -62,16 +66,32 @@ def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> 
             _build_locked(info["repo_url"], False, log)
             return _serve.refresh_key(info), False
         _build_locked(repo_url(host, port) if port else None, False, log)
-        info = _serve.start(host, DEFAULT_PORT if port is None else port, any_port_if_busy=port is None)
+        info = _serve.start(host, _built_port(host) if port is None else port, any_port_if_busy=port is None)
         if read_manifest().get("repo_url") != info["repo_url"]:
             # The keyring package's sources.list must name the port actually served.
             _build_locked(info["repo_url"], False, log)
         return _serve.refresh_key(info), True
 
 
+def _built_port(host: str) -> int:
+    """The port the built repository's keyring names, if on *host*, else DEFAULT_PORT.
+
+    >>> _built_port("10.9.9.9")
+    8913
+    """
+    url = urllib.parse.urlsplit(read_manifest().get("repo_url", ""))
+    return url.port if url.hostname == host and url.port else DEFAULT_PORT
+
+
 def ensure_served(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> dict:
     """Build if needed, serve if not running; return server.json's content."""
     return serve(port, host, log)[0]
+
+
+def built_digest(distro: str) -> str | None:
+    """The manifest digest of *distro*'s directory as built (None when not built); serves nothing."""
+    manifest = read_manifest() if distro == "debian12" else read_distro_manifest(distro)
+    return manifest.get("digest")
 
 
 def distro_repo(distro: str, info: dict) -> dict:
