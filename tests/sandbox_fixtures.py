@@ -10,6 +10,10 @@ Reusable by other suites (tests/node/...):
 ``sandbox_node`` starts nodes in the default registry (.sandbox/nodes.yaml,
 the one inventory/gpu.py reads) and takes every node it started down at the
 end of the session.
+
+Engineers sharing one machine keep their nodes apart with SANDBOX_TEST_NET:
+``SANDBOX_TEST_NET=127.0.5`` moves every test node's address into 127.0.5.0/24
+(the last octet stays; see ``node_addr``).
 """
 
 from __future__ import annotations
@@ -65,6 +69,16 @@ def require_sandbox_host(tools=("debootstrap", "unshare", "ssh", "ssh-keygen", "
                     f"install the packages in sandbox/host-packages.txt")
 
 
+def node_addr(addr: str, net: str | None = None) -> str:
+    """A test node's address, moved into *net* (three octets; default $SANDBOX_TEST_NET) when set.
+
+    >>> node_addr("127.0.0.31", net="127.0.5")
+    '127.0.5.31'
+    """
+    net = net if net is not None else os.environ.get("SANDBOX_TEST_NET")
+    return f"{net}.{addr.rsplit('.', 1)[1]}" if net else addr
+
+
 def ssh_command(entry: dict, command: str, login: bool = False) -> list[str]:
     """argv of an OpenSSH client call to a node, strict host key checking on."""
     remote = f"bash -lc {_quote(command)}" if login else command
@@ -111,18 +125,20 @@ def sandbox_ssh():
 
 @pytest.fixture(scope="session")
 def sandbox_node(sandbox_host):
-    """Factory `start_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="incident", port=None) -> dict`.
+    """Factory `start_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="incident", port=None,
+    states=(), os_name="debian12", log=None) -> dict`.
 
-    Starts (or restarts from clean) a node in the default registry and
-    returns its registry entry (ssh_hostname, ssh_port, ssh_user, ssh_key,
-    ssh_known_hosts_file, gpu_profile, toolkit). Every node started through
-    it is taken down at the end of the session.
+    Starts (or restarts from clean) a node in the default registry, at
+    ``node_addr(addr)``, and returns its registry entry (ssh_hostname, ssh_port,
+    ssh_user, ssh_key, ssh_known_hosts_file, gpu_profile, toolkit, os, states).
+    Every node started through it is taken down at the end of the session.
     """
     started: list[str] = []
 
     def start_node(name: str, addr: str, gpu: str = "rtx-pro-6000-x8",
-                   toolkit: str = "incident", port: int | None = None) -> dict:
-        entry = node.up(name, addr, gpu, toolkit, port)
+                   toolkit: str = "incident", port: int | None = None, states=(),
+                   os_name: str = "debian12", log=None) -> dict:
+        entry = node.up(name, node_addr(addr), gpu, toolkit, port, states=states, os_name=os_name, log=log)
         if name not in started:
             started.append(name)
         return entry
