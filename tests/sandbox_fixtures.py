@@ -149,10 +149,17 @@ def sandbox_node(sandbox_host):
 
 
 # Settings every deploy of the shared node uses, passed as pyinfra --data (and as
-# --node-data to the node suite): the real stack at its pins, with the pre-warm
-# reduced to two modules to fit CI's budget (make demo pre-warms the full set).
-DEPLOY_DATA = ("prewarm_modules=sampling,norm",)
+# --node-data to the node suite): the real stack at its pins, the pre-warm reduced to
+# two FlashInfer modules and SGLang's own (make demo pre-warms the full set), a model
+# for the unit's arguments (not started: there is no GPU to serve on), and a toolkit
+# lock holding CUDA 13.0's GA release while the repository also serves update 2.
+DEPLOY_DATA = ("prewarm_modules=sampling,norm,sglang-activation", "service_model=Qwen/Qwen3-0.6B",
+               "service_enable=false", "cuda_toolkit_lock=tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt")
 DEPLOYED = "deployed"
+# The shared node is found as nodes are (README "Nodes as found"): the seeds' incident
+# (NVIDIA's apt source, CUDA 12.8 by apt, a hand-built venv), the operator's marks and
+# Debian's own toolkit.
+DEPLOYED_STATES = ("incident", "operator", "distro-cuda")
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 
 
@@ -236,7 +243,7 @@ def deployed_node(sandbox_node, tmp_path_factory):
 
     aptrepo.ensure_served()
     pypimirror.serve()
-    entry = sandbox_node(DEPLOYED, "127.0.0.61", gpu="rtx-pro-6000-x8", toolkit="incident")
+    entry = sandbox_node(DEPLOYED, "127.0.0.61", gpu="rtx-pro-6000-x8", toolkit="none", states=DEPLOYED_STATES)
     _, before = validate(DEPLOYED)
     before_suite = node_suite(tmp_path_factory.mktemp("node-suite-before"), "--node-limit", DEPLOYED)
     started = time.monotonic()

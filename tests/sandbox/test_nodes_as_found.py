@@ -99,7 +99,7 @@ def test_a_second_deploy_of_a_found_node_changes_nothing(deployed_node):
 def incident(sandbox_node):
     aptrepo.ensure_served()
     pypimirror.serve()
-    entry = sandbox_node("found-incident", "127.0.0.63", states=("incident",))
+    entry = sandbox_node("found-incident", "127.0.0.63", toolkit="none", states=("incident",))
     return dict(entry, name="found-incident")
 
 
@@ -151,7 +151,7 @@ def test_a_venv_the_service_user_cannot_read_is_found_first(incident):
 # -- Debian's own toolkit: the trap with it, gone after the toolkit and environment
 
 def test_distro_cuda_trap_then_gone(sandbox_node):
-    entry = dict(sandbox_node("found-distro", "127.0.0.64", states=("distro-cuda", "handbuilt-venv")),
+    entry = dict(sandbox_node("found-distro", "127.0.0.64", toolkit="none", states=("distro-cuda", "handbuilt-venv")),
                  name="found-distro")
     found, out = trap_check(entry)
     assert found["archs"] == [] and "FlashInfer requires GPUs with sm75 or higher" in found["spec"], out
@@ -165,7 +165,7 @@ def test_distro_cuda_trap_then_gone(sandbox_node):
 # -- a deploy killed in the repository step: apt reads its sources at every point
 
 def test_killed_in_the_repository_step_apt_still_works(sandbox_node):
-    entry = dict(sandbox_node("found-killed", "127.0.0.65", states=("nvidia-repo",)), name="found-killed")
+    entry = dict(sandbox_node("found-killed", "127.0.0.65", toolkit="none", states=("nvidia-repo",)), name="found-killed")
     # NVIDIA's source with a keyring of another key: deploy must replace it (disable,
     # key, source), the path with the most steps to be killed in.
     run_ssh(entry, "cp /usr/share/keyrings/debian-archive-keyring.gpg /usr/share/keyrings/cuda-archive-keyring.gpg")
