@@ -21,6 +21,8 @@ from sandbox import aptrepo, field_states, image, layers, node
 from sandbox.aptrepo.build import distro_dir
 from tests.sandbox_fixtures import node_addr
 
+pytestmark = pytest.mark.sandbox
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_PROBE = ("/opt/venv_sglang211/bin/python -c "
               "'import flashinfer, torch; print(flashinfer.__version__, torch.version.cuda)'")
