@@ -247,7 +247,6 @@ def plan(facts, config, locks=None):
     _check_symlink(facts, config, home, add)
     _check_paths(facts, config, add)
     _check_venv_readable(facts, config, add)
-    layout = node.layout
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, home, node.arch_list)

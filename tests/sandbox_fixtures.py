@@ -173,6 +173,13 @@ def pyinfra_cli(*args, data=DEPLOY_DATA, json_output=False, timeout=1800):
     return result
 
 
+def changed_operations(result) -> list:
+    """Names of the operations a ``pyinfra --json`` run changed something with (or failed):
+    empty when the run found the node converged."""
+    operations = json.loads(result.stdout)["results"]["operations"]
+    return [op["name"] for op in operations if op["success"] or op["error"]]
+
+
 def report_path(host: str) -> Path:
     return REPO_ROOT / "reports" / f"{host}.json"
 

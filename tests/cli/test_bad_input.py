@@ -2,7 +2,6 @@
 host, the setting (or field), the value and the fix, and writes nothing (no report, no
 plan, no change on the node). Never a traceback."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path

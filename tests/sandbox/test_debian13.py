@@ -2,13 +2,12 @@
 node suite with deploy.py: the cp313 lock, NVIDIA's debian13 repository directory
 (the sandbox's), the reduced pre-warm."""
 
-import json
 
 import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import node_suite, pyinfra_cli, run_ssh, validate
+from tests.sandbox_fixtures import changed_operations, node_suite, pyinfra_cli, run_ssh, validate
 
 pytestmark = pytest.mark.sandbox
 
@@ -41,5 +40,5 @@ def test_debian13_bare_to_green(node, tmp_path):
     run = node_suite(tmp_path, "--node-limit", NAME, data=DATA)
     assert run.rc == 0 and run.failing(NAME) == set(), run
     again = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA, json_output=True)
-    changed = [op["name"] for op in json.loads(again.stdout)["results"]["operations"] if op["success"] or op["error"]]
+    changed = changed_operations(again)
     assert changed == []

@@ -15,8 +15,7 @@ import pytest
 from packaging.version import Version
 
 from bringup.torch_builds import ARCH_LIST_FOR_TORCH_CUDA
-from sandbox import pypimirror
-from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, ssh_command, validate
+from tests.sandbox_fixtures import DEPLOY_DATA, changed_operations, pyinfra_cli, ssh_command, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -140,7 +139,7 @@ def test_second_deploy_changes_nothing_and_takes_seconds(node):
     result = deploy(node, json_output=True)
     seconds = time.monotonic() - started
     assert result.returncode == 0, result.output
-    changed = [op["name"] for op in json.loads(result.stdout)["results"]["operations"] if op["success"] or op["error"]]
+    changed = changed_operations(result)
     assert changed == []
     assert seconds < node["deploy_seconds"] / 5, (seconds, node["deploy_seconds"])
 

@@ -4,14 +4,13 @@ operator's marks), through the real pyinfra CLI over SSH, with the toolkit from 
 signed local repository; and on light nodes: --dry, a refused host, a killed apt run."""
 
 import functools
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from sandbox import aptrepo, node as sandbox_nodes
-from tests.sandbox_fixtures import DEPLOY_DATA, PYINFRA, pyinfra_cli, ssh_command, validate
+from tests.sandbox_fixtures import DEPLOY_DATA, changed_operations, PYINFRA, pyinfra_cli, ssh_command, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = "/usr/local/cuda-13.0"
@@ -41,11 +40,6 @@ def codes(document):
 
 def findings(host, data=DEPLOY_DATA):
     return codes(validate(host, data=data)[1])
-
-
-def changed_operations(result):
-    operations = json.loads(result.stdout)["results"]["operations"]
-    return [op["name"] for op in operations if op["success"] or op["error"]]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import DEPLOYED, PYINFRA, REPO_ROOT, pyinfra_cli, run_ssh, ssh_command, validate
+from tests.sandbox_fixtures import DEPLOYED, changed_operations, PYINFRA, REPO_ROOT, pyinfra_cli, run_ssh, ssh_command, validate
 
 pytestmark = pytest.mark.sandbox
 
@@ -89,7 +89,7 @@ def test_debians_own_toolkit_stays(deployed_node):
 def test_a_second_deploy_of_a_found_node_changes_nothing(deployed_node):
     result = pyinfra_cli("--json", "inventory/gpu.py", "--limit", DEPLOYED, "deploy.py", json_output=True)
     assert result.returncode == 0, result.output[-3000:]
-    changed = [op["name"] for op in json.loads(result.stdout)["results"]["operations"] if op["success"] or op["error"]]
+    changed = changed_operations(result)
     assert changed == []
 
 
