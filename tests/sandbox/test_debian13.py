@@ -33,12 +33,14 @@ def test_debian13_bare_to_green(node, tmp_path):
     assert plan["venv"]["lock"] == "files/locks/sglang-0.5.23-cp313-x86_64.txt"
     assert plan["venv"]["uv_lock"] == "files/locks/uv-cp313-x86_64.txt"
     assert plan["repo"]["distro"] == "debian13" and plan["arch_list"] == "12.0f"
+    assert plan["toolkit"]["lock"] == "files/locks/cuda-13.0-debian13-x86_64.txt"
     assert not [f for f in plan["findings"] if f["severity"] == "blocker"], plan["findings"]
     deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA)
     assert deployed.returncode == 0, deployed.output[-4000:]
     assert "build-venv: venv" in deployed.output and "prewarm: done" in deployed.output
     run = node_suite(tmp_path, "--node-limit", NAME, data=DATA)
     assert run.rc == 0 and run.failing(NAME) == set(), run
+    assert "toolkit_lock_held" in run.checks(NAME)
     again = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA, json_output=True)
     changed = changed_operations(again)
     assert changed == []
