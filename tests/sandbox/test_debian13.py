@@ -40,7 +40,7 @@ def test_debian13_bare_to_green(node, tmp_path):
     assert "build-venv: venv" in deployed.output and "prewarm: done" in deployed.output
     run = node_suite(tmp_path, "--node-limit", NAME, data=DATA)
     assert run.rc == 0 and run.failing(NAME) == set(), run
-    assert "toolkit_lock_held" in run.checks(NAME)
+    assert "toolkit_packages_at_lock" in run.checks(NAME)
     again = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA, json_output=True)
     changed = changed_operations(again)
     assert changed == []

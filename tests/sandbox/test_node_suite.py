@@ -18,7 +18,7 @@ ENV_FILE = "/etc/sglang/sglang.env"
 HOME = "/usr/local/cuda-13.0"
 
 DRIVER_CHECKS = {"nvidia_smi_answers", "driver_runs_toolkit"}
-TOOLKIT_CHECKS = {"nvcc_reports_plan_version", "nvcc_lists_every_gpu_arch"}
+TOOLKIT_CHECKS = {"nvcc_reports_plan_version", "nvcc_lists_every_gpu_arch", "toolkit_packages_at_lock"}
 RESOLUTION_CHECKS = {"login_shell_resolves_toolkit", "ssh_command_resolves_toolkit", "service_env_resolves_toolkit"}
 ENV_FILE_CHECKS = {"service_env_file_owner_and_mode", "service_env_file_matches_plan"}
 VENV_CHECKS = {"flashinfer_resolves_toolkit", "flashinfer_target_archs", "flashinfer_detects_gpu_arch",
