@@ -1,7 +1,7 @@
 """The SGLang venv, the FlashInfer JIT pre-warm and the service unit, deployed by the
 real pyinfra CLI over SSH onto a sandbox node in the incident's state.
 
-CI pre-warms a reduced module set (sampling, norm) at the real pins; `make demo`
+CI pre-warms a reduced module set (sampling, norm, sglang-activation) at the real pins; `make demo`
 pre-warms the full default set.
 """
 
@@ -142,6 +142,38 @@ def test_second_deploy_changes_nothing_and_takes_seconds(node):
     changed = changed_operations(result)
     assert changed == []
     assert seconds < node["deploy_seconds"] / 5, (seconds, node["deploy_seconds"])
+
+
+def test_the_service_is_started_and_restarted_only_on_change(node, sandbox_ssh):
+    """service_enable on a systemd node: deploy enables and starts the unit, a run with
+    no change leaves the running process alone, a changed environment restarts it, and
+    the operator's drop-in stays. The drop-in stands in for the server (no GPU here to
+    serve on): the unit's own ExecStart is checked by the node suite."""
+    enabled = tuple(item for item in DEPLOY_DATA if item != "service_enable=false") + ("service_enable=true",)
+    main_pid = "systemctl show -p MainPID --value sglang"
+    sandbox_ssh(node, "mkdir -p /etc/systemd/system/sglang.service.d && printf '%s\\n' '[Service]' 'ExecStart=' "
+                      "'ExecStart=/bin/sleep infinity' > /etc/systemd/system/sglang.service.d/zz-operator.conf "
+                      "&& systemctl daemon-reload")
+    try:
+        first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=enabled)
+        assert first.returncode == 0, first.output[-3000:]
+        state = sandbox_ssh(node, f"systemctl is-enabled sglang; systemctl is-active sglang; {main_pid}").stdout.split()
+        assert state[:2] == ["enabled", "active"] and state[2] != "0", state
+        again = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=enabled, json_output=True)
+        assert changed_operations(again) == []
+        assert sandbox_ssh(node, main_pid).stdout.strip() == state[2], "a run with no change restarted the service"
+        changed = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py",
+                              data=enabled + ("service_env=RESTART_TEST=1",))
+        assert changed.returncode == 0, changed.output[-3000:]
+        restarted = sandbox_ssh(node, f"systemctl is-active sglang; {main_pid}; "
+                                      "cat /etc/systemd/system/sglang.service.d/zz-operator.conf").stdout.split()
+        assert restarted[0] == "active" and restarted[1] not in ("0", state[2]), (state, restarted)
+        assert "ExecStart=/bin/sleep" in restarted, "the operator's drop-in was changed"
+    finally:
+        sandbox_ssh(node, "systemctl disable --now sglang; rm -rf /etc/systemd/system/sglang.service.d; "
+                          "systemctl daemon-reload", check=False)
+    # Back to the shared deployed state (the env file without RESTART_TEST).
+    assert deploy(node).returncode == 0
 
 
 def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh, tmp_path):

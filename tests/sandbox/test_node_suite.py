@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import aptrepo
-from tests.sandbox_fixtures import DEPLOYED as NODE, REPO_ROOT, node_suite
+from tests.sandbox_fixtures import DEPLOYED as NODE, REPO_ROOT, node_suite, validate
 
 PYTEST = Path(sys.executable).parent / "pytest"
 
@@ -77,8 +77,13 @@ def test_cuda_home_rewritten_fails_by_name(nodes, sandbox_ssh, tmp_path):
                       f"sed -i 's|^CUDA_HOME=.*|CUDA_HOME=/usr/local/cuda-12.8|' {ENV_FILE}")
     try:
         run = node_suite(tmp_path, "--node-limit", NODE)
+        # validate reads the same file through the probe and says what deploy would reset.
+        _, report = validate(NODE)
     finally:
         sandbox_ssh(node, f"mv {ENV_FILE}.keep {ENV_FILE}")
+    overridden = [f for f in report["plan"]["findings"] if f["code"] == "SERVICE_ENV_OVERRIDDEN"]
+    assert [f["severity"] for f in overridden] == ["fix"], report["plan"]["findings"]
+    assert "CUDA_HOME=/usr/local/cuda-12.8" in overridden[0]["message"], overridden
     assert {"service_env_resolves_toolkit", "service_env_file_matches_plan"} <= run.failing(NODE), run
     assert not {"login_shell_resolves_toolkit", "ssh_command_resolves_toolkit"} & run.failing(NODE), run
     assert ("CUDA_HOME=/usr/local/cuda-13.0, first nvcc /usr/local/cuda-13.0/bin/nvcc, release 13.0; "

@@ -12,7 +12,8 @@ import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import DEPLOYED, changed_operations, PYINFRA, REPO_ROOT, pyinfra_cli, run_ssh, ssh_command, validate
+from tests.sandbox_fixtures import (DEPLOYED, PYINFRA, REPO_ROOT, changed_operations, pyinfra_cli, run_ssh, ssh_command,
+                                   validate)
 
 pytestmark = pytest.mark.sandbox
 
