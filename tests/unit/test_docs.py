@@ -1,4 +1,4 @@
-"""The README documents every finding code and every setting with its default."""
+"""The README documents every finding code, every setting with its default and every node check."""
 
 import re
 from dataclasses import fields
@@ -26,3 +26,16 @@ def test_setting_is_documented_with_its_default(setting):
         assert f"`{str(default).lower()}`" in row["default"]
     elif default and not isinstance(default, tuple):
         assert f"`{default}`" in row["default"]
+
+
+def node_checks():
+    """Every check of the node suite (tests/node/test_*.py), by name."""
+    names = []
+    for module in sorted((Path(__file__).resolve().parents[1] / "node").glob("test_*.py")):
+        names += re.findall(r"^def test_(\w+)\(", module.read_text(), re.M)
+    return names
+
+
+@pytest.mark.parametrize("check", node_checks())
+def test_node_check_is_documented(check):
+    assert re.search(rf"^\| `{check}(\[[^`]*\])?` \|", README, re.M), f"{check} missing from README's node suite table"

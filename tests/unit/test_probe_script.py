@@ -6,6 +6,7 @@ GPU, driver and OS parts are asserted here.
 """
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -142,3 +143,29 @@ def test_prewarm_manifest_and_ninja_freshness(tmp_path):
 
 def test_document_is_json_serialisable(tmp_path):
     json.dumps(run_probe(tmp_path, "mixed-b200-rtxpro"))
+
+
+def test_path_chains_make_a_writable_directory_a_blocker(tmp_path):
+    """The probe's path chains, planned: a directory others can write on the way to the
+    managed venv is UNSAFE_PATH, named; the same directory made root's only is not.
+    (Settings are built directly: their check refuses paths under /tmp before any probe.)"""
+    from bringup.config import Config
+    from bringup.plan import plan
+
+    shared = tmp_path / "shared"
+    (shared / "sglang").mkdir(parents=True)
+    shared.chmod(0o1777)
+    venv = shared / "sglang" / "venv"
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(venv))
+    chain = {entry["path"]: entry["mode"] for entry in facts["paths"]["venv"]}
+    assert chain[str(shared)] == "1777", facts["paths"]
+    config = Config(venv_path=str(venv))
+    owner = shared.owner()
+    unsafe = [f.message for f in plan(facts, config).findings if f.code == "UNSAFE_PATH"]
+    assert unsafe and unsafe[0].startswith(f"{shared} (directory, owner {owner}, mode 1777)"), unsafe
+    shared.chmod(0o755)
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(venv))
+    unsafe = [f.message for f in plan(facts, config).findings if f.code == "UNSAFE_PATH"]
+    # Owned by a non-root user, it stays unsafe: that user could still change it.
+    named = [message for message in unsafe if message.startswith(f"{shared} ")]
+    assert bool(named) == (os.geteuid() != 0), unsafe
