@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from sandbox import aptrepo
-from tests.sandbox_fixtures import PYINFRA, REPO_ROOT, node_suite, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import DEPLOY_DATA, PYINFRA, REPO_ROOT, node_suite, pyinfra_cli, run_ssh
 
 pytestmark = pytest.mark.sandbox
 
@@ -19,7 +19,7 @@ PLANT = ("import os; open('/tmp/pth-ran-as-' + str(os.getuid()), 'w')\n")
 OTHER_FINGERPRINT = "0123456789ABCDEF0123456789ABCDEF01234567"
 
 
-def pyinfra(host, *args, data=()):
+def pyinfra(host, *args, data=DEPLOY_DATA):
     return pyinfra_cli("inventory/gpu.py", "--limit", host, *args, data=data)
 
 
@@ -63,7 +63,7 @@ def test_the_completion_marker_cannot_be_raced(node):
 def test_uploads_replace_a_planted_link_and_land_whole(node):
     run_ssh(node, "echo precious > /root/precious && ln -sfn /root/precious /etc/profile.d/zz-cuda-home.sh; "
                   "stat -c %i /etc/sglang/sglang.env > /tmp/env-inode")
-    result = pyinfra(node["name"], "deploy.py", data=("prewarm_modules=sampling,norm", "service_env=PLANTED_TEST=1"))
+    result = pyinfra(node["name"], "deploy.py", data=(*DEPLOY_DATA, "service_env=PLANTED_TEST=1"))
     assert result.returncode == 0, result.output[-3000:]
     out = run_ssh(node, "cat /root/precious; stat -c %F /etc/profile.d/zz-cuda-home.sh; "
                         "test \"$(stat -c %i /etc/sglang/sglang.env)\" != \"$(cat /tmp/env-inode)\" && echo renamed; "
