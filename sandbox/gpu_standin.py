@@ -6,8 +6,9 @@ These are the only fakes in the sandbox (README, "The sandbox"):
   real machine (tests/fixtures/gpus/<profile>/), and an empty
   ``libcuda.so.1`` link stub;
 * the incident's old CUDA 12.8 toolkit (``--toolkit incident``): an ``nvcc``
-  that only reports its version, ``version.json``, the ``/usr/local/cuda``
-  symlink and an ``/etc/profile.d`` PATH snippet.
+  that only reports its version (the one the apt repository's
+  ``cuda-nvcc-12-8`` ships, ``sandbox/aptrepo/nvcc-12.8``), ``version.json``,
+  the ``/usr/local/cuda`` symlink and an ``/etc/profile.d`` PATH snippet.
 
 Everything is written into the node's overlay upper directory (the node is
 not running yet), so the node never reads the repository.
@@ -24,6 +25,8 @@ from pathlib import Path
 from sandbox.fsutil import write_file
 
 FILES = Path(__file__).resolve().parent / "files"
+# The incident's nvcc 12.8: the same stand-in the apt repository's cuda-nvcc-12-8 ships.
+NVCC_12_8 = Path(__file__).resolve().parent / "aptrepo" / "nvcc-12.8"
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpus"
 
 NO_GPU = "none"  # pseudo-profile: no driver at all
@@ -108,7 +111,7 @@ def install_toolkit(upper: Path, lower: Path, toolkit: str) -> None:
     # SANDBOX STAND-IN for the CUDA 12.8 toolkit found on the incident node.
     home = ensure_dir(upper, lower, CUDA_OLD)
     bindir = ensure_dir(upper, lower, CUDA_OLD + "/bin")
-    write_file(bindir / "nvcc", (FILES / "nvcc-12.8").read_bytes(), 0o755)
+    write_file(bindir / "nvcc", NVCC_12_8.read_bytes(), 0o755)
     version = {"cuda": {"name": "CUDA SDK", "version": "12.8.1"}}
     write_file(home / "version.json", json.dumps(version, indent=3) + "\n", 0o644)
     # As NVIDIA's packages leave it: /usr/local/cuda -> the only toolkit.

@@ -1,12 +1,16 @@
-"""A local NVIDIA-style apt repository made from NVIDIA's CUDA 13.0 PyPI wheels.
+"""A local NVIDIA-style apt repository made from NVIDIA's CUDA PyPI wheels.
 
 The sandbox node installs its CUDA toolkit the way a real node does: from a
 signed, flat apt repository laid out like NVIDIA's
 (``.../compute/cuda/repos/debian12/x86_64/``), with NVIDIA's package names
 (``cuda-nvcc-13-0``, ``cuda-cudart-dev-13-0``, ``libcurand-dev-13-0`` ...).
-The packages are NVIDIA's own PyPI wheels (pinned in ``wheels.lock``),
-re-laid out into ``/usr/local/cuda-13.0``; the only stand-in is the libcuda
-link stub in ``cuda-driver-dev-13-0``.
+The packages are NVIDIA's own PyPI wheels, pinned in ``wheels.lock`` as
+release sets: CUDA 13.0 GA (nvcc 13.0.48) and 13.0 update 2 (nvcc 13.0.88,
+what a plain ``apt-get install`` takes) in ``/usr/local/cuda-13.0``, and CUDA
+12.8 update 1 in ``/usr/local/cuda-12.8``. The stand-ins are the libcuda link
+stub in ``cuda-driver-dev-X-Y`` and, because NVIDIA's 12.x wheels carry no
+nvcc driver, the version-reporting ``bin/nvcc`` of ``cuda-nvcc-12-8`` (its
+ptxas, libNVVM, libdevice and headers are NVIDIA's).
 
 CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}``.
 Python::

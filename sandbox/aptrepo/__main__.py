@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "status":
         _print(aptrepo.status())
     elif args.cmd == "wheels":
-        _print({name: str(path) for name, path in ensure_wheels(log=sys.stderr).items()})
+        _print({f"{w.name}=={w.version}": str(path) for w, path in ensure_wheels(log=sys.stderr).items()})
         print(f"aptrepo: wheel cache {cache_dir()}", file=sys.stderr)
     return 0
 

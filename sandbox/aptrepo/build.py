@@ -91,10 +91,11 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     fpr = gpg.ensure_key()
     old = read_manifest()
     url = url or old.get("repo_url") or repo_url()
-    ctx = debs.Context(read_lock(), fingerprint=fpr, public_key=gpg.export(fpr, armor=False), repo_url=url)
+    ctx = debs.Context(fingerprint=fpr, public_key=gpg.export(fpr, armor=False), repo_url=url)
+    packages = debs.all_packages(read_lock())
     armored = gpg.export(fpr, armor=True)
     gins = debs.generator_inputs(ctx)
-    wanted = {debs.deb_filename(p, ctx): debs.package_digest(p, ctx, gins) for p in debs.PACKAGES}
+    wanted = {debs.deb_filename(p): debs.package_digest(p, gins) for p in packages}
     digest = hashlib.sha256(json.dumps({
         "debs": wanted, "fingerprint": fpr, "key": armored.decode(), "release": RELEASE_FIELDS,
         "builder": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
@@ -117,8 +118,8 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
 
     reused, todo = [], []
     old_debs = old.get("debs", {}) if not force else {}
-    for pkg in debs.PACKAGES:
-        name = debs.deb_filename(pkg, ctx)
+    for pkg in packages:
+        name = debs.deb_filename(pkg)
         cached = DEB_CACHE / f"{wanted[name]}.deb"
         if old_debs.get(name) == wanted[name] and (REPO_DIR / name).is_file():
             os.link(REPO_DIR / name, out / name)
@@ -133,7 +134,7 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
         print(f"aptrepo: building {len(todo)} package(s): {', '.join(p.name for p in todo)}", file=log, flush=True)
     if any(p.files for p in todo):
         wheels = ensure_wheels(log=log)
-        debs.check_layout(wheels, ctx)
+        debs.check_layout(wheels, packages)
     else:
         wheels = {}
     # Biggest first so the two cores stay busy to the end.
@@ -144,7 +145,7 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     shutil.rmtree(work)
     DEB_CACHE.mkdir(parents=True, exist_ok=True)
     for pkg in todo:
-        name = debs.deb_filename(pkg, ctx)
+        name = debs.deb_filename(pkg)
         link_or_copy(out / name, DEB_CACHE / f"{wanted[name]}.deb")
 
     (out / pubkey_name(fpr)).write_bytes(armored)
@@ -164,7 +165,7 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     os.rename(out, REPO_DIR)
     atomic_write(FINGERPRINT_FILE, fpr + "\n")
     shutil.rmtree(tmp)
-    built = sorted(debs.deb_filename(p, ctx) for p in todo)
+    built = sorted(debs.deb_filename(p) for p in todo)
     seconds = round(time.monotonic() - started, 2)
     print(f"aptrepo: repository ready in {seconds} s ({len(built)} built, {len(reused)} reused): {REPO_DIR}",
           file=log, flush=True)

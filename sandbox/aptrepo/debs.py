@@ -1,19 +1,27 @@
-"""NVIDIA's CUDA 13.0 apt packages, re-made from NVIDIA's PyPI wheels.
+"""NVIDIA's CUDA apt packages, re-made from NVIDIA's PyPI wheels.
 
 Names, versions, Depends and file layout follow NVIDIA's own packages in
 ``developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/``:
-everything installs under ``/usr/local/cuda-13.0``, libraries and headers in
+toolkit X.Y installs under ``/usr/local/cuda-X.Y``, libraries and headers in
 ``targets/x86_64-linux/{lib,include}`` (reached through the ``lib64`` and
 ``include`` links), the compiler in ``bin``, the NVVM pieces in ``nvvm``.
-The wheels lay out ``nvidia/cu13/{bin,include,lib,nvvm}``; the tables below
-say where each wheel file goes. Every wheel file must be claimed by exactly
-one package and no two packages may ship the same path (checked at build).
+One table, ``toolkit_packages()``, makes the packages of every release set of
+wheels.lock (CUDA 13.0 GA, 13.0 update 2, 12.8 update 1); ``LAYOUTS`` says
+where each CUDA major's wheels keep what the packages ship. Every wheel file
+must be claimed by a package and no two packages may ship the same path
+(checked at build). A package made the same from two sets (libcurand-13-0
+10.4.0.35-1 is in both 13.0 sets) is built once.
 
-The nvcc.profile shipped in the nvcc wheel is NVIDIA's, unchanged: from
+The nvcc.profile shipped in the 13.0 nvcc wheel is NVIDIA's, unchanged: from
 ``/usr/local/cuda-13.0/bin`` it resolves ``TOP=/usr/local/cuda-13.0``, so
 cicc is ``nvvm/bin/cicc``, libdevice ``nvvm/libdevice``, includes
 ``targets/x86_64-linux/include`` and ``.../include/cccl``, libraries
 ``targets/x86_64-linux/lib`` and ``.../lib/stubs``: the layout below.
+
+The 12.x wheels hold the real ptxas, libNVVM, libdevice and crt headers but no
+nvcc driver, no cicc and no fatbinary, so CUDA 12.8 cannot compile here: its
+``bin/nvcc`` is the version-reporting stand-in ``nvcc-12.8`` (SANDBOX
+STAND-IN, next to this file), its ``bin/ptxas`` NVIDIA's.
 """
 
 from __future__ import annotations
@@ -26,14 +34,11 @@ import os
 import shutil
 import subprocess
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.aptrepo.wheels import LockedWheel
 
-CUDA = "usr/local/cuda-13.0"
-TGT = f"{CUDA}/targets/x86_64-linux"
-WHEEL_ROOT = "nvidia/cu13/"
 KEYRING_PATH = "usr/share/keyrings/cuda-archive-keyring.gpg"
 SOURCES_LIST_PATH = "etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 MAINTAINER = "gpu-bringup sandbox (NVIDIA CUDA wheels repackaged) <cuda-sandbox@localhost>"
@@ -47,41 +52,150 @@ COMPRESSION = ("xz", "1")
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where one CUDA major's PyPI wheels keep the parts NVIDIA's packages ship.
+
+    Read from the wheels themselves (unzip -l of the locked files): the 13.x
+    wheels share the root ``nvidia/cu13/`` and ship crt and NVVM as wheels of
+    their own; each 12.x ``-cu12`` wheel has its own root and keeps crt and
+    NVVM inside the nvcc wheel, which holds ptxas as its only program.
+    """
+    # part -> (wheel name, root of its files inside the wheel); a part whose
+    # wheel is not in a release set is not packaged for it.
+    parts: dict[str, tuple[str, str]]
+    libnvvm: str                          # under the nvvm part's root
+    nvvm_h: str
+    nvcc_headers: tuple[str, ...]         # headers cuda-nvcc ships (not crt/)
+    runtime_static: tuple[str, ...]       # static libraries of the runtime wheel
+    # The nvcc wheel has the nvcc driver, cicc (in the nvvm part) and fatbinary.
+    complete: bool
+
+
+LAYOUTS = {
+    13: Layout(
+        parts={part: (wheel, "nvidia/cu13/") for part, wheel in (
+            ("nvcc", "nvidia-cuda-nvcc"), ("crt", "nvidia-cuda-crt"), ("nvvm", "nvidia-nvvm"),
+            ("cccl", "nvidia-cuda-cccl"), ("runtime", "nvidia-cuda-runtime"),
+            ("culibos", "nvidia-cuda-culibos"), ("curand", "nvidia-curand"), ("cublas", "nvidia-cublas"))},
+        libnvvm="lib/libnvvm.so.4",
+        nvvm_h="include/nvvm.h",
+        nvcc_headers=("include/fatbinary_section.h",),
+        runtime_static=("lib/libcudart_static.a", "lib/libcudadevrt.a"),
+        complete=True,
+    ),
+    12: Layout(
+        parts={
+            "nvcc": ("nvidia-cuda-nvcc-cu12", "nvidia/cuda_nvcc/"),
+            "crt": ("nvidia-cuda-nvcc-cu12", "nvidia/cuda_nvcc/"),
+            "nvvm": ("nvidia-cuda-nvcc-cu12", "nvidia/cuda_nvcc/"),
+            "cccl": ("nvidia-cuda-cccl-cu12", "nvidia/cuda_cccl/"),
+            "runtime": ("nvidia-cuda-runtime-cu12", "nvidia/cuda_runtime/"),
+        },
+        libnvvm="nvvm/lib64/libnvvm.so",
+        nvvm_h="nvvm/include/nvvm.h",
+        nvcc_headers=("include/fatbinary_section.h", "include/nvPTXCompiler.h"),
+        runtime_static=(),
+        complete=False,
+    ),
+}
+
+# Where nvidia-nvvm keeps cicc, by wheel version (unzip -l): bin/cicc in 13.0.48
+# (13.0 GA), nvvm/bin/cicc from 13.0.88 on. nvcc.profile looks in nvvm/bin
+# (CICC_PATH = $(TOP)/nvvm/bin), where NVIDIA's cuda-nvvm package puts it.
+CICC_IN_WHEEL = {"13.0.48": "bin/cicc"}
+CICC_DEFAULT = "nvvm/bin/cicc"
+
+# bin/nvcc of a toolkit whose wheels have no nvcc driver: SANDBOX STAND-IN
+# scripts that only report the version (text of NVIDIA's nvcc of that release).
+NVCC_STANDINS = {"12.8": Path(__file__).with_name("nvcc-12.8")}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release set of wheels.lock: the wheels cuda-toolkit==*toolkit* pins together."""
+    toolkit: str                       # the cuda-toolkit meta wheel's version, "13.0.2"
+    wheels: dict[str, LockedWheel]     # wheel name -> locked wheel
+
+    @property
+    def major(self) -> int:
+        return int(self.toolkit.split(".")[0])
+
+    @property
+    def cuda(self) -> str:
+        """X.Y, as in /usr/local/cuda-X.Y."""
+        return ".".join(self.toolkit.split(".")[:2])
+
+    @property
+    def suffix(self) -> str:
+        """-X-Y, as in cuda-nvcc-X-Y."""
+        return "-" + self.cuda.replace(".", "-")
+
+    @property
+    def home(self) -> str:
+        return f"usr/local/cuda-{self.cuda}"
+
+    @property
+    def priority(self) -> int:
+        """update-alternatives priority: 128 for 12.8, 130 for 13.0 (newest wins)."""
+        major, minor = self.cuda.split(".")
+        return int(major) * 10 + int(minor)
+
+    @property
+    def layout(self) -> Layout:
+        return LAYOUTS[self.major]
+
+    def has(self, part: str) -> bool:
+        return part in self.layout.parts and self.layout.parts[part][0] in self.wheels
+
+    def wheel(self, part: str) -> LockedWheel:
+        return self.wheels[self.layout.parts[part][0]]
+
+    def src(self, part: str, path: str) -> tuple[LockedWheel, str]:
+        """(wheel, member path) of *path* under the root of *part*'s wheel."""
+        return self.wheel(part), self.layout.parts[part][1] + path
+
+    def version(self, part: str) -> str:
+        """Debian version of the packages made from *part*: the wheel's, plus "-1"."""
+        return f"{self.wheel(part).version}-1"
+
+
+def releases(sets: dict[str, dict[str, LockedWheel]]) -> list[Release]:
+    """The release sets of a read lock (wheels.read_lock())."""
+    return [Release(toolkit, wheels) for toolkit, wheels in sets.items()]
+
+
+@dataclass(frozen=True)
 class Pkg:
     name: str
+    version: str
     description: str
-    # Wheel whose version (plus "-1") is the package version, or a fixed version.
-    version_of: str = ""
-    version: str = ""
     arch: str = "amd64"
     section: str = "devel"
-    # Depends entries; "{pkg-name}" is replaced by that package's version.
     depends: tuple[str, ...] = ()
-    # (wheel, path under nvidia/cu13/ -- a directory when it ends with "/", destination)
-    files: tuple[tuple[str, str, str], ...] = ()
+    # (wheel, member path in the wheel -- a directory when it ends with "/", destination)
+    files: tuple[tuple[LockedWheel, str, str], ...] = ()
     # (path, link target) -- relative targets, as NVIDIA ships them
     links: tuple[tuple[str, str], ...] = ()
     dirs: tuple[str, ...] = ()
+    # (path, content, mode): files whose content is given here
+    texts: tuple[tuple[str, str, int], ...] = ()
     # (path, generator name): content made at build time (see _generate)
     generated: tuple[tuple[str, str], ...] = ()
     scripts: tuple[tuple[str, str], ...] = ()
     conffiles: tuple[str, ...] = ()
 
-    def wheels(self) -> list[str]:
-        names = {w for w, _, _ in self.files}
-        if self.version_of:
-            names.add(self.version_of)
-        return sorted(names)
+    def wheels(self) -> list[LockedWheel]:
+        return sorted({w for w, _, _ in self.files}, key=lambda w: (w.name, w.version))
 
 
 _POSTINST_CONFIG_COMMON = """#!/bin/sh
-# Registers this toolkit for /usr/local/cuda and /usr/local/cuda-13 the way
+# Registers this toolkit for /usr/local/cuda and /usr/local/cuda-{major} the way
 # NVIDIA's cuda-toolkit-X-Y-config-common does: the highest priority wins, so
 # /usr/local/cuda moves when another toolkit is installed (never trust it).
 set -e
 if [ "$1" = "configure" ]; then
-    update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130
-    update-alternatives --install /usr/local/cuda-13 cuda-13 /usr/local/cuda-13.0 130
+    update-alternatives --install /usr/local/cuda cuda /{home} {priority}
+    update-alternatives --install /usr/local/cuda-{major} cuda-{major} /{home} {priority}
 fi
 exit 0
 """
@@ -89,245 +203,267 @@ exit 0
 _PRERM_CONFIG_COMMON = """#!/bin/sh
 set -e
 if [ "$1" = "remove" ] || [ "$1" = "deconfigure" ]; then
-    update-alternatives --remove cuda /usr/local/cuda-13.0
-    update-alternatives --remove cuda-13 /usr/local/cuda-13.0
+    update-alternatives --remove cuda /{home}
+    update-alternatives --remove cuda-{major} /{home}
 fi
 exit 0
 """
 
-# What NVIDIA's debian12/x86_64 repository calls these packages and what they hold.
-PACKAGES: tuple[Pkg, ...] = (
-    Pkg(
-        name="cuda-toolkit-13-0-config-common",
-        version_of="nvidia-cuda-runtime",
-        arch="all",
-        description="Common config package for CUDA Toolkit 13.0.\n"
-                    "Registers /usr/local/cuda-13.0 as the 'cuda' and 'cuda-13' alternatives.",
-        # update-alternatives refuses a target that does not exist yet.
-        dirs=(CUDA,),
-        # A package of directories only is "completely replaced" (and dropped)
-        # by dpkg as soon as other packages own them: ship one file of its own.
-        generated=(("usr/share/doc/cuda-toolkit-13-0-config-common/README", "doc"),),
-        scripts=(("postinst", _POSTINST_CONFIG_COMMON), ("prerm", _PRERM_CONFIG_COMMON)),
-    ),
-    Pkg(
-        name="cuda-cudart-13-0",
-        version_of="nvidia-cuda-runtime",
-        description="CUDA Runtime native Libraries",
-        depends=("cuda-toolkit-13-0-config-common",),
-        files=(("nvidia-cuda-runtime", "lib/libcudart.so.13", f"{TGT}/lib/libcudart.so.{{cuda-cudart-13-0:up}}"),),
-        links=((f"{TGT}/lib/libcudart.so.13", "libcudart.so.{cuda-cudart-13-0:up}"),),
-    ),
-    Pkg(
-        name="cuda-cudart-dev-13-0",
-        version_of="nvidia-cuda-runtime",
-        description="CUDA Runtime native dev links, headers",
-        depends=("cuda-cudart-13-0 (>= {cuda-cudart-13-0:up})", "cuda-cccl-13-0", "cuda-driver-dev-13-0"),
-        files=(
-            ("nvidia-cuda-runtime", "include/", f"{TGT}/include/"),
-            ("nvidia-cuda-runtime", "lib/libcudart_static.a", f"{TGT}/lib/libcudart_static.a"),
-            ("nvidia-cuda-runtime", "lib/libcudadevrt.a", f"{TGT}/lib/libcudadevrt.a"),
-            ("nvidia-cuda-culibos", "lib/libculibos.a", f"{TGT}/lib/libculibos.a"),
+_DOC = """This package is part of the gpu-bringup sandbox's CUDA apt repository:
+NVIDIA's CUDA {cuda} PyPI wheels repackaged under NVIDIA's apt package names.
+It registers /{home} as the 'cuda' and 'cuda-{major}' alternatives.
+"""
+
+
+def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
+    """What NVIDIA's debian12/x86_64 repository calls the packages of *rel* and what they hold."""
+    lay, sfx, home, major = rel.layout, rel.suffix, rel.home, rel.major
+    tgt = f"{home}/targets/x86_64-linux"
+    config = f"cuda-toolkit{sfx}-config-common"
+    cudart_up = rel.wheel("runtime").version
+    fmt = {"home": home, "major": major, "priority": rel.priority, "cuda": rel.cuda}
+    pkgs = [
+        Pkg(
+            name=config,
+            version=rel.version("runtime"),
+            arch="all",
+            description=f"Common config package for CUDA Toolkit {rel.cuda}.\n"
+                        f"Registers /{home} as the 'cuda' and 'cuda-{major}' alternatives.",
+            # update-alternatives refuses a target that does not exist yet.
+            dirs=(home,),
+            # A package of directories only is "completely replaced" (and dropped)
+            # by dpkg as soon as other packages own them: ship one file of its own.
+            texts=((f"usr/share/doc/{config}/README", _DOC.format(**fmt), 0o644),),
+            scripts=(("postinst", _POSTINST_CONFIG_COMMON.format(**fmt)),
+                     ("prerm", _PRERM_CONFIG_COMMON.format(**fmt))),
         ),
-        links=(
-            (f"{TGT}/lib/libcudart.so", "libcudart.so.13"),
-            # The toolkit-level names everybody uses ($CUDA_HOME/include, $CUDA_HOME/lib64).
-            (f"{CUDA}/include", "targets/x86_64-linux/include"),
-            (f"{CUDA}/lib64", "targets/x86_64-linux/lib"),
+        Pkg(
+            name=f"cuda-cudart{sfx}",
+            version=rel.version("runtime"),
+            description="CUDA Runtime native Libraries",
+            depends=(config,),
+            files=((*rel.src("runtime", f"lib/libcudart.so.{major}"), f"{tgt}/lib/libcudart.so.{cudart_up}"),),
+            links=((f"{tgt}/lib/libcudart.so.{major}", f"libcudart.so.{cudart_up}"),),
         ),
-    ),
-    Pkg(
-        name="cuda-driver-dev-13-0",
-        version_of="nvidia-cuda-runtime",
-        description="CUDA Driver native dev stub library",
-        generated=((f"{TGT}/lib/stubs/libcuda.so", "libcuda-stub"),),
-    ),
-    Pkg(
-        name="cuda-cccl-13-0",
-        version_of="nvidia-cuda-cccl",
-        description="CUDA CCCL (Thrust, CUB, libcu++)",
-        files=(
-            ("nvidia-cuda-cccl", "include/cccl/", f"{TGT}/include/cccl/"),
-            ("nvidia-cuda-cccl", "include/nv/", f"{TGT}/include/nv/"),
-            ("nvidia-cuda-cccl", "lib/cmake/", f"{TGT}/lib/cmake/"),
+        Pkg(
+            name=f"cuda-cudart-dev{sfx}",
+            version=rel.version("runtime"),
+            description="CUDA Runtime native dev links, headers",
+            depends=(f"cuda-cudart{sfx} (>= {cudart_up})", f"cuda-cccl{sfx}", f"cuda-driver-dev{sfx}"),
+            files=(
+                (*rel.src("runtime", "include/"), f"{tgt}/include/"),
+                *((*rel.src("runtime", lib), f"{tgt}/{lib}") for lib in lay.runtime_static),
+                *([(*rel.src("culibos", "lib/libculibos.a"), f"{tgt}/lib/libculibos.a")]
+                  if rel.has("culibos") else []),
+            ),
+            links=(
+                (f"{tgt}/lib/libcudart.so", f"libcudart.so.{major}"),
+                # The toolkit-level names everybody uses ($CUDA_HOME/include, $CUDA_HOME/lib64).
+                (f"{home}/include", "targets/x86_64-linux/include"),
+                (f"{home}/lib64", "targets/x86_64-linux/lib"),
+            ),
         ),
-    ),
-    Pkg(
-        name="cuda-crt-13-0",
-        version_of="nvidia-cuda-crt",
-        description="CUDA crt (device runtime headers used by nvcc)",
-        files=(("nvidia-cuda-crt", "include/crt/", f"{TGT}/include/crt/"),),
-    ),
-    Pkg(
-        name="cuda-nvvm-13-0",
-        version_of="nvidia-nvvm",
-        description="CUDA nvvm (cicc, libNVVM, libdevice)",
-        files=(
-            ("nvidia-nvvm", "nvvm/bin/cicc", f"{CUDA}/nvvm/bin/cicc"),
-            ("nvidia-nvvm", "nvvm/libdevice/", f"{CUDA}/nvvm/libdevice/"),
-            ("nvidia-nvvm", "include/nvvm.h", f"{CUDA}/nvvm/include/nvvm.h"),
-            ("nvidia-nvvm", "lib/libnvvm.so.4", f"{CUDA}/nvvm/lib64/libnvvm.so.4.0.0"),
+        Pkg(
+            name=f"cuda-driver-dev{sfx}",
+            version=rel.version("runtime"),
+            description="CUDA Driver native dev stub library",
+            generated=((f"{tgt}/lib/stubs/libcuda.so", "libcuda-stub"),),
         ),
-        links=(
-            (f"{CUDA}/nvvm/lib64/libnvvm.so.4", "libnvvm.so.4.0.0"),
-            (f"{CUDA}/nvvm/lib64/libnvvm.so", "libnvvm.so.4"),
+        Pkg(
+            name=f"cuda-cccl{sfx}",
+            version=rel.version("cccl"),
+            description="CUDA CCCL (Thrust, CUB, libcu++)",
+            files=((*rel.src("cccl", "include/"), f"{tgt}/include/"),
+                   (*rel.src("cccl", "lib/cmake/"), f"{tgt}/lib/cmake/")),
         ),
-    ),
-    Pkg(
-        name="cuda-nvcc-13-0",
-        version_of="nvidia-cuda-nvcc",
-        description="CUDA nvcc",
-        depends=("cuda-crt-13-0 (>= {cuda-crt-13-0:up})", "cuda-nvvm-13-0 (>= {cuda-nvvm-13-0:up})"),
-        files=(
-            ("nvidia-cuda-nvcc", "bin/", f"{CUDA}/bin/"),
-            ("nvidia-cuda-nvcc", "include/fatbinary_section.h", f"{TGT}/include/fatbinary_section.h"),
+        Pkg(
+            name=f"cuda-crt{sfx}",
+            version=rel.version("crt"),
+            description="CUDA crt (device runtime headers used by nvcc)",
+            files=((*rel.src("crt", "include/crt/"), f"{tgt}/include/crt/"),),
         ),
-    ),
-    Pkg(
-        name="libcurand-13-0",
-        version_of="nvidia-curand",
-        section="libs",
-        description="CURAND native runtime libraries",
-        depends=("cuda-toolkit-13-0-config-common",),
-        files=(("nvidia-curand", "lib/libcurand.so.10", f"{TGT}/lib/libcurand.so.{{libcurand-13-0:up}}"),),
-        links=((f"{TGT}/lib/libcurand.so.10", "libcurand.so.{libcurand-13-0:up}"),),
-    ),
-    Pkg(
-        name="libcurand-dev-13-0",
-        version_of="nvidia-curand",
-        section="libdevel",
-        description="CURAND native dev links, headers",
-        depends=("libcurand-13-0 (>= {libcurand-13-0:up})",),
-        files=(("nvidia-curand", "include/", f"{TGT}/include/"),),
-        links=((f"{TGT}/lib/libcurand.so", "libcurand.so.10"),),
-    ),
-    Pkg(
-        name="libcublas-13-0",
-        version_of="nvidia-cublas",
-        section="libs",
-        description="CUBLAS native runtime libraries",
-        depends=("cuda-toolkit-13-0-config-common",),
-        files=(
-            ("nvidia-cublas", "lib/libcublas.so.13", f"{TGT}/lib/libcublas.so.{{libcublas-13-0:up}}"),
-            ("nvidia-cublas", "lib/libcublasLt.so.13", f"{TGT}/lib/libcublasLt.so.{{libcublas-13-0:up}}"),
-            ("nvidia-cublas", "lib/libnvblas.so.13", f"{TGT}/lib/libnvblas.so.{{libcublas-13-0:up}}"),
-        ),
-        links=(
-            (f"{TGT}/lib/libcublas.so.13", "libcublas.so.{libcublas-13-0:up}"),
-            (f"{TGT}/lib/libcublasLt.so.13", "libcublasLt.so.{libcublas-13-0:up}"),
-            (f"{TGT}/lib/libnvblas.so.13", "libnvblas.so.{libcublas-13-0:up}"),
-        ),
-    ),
-    Pkg(
+        _nvvm_package(rel),
+        _nvcc_package(rel),
+    ]
+    if rel.has("curand"):
+        pkgs += _library_packages(rel, "curand", "libcurand", "CURAND", ("libcurand",))
+    if rel.has("cublas"):
         # FlashInfer's JIT includes cublasLt.h (norm, via trtllm/common/cudaUtils.h).
-        name="libcublas-dev-13-0",
-        version_of="nvidia-cublas",
-        section="libdevel",
-        description="CUBLAS native dev links, headers",
-        depends=("libcublas-13-0 (>= {libcublas-13-0:up})",),
-        files=(("nvidia-cublas", "include/", f"{TGT}/include/"),),
-        links=(
-            (f"{TGT}/lib/libcublas.so", "libcublas.so.13"),
-            (f"{TGT}/lib/libcublasLt.so", "libcublasLt.so.13"),
-            (f"{TGT}/lib/libnvblas.so", "libnvblas.so.13"),
+        pkgs += _library_packages(rel, "cublas", "libcublas", "CUBLAS", ("libcublas", "libcublasLt", "libnvblas"))
+    return tuple(pkgs)
+
+
+def _nvvm_package(rel: Release) -> Pkg:
+    home, nvvm = rel.home, rel.wheel("nvvm")
+    cicc = ()
+    if rel.layout.complete:
+        cicc = ((*rel.src("nvvm", CICC_IN_WHEEL.get(nvvm.version, CICC_DEFAULT)), f"{home}/nvvm/bin/cicc"),)
+    return Pkg(
+        name=f"cuda-nvvm{rel.suffix}",
+        version=rel.version("nvvm"),
+        description="CUDA nvvm (cicc, libNVVM, libdevice)" if cicc else "CUDA nvvm (libNVVM, libdevice)",
+        files=(
+            *cicc,
+            (*rel.src("nvvm", "nvvm/libdevice/"), f"{home}/nvvm/libdevice/"),
+            (*rel.src("nvvm", rel.layout.nvvm_h), f"{home}/nvvm/include/nvvm.h"),
+            (*rel.src("nvvm", rel.layout.libnvvm), f"{home}/nvvm/lib64/libnvvm.so.4.0.0"),
         ),
-    ),
-    Pkg(
-        name="cuda-keyring",
-        version="1.1-1",
-        arch="all",
-        section="admin",
-        description="GPG keyring for the CUDA repository (sandbox)\n"
-                    "Installs the repository's signing key and its apt source, like\n"
-                    "NVIDIA's cuda-keyring; the key is the sandbox repository's own.",
-        generated=((KEYRING_PATH, "keyring"), (SOURCES_LIST_PATH, "sources-list")),
-        conffiles=(f"/{SOURCES_LIST_PATH}",),
-    ),
+        links=(
+            (f"{home}/nvvm/lib64/libnvvm.so.4", "libnvvm.so.4.0.0"),
+            (f"{home}/nvvm/lib64/libnvvm.so", "libnvvm.so.4"),
+        ),
+    )
+
+
+def _nvcc_package(rel: Release) -> Pkg:
+    home, sfx = rel.home, rel.suffix
+    tgt = f"{home}/targets/x86_64-linux"
+    standin = ()
+    if not rel.layout.complete:
+        if rel.cuda not in NVCC_STANDINS:
+            raise RuntimeError(f"CUDA {rel.cuda}: its wheels have no nvcc and there is no stand-in for it")
+        standin = ((f"{home}/bin/nvcc", NVCC_STANDINS[rel.cuda].read_text(), 0o755),)
+    return Pkg(
+        name=f"cuda-nvcc{sfx}",
+        version=rel.version("nvcc"),
+        description="CUDA nvcc" if not standin else
+                    "CUDA nvcc (ptxas; nvcc is a version-reporting sandbox stand-in)\n"
+                    "NVIDIA's PyPI wheels of this release carry ptxas but no nvcc driver,\n"
+                    "cicc or fatbinary: bin/nvcc only answers --version.",
+        depends=(f"cuda-crt{sfx} (>= {rel.wheel('crt').version})",
+                 f"cuda-nvvm{sfx} (>= {rel.wheel('nvvm').version})"),
+        files=(
+            (*rel.src("nvcc", "bin/"), f"{home}/bin/"),
+            *((*rel.src("nvcc", h), f"{tgt}/{h}") for h in rel.layout.nvcc_headers),
+        ),
+        texts=standin,
+    )
+
+
+def _library_packages(rel: Release, part: str, name: str, title: str, libs: tuple[str, ...]) -> list[Pkg]:
+    """The runtime and -dev packages of one math library (libcurand, libcublas)."""
+    sfx, tgt = rel.suffix, f"{rel.home}/targets/x86_64-linux"
+    so = rel.wheel(part).version  # NVIDIA names the library files after the package version
+    soname = so.split(".")[0]     # the library's own major: libcurand.so.10, libcublas.so.13
+    return [
+        Pkg(
+            name=f"{name}{sfx}",
+            version=rel.version(part),
+            section="libs",
+            description=f"{title} native runtime libraries",
+            depends=(f"cuda-toolkit{sfx}-config-common",),
+            files=tuple((*rel.src(part, f"lib/{lib}.so.{soname}"), f"{tgt}/lib/{lib}.so.{so}") for lib in libs),
+            links=tuple((f"{tgt}/lib/{lib}.so.{soname}", f"{lib}.so.{so}") for lib in libs),
+        ),
+        Pkg(
+            name=f"{name}-dev{sfx}",
+            version=rel.version(part),
+            section="libdevel",
+            description=f"{title} native dev links, headers",
+            depends=(f"{name}{sfx} (>= {so})",),
+            files=((*rel.src(part, "include/"), f"{tgt}/include/"),),
+            links=tuple((f"{tgt}/lib/{lib}.so", f"{lib}.so.{soname}") for lib in libs),
+        ),
+    ]
+
+
+KEYRING = Pkg(
+    name="cuda-keyring",
+    version="1.1-1",
+    arch="all",
+    section="admin",
+    description="GPG keyring for the CUDA repository (sandbox)\n"
+                "Installs the repository's signing key and its apt source, like\n"
+                "NVIDIA's cuda-keyring; the key is the sandbox repository's own.",
+    generated=((KEYRING_PATH, "keyring"), (SOURCES_LIST_PATH, "sources-list")),
+    conffiles=(f"/{SOURCES_LIST_PATH}",),
 )
+
+
+def all_packages(sets: dict[str, dict[str, LockedWheel]]) -> list[Pkg]:
+    """Every package of every release set, each (name, version) once, and cuda-keyring.
+
+    Two sets may make the same package (same wheel, same version); made
+    differently under one name and version it would be two packages apt
+    cannot tell apart, so that is an error.
+    """
+    seen: dict[tuple[str, str], Pkg] = {}
+    for rel in releases(sets):
+        for pkg in toolkit_packages(rel):
+            other = seen.setdefault((pkg.name, pkg.version), pkg)
+            if other != pkg:
+                raise RuntimeError(f"{pkg.name} {pkg.version} is made two ways (cuda-toolkit=={rel.toolkit})")
+    return [*seen.values(), KEYRING]
 
 
 @dataclass
 class Context:
     """Inputs a build needs besides the wheels."""
-    lock: dict[str, LockedWheel]
     fingerprint: str = ""
     public_key: bytes = b""       # binary (gpg --export) key for the keyring package
     repo_url: str = ""            # what the keyring's sources.list points at
-    versions: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self):
-        for pkg in PACKAGES:
-            self.versions[pkg.name] = pkg.version or f"{self.lock[pkg.version_of].version}-1"
-
-    def fmt(self, text: str) -> str:
-        """Replace {pkg} with its Debian version and {pkg:up} with the upstream part."""
-        out = text
-        for name, ver in self.versions.items():
-            out = out.replace("{%s:up}" % name, ver.rsplit("-", 1)[0]).replace("{%s}" % name, ver)
-        return out
 
 
-def deb_filename(pkg: Pkg, ctx: Context) -> str:
-    return f"{pkg.name}_{ctx.versions[pkg.name]}_{pkg.arch}.deb"
+def deb_filename(pkg: Pkg) -> str:
+    return f"{pkg.name}_{pkg.version}_{pkg.arch}.deb"
 
 
-def check_layout(wheels: dict[str, Path], ctx: Context) -> None:
-    """Every wheel file claimed once, no path shipped by two packages."""
+def check_layout(wheels: dict[LockedWheel, Path], packages: list[Pkg]) -> None:
+    """Every wheel file claimed, no path shipped under two package names."""
     owners: dict[str, str] = {}
-    claimed: dict[str, set[str]] = {}
-    for pkg in PACKAGES:
-        for dest in _dest_paths(pkg, wheels, ctx, claimed):
-            if dest in owners:
+    claimed: dict[LockedWheel, set[str]] = {}
+    for pkg in packages:
+        for dest in _dest_paths(pkg, wheels, claimed):
+            # The same package at another version may ship it (it replaces itself).
+            if owners.setdefault(dest, pkg.name) != pkg.name:
                 raise RuntimeError(f"{dest} is in both {owners[dest]} and {pkg.name}")
-            owners[dest] = pkg.name
-    for wname, path in wheels.items():
-        with zipfile.ZipFile(path) as zf:
+    for wheel in {w for pkg in packages for w in pkg.wheels()}:
+        with zipfile.ZipFile(wheels[wheel]) as zf:
             members = {m.filename for m in zf.infolist() if _payload(m)}
-        left = members - claimed.get(wname, set())
+        left = members - claimed.get(wheel, set())
         if left:
-            raise RuntimeError(f"{wname}: no package ships {sorted(left)[:10]}")
+            raise RuntimeError(f"{wheel.name}=={wheel.version}: no package ships {sorted(left)[:10]}")
 
 
 def _payload(member: zipfile.ZipInfo) -> bool:
-    name = member.filename
-    return (name.startswith(WHEEL_ROOT) and not member.is_dir()
-            and not name.startswith(WHEEL_ROOT + ".metadata/"))
+    """A file the toolkit needs: not NVIDIA's build records (.metadata/), not the
+    empty __init__.py package markers of the 12.x wheels, not the dist-info."""
+    parts = member.filename.split("/")
+    return (not member.is_dir() and parts[0] == "nvidia" and ".metadata" not in parts
+            and parts[-1] != "__init__.py")
 
 
 def _matches(members, src: str):
     """(member, suffix) pairs of the wheel members a mapping source covers."""
-    full = WHEEL_ROOT + src
     for m in members:
         if src.endswith("/"):
-            if m.filename.startswith(full) and not m.is_dir():
-                yield m, m.filename[len(full):]
-        elif m.filename == full:
+            if m.filename.startswith(src) and _payload(m):
+                yield m, m.filename[len(src):]
+        elif m.filename == src:
             yield m, ""
 
 
-def _dest_paths(pkg: Pkg, wheels, ctx, claimed) -> list[str]:
+def _dest_paths(pkg: Pkg, wheels, claimed) -> list[str]:
     out = []
-    for wname, src, dest in pkg.files:
-        with zipfile.ZipFile(wheels[wname]) as zf:
+    for wheel, src, dest in pkg.files:
+        with zipfile.ZipFile(wheels[wheel]) as zf:
             hits = list(_matches(zf.infolist(), src))
         if not hits:
-            raise RuntimeError(f"{pkg.name}: {wname} has nothing at {src}")
+            raise RuntimeError(f"{pkg.name} {pkg.version}: {wheel.name}=={wheel.version} has nothing at {src}")
         for m, suffix in hits:
-            claimed.setdefault(wname, set()).add(m.filename)
-            out.append(ctx.fmt(dest) + suffix)
-    out += [ctx.fmt(p) for p, _ in pkg.links]
+            claimed.setdefault(wheel, set()).add(m.filename)
+            out.append(dest + suffix)
+    out += [p for p, _ in pkg.links]
+    out += [p for p, _, _ in pkg.texts]
     out += [p for p, _ in pkg.generated]
     return out
 
 
-def package_digest(pkg: Pkg, ctx: Context, generator_inputs: dict[str, str]) -> str:
+def package_digest(pkg: Pkg, generator_inputs: dict[str, str]) -> str:
     """Hash of everything that shapes one .deb (to reuse an unchanged one)."""
     spec = {
-        "pkg": repr(pkg),
-        "version": ctx.versions[pkg.name],
-        "wheels": {w: ctx.lock[w].sha256 for w in pkg.wheels()},
+        "pkg": repr(pkg),  # version, depends, wheels with their sha256, texts
         "generated": {g: generator_inputs[g] for _, g in pkg.generated},
-        "depends": [ctx.fmt(d) for d in pkg.depends],
         "compression": COMPRESSION,
         "builder": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
     }
@@ -339,14 +475,7 @@ def generator_inputs(ctx: Context) -> dict[str, str]:
         "libcuda-stub": hashlib.sha256(_LIBCUDA_STUB_C.encode()).hexdigest(),
         "keyring": hashlib.sha256(ctx.public_key).hexdigest(),
         "sources-list": _sources_list(ctx),
-        "doc": hashlib.sha256(_DOC.encode()).hexdigest(),
     }
-
-
-_DOC = """This package is part of the gpu-bringup sandbox's CUDA apt repository:
-NVIDIA's CUDA 13.0 PyPI wheels repackaged under NVIDIA's apt package names.
-It registers /usr/local/cuda-13.0 as the 'cuda' and 'cuda-13' alternatives.
-"""
 
 
 # The libcuda link stub. SANDBOX STAND-IN: NVIDIA's stubs/libcuda.so exports
@@ -364,19 +493,16 @@ def _sources_list(ctx: Context) -> str:
     return f"deb [signed-by=/{KEYRING_PATH}] {ctx.repo_url} /\n"
 
 
-def _generate(kind: str, dest: Path, ctx: Context, workdir: Path) -> None:
+def _generate(kind: str, dest: Path, ctx: Context, scratch: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     if kind == "libcuda-stub":
-        src = workdir / "libcuda-stub.c"
+        src = scratch / "libcuda-stub.c"
         src.write_text(_LIBCUDA_STUB_C)
         subprocess.run(["gcc", "-shared", "-fPIC", "-nostdlib", "-O2", "-Wl,-soname,libcuda.so.1",
                         "-Wl,--build-id=none", "-o", str(dest), str(src)], check=True)
         os.chmod(dest, 0o755)
     elif kind == "keyring":
         dest.write_bytes(ctx.public_key)
-        os.chmod(dest, 0o644)
-    elif kind == "doc":
-        dest.write_text(_DOC)
         os.chmod(dest, 0o644)
     elif kind == "sources-list":
         dest.write_text(_sources_list(ctx))
@@ -385,16 +511,19 @@ def _generate(kind: str, dest: Path, ctx: Context, workdir: Path) -> None:
         raise ValueError(kind)
 
 
-def build_deb(pkg: Pkg, ctx: Context, wheels: dict[str, Path], out_dir: Path, workdir: Path) -> Path:
+def build_deb(pkg: Pkg, ctx: Context, wheels: dict[LockedWheel, Path], out_dir: Path, workdir: Path) -> Path:
     """Stage *pkg* from the wheels and run dpkg-deb; returns the .deb path."""
-    stage = workdir / pkg.name
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
-    for wname, src, dest in pkg.files:
-        with zipfile.ZipFile(wheels[wname]) as zf:
+    # Per name and version: two versions of one package may build side by side.
+    stage = workdir / f"{pkg.name}_{pkg.version}"
+    scratch = workdir / f"{pkg.name}_{pkg.version}.scratch"
+    for d in (stage, scratch):
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+    for wheel, src, dest in pkg.files:
+        with zipfile.ZipFile(wheels[wheel]) as zf:
             for m, suffix in _matches(zf.infolist(), src):
-                target = stage / (ctx.fmt(dest) + suffix)
+                target = stage / (dest + suffix)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(m) as fin, open(target, "wb") as fout:
                     shutil.copyfileobj(fin, fout, 1 << 20)
@@ -403,13 +532,17 @@ def build_deb(pkg: Pkg, ctx: Context, wheels: dict[str, Path], out_dir: Path, wo
                 mtime = calendar.timegm(m.date_time + (0, 0, 0))
                 os.utime(target, (mtime, mtime))
     for path, target in pkg.links:
-        link = stage / ctx.fmt(path)
+        link = stage / path
         link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(ctx.fmt(target), link)
+        os.symlink(target, link)
     for d in pkg.dirs:
         (stage / d).mkdir(parents=True, exist_ok=True)
+    for path, text, mode in pkg.texts:
+        (stage / path).parent.mkdir(parents=True, exist_ok=True)
+        _write(stage / path, text, mode)
+        os.utime(stage / path, (EPOCH, EPOCH))
     for path, kind in pkg.generated:
-        _generate(kind, stage / path, ctx, workdir)
+        _generate(kind, stage / path, ctx, scratch)
         os.utime(stage / path, (EPOCH, EPOCH))
 
     installed_kib = 0
@@ -431,16 +564,16 @@ def build_deb(pkg: Pkg, ctx: Context, wheels: dict[str, Path], out_dir: Path, wo
     control_dir.mkdir()
     desc_short, _, desc_long = pkg.description.partition("\n")
     long_lines = [desc_long] if desc_long else []
-    long_lines.append(_provenance(pkg, ctx))
+    long_lines.append(_provenance(pkg))
     fields = [
         ("Package", pkg.name),
-        ("Version", ctx.versions[pkg.name]),
+        ("Version", pkg.version),
         ("Architecture", pkg.arch),
         ("Maintainer", MAINTAINER),
         ("Installed-Size", str(installed_kib)),
     ]
     if pkg.depends:
-        fields.append(("Depends", ", ".join(ctx.fmt(d) for d in pkg.depends)))
+        fields.append(("Depends", ", ".join(pkg.depends)))
     fields += [("Section", pkg.section), ("Priority", "optional"), ("Homepage", HOMEPAGE)]
     body = "".join(f"{k}: {v}\n" for k, v in fields)
     long_text = "\n".join(long_lines)
@@ -461,7 +594,7 @@ def build_deb(pkg: Pkg, ctx: Context, wheels: dict[str, Path], out_dir: Path, wo
                 os.utime(p, (EPOCH, EPOCH), follow_symlinks=False)
     os.utime(stage, (EPOCH, EPOCH))
 
-    out = out_dir / deb_filename(pkg, ctx)
+    out = out_dir / deb_filename(pkg)
     comp, level = COMPRESSION
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(EPOCH))
     proc = subprocess.run(
@@ -470,11 +603,12 @@ def build_deb(pkg: Pkg, ctx: Context, wheels: dict[str, Path], out_dir: Path, wo
     if proc.returncode != 0:
         raise RuntimeError(f"dpkg-deb failed for {pkg.name}:\n{proc.stdout}")
     shutil.rmtree(stage)
+    shutil.rmtree(scratch)
     return out
 
 
-def _provenance(pkg: Pkg, ctx: Context) -> str:
-    wheels = [f"{w}=={ctx.lock[w].version}" for w in sorted({w for w, _, _ in pkg.files})]
+def _provenance(pkg: Pkg) -> str:
+    wheels = [f"{w.name}=={w.version}" for w in pkg.wheels()]
     if wheels:
         return "Repackaged for the gpu-bringup sandbox from NVIDIA's PyPI wheel(s) " + ", ".join(wheels) + "."
     return "Made for the gpu-bringup sandbox repository."

@@ -1,5 +1,10 @@
 """The pinned NVIDIA wheels: read the lock, fill the download cache.
 
+The lock holds one section per CUDA toolkit release set (``[cuda-toolkit==X]``,
+the versions NVIDIA's cuda-toolkit meta wheel X pins together); a wheel may
+appear in several sets (then with the same hash) and a wheel name with
+several versions (one per set).
+
 The cache is ``${XDG_CACHE_HOME:-~/.cache}/gpu-bringup/wheels/``; a wheel is
 taken from it only when its sha256 matches the lock, so a second build
 downloads nothing and a corrupted or swapped file is fetched again. Downloads
@@ -33,6 +38,7 @@ PLATFORMS = (
 )
 
 _LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s]+)\s+--hash=sha256:([0-9a-f]{64})\s*$")
+_SECTION = re.compile(r"^\[cuda-toolkit==([0-9]+\.[0-9]+\.[0-9]+)\]$")
 
 
 @dataclass(frozen=True)
@@ -55,19 +61,43 @@ def cache_dir() -> Path:
     return Path(base) / "gpu-bringup" / "wheels"
 
 
-def read_lock(path: Path = LOCK) -> dict[str, LockedWheel]:
-    """name -> LockedWheel; raises ValueError on a malformed line."""
-    wheels: dict[str, LockedWheel] = {}
+def read_lock(path: Path = LOCK) -> dict[str, dict[str, LockedWheel]]:
+    """Release set (cuda-toolkit version) -> wheel name -> LockedWheel.
+
+    Raises ValueError on a malformed line, a wheel outside any section, a
+    wheel named twice in one set, or one version locked with two hashes.
+    """
+    sets: dict[str, dict[str, LockedWheel]] = {}
+    current: dict[str, LockedWheel] | None = None
+    hashes: dict[tuple[str, str], str] = {}
     for n, raw in enumerate(Path(path).read_text().splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        section = _SECTION.match(line)
+        if section:
+            if section.group(1) in sets:
+                raise ValueError(f"{path}:{n}: section {line} appears twice")
+            current = sets[section.group(1)] = {}
+            continue
         m = _LINE.match(line)
         if not m:
-            raise ValueError(f"{path}:{n}: expected 'name==version --hash=sha256:HEX', got {raw!r}")
+            raise ValueError(f"{path}:{n}: expected '[cuda-toolkit==X.Y.Z]' or "
+                             f"'name==version --hash=sha256:HEX', got {raw!r}")
+        if current is None:
+            raise ValueError(f"{path}:{n}: {raw!r} is outside any [cuda-toolkit==X.Y.Z] section")
         w = LockedWheel(m.group(1).lower(), m.group(2), m.group(3))
-        wheels[w.name] = w
-    return wheels
+        if w.name in current:
+            raise ValueError(f"{path}:{n}: {w.name} twice in one release set")
+        if hashes.setdefault((w.name, w.version), w.sha256) != w.sha256:
+            raise ValueError(f"{path}:{n}: {w.name}=={w.version} locked with two hashes")
+        current[w.name] = w
+    return sets
+
+
+def locked_wheels(sets: dict[str, dict[str, LockedWheel]]) -> list[LockedWheel]:
+    """Every distinct wheel of the lock, in lock order."""
+    return list(dict.fromkeys(w for wheels in sets.values() for w in wheels.values()))
 
 
 def sha256_file(path: Path) -> str:
@@ -94,41 +124,59 @@ def _pip() -> list[str]:
     raise RuntimeError("pip is needed to download the NVIDIA wheels (python3 -m pip)")
 
 
-def ensure_wheels(wanted: list[str] | None = None, lock: Path = LOCK,
-                  cache: Path | None = None, log=None) -> dict[str, Path]:
-    """Return name -> cached wheel path for *wanted* (default: all), downloading the missing."""
-    locked = read_lock(lock)
-    names = list(locked) if wanted is None else wanted
+def _batches(wheels: list[LockedWheel]) -> list[list[LockedWheel]]:
+    """Split so no name repeats within a batch: pip refuses a double requirement."""
+    batches: list[list[LockedWheel]] = []
+    for w in wheels:
+        for batch in batches:
+            if all(b.name != w.name for b in batch):
+                batch.append(w)
+                break
+        else:
+            batches.append([w])
+    return batches
+
+
+def ensure_wheels(wanted: list[LockedWheel] | None = None, lock: Path = LOCK,
+                  cache: Path | None = None, log=None) -> dict[LockedWheel, Path]:
+    """Return wheel -> cached file for *wanted* (default: the whole lock), downloading the missing."""
+    wheels = locked_wheels(read_lock(lock)) if wanted is None else wanted
     cache = cache or cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    found: dict[str, Path] = {}
+    found: dict[LockedWheel, Path] = {}
     missing: list[LockedWheel] = []
-    for name in names:
-        w = locked[name]
+    for w in wheels:
         path = cached(w, cache)
         if path:
-            found[name] = path
+            found[w] = path
         else:
             missing.append(w)
-    if missing:
-        if log:
-            print(f"aptrepo: downloading {len(missing)} wheel(s): "
-                  + ", ".join(f"{w.name}=={w.version}" for w in missing), file=log, flush=True)
-        with tempfile.TemporaryDirectory(prefix=".dl-", dir=cache) as tmp:
-            req = Path(tmp) / "requirements.txt"
-            req.write_text("".join(w.requirement() + "\n" for w in missing))
-            cmd = [*_pip(), "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
-                   "--disable-pip-version-check", "--quiet", "-d", str(Path(tmp) / "out"), "-r", str(req)]
-            for plat in PLATFORMS:
-                cmd += ["--platform", plat]
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"pip download failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
-            for w in missing:
-                hits = [p for p in (Path(tmp) / "out").glob(w.stem + "*.whl") if sha256_file(p) == w.sha256]
-                if not hits:
-                    raise RuntimeError(f"pip did not deliver {w.name}=={w.version} with the locked sha256")
-                dest = cache / hits[0].name
-                shutil.move(str(hits[0]), dest)
-                found[w.name] = dest
+    if missing and log:
+        print(f"aptrepo: downloading {len(missing)} wheel(s): "
+              + ", ".join(f"{w.name}=={w.version}" for w in missing), file=log, flush=True)
+    for batch in _batches(missing):
+        found.update(_download(batch, cache))
+    return found
+
+
+def _download(wheels: list[LockedWheel], cache: Path) -> dict[LockedWheel, Path]:
+    """pip download *wheels* (distinct names) with their hashes into *cache*."""
+    found = {}
+    with tempfile.TemporaryDirectory(prefix=".dl-", dir=cache) as tmp:
+        req = Path(tmp) / "requirements.txt"
+        req.write_text("".join(w.requirement() + "\n" for w in wheels))
+        cmd = [*_pip(), "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
+               "--disable-pip-version-check", "--quiet", "-d", str(Path(tmp) / "out"), "-r", str(req)]
+        for plat in PLATFORMS:
+            cmd += ["--platform", plat]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pip download failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
+        for w in wheels:
+            hits = [p for p in (Path(tmp) / "out").glob(w.stem + "*.whl") if sha256_file(p) == w.sha256]
+            if not hits:
+                raise RuntimeError(f"pip did not deliver {w.name}=={w.version} with the locked sha256")
+            dest = cache / hits[0].name
+            shutil.move(str(hits[0]), dest)
+            found[w] = dest
     return found

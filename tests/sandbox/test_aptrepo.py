@@ -6,8 +6,10 @@ so nothing stays mounted if the test dies. It trusts the repository through a
 deb822 source whose Signed-By keyring is made from the served .pub after its
 fingerprint was checked, runs apt-get update with signature checking on and
 installs NVIDIA's package names; nvcc 13.0 then compiles a curand kernel for
-sm_120f and links a shared object against the libcuda stub. A repository
-signed by another key must be refused.
+sm_120f and links a shared object against the libcuda stub. The repository
+carries two CUDA 13.0 patch releases (the older set installs with =version,
+then upgrades) and CUDA 12.8, whose ptxas is NVIDIA's and whose nvcc is the
+version-reporting stand-in. A repository signed by another key must be refused.
 """
 
 from __future__ import annotations
@@ -34,13 +36,28 @@ from sandbox.aptrepo.sign import GnuPG, show_fingerprints  # noqa: E402
 pytestmark = pytest.mark.sandbox
 
 CUDA_HOME = "/usr/local/cuda-13.0"
+CUDA_12_8 = "/usr/local/cuda-12.8"
 PACKAGES = ["cuda-nvcc-13-0", "cuda-cudart-dev-13-0", "libcurand-dev-13-0", "cuda-driver-dev-13-0"]
+# The two CUDA 13.0 release sets of wheels.lock (cuda-toolkit 13.0.0 = GA, 13.0.2),
+# without cuBLAS (the same 13.0.2.14 in both, and slow to install).
+CUDA_13_0_GA = {"cuda-nvcc-13-0": "13.0.48-1", "cuda-crt-13-0": "13.0.48-1", "cuda-nvvm-13-0": "13.0.48-1",
+                "cuda-cccl-13-0": "13.0.50-1", "cuda-cudart-13-0": "13.0.48-1",
+                "cuda-cudart-dev-13-0": "13.0.48-1", "cuda-driver-dev-13-0": "13.0.48-1",
+                "cuda-toolkit-13-0-config-common": "13.0.48-1"}
+CUDA_13_0_U2 = {"cuda-nvcc-13-0": "13.0.88-1", "cuda-crt-13-0": "13.0.88-1", "cuda-nvvm-13-0": "13.0.88-1",
+                "cuda-cccl-13-0": "13.0.85-1", "cuda-cudart-13-0": "13.0.96-1",
+                "cuda-cudart-dev-13-0": "13.0.96-1", "cuda-driver-dev-13-0": "13.0.96-1",
+                "cuda-toolkit-13-0-config-common": "13.0.96-1"}
+CUDA_12_8_U1 = {"cuda-nvcc-12-8": "12.8.93-1", "cuda-crt-12-8": "12.8.93-1", "cuda-nvvm-12-8": "12.8.93-1",
+                "cuda-cccl-12-8": "12.8.90-1", "cuda-cudart-12-8": "12.8.90-1",
+                "cuda-cudart-dev-12-8": "12.8.90-1", "cuda-driver-dev-12-8": "12.8.90-1",
+                "cuda-toolkit-12-8-config-common": "12.8.90-1"}
 KEYRING = "/etc/apt/keyrings/cuda-sandbox.gpg"
 # apt reads only this parts dir (and no sources.list), so the test needs
 # nothing from Debian's mirrors and sees exactly the source under test.
 SOURCE_PARTS = "/etc/apt/cuda-sandbox.sources.d"
-APT = (f"apt-get -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts={SOURCE_PARTS} "
-       "-o Acquire::Retries=0")
+APT_SOURCES = f"-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts={SOURCE_PARTS}"
+APT = f"apt-get {APT_SOURCES} -o Acquire::Retries=0"
 
 CU_SOURCE = r"""
 #include <curand_kernel.h>
@@ -58,6 +75,22 @@ extern "C" int launch_fill(float *out, int n) {
     return (int)cudaGetLastError();
 }
 """
+
+# No curand: the smallest kernel that still runs nvcc, cicc, ptxas and fatbinary.
+SMALL_CU = "__global__ void twice(float *x) { x[threadIdx.x] *= 2.0f; }\n"
+
+# PTX that ptxas 12.8 takes for sm_120a (PTX ISA 8.7 is CUDA 12.8's).
+SMALL_PTX = """.version 8.7
+.target sm_120a
+.address_size 64
+
+.visible .entry noop()
+{
+\tret;
+}
+"""
+# What NVIDIA's ptxas 12.8.93 answers for the family target 12.9 introduced (exit 255).
+PTXAS_12_8_SM_120F = "ptxas fatal   : Value 'sm_120f' is not defined for option 'gpu-name'\n"
 
 
 def _host_ready() -> None:
@@ -147,6 +180,27 @@ def _sources(url: str) -> str:
     return f"Types: deb\nURIs: {url}\nSuites: /\nSigned-By: {KEYRING}\n"
 
 
+def _trust_and_update(node: "OverlayNode", served: dict, tmp: Path) -> None:
+    node.put(KEYRING, _trusted_keyring(served, tmp))
+    node.put(f"{SOURCE_PARTS}/cuda-sandbox.sources", _sources(served["repo_url"]))
+    out = _ok(node.run(f"{APT} update"), "apt-get update")
+    assert "W:" not in out and "E:" not in out, out
+
+
+def _installed(node: "OverlayNode") -> dict[str, str]:
+    out = _ok(node.run("dpkg-query -W -f '${Package} ${Version}\\n'"), "dpkg-query")
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+def _index() -> dict[str, list[str]]:
+    """Package -> versions, as the served Packages index lists them."""
+    versions: dict[str, list[str]] = {}
+    for stanza in (aptrepo.REPO_DIR / "Packages").read_text().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if line[:1] != " " and ": " in line)
+        versions.setdefault(fields["Package"], []).append(fields["Version"])
+    return versions
+
+
 @pytest.fixture(scope="module")
 def served():
     _host_ready()
@@ -190,21 +244,17 @@ def test_install_toolkit_and_compile_sm120f(served, node, tmp_path):
     assert "W:" not in out and "E:" not in out, out
 
     out = _ok(node.run(f"{APT} install -y --no-install-recommends {' '.join(PACKAGES)}"), "apt-get install")
-    installed = _ok(node.run("dpkg-query -W -f '${Package} ${Version}\\n'"), "dpkg-query")
-    for pkg, version in [("cuda-nvcc-13-0", "13.0.88-1"), ("cuda-crt-13-0", "13.0.88-1"),
-                         ("cuda-nvvm-13-0", "13.0.88-1"), ("cuda-cccl-13-0", "13.0.85-1"),
-                         ("cuda-cudart-13-0", "13.0.96-1"), ("cuda-cudart-dev-13-0", "13.0.96-1"),
-                         ("cuda-driver-dev-13-0", "13.0.96-1"), ("libcurand-13-0", "10.4.0.35-1"),
-                         ("libcurand-dev-13-0", "10.4.0.35-1"),
-                         ("cuda-toolkit-13-0-config-common", "13.0.96-1")]:
-        assert f"{pkg} {version}\n" in installed, f"{pkg} {version} not installed:\n{installed}"
+    # A plain install takes the newest 13.0 patch release (cuda-toolkit 13.0.2's set).
+    installed = _installed(node)
+    expected = {**CUDA_13_0_U2, "libcurand-13-0": "10.4.0.35-1", "libcurand-dev-13-0": "10.4.0.35-1"}
+    assert {p: installed.get(p) for p in expected} == expected, installed
 
     # config-common registered the alternatives NVIDIA's does.
     links = _ok(node.run("readlink -f /usr/local/cuda; readlink -f /usr/local/cuda-13"), "readlink")
     assert links.split() == [CUDA_HOME, CUDA_HOME]
 
     version = _ok(node.run(f"{CUDA_HOME}/bin/nvcc --version"), "nvcc --version")
-    assert "release 13.0," in version, version
+    assert "release 13.0, V13.0.88\n" in version, version
 
     node.put("/root/t/sample.cu", CU_SOURCE)
     compiled = _ok(node.run(
@@ -224,6 +274,78 @@ def test_install_toolkit_and_compile_sm120f(served, node, tmp_path):
         f"readelf -d {CUDA_HOME}/lib64/stubs/libcuda.so"), "nvcc -shared -lcuda")
     assert f"{CUDA_HOME}/lib64/stubs/libcuda.so" in linked, linked
     assert "Library soname: [libcuda.so.1]" in linked, linked
+
+
+def test_index_lists_both_13_0_releases_and_12_8(served):
+    index = _index()
+    for release in (CUDA_13_0_GA, CUDA_13_0_U2, CUDA_12_8_U1):
+        for pkg, version in release.items():
+            assert version in index.get(pkg, []), f"{pkg} {version} not in Packages: {index.get(pkg)}"
+    assert sorted(index["cuda-nvcc-13-0"]) == ["13.0.48-1", "13.0.88-1"]
+    # One cuBLAS and one cuRAND serve both 13.0 sets.
+    assert index["libcublas-13-0"] == ["13.0.2.14-1"] and index["libcurand-13-0"] == ["10.4.0.35-1"]
+
+
+def test_older_13_0_release_pinned_then_upgraded(served, node, tmp_path):
+    _trust_and_update(node, served, tmp_path)
+    policy = _ok(node.run(f"apt-cache {APT_SOURCES} policy cuda-nvcc-13-0"), "apt-cache policy")
+    assert "Candidate: 13.0.88-1\n" in policy and " 13.0.48-1 500\n" in policy, policy
+
+    # The whole GA set, each package at its =version: its (>= ...) Depends hold.
+    pins = " ".join(f"{p}={v}" for p, v in CUDA_13_0_GA.items())
+    _ok(node.run(f"{APT} install -y --no-install-recommends {pins}"), "apt-get install 13.0 GA set")
+    installed = _installed(node)
+    assert {p: installed.get(p) for p in CUDA_13_0_GA} == CUDA_13_0_GA, installed
+    version = _ok(node.run(f"{CUDA_HOME}/bin/nvcc --version"), "nvcc --version")
+    assert "release 13.0, V13.0.48\n" in version, version
+    # nvcc 13.0.48 finds cicc (bin/cicc in that nvvm wheel) where nvcc.profile looks: nvvm/bin.
+    node.put("/root/t/twice.cu", SMALL_CU)
+    compiled = _ok(node.run(f"cd /root/t && {CUDA_HOME}/bin/nvcc -gencode=arch=compute_120f,code=sm_120f "
+                            "-Xptxas -v -c twice.cu -o twice.o 2>&1"), "nvcc 13.0.48 -c")
+    assert "Compiling entry function '_Z5twicePf' for 'sm_120f'" in compiled, compiled
+
+    # A plain install upgrades nvcc, and its (>= 13.0.88) Depends pull crt and nvvm along.
+    out = _ok(node.run(f"{APT} install -y --no-install-recommends cuda-nvcc-13-0"), "apt-get install upgrade")
+    assert "3 upgraded, 0 newly installed" in out, out
+    installed = _installed(node)
+    assert [installed[p] for p in ("cuda-nvcc-13-0", "cuda-crt-13-0", "cuda-nvvm-13-0")] == ["13.0.88-1"] * 3
+    assert installed["cuda-cudart-13-0"] == "13.0.48-1"  # not asked for, not needed: left alone
+    version = _ok(node.run(f"{CUDA_HOME}/bin/nvcc --version"), "nvcc --version")
+    assert "release 13.0, V13.0.88\n" in version, version
+
+
+def test_cuda_12_8_real_ptxas_and_standin_nvcc(served, node, tmp_path):
+    _trust_and_update(node, served, tmp_path)
+    _ok(node.run(f"{APT} install -y --no-install-recommends cuda-nvcc-12-8 cuda-cudart-dev-12-8"),
+        "apt-get install 12.8")
+    installed = _installed(node)
+    assert {p: installed.get(p) for p in CUDA_12_8_U1} == CUDA_12_8_U1, installed
+
+    # bin/nvcc is the stand-in (12.8's wheels have no nvcc driver) ...
+    nvcc = _ok(node.run(f"head -2 {CUDA_12_8}/bin/nvcc; {CUDA_12_8}/bin/nvcc --version"), "nvcc --version")
+    assert "# SANDBOX STAND-IN -- NOT NVIDIA's nvcc.\n" in nvcc, nvcc
+    assert "release 12.8, V12.8.93\n" in nvcc, nvcc
+    # ... ptxas, libNVVM, libdevice and the crt headers are NVIDIA's.
+    ptxas = _ok(node.run(f"{CUDA_12_8}/bin/ptxas --version"), "ptxas --version")
+    assert ptxas.startswith("ptxas: NVIDIA (R) Ptx optimizing assembler\n"), ptxas
+    assert "release 12.8, V12.8.93\n" in ptxas, ptxas
+    _ok(node.run(f"cd {CUDA_12_8} && test -f nvvm/libdevice/libdevice.10.bc && test -f include/crt/host_config.h "
+                 "&& readelf -d nvvm/lib64/libnvvm.so | grep -F '[libnvvm.so.4]' && test -f include/cuda_runtime.h "
+                 "&& test -f include/thrust/version.h && test -f lib64/stubs/libcuda.so"), "12.8 layout")
+
+    node.put("/root/p/small.ptx", SMALL_PTX)
+    refused = node.run(f"cd /root/p && {CUDA_12_8}/bin/ptxas -arch=sm_120f small.ptx -o f.cubin")
+    assert (refused.returncode, refused.stdout) == (255, PTXAS_12_8_SM_120F), refused
+    taken = _ok(node.run(f"cd /root/p && {CUDA_12_8}/bin/ptxas -v -arch=sm_120a small.ptx -o a.cubin && "
+                         "readelf -h a.cubin"), "ptxas -arch=sm_120a")
+    assert "Compiling entry function 'noop' for 'sm_120a'" in taken, taken
+    assert "NVIDIA CUDA architecture" in taken, taken
+
+    # config-common registers /usr/local/cuda at 128: a 13.0 toolkit (130) takes it over.
+    links = "readlink -f /usr/local/cuda /usr/local/cuda-12"
+    assert _ok(node.run(links), "readlink").split() == [CUDA_12_8, CUDA_12_8]
+    _ok(node.run(f"{APT} install -y cuda-toolkit-13-0-config-common"), "install 13.0 config-common")
+    assert _ok(node.run(links), "readlink").split() == [CUDA_HOME, CUDA_12_8]
 
 
 def test_cuda_keyring_package_sets_up_the_source(served, node, tmp_path):
