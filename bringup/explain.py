@@ -12,6 +12,9 @@ CLI prints its finding code (bringup/findings.py), the line that matched, what i
 means for the node, and the fix; the fix names the toolkit and env file of the
 default settings, or of ``--config``.
 
+The planner runs the same table on the service's journal (the ``service_unit`` fact)
+and reports a ``SERVICE_FAILED`` finding naming the cause (bringup/plan.py).
+
 Exit status: 0 when at least one known cause was found; 1 when none was ("no known
 cause", an empty log included); 2 when the log or the settings cannot be read.
 """
