@@ -60,9 +60,9 @@ class Context:
     """What a fix names: the toolkit of torch's CUDA build and the service's env file.
     ``arch_list`` is the planned FLASHINFER_CUDA_ARCH_LIST, "" when unknown (no GPU facts)."""
 
-    home: str = "/usr/local/cuda-13.0"
-    cuda: str = "13.0"
-    env_file: str = "/etc/sglang/sglang.env"
+    home: str
+    cuda: str
+    env_file: str
     arch_list: str = ""
 
     @classmethod
@@ -76,6 +76,9 @@ class Context:
         return {"home": self.home, "cuda": self.cuda, "suffix": self.cuda.replace(".", "-"),
                 "env_file": self.env_file, "arch_list": arch}
 
+
+# The default settings' stack: what the CLI's fixes name without --config.
+DEFAULT_CONTEXT = Context.from_config(Config())
 
 RESTART = "then restart sglang (systemctl restart sglang)"
 # What deploy.py does about it (tasks/cuda_toolkit.py, tasks/cuda_env.py).
@@ -215,8 +218,8 @@ class Match:
     line_number: int
     line: str
 
-    def fix(self, context=Context()):
-        return self.signature.fix.format(**context.values())
+    def fix(self, context=None):
+        return self.signature.fix.format(**(context or DEFAULT_CONTEXT).values())
 
 
 def unit_failing(unit):
@@ -290,7 +293,7 @@ def explain(lines):
     return matches
 
 
-def render(matches, source, count, context=Context()):
+def render(matches, source, count, context=None):
     """The CLI's report of ``matches`` found in ``count`` lines of ``source``."""
     if not matches:
         return f"{source}: no known cause in {count} line(s)"
