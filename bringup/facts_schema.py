@@ -50,6 +50,8 @@ SCHEMA = {
                            "prewarm": Optional({"manifest": {}, "stale": Items(ANY)})}),
     "paths": Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
                        for role in ("venv", "env_file", "cache_dir")}),
+    "service_unit": Optional({"name": STR, "active_state": STR, "sub_state": STR, "result": STR,
+                              "restarts": INT, "journal": Items(STR)}),
     "apt": Optional({"sources": Items({"file": STR, "format": STR, "uris": Items(STR), "suites": Items(STR),
                                        "signed_by": OPT_STR, "trusted": BOOL}),
                      "keyrings": {}}),

@@ -1,7 +1,10 @@
 """Findings: the stable codes a plan reports, their severities and what each means.
 
 The README's findings table is this registry; tests check that every code used
-here is documented there.
+here is documented there. A code may also name the cause of a failed start that
+``python -m bringup.explain`` found in a log (bringup/explain.py): ``CUDA_UNAVAILABLE``
+is only that, never a finding of its own; the planner reports a failing unit as
+``SERVICE_FAILED``, naming the cause's code.
 """
 
 from dataclasses import asdict, dataclass
@@ -43,6 +46,8 @@ CODES = {
     "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
     "TARGET_SMS_FROM_CONFIG": "No GPU on the node; the configured target_sms are built for.",
     "OTHER_TOOLKITS": "Other toolkits are installed; they stay, but no longer resolve.",
+    "SERVICE_FAILED": "The SGLang unit failed or keeps restarting; its journal's known cause (bringup/explain.py) is named.",
+    "CUDA_UNAVAILABLE": "A failed start's log shows torch finding no usable GPU, whatever nvidia-smi lists (explain only).",
 }
 
 

@@ -121,6 +121,7 @@ class NodeLayout:
             "PROBE_MANIFEST": self.manifest,
             "PROBE_JIT_ROOT": self.flashinfer_cache,
             "PROBE_SERVICE_PATH": SERVICE_BASE_PATH,
+            "PROBE_UNIT": posixpath.basename(self.unit),
         }
 
     def as_dict(self):

@@ -23,7 +23,7 @@ import yaml
 from packaging.version import Version
 
 from bringup import cuda as cuda_table
-from bringup import facts_schema, systemd
+from bringup import explain, facts_schema, systemd
 from bringup.caches import cache_env
 from bringup import flashinfer as fi
 from bringup import locks as lockfiles
@@ -254,6 +254,7 @@ def plan(facts, config, locks=None):
     node.venv = _venv(config, node.layout, python, venv_lock, uv_lock)
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
+    _check_service_unit(facts, config, node, add)
     return node
 
 
@@ -440,6 +441,37 @@ def _service(config, env):
                        unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
                        description=f"SGLang server ({config.service_model or 'no model configured'})",
                        enable=bool(config.service_model) and config.service_enable)
+
+
+def _check_service_unit(facts, config, node, add):
+    """A unit that failed or keeps restarting: name the cause its journal shows (the
+    signatures of bringup/explain.py, the ones ``python -m bringup.explain`` uses), with
+    that cause's fix in this node's terms. A warning: the cause may be one deploy
+    repairs (then another finding says so too) or one it cannot (the driver)."""
+    unit = facts.get("service_unit")
+    if not explain.unit_failing(unit):
+        return
+    state = explain.unit_state_text(unit)
+    journal = unit.get("journal") or []
+    matches = explain.explain(journal)
+    if not matches:
+        add(Finding("SERVICE_FAILED", WARNING,
+                    f"{state}; no known cause in the last {len(journal)} line(s) of its journal",
+                    f"read `journalctl -u {unit['name']} -o cat`; `python -m bringup.explain` names the causes "
+                    "it knows (README, \"Explain a failed start\")"))
+        return
+    context = explain.Context(home=node.toolkit.home, cuda=node.toolkit.version, env_file=config.service_env_file,
+                              arch_list=node.arch_list)
+    causes = "; ".join(f"{match.signature.code} ({match.signature.title}: \"{explain.shorten(match.line)}\")"
+                       for match in matches)
+    # One fix per cause code: the trap's two lines (the refused SM, then the sm75 error)
+    # have one fix.
+    fixes, codes = [], set()
+    for match in matches:
+        if match.signature.code not in codes:
+            codes.add(match.signature.code)
+            fixes.append(match.fix(context))
+    add(Finding("SERVICE_FAILED", WARNING, f"{state}; its journal shows {causes}", "; also ".join(fixes)))
 
 
 def _repo(facts, config, add):

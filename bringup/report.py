@@ -40,6 +40,11 @@ def render(host, facts, node):
                  f"(CUDA {resolved.get('version') or '-'}, via {resolved.get('via', 'none')})")
     lines.append(f"  torch     : {torch.get('version')} (CUDA {torch.get('cuda')})" if torch and 'version' in torch
                  else f"  torch     : planned {node.torch_cuda} build (no venv yet)")
+    unit = facts.get("service_unit")
+    if unit:
+        state = f"{unit['active_state']} ({unit['sub_state']})"
+        restarts = f", {unit['restarts']} automatic restart(s)" if unit.get("restarts") else ""
+        lines.append(f"  service   : {unit['name']} {state}{restarts}")
     lines.append(f"  plan      : CUDA {node.toolkit.version} at {node.toolkit.home}, "
                  f"FLASHINFER_CUDA_ARCH_LIST=\"{node.arch_list}\"")
     if node.repo:

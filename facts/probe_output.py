@@ -261,6 +261,38 @@ def path_chains(by_name):
     return chains
 
 
+def service_unit(by_name):
+    """The ``unit``/``unit-journal`` sections -> the service unit's state and, when the
+    probe read it, the end of its journal; None where systemd does not run or the
+    unit is not loaded.
+
+    >>> service_unit({"unit": Section("unit", 0, ("name", "sglang.service"), ["LoadState=loaded",
+    ...     "ActiveState=failed", "SubState=failed", "Result=exit-code", "NRestarts=0"]),
+    ...     "unit-journal": Section("unit-journal", 0, (), ["|RuntimeError: x"])})["journal"]
+    ['RuntimeError: x']
+    """
+    section = by_name.get("unit")
+    if section is None or section.rc != 0 or not section.attr:
+        return None
+    values = parse_assignments(section.text)
+    if values.get("LoadState") in (None, "not-found"):
+        return None
+    restarts = values.get("NRestarts") or ""
+    journal = by_name.get("unit-journal")
+    # The probe marks each journal line with "|" (files/probe.sh probe_unit).
+    lines = [line[1:] if line.startswith("|") else line for line in journal.lines] if journal else []
+    while lines and not lines[-1]:
+        lines.pop()
+    return {
+        "name": section.attr[1],
+        "active_state": values.get("ActiveState") or "",
+        "sub_state": values.get("SubState") or "",
+        "result": values.get("Result") or "",
+        "restarts": int(restarts) if restarts.isdigit() else 0,
+        "journal": lines,
+    }
+
+
 # Sections that appear once per item (a toolkit, a path chain, an apt file or keyring).
 REPEATED = ("toolkit", "path", "python-alt", "apt-source", "apt-keyring")
 
@@ -360,6 +392,7 @@ PARTS = {
     "sglang": (("venv",), _venv_part(2)),
     "paths": (("paths",), path_chains),
     "apt": (("apt",), apt_state),
+    "service_unit": (("unit",), service_unit),
     "jit_cache": (("prewarm", "jit_cache"),
                   lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")))),
 }

@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "facts.md").read_text()
 
 # Probe output that reaches every branch that adds a key: a broken toolkit beside a
-# working one, a login nvcc, a venv with torch, a pre-warm manifest and a module.
+# working one, a login nvcc, a venv with torch, a pre-warm manifest and a module, a
+# unit that keeps restarting with its journal.
 FULL_OUTPUT = """\
 @@ os-release rc=0
 ID=debian
@@ -73,6 +74,14 @@ URIs: https://r/debian12/x86_64/
 Suites: /
 Signed-By: /etc/apt/keyrings/nvidia-cuda.gpg
 @@ apt-keyring rc=1 file=/usr/share/keyrings/cuda-archive-keyring.gpg
+@@ unit rc=0 name=sglang.service
+LoadState=loaded
+ActiveState=activating
+SubState=auto-restart
+Result=exit-code
+NRestarts=2
+@@ unit-journal rc=0
+|RuntimeError: FlashInfer requires GPUs with sm75 or higher
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 

@@ -421,3 +421,78 @@ def test_report_names_the_chosen_locks_and_cpython():
     assert "ubuntu2204/x86_64/ (ubuntu2204/x86_64: listed by NVIDIA)" in text
     converged_text = render("n", converged(), plan(converged(), Config()))
     assert "toolkit   : files/locks/cuda-13.0-debian12-x86_64.txt" in converged_text
+
+
+def journal(name):
+    """The output lines of a recorded failure (tests/fixtures/failures), as the unit's journal."""
+    text = (FIXTURES / "failures" / f"{name}.log").read_text()
+    return [line for line in text.splitlines() if not line.startswith("#")]
+
+
+def unit(active="failed", sub="failed", restarts=0, lines=()):
+    return {"name": "sglang.service", "active_state": active, "sub_state": sub, "result": "exit-code",
+            "restarts": restarts, "journal": list(lines)}
+
+
+# name, service_unit fact, the SERVICE_FAILED message's parts (None: no such finding), its fix's parts
+SERVICE_UNITS = [
+    ("no systemd", None, None, ()),
+    ("running", unit("active", "running", 0), None, ()),
+    ("inactive", unit("inactive", "dead", 0), None, ()),
+    ("failed with the trap", unit(lines=journal("flashinfer-0.7.0-trap")),
+     ["sglang.service failed (exit-code)", "FLASHINFER_ARCH_TRAP", "SM 12.x requires CUDA >= 12.9"],
+     [f"CUDA_HOME={HOME}", 'FLASHINFER_CUDA_ARCH_LIST="12.0f"', "/etc/sglang/sglang.env"]),
+    ("waiting to restart, no GPU usable", unit("activating", "auto-restart", 3, journal("service-start-no-gpu")),
+     ["waits to be restarted (3 automatic restart(s) so far)", "CUDA_UNAVAILABLE", "No accelerator"],
+     ["torch.cuda.is_available()"]),
+    ("running again after restarts, headers missing", unit("active", "running", 2,
+                                                           journal("flashinfer-norm-no-cublas-headers")),
+     ["keeps failing: 2 automatic restart(s)", "TOOLKIT_MISSING", "cublasLt.h"], ["libcublas-dev-13-0"]),
+    ("failed, cause unknown", unit(lines=["Traceback (most recent call last):", "KeyError: 'model'"]),
+     ["no known cause in the last 2 line(s)"], ["journalctl -u sglang.service"]),
+    ("failed, journal empty", unit(), ["no known cause in the last 0 line(s)"], ["journalctl"]),
+]
+
+
+@pytest.mark.parametrize("name,fact,message,fix", SERVICE_UNITS, ids=[s[0] for s in SERVICE_UNITS])
+def test_failing_unit_is_explained(name, fact, message, fix):
+    node = plan(varied(converged(), service_unit=fact), Config())
+    found = [finding for finding in node.findings if finding.code == "SERVICE_FAILED"]
+    if message is None:
+        assert not found, found
+        return
+    assert len(found) == 1 and found[0].severity == "warning"
+    assert all(part in found[0].message for part in message), found[0].message
+    assert all(part in found[0].fix for part in fix), found[0].fix
+    assert node.ok
+
+
+def test_two_lines_of_one_cause_give_one_fix():
+    node = plan(varied(converged(), service_unit=unit(lines=journal("flashinfer-0.7.2-gb10-trap"))), Config())
+    finding = next(finding for finding in node.findings if finding.code == "SERVICE_FAILED")
+    assert finding.message.count("FLASHINFER_ARCH_TRAP") == 2 and "; also " not in finding.fix
+
+
+def test_service_unit_of_another_shape_is_refused():
+    from bringup.facts_schema import FactsError
+
+    with pytest.raises(FactsError, match="service_unit.restarts"):
+        plan(varied(converged(), service_unit=dict(unit(), restarts="2")), Config())
+
+
+@pytest.mark.parametrize("fact,shown", [
+    (None, None),
+    (unit("activating", "auto-restart", 3, journal("ptxas-12.8-sm120f")),
+     "  service   : sglang.service activating (auto-restart), 3 automatic restart(s)"),
+    (unit("active", "running", 0), "  service   : sglang.service active (running)"),
+])
+def test_report_shows_the_unit_and_its_explanation(fact, shown):
+    from bringup.report import render
+
+    facts = varied(converged(), service_unit=fact)
+    text = render("node1", facts, plan(facts, Config()))
+    if shown is None:
+        assert "service   :" not in text
+        return
+    assert shown + "\n" in text
+    assert ("[WARN   ] SERVICE_FAILED: sglang.service" in text) is (fact["restarts"] > 0)

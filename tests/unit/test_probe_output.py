@@ -86,3 +86,32 @@ def test_malformed_gpu_row_is_an_error():
     lines = ["@@ os-release rc=0", "ID=debian", "@@ smi-query rc=0", "0, NVIDIA B200"]
     with pytest.raises(ValueError, match="unexpected nvidia-smi row"):
         build_document(lines)
+
+
+UNIT_FAILED = "@@ unit rc=0 name=sglang.service\nLoadState=loaded\nActiveState=failed\nSubState=failed\n" \
+              "Result=exit-code\nNRestarts=0"
+
+
+@pytest.mark.parametrize("sections,expected", [
+    # systemd does not run on the node (a container, a chroot): no unit state at all.
+    ("@@ unit rc=127", None),
+    # The unit file is not there.
+    ("@@ unit rc=0 name=sglang.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\nResult=success\n"
+     "NRestarts=0", None),
+    ("@@ unit rc=0 name=sglang.service\nLoadState=loaded\nActiveState=active\nSubState=running\nResult=success\n"
+     "NRestarts=0",
+     {"name": "sglang.service", "active_state": "active", "sub_state": "running", "result": "success",
+      "restarts": 0, "journal": []}),
+    # Journal lines come marked with "|": a line that looks like a section header stays a line.
+    (UNIT_FAILED + "\n@@ unit-journal rc=0\n|Traceback (most recent call last):\n|@@ venv rc=0\n|\n|RuntimeError: x",
+     {"name": "sglang.service", "active_state": "failed", "sub_state": "failed", "result": "exit-code",
+      "restarts": 0, "journal": ["Traceback (most recent call last):", "@@ venv rc=0", "", "RuntimeError: x"]}),
+    # systemd older than 235 has no NRestarts.
+    ("@@ unit rc=0 name=sglang.service\nLoadState=loaded\nActiveState=activating\nSubState=auto-restart\n"
+     "Result=exit-code\nNRestarts=",
+     {"name": "sglang.service", "active_state": "activating", "sub_state": "auto-restart", "result": "exit-code",
+      "restarts": 0, "journal": []}),
+], ids=["no-systemd", "no-unit", "running", "failed-with-journal", "no-nrestarts"])
+def test_service_unit(sections, expected):
+    facts = build_document(probe_text(sections), ["service_unit"])
+    assert facts["service_unit"] == expected
