@@ -47,7 +47,7 @@ SCHEMA = {
     "flashinfer": Optional({"version": STR}),
     "sglang": Optional({"version": STR}),
     "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
-                           "prewarm": Optional({"manifest": {}, "stale": Items(ANY)})}),
+                           "prewarm": Optional({"manifest": {}, "stale": Items(ANY)}), "toolchain": OPT_STR}),
     "paths": Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
                        for role in ("venv", "env_file", "cache_dir")}),
     "service_unit": Optional({"name": STR, "active_state": STR, "sub_state": STR, "result": STR,

@@ -132,14 +132,15 @@ class PrewarmPlan:
     script: str
     gap: str = ""
 
-    def gap_for(self, state):
-        """Why ``state`` (the JitCache fact's ``prewarm``) does not hold the request, or "".
+    def gap_for(self, state, toolchain=None):
+        """Why ``state`` (the JitCache fact's ``prewarm``) does not hold the request, or "";
+        ``toolchain`` is its ``toolchain``.
 
         >>> PrewarmPlan({"modules": ["norm"]}, "0.7.2", "12.0f", "/v", "/e", "/c", "/c/m", "u", "/h",
         ...             "/p", "/r", "/s").gap_for(None)
         'no pre-warm manifest'
         """
-        return prewarm_gap(state, self.request, Version(self.flashinfer), self.arch_list)
+        return prewarm_gap(state, self.request, Version(self.flashinfer), self.arch_list, toolchain)
 
 
 @dataclass(frozen=True)
@@ -418,7 +419,8 @@ def _prewarm(facts, config, arch_list, add):
                           runner=layout.helper("with-service-env"), script=layout.helper("prewarm.py"))
     if not arch_list:
         return prewarm
-    gap = prewarm.gap_for((facts.get("jit_cache") or {}).get("prewarm"))
+    jit = facts.get("jit_cache") or {}
+    gap = prewarm.gap_for(jit.get("prewarm"), jit.get("toolchain"))
     if gap:
         where = f"{layout.flashinfer_cache}/{serving}/{fi.workspace_dir_name(arch_list.split())}"
         add(Finding("JIT_CACHE_COLD", FIX,

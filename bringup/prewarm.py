@@ -17,13 +17,15 @@ def prewarm_request(config):
     }
 
 
-def prewarm_gap(state, request, flashinfer, arch_list):
+def prewarm_gap(state, request, flashinfer, arch_list, toolchain=None):
     """Why the cache does not hold the request, or "" when it does.
 
     + state: the facts' ``jit_cache.prewarm`` (``{"manifest", "stale"}``) or None
     + request: ``prewarm_request(config)``
     + flashinfer: the FlashInfer release that will serve (Version)
     + arch_list: the plan's FLASHINFER_CUDA_ARCH_LIST
+    + toolchain: the facts' ``jit_cache.toolchain`` (the service's compilers and header
+      packages, digested); SGLang's modules are keyed by them, FlashInfer's are not
 
     >>> prewarm_gap(None, {}, None, "12.0f")
     'no pre-warm manifest'
@@ -37,6 +39,10 @@ def prewarm_gap(state, request, flashinfer, arch_list):
         return f"built for {manifest.get('arch_list')!r}, planned {arch_list!r}"
     if manifest.get("request") != request:
         return f"built {manifest.get('request')}, requested {request}"
+    sglang = [module for module in request.get("modules", ()) if module.startswith("sglang-")]
+    if sglang and toolchain and manifest.get("toolchain") != toolchain:
+        return (f"{', '.join(sglang)} built with another toolchain (nvcc, c++ or their headers' packages "
+                "changed since): SGLang would compile them again at start")
     if state.get("stale"):
         return f"ninja would rebuild {', '.join(state['stale'])}"
     return ""

@@ -229,8 +229,9 @@ def prewarm_state(section):
         raise ValueError(f"prewarm probe printed no JSON: {section.text!r}") from error
 
 
-def jit_cache(section, prewarm=None):
-    """Compiled JIT modules under the service's FlashInfer workspace, and the pre-warm state."""
+def jit_cache(section, prewarm=None, toolchain=None):
+    """Compiled JIT modules under the service's FlashInfer workspace, the pre-warm state
+    and the digest of the service's JIT toolchain (files/probe.sh probe_jit_cache)."""
     cache_dir = section.attr[1] if section is not None and section.attr else None
     modules = []
     if section is not None and section.rc == 0:
@@ -238,7 +239,8 @@ def jit_cache(section, prewarm=None):
             parts = line.strip().lstrip("./").split("/")
             if len(parts) == 5 and parts[2] == "cached_ops":
                 modules.append({"flashinfer": parts[0], "arch": parts[1], "module": parts[3]})
-    return {"base": cache_dir, "modules": modules, "prewarm": prewarm}
+    digest = toolchain.lines[0].strip() if toolchain is not None and toolchain.rc == 0 and toolchain.lines else None
+    return {"base": cache_dir, "modules": modules, "prewarm": prewarm, "toolchain": digest}
 
 
 def path_chains(by_name):
@@ -394,7 +396,8 @@ PARTS = {
     "apt": (("apt",), apt_state),
     "service_unit": (("unit",), service_unit),
     "jit_cache": (("prewarm", "jit_cache"),
-                  lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")))),
+                  lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")),
+                                            by_name.get("toolchain"))),
 }
 
 

@@ -56,6 +56,8 @@ else
         # uv's own summary lines (resolved, prepared, installed, with times) show the phases.
         UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" pip sync --no-progress --python "$target/bin/python" \
             --require-hashes --no-build --compile-bytecode "$@" "$VENV_LOCK"
+        # uv leaves its lock file world-writable (0666); nothing in root's venv may be.
+        rm -f "$target/.lock"
     else
         "$VENV_PYTHON" -m venv "$target"
         log "installing with pip (downloads and installs everything in one quiet step)"

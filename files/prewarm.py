@@ -37,6 +37,8 @@ def parse_args(argv):
     parser.add_argument("--head-dims", default="128")
     parser.add_argument("--dtypes", default="bf16")
     parser.add_argument("--manifest", help="where to record what was built (required unless --verify)")
+    parser.add_argument("--toolchain", default="",
+                        help="the digest of the service's compilers and header packages (the JitCache fact's)")
     parser.add_argument("--verify", action="store_true", help="build nothing; fail if SGLang's modules would compile")
     parser.add_argument("--sglang-arch", help=argparse.SUPPRESS)  # one target per child process
     return parser.parse_args(argv)
@@ -204,6 +206,7 @@ def main(argv=None):
         "arch_list": os.environ["FLASHINFER_CUDA_ARCH_LIST"],
         "workspace": str(jit_env.FLASHINFER_WORKSPACE_DIR),
         "request": {"modules": modules, "head_dims": head_dims, "dtypes": dtypes},
+        "toolchain": args.toolchain,
         "modules": built,
     })
     print(f"prewarm: {len(built)} module(s) ready in {time.monotonic() - total:.1f} s", flush=True)

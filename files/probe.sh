@@ -255,6 +255,28 @@ probe_apt() {
 }
 
 probe_jit_cache() {
+    # SGLang's JIT cache key covers nvcc's and c++'s --version output and every header a
+    # build read (sglang kernels/jit/utils/compile/cache.py: _environment_fingerprint and
+    # the deps key): a changed compiler or header package means its pre-warmed modules
+    # would compile again at start. The compilers' output and the versions of the
+    # packages that ship them and their headers stand for that, in the service's
+    # environment; the pre-warm records the same digest in its manifest.
+    env_file=$PROBE_ENV_FILE base_path=$PROBE_SERVICE_PATH
+    toolchain=$(
+        for name in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
+            unset "$name" 2>/dev/null
+        done
+        PATH=$base_path
+        export PATH
+        if [ -r "$env_file" ]; then load_service_env "$env_file"; fi
+        {
+            "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version 2>&1
+            "${CXX:-c++}" --version 2>&1
+            dpkg-query -W -f '${db:Status-Abbrev}${Package}=${Version}\n' 'cuda-*' 'libcu*' 'libc6-dev' \
+                'libstdc++*-dev' 'g++*' 'gcc*' 2>/dev/null | sed -n 's/^ii //p' | LC_ALL=C sort
+        } | sha256sum | cut -c1-64
+    )
+    emit toolchain 0 "$toolchain"
     if [ -d "$PROBE_JIT_ROOT" ]; then
         emit jit-cache 0 "$(cd "$PROBE_JIT_ROOT" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"
     else

@@ -522,6 +522,30 @@ def _wait_ready(name: str, state: dict) -> None:
                        f"(boot log: journalctl -D {journal} -b)")
 
 
+# systemd in each node takes inotify instances from root's share (units, journald,
+# path watches); Debian's default of 128 runs out at about a dozen nodes, and then
+# a node boots without sshd ("Failed to create inotify object: Too many open files").
+INOTIFY_INSTANCES = 1024
+INOTIFY_SETTING = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def _ensure_inotify_instances(log=None) -> None:
+    """Raise the host's fs.inotify.max_user_instances to INOTIFY_INSTANCES when lower."""
+    try:
+        current = int(INOTIFY_SETTING.read_text())
+    except (OSError, ValueError):
+        return
+    if current >= INOTIFY_INSTANCES:
+        return
+    try:
+        INOTIFY_SETTING.write_text(f"{INOTIFY_INSTANCES}\n")
+    except OSError as error:
+        raise SandboxError(f"fs.inotify.max_user_instances is {current}: too few for systemd in several nodes; "
+                           f"raise it (sysctl -w fs.inotify.max_user_instances={INOTIFY_INSTANCES}): {error}")
+    print(f"sandbox: raised fs.inotify.max_user_instances from {current} to {INOTIFY_INSTANCES} "
+          "(systemd in each node needs some)", file=log or sys.stderr)
+
+
 def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None = None,
        states: list[str] | tuple[str, ...] = (), os_name: str = image.DEFAULT_OS, log=None) -> dict:
     """Start node *name* from a clean overlay and return its registry entry.
@@ -532,6 +556,7 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
     so ``up`` always yields a fresh node.
     """
     _validate(name, addr, gpu, toolkit, os_name, list(states))
+    _ensure_inotify_instances(log)
     states = field_states.canonical(list(states))
     # Before the state lock: a layer build takes minutes and must not block
     # other nodes' up and down (the layers have a lock of their own).

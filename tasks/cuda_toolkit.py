@@ -33,7 +33,8 @@ def cuda_toolkit(node, repo_changes):
     + repo_changes: operations whose change makes apt's lists stale
     """
     toolkit = node.toolkit
-    finish_interrupted_dpkg(name="Finish an interrupted dpkg run")
+    finish_interrupted_dpkg(name="Finish an interrupted dpkg run",
+                            packages=[pin.partition("=")[0] for pin in toolkit.pins])
     stale = any_changed(*repo_changes)
     apt.update(name="Refresh apt lists (repository changed or packages to install)",
                _if=lambda: stale() or bool(not_installed(toolkit.pins, host.get_fact(DebPackages))))

@@ -123,6 +123,12 @@ def sandbox_ssh():
     return run_ssh
 
 
+# Nodes started since the current test module began (tests/sandbox/conftest.py takes
+# them down when the module ends: each systemd node holds memory, disk and inotify
+# instances, and a suite's nodes are not needed by the next).
+MODULE_NODES: list[str] = []
+
+
 @pytest.fixture(scope="session")
 def sandbox_node(sandbox_host):
     """Factory `start_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="incident", port=None,
@@ -141,6 +147,8 @@ def sandbox_node(sandbox_host):
         entry = node.up(name, node_addr(addr), gpu, toolkit, port, states=states, os_name=os_name, log=log)
         if name not in started:
             started.append(name)
+        if name not in MODULE_NODES:
+            MODULE_NODES.append(name)
         return entry
 
     yield start_node
@@ -245,7 +253,8 @@ def deployed_node(sandbox_node, tmp_path_factory):
     through the real CLI (toolkit, env, venv, pre-warm, unit). Shared by the suites
     that check a deployed node; each restores what it breaks. The entry holds
     ``before`` (the validate report before deploy), ``before_suite`` (the node
-    suite's run before deploy) and ``deploy_seconds``."""
+    suite's run before deploy), ``deploy_seconds`` and ``rollback`` (the first
+    deploy's venvs/previous: its name, then the files at its top)."""
     from sandbox import aptrepo, pypimirror
 
     aptrepo.ensure_served()
@@ -256,5 +265,8 @@ def deployed_node(sandbox_node, tmp_path_factory):
     started = time.monotonic()
     deployed = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py")
     assert deployed.returncode == 0, deployed.output[-6000:]
-    return dict(entry, name=DEPLOYED, before=before, before_suite=before_suite,
-                deploy_seconds=time.monotonic() - started)
+    seconds = time.monotonic() - started
+    # What the first deploy kept as the rollback (later suites build other venvs).
+    rollback = run_ssh(entry, "readlink /opt/sglang/venvs/previous; ls /opt/sglang/venvs/previous/").stdout.split()
+    return dict(entry, name=DEPLOYED, before=before, before_suite=before_suite, deploy_seconds=seconds,
+                rollback=rollback)

@@ -10,7 +10,7 @@ from pyinfra.facts.files import FileContents
 
 from control import aptsources
 
-from facts.dpkg import DpkgAudit
+from facts.dpkg import DpkgAudit, DpkgReinstallRequired
 from facts.keyring import KeyringFingerprints
 from facts.toolkit import CudaLink, NvccRelease
 from tasks.operations.files import whole_file
@@ -62,18 +62,34 @@ def pinned_keyring(key_url, fingerprint, path):
 
 
 @operation()
-def finish_interrupted_dpkg():
+def finish_interrupted_dpkg(packages=()):
     """
-    Finish what an interrupted dpkg/apt run left half-installed (``dpkg --configure -a``).
+    Finish what an interrupted dpkg/apt run left behind: ``packages`` (the toolkit's)
+    that a killed unpack left reinstall-required are removed, so that apt installs
+    them whole again, then ``dpkg --configure -a`` configures what was unpacked.
+
+    + packages: names this deploy installs; a reinstall-required package not among
+      them is left to the operator (apt names it)
 
     **Example**:
 
     .. code:: python
 
-        finish_interrupted_dpkg()
+        finish_interrupted_dpkg(packages=["cuda-nvcc-13-0", "cuda-cccl-13-0"])
     """
-    if not host.get_fact(DpkgAudit):
+    broken = [name for name in host.get_fact(DpkgReinstallRequired) if name in packages]
+    if not host.get_fact(DpkgAudit) and not broken:
         host.noop("dpkg has no unfinished work")
+        return
+    if broken:
+        # Their files are half-written: removed whatever depends on them (--force-depends),
+        # they come back whole from the apt install that follows.
+        yield ("DEBIAN_FRONTEND=noninteractive dpkg --remove --force-remove-reinstreq --force-depends "
+               + " ".join(shlex.quote(name) for name in broken))
+        # Packages unpacked beside them wait for them: apt configures those once it has
+        # reinstalled them, so this step cannot finish them yet.
+        yield ("DEBIAN_FRONTEND=noninteractive dpkg --configure -a || echo 'dpkg: what depends on "
+               + " ".join(broken) + " is configured by the apt install that follows' >&2")
         return
     yield "DEBIAN_FRONTEND=noninteractive dpkg --configure -a"
 

@@ -64,7 +64,9 @@ def jit_prewarm(prewarm: PrewarmPlan):
         jit_prewarm(prewarm=node.prewarm)
     """
     state = host.get_fact(JitCache, venv=prewarm.venv, env_file=prewarm.env_file, cache_dir=prewarm.cache_dir)
-    if not prewarm.gap_for(state.get("prewarm") if state else None):
+    state = state or {}
+    gap = prewarm.gap_for(state.get("prewarm"), state.get("toolchain"))
+    if not gap:
         host.noop(f"JIT cache holds {', '.join(prewarm.request['modules'])} for {prewarm.arch_list}")
         return
     service = ["runuser", "-u", prewarm.user, "--", "env", f"HOME={prewarm.home}",
@@ -75,8 +77,10 @@ def jit_prewarm(prewarm: PrewarmPlan):
         "--head-dims", ",".join(str(head_dim) for head_dim in prewarm.request["head_dims"]),
         "--dtypes", ",".join(prewarm.request["dtypes"]),
         "--manifest", prewarm.manifest,
+        *(["--toolchain", state["toolchain"]] if state.get("toolchain") else []),
     ]
     # Every core compiles: MAX_JOBS is left unquoted so the node computes it. No byte
     # code is written: the venv is never changed by the pre-warm (an external one).
-    yield StreamedCommand(f"{shlex.join(service)} env MAX_JOBS=$(nproc) PYTHONDONTWRITEBYTECODE=1 "
-                          f"{shlex.join(command)}")
+    # Why it runs comes first in its output.
+    yield StreamedCommand(f"echo {shlex.quote(f'prewarm: {gap}')} && {shlex.join(service)} env MAX_JOBS=$(nproc) "
+                          f"PYTHONDONTWRITEBYTECODE=1 {shlex.join(command)}")

@@ -1,11 +1,12 @@
 """Order and lifetime of the sandbox suites, for CI's disk and time: the suites on light
 nodes first, then every test of the one deployed node (a venv takes about 10 GB), which
-is taken down after its last test, then the suites that deploy a venv of their own."""
+is taken down after its last test, then the suites that deploy a venv of their own.
+A module's light nodes go when the module ends."""
 
 import pytest
 
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import DEPLOYED
+from tests.sandbox_fixtures import DEPLOYED, MODULE_NODES
 
 # Suites that build a venv of their own: after the shared deployed node is gone.
 LAST = ("test_debian13.py",)
@@ -23,6 +24,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    """Take the shared deployed node down right after the last test that uses it."""
+    """Take the shared deployed node down right after the last test that uses it, and a
+    module's own nodes when the next test is another module's (its module-scoped
+    fixtures are torn down then too, and start their nodes again if it comes back)."""
     if "deployed_node" in item.fixturenames and (nextitem is None or "deployed_node" not in nextitem.fixturenames):
         sandbox_nodes.down([DEPLOYED])
+    if nextitem is None or nextitem.path != item.path:
+        done = [name for name in MODULE_NODES if name != DEPLOYED]
+        if done:
+            sandbox_nodes.down(done)
+        MODULE_NODES[:] = [name for name in MODULE_NODES if name == DEPLOYED]

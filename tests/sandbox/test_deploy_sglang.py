@@ -125,7 +125,7 @@ def test_service_unit_reads_the_environment_file(node, sandbox_ssh):
                              "cat /etc/systemd/system/sglang.service").stdout
     assert unit.startswith("root:root 644")
     for line in ("EnvironmentFile=/etc/sglang/sglang.env", "User=sglang", "LimitMEMLOCK=infinity",
-                 "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server"):
+                 "ExecStart=/opt/sglang/venv/bin/sglang serve --model-type llm --model-path Qwen/Qwen3-0.6B"):
         assert line in unit
 
 

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from inventory.sources import load_hosts
 from sandbox import aptrepo
 from tests.sandbox_fixtures import DEPLOYED as NODE, REPO_ROOT, node_suite, validate
 
@@ -135,9 +137,14 @@ def test_testinfra_hosts_over_openssh(nodes, tmp_path):
     config.write_text(f"Host {NODE}\n    HostName {node['ssh_hostname']}\n    Port {node['ssh_port']}\n"
                       f"    User root\n    IdentityFile {node['ssh_key']}\n    IdentitiesOnly yes\n"
                       f"    UserKnownHostsFile {node['ssh_known_hosts_file']}\n    StrictHostKeyChecking yes\n")
+    # The settings an operator keeps beside such a run: the repository mirror (the
+    # sandbox's, as inventory/gpu.py gives it) and the deploy's own choices.
+    data = dict(load_hosts())[NODE]
     settings = tmp_path / "settings.yaml"
-    settings.write_text("prewarm_modules: [sampling, norm, sglang-activation]\nservice_model: Qwen/Qwen3-0.6B\n"
-                        "cuda_toolkit_lock: tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt\n")
+    settings.write_text(yaml.safe_dump({
+        **{key: data[key] for key in ("cuda_repo_url", "cuda_repo_key_url", "cuda_repo_fingerprint")},
+        "prewarm_modules": ["sampling", "norm", "sglang-activation"], "service_model": "Qwen/Qwen3-0.6B",
+        "service_enable": False, "cuda_toolkit_lock": "tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt"}))
     report = tmp_path / "report.md"
     result = subprocess.run([str(PYTEST), "tests/node", f"--hosts=ssh://{NODE}", f"--ssh-config={config}",
                              f"--node-config={settings}", f"--node-report={report}", "-p", "no:cacheprovider"],

@@ -86,7 +86,29 @@ def test_driver_that_cannot_be_reached(tmp_path):
 def test_os_and_jit_cache_root(tmp_path):
     facts = run_probe(tmp_path, "b200-x8")
     assert facts["os"]["id"] and facts["os"]["arch"]
+    toolchain = facts["jit_cache"].pop("toolchain")
     assert facts["jit_cache"] == {"base": str(tmp_path / "cache"), "modules": [], "prewarm": None}
+    assert len(toolchain) == 64 and int(toolchain, 16) >= 0
+
+
+def test_toolchain_digest_follows_the_service_compilers(tmp_path):
+    """The digest SGLang's pre-warm is checked against changes with the compilers the
+    service's environment names (CXX, CUDA_HOME's nvcc), and only with them."""
+    bin_dir = tmp_path / "compilers"
+    bin_dir.mkdir()
+    for name, version in (("cxx-a", "c++ (A) 12.2.0"), ("cxx-b", "c++ (B) 12.2.1")):
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\necho '{version}'\n")
+        script.chmod(0o755)
+    env_file = tmp_path / "sglang.env"
+
+    def digest(cxx):
+        env_file.write_text(f"CXX={bin_dir / cxx}\nHF_TOKEN=unrelated\n")
+        return run_probe(tmp_path, "b200-x8", env_file=str(env_file))["jit_cache"]["toolchain"]
+
+    first = digest("cxx-a")
+    assert digest("cxx-a") == first
+    assert digest("cxx-b") != first
 
 
 def test_service_env_file_drives_resolution(tmp_path):
