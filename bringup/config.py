@@ -20,7 +20,7 @@ from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_
 from bringup.locks import venv_lock_target
 from bringup.versions import parse
 
-PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_")
+PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_", "report_")
 # The steps of deploy.py, in the order they run.
 DEPLOY_STEPS = ("repo", "toolkit", "env", "account", "venv", "prewarm", "service")
 # Service env keys the plan decides (bringup.plan.service_env): service_env may not set them.
@@ -106,6 +106,7 @@ SCHEMA = {
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS)),
+    "report_detail": checks.Bool(),
 }
 
 
@@ -174,6 +175,8 @@ class Config:
     # The steps deploy.py runs (all by default): repo, toolkit, env, account, venv,
     # prewarm, service. validate.py always checks the whole node.
     deploy_steps: tuple = DEPLOY_STEPS
+    # Print each host's full report (as pyinfra -v does) instead of its summary row only.
+    report_detail: bool = False
 
     @classmethod
     def from_data(cls, data, host="node"):
