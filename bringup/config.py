@@ -236,7 +236,7 @@ the service and the pre-warm never run as root
         '/var/cache/sglang/prewarm/manifest.json'
         """
         return NodeLayout.for_settings(self.venv_path, self.service_env_file, self.service_cache_dir,
-                                       self.service_user)
+                                       self.service_user, managed=self.venv_managed)
 
     @property
     def torch_cuda(self):

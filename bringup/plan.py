@@ -29,7 +29,7 @@ from bringup import flashinfer as fi
 from bringup import locks as lockfiles
 from bringup.config import DEPLOY_STEPS, Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
-from bringup.layout import SERVICE_BASE_PATH, NodeLayout
+from bringup.layout import LIBEXEC, SERVICE_BASE_PATH, NodeLayout
 from bringup.platforms import distribution, repo_arch, repo_distro, repo_evidence, repo_location, venv_python
 from bringup.prewarm import prewarm_gap, prewarm_request
 from bringup.torch_builds import arch_list_for_build, covers_sm
@@ -108,6 +108,9 @@ class VenvPlan:
     builder: str
     system_packages: tuple = VENV_SYSTEM_PACKAGES
     python_version: str = ""
+    # torch's arch list is recorded here, inside the venv (files/torch_info.py).
+    torch_record: str = ""
+    torch_info: str = f"{LIBEXEC}/torch_info.py"
 
 
 @dataclass(frozen=True)
@@ -303,7 +306,8 @@ def _venv(config, layout, python, lock, uv_lock):
                                                 config.venv_find_links, config.venv_no_index)),
                     builder=layout.helper("build-venv.sh"),
                     system_packages=VENV_SYSTEM_PACKAGES + (python.packages if python else ()),
-                    python_version=python.version if python else "")
+                    python_version=python.version if python else "",
+                    torch_record=layout.torch_record, torch_info=layout.helper("torch_info.py"))
 
 
 def _toolkit(torch_cuda, home, repo, machine, locks, add):

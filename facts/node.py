@@ -19,6 +19,8 @@ from facts.probe_output import build_document, sections_for
 FILES = Path(__file__).resolve().parent.parent / "files"
 # The env-file reader first: the probe's service section calls it.
 PROBE_SOURCES = (FILES / "service-env.sh", FILES / "probe.sh")
+# Run by the venv's python in the probe's venv section (no torch import).
+TORCH_INFO = FILES / "torch_info.py"
 
 
 def probe_command(layout, sections=(), env_keys=()):
@@ -31,7 +33,8 @@ def probe_command(layout, sections=(), env_keys=()):
     >>> probe_command(DEFAULT_LAYOUT, ("gpus",)).split(" | ")[2].split()[0]
     'PROBE_SECTIONS=gpus'
     """
-    script = b"".join(path.read_bytes() for path in PROBE_SOURCES)
+    script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
+        b"".join(path.read_bytes() for path in PROBE_SOURCES)
     encoded = base64.b64encode(script).decode("ascii")
     inputs = {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **layout.probe_inputs(),
               **({"PROBE_ENV_KEYS": " ".join(env_keys)} if env_keys else {})}
@@ -48,6 +51,8 @@ class NodeFacts(FactBase):
     + env_file: the service's environment file
     + cache_dir: the service's FlashInfer workspace base
     + env_keys: env file keys whose values to report (space-separated; the plan's keys)
+    + venv_managed: whether the venv is ours (its torch's arch list is then read from the
+      record inside it; an external venv's torch is imported)
 
     .. code:: python
 
@@ -57,8 +62,9 @@ class NodeFacts(FactBase):
 
     keys = ()  # the document's keys this fact returns; () for all of them
 
-    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys=""):
-        layout = NodeLayout.for_settings(venv, env_file, cache_dir, DEFAULT_SERVICE_USER)
+    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys="",
+                venv_managed=True):
+        layout = NodeLayout.for_settings(venv, env_file, cache_dir, DEFAULT_SERVICE_USER, managed=venv_managed)
         return probe_command(layout, sections_for(*self.keys) if self.keys else (), env_keys.split())
 
     def process(self, output):

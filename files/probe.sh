@@ -12,6 +12,8 @@
 #   PROBE_JIT_ROOT      FlashInfer's JIT tree under the cache dir
 #   PROBE_SERVICE_PATH  the PATH systemd gives the service before its env file
 #   PROBE_ENV_KEYS      the env file keys whose values to report (the plan's, never the operator's)
+#   PROBE_TORCH_RECORD  torch's recorded arch list inside a managed venv ("" for an external venv)
+#   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 LC_ALL=C
 export LC_ALL
 
@@ -164,25 +166,11 @@ probe_venv() {
         emit venv 127 ""
         return
     fi
-    # Package metadata needs no import; torch is imported for its compiled arch list.
+    # Versions from package metadata and torch/version.py, no import; torch's arch list
+    # from the record beside a managed venv's torch, imported only without a current one.
     runner=$(unprivileged_owner "$PROBE_VENV" "$PROBE_VENV/bin" "$PROBE_VENV/lib" "$PROBE_VENV"/lib/python3*/site-packages)
-    capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -c '
-import json, importlib.metadata as md
-def version(name):
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
-        return None
-out = {"flashinfer": version("flashinfer-python"), "sglang": version("sglang")}
-try:
-    import torch
-    flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")() or ""
-    out["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda,
-                    "arch_list": flags.split()}
-except Exception as error:
-    out["torch_error"] = repr(error)
-print(json.dumps(out))
-'
+    capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -I -c "$TORCH_INFO" \
+        --record "$PROBE_TORCH_RECORD"
 }
 
 probe_prewarm() {
@@ -223,16 +211,17 @@ probe_paths() {
             env_file) path=$PROBE_ENV_FILE ;;
             cache_dir) path=$PROBE_CACHE_DIR ;;
         esac
-        chain=
+        # Collected first, then one stat for all of them (no process per component).
+        set --
         while :; do
             if [ -e "$path" ] || [ -L "$path" ]; then
-                chain="$chain$(stat -c '%U %a %F|%n' "$path")
-"
+                set -- "$@" "$path"
             fi
             [ "$path" = / ] && break
-            path=$(dirname "$path")
+            path=${path%/*}
+            path=${path:-/}
         done
-        emit path 0 "$chain" "role=$role"
+        emit path 0 "$(stat -c '%U %a %F|%n' "$@")" "role=$role"
     done
 }
 
@@ -261,7 +250,25 @@ probe_jit_cache() {
     fi
 }
 
-for section in ${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt}; do
-    "probe_$section"
-done
+sections=${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt}
+# The sections are independent: they run side by side (most of the probe's time is
+# waiting for processes to start), each into a file of its own, printed in order.
+if [ "${sections#* }" != "$sections" ] && tmp=$(mktemp -d 2>/dev/null); then
+    count=0
+    for section in $sections; do
+        count=$((count + 1))
+        "probe_$section" > "$tmp/$count" &
+    done
+    wait
+    number=1
+    while [ "$number" -le "$count" ]; do
+        cat "$tmp/$number"
+        number=$((number + 1))
+    done
+    rm -rf "$tmp"
+else
+    for section in $sections; do
+        "probe_$section"
+    done
+fi
 exit 0

@@ -6,7 +6,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt
 
 from tasks.operations.files import directory_if_missing
-from tasks.operations.sglang import venv_from_lock
+from tasks.operations.sglang import torch_arch_recorded, venv_from_lock
 
 
 @deploy("SGLang venv")
@@ -23,4 +23,6 @@ def sglang_venv(node):
     apt.packages(name="Python venv support and the host compiler FlashInfer's JIT uses",
                  packages=list(venv.system_packages), no_recommends=True)
     directory_if_missing(name="Venv root", path=posixpath.dirname(venv.path))
-    return [venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)]
+    built = venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)
+    torch_arch_recorded(name="Record torch's arch list in the venv", venv=venv)
+    return [built]

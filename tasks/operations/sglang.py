@@ -7,7 +7,7 @@ from pyinfra.api import operation
 from pyinfra.api.util import get_file_sha256
 
 from bringup.plan import PrewarmPlan, VenvPlan
-from facts.node import JitCache
+from facts.node import JitCache, VenvStack
 from facts.venv import VenvLink
 from tasks.operations.files import directory_if_missing, whole_file
 from tasks.operations.progress import StreamedCommand
@@ -43,9 +43,37 @@ def venv_from_lock(venv: VenvPlan):
     yield from whole_file._inner(src=venv.uv_lock, dest=node_uv_lock)
     inputs = {"VENV_LINK": venv.path, "VENV_DIRS": venv.dirs, "VENV_DIGEST": digest, "VENV_LOCK": node_lock,
               "VENV_UV_LOCK": node_uv_lock, "VENV_TOOLS": venv.tools, "VENV_CACHE": venv.cache,
-              "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python}
+              "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python, "VENV_TORCH_INFO": venv.torch_info}
     yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.builder,
                                       *venv.sources]))
+
+
+@operation()
+def torch_arch_recorded(venv: VenvPlan):
+    """
+    Record torch's compiled arch list inside the managed venv (files/torch_info.py), so
+    the node probe reads it instead of importing torch: for a venv built before such
+    records existed (files/build-venv.sh writes one into every venv it builds).
+
+    + venv: the plan's ``VenvPlan``
+
+    **Example**:
+
+    .. code:: python
+
+        torch_arch_recorded(venv=node.venv)
+    """
+    stack = host.get_fact(VenvStack, venv=venv.path)
+    torch = (stack or {}).get("torch")
+    if not torch or torch.get("error"):
+        host.noop(f"{venv.path} has no torch that imports: nothing to record")
+        return
+    if torch.get("arch_list_from") == "record":
+        host.noop(f"{venv.torch_record} records torch's arch list")
+        return
+    record = shlex.quote(venv.torch_record)
+    yield (f"{shlex.quote(venv.path + '/bin/python')} -I {shlex.quote(venv.torch_info)} --emit-record "
+           f"> {record}.tmp && mv -f {record}.tmp {record}")
 
 
 @operation()

@@ -53,7 +53,8 @@ Python 3.11.2
 @@ deb-packages rc=0
 ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
-{"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"]}}
+{"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"], \
+"arch_list_from": "record"}}
 @@ prewarm rc=0
 {"manifest": {"flashinfer": "0.7.2"}, "stale": []}
 @@ jit-cache rc=0 base=/var/cache/sglang
