@@ -106,6 +106,7 @@ SCHEMA = {
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS)),
+    "deploy_apt_lock_timeout": checks.Seconds(),
     "report_detail": checks.Bool(),
 }
 
@@ -175,6 +176,9 @@ class Config:
     # The steps deploy.py runs (all by default): repo, toolkit, env, account, venv,
     # prewarm, service. validate.py always checks the whole node.
     deploy_steps: tuple = DEPLOY_STEPS
+    # How long deploy waits for apt's and dpkg's locks (unattended-upgrades holds them
+    # for minutes on a node's first boot) before it fails the host, nothing changed.
+    deploy_apt_lock_timeout: int = 300
     # Print each host's full report (as pyinfra -v does) instead of its summary row only.
     report_detail: bool = False
 

@@ -54,6 +54,7 @@ SCHEMA = {
     "apt": Optional({"sources": Items({"file": STR, "format": STR, "uris": Items(STR), "suites": Items(STR),
                                        "signed_by": OPT_STR, "trusted": BOOL}),
                      "keyrings": {}}),
+    "apt_locks": Items({"lock": STR, "pid": INT, "command": STR}),
 }
 # Keys a document must have; the others may be absent (an older report).
 REQUIRED = ("os", "gpus")

@@ -47,6 +47,8 @@ TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cu
 VENV_SYSTEM_PACKAGES = ("python3-venv", "g++")
 HOST_CXX = "/usr/bin/g++"
 SYSTEM_PYTHON = "/usr/bin/python3"
+# deploy.py's steps that install packages with apt.
+APT_STEPS = ("repo", "toolkit", "venv")
 # Packages the repository step needs to fetch and check the key.
 KEY_TOOLS = ("ca-certificates", "curl", "gpg")
 
@@ -111,6 +113,8 @@ class VenvPlan:
     # torch's arch list is recorded here, inside the venv (files/torch_info.py).
     torch_record: str = ""
     torch_info: str = f"{LIBEXEC}/torch_info.py"
+    # Runs the build so that it dies with its SSH session (files/session-bound).
+    session_bound: str = f"{LIBEXEC}/session-bound"
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,8 @@ class PrewarmPlan:
     runner: str
     script: str
     gap: str = ""
+    # Runs the pre-warm so that it dies with its SSH session (files/session-bound).
+    session_bound: str = f"{LIBEXEC}/session-bound"
 
     def gap_for(self, state):
         """Why ``state`` (the JitCache fact's ``prewarm``) does not hold the request, or "".
@@ -177,10 +183,18 @@ class NodePlan:
     service: ServicePlan = None
     manage_alternative: bool = True
     steps: tuple = ()
+    # Who held apt's locks when the node was probed, and how long deploy waits for them.
+    apt_locks: list = field(default_factory=list)
+    apt_lock_timeout: int = 300
 
     def runs(self, step):
         """Whether deploy.py runs ``step`` (bringup.config.DEPLOY_STEPS) on this node."""
         return step in self.steps
+
+    @property
+    def uses_apt(self):
+        """Whether a step deploy.py runs here installs packages (and so needs apt's locks)."""
+        return any(step in self.steps for step in APT_STEPS)
 
     @property
     def ok(self):
@@ -209,6 +223,8 @@ class NodePlan:
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
             "service": asdict(self.service) if self.service else {},
             "steps": list(self.steps),
+            "apt_locks": list(self.apt_locks),
+            "apt_lock_timeout": self.apt_lock_timeout,
         }
 
 
@@ -228,8 +244,10 @@ def plan(facts, config, locks=None):
     facts_schema.check(facts)
     locks = locks if locks is not None else lockfiles.LockFiles()
     node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative,
-                    steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps))
+                    steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps),
+                    apt_locks=list(facts.get("apt_locks") or []), apt_lock_timeout=config.deploy_apt_lock_timeout)
     add = node.findings.append
+    _check_apt_locks(node, add)
     machine = (facts.get("os") or {}).get("arch")
     node.repo = _repo(facts, config, add)
     sms = _target_sms(facts, config, add)
@@ -259,6 +277,15 @@ def plan(facts, config, locks=None):
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
     return node
+
+
+def _check_apt_locks(node, add):
+    if not node.apt_locks:
+        return
+    held = "; ".join(f"pid {h['pid']} ({h.get('command') or '?'}) holds {h['lock']}" for h in node.apt_locks)
+    add(Finding("APT_LOCKED", WARNING, f"apt is in use: {held}",
+                f"nothing to do: deploy waits up to {node.apt_lock_timeout} s (deploy_apt_lock_timeout) for it "
+                "before it changes anything, and fails this host alone if it is still held"))
 
 
 def service_env(config, home, arch_list):
@@ -307,7 +334,8 @@ def _venv(config, layout, python, lock, uv_lock):
                     builder=layout.helper("build-venv.sh"),
                     system_packages=VENV_SYSTEM_PACKAGES + (python.packages if python else ()),
                     python_version=python.version if python else "",
-                    torch_record=layout.torch_record, torch_info=layout.helper("torch_info.py"))
+                    torch_record=layout.torch_record, torch_info=layout.helper("torch_info.py"),
+                    session_bound=layout.helper("session-bound"))
 
 
 def _toolkit(torch_cuda, home, repo, machine, locks, add):
@@ -418,7 +446,8 @@ def _prewarm(facts, config, arch_list, add):
                           venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir,
                           manifest=layout.manifest,
                           user=layout.service_user, home=layout.service_home, base_path=SERVICE_BASE_PATH,
-                          runner=layout.helper("with-service-env"), script=layout.helper("prewarm.py"))
+                          runner=layout.helper("with-service-env"), script=layout.helper("prewarm.py"),
+                          session_bound=layout.helper("session-bound"))
     if not arch_list:
         return prewarm
     gap = prewarm.gap_for((facts.get("jit_cache") or {}).get("prewarm"))

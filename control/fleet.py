@@ -46,6 +46,7 @@ class Run:
     def __init__(self):
         self.records = {}
         self.connect_errors = {}
+        self.lost_connections = {}
         self.purpose = None
         self.exit_hook = False
 
@@ -56,13 +57,27 @@ class Run:
 RUN = Run()
 
 
-class ConnectErrors(BaseStateCallback):
-    """Keeps pyinfra's reason for each host it could not connect to."""
+def connection_alive(host):
+    """Whether the host's SSH connection still stands (True for connectors without one)."""
+    client = getattr(host.connector, "client", None)
+    transport = client.get_transport() if client is not None and hasattr(client, "get_transport") else None
+    return transport is None or transport.is_active()
+
+
+class RunWatcher(BaseStateCallback):
+    """Keeps pyinfra's reason for each host it could not connect to, and the operation
+    during which a host's SSH connection died (pyinfra itself only says the operation
+    "executed 0 commands")."""
 
     @staticmethod
     def host_connect_error(state, host, error):
         reason = error.args[0] if getattr(error, "args", None) else error
         RUN.connect_errors[host.name] = summary.ANSI.sub("", str(reason))
+
+    @staticmethod
+    def operation_host_error(state, host, op_hash, retry_count=0, max_retries=0):
+        if not connection_alive(host):
+            RUN.lost_connections.setdefault(host.name, op_hash)
 
 
 def _current_state():
@@ -70,8 +85,8 @@ def _current_state():
 
 
 def _add_handler(state):
-    if not any(isinstance(handler, ConnectErrors) for handler in state.callback_handlers):
-        state.add_callback_handler(ConnectErrors())
+    if not any(isinstance(handler, RunWatcher) for handler in state.callback_handlers):
+        state.add_callback_handler(RunWatcher())
 
 
 def watch_connections():
@@ -118,8 +133,12 @@ def _output_lines(meta):
     return list(output.stderr_lines) or list(output.stdout_lines)
 
 
-def operations_of(state, host):
-    """Each operation pyinfra collected for ``host``: name, status and error line."""
+LOST = "the SSH connection was lost while it ran (the remote command stops with its session); run deploy again"
+
+
+def operations_of(state, host, lost_at=None):
+    """Each operation pyinfra collected for ``host``: name, status and error line
+    (``lost_at``: the operation during which its SSH connection died)."""
     operations = []
     for op_hash in host.op_hash_order:
         data = state.ops.get(host, {}).get(op_hash)
@@ -133,7 +152,7 @@ def operations_of(state, host):
                 entry["status"] = summary.CHANGED if meta.did_change() else summary.UNCHANGED
             else:
                 entry["status"] = summary.ERROR
-                entry["error"] = summary.error_line(_output_lines(meta))
+                entry["error"] = LOST if op_hash == lost_at else summary.error_line(_output_lines(meta))
         operations.append(entry)
     return operations
 
@@ -151,7 +170,8 @@ def outcomes(state, run=RUN):
         outcome["failed"] = host in state.failed_hosts
         if reached and not (outcome.get("plan") or outcome.get("settings_error")) and outcome["failed"]:
             outcome.setdefault("probe_failed", True)
-        outcome["operations"] = [op for op in operations_of(state, host) if not op["name"].startswith("Refuse ")]
+        operations = operations_of(state, host, run.lost_connections.get(host.name))
+        outcome["operations"] = [op for op in operations if not op["name"].startswith("Refuse ")]
         found.append(outcome)
     return found
 
@@ -161,6 +181,8 @@ def stopped_reason(state, dry):
     stage = getattr(state, "current_stage", StateStage.Disconnect)
     if stage == StateStage.Disconnect or (dry and stage == StateStage.Prepare):
         return ""
+    if not state.active_hosts:
+        return ""  # every host failed: nothing was left to stop, each row says why
     return (f"pyinfra stopped the run {STAGE_WORDS.get(stage, '')}: its error is above (more hosts failed than "
             "--fail-percent allows, or no host was left)")
 

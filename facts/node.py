@@ -17,8 +17,8 @@ from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_
 from facts.probe_output import build_document, sections_for
 
 FILES = Path(__file__).resolve().parent.parent / "files"
-# The env-file reader first: the probe's service section calls it.
-PROBE_SOURCES = (FILES / "service-env.sh", FILES / "probe.sh")
+# The env-file reader and the apt-lock finder first: the probe's sections call them.
+PROBE_SOURCES = (FILES / "service-env.sh", FILES / "apt-locks.sh", FILES / "probe.sh")
 # Run by the venv's python in the probe's venv section (no torch import).
 TORCH_INFO = FILES / "torch_info.py"
 
@@ -122,6 +122,18 @@ class VenvStack(NodeFacts):
     """
 
     keys = ("torch", "flashinfer", "sglang")
+
+
+class AptLocks(NodeFacts):
+    """
+    Returns who holds apt's and dpkg's locks now: ``[{"lock", "pid", "command"}]``.
+    """
+
+    keys = ("apt_locks",)
+
+    @staticmethod
+    def default():
+        return []
 
 
 class JitCache(NodeFacts):

@@ -32,6 +32,16 @@ log() { printf 'build-venv: %s\n' "$*"; }
 
 cd /
 install -d -m 0755 -o root -g root "$VENV_DIRS" "$VENV_CACHE"
+# One build at a time on a node: a second deploy, or the re-run of one whose SSH session
+# died while its build is still being stopped (files/session-bound), waits here.
+exec 9> "$VENV_DIRS/.build.lock"
+if ! flock -n 9; then
+    log "another venv build holds $VENV_DIRS/.build.lock; waiting up to 120 s for it"
+    if ! flock -w 120 9; then
+        log "a venv build is still running on this node after 120 s: let it finish, then run deploy again"
+        exit 1
+    fi
+fi
 if [ -f "$target/.complete" ] && [ "$(cat "$target/.complete")" = "$VENV_DIGEST" ]; then
     log "venv $VENV_DIGEST already complete"
 else

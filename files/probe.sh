@@ -1,7 +1,7 @@
 # Read-only facts probe for a GPU node: prints raw sections ("@@ <name> rc=<exit>
 # [key=value]") for the control side to parse (facts/probe_output.py, docs/facts.md).
 # It changes nothing. facts/node.py ships it in one remote command, after
-# files/service-env.sh (load_service_env), under sh.
+# files/service-env.sh (load_service_env) and files/apt-locks.sh (apt_lock_holders), under sh.
 #
 # Inputs (environment; bringup/layout.py NodeLayout.probe_inputs):
 #   PROBE_SECTIONS      which parts to run (default: all; narrow facts run one or two)
@@ -242,6 +242,11 @@ probe_apt() {
     done
 }
 
+probe_apt_locks() {
+    # Whoever holds apt's or dpkg's locks now (files/apt-locks.sh): deploy waits for them.
+    emit apt-locks 0 "$(apt_lock_holders)"
+}
+
 probe_jit_cache() {
     if [ -d "$PROBE_JIT_ROOT" ]; then
         emit jit-cache 0 "$(cd "$PROBE_JIT_ROOT" && find . -mindepth 5 -maxdepth 5 -path './*/*/cached_ops/*/*.so' | sort)" "base=$PROBE_CACHE_DIR"
@@ -250,7 +255,7 @@ probe_jit_cache() {
     fi
 }
 
-sections=${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt}
+sections=${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt apt_locks}
 # The sections are independent: they run side by side (most of the probe's time is
 # waiting for processes to start), each into a file of its own, printed in order.
 if [ "${sections#* }" != "$sections" ] && tmp=$(mktemp -d 2>/dev/null); then

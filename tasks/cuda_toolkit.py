@@ -7,6 +7,7 @@ from pyinfra.operations import apt
 from pyinfra.operations.util import any_changed
 
 from tasks.operations.cuda import finish_interrupted_dpkg, nvcc_reports
+from tasks.operations.packages import apt_lists_refreshed, lock_timeout_option
 
 
 def not_installed(pins, installed):
@@ -35,10 +36,12 @@ def cuda_toolkit(node, repo_changes):
     toolkit = node.toolkit
     finish_interrupted_dpkg(name="Finish an interrupted dpkg run")
     stale = any_changed(*repo_changes)
-    apt.update(name="Refresh apt lists (repository changed or packages to install)",
-               _if=lambda: stale() or bool(not_installed(toolkit.pins, host.get_fact(DebPackages))))
+    apt_lists_refreshed(name="Refresh apt lists (repository changed or packages to install)",
+                        repo_url=node.repo.url, timeout=node.apt_lock_timeout,
+                        _if=lambda: stale() or bool(not_installed(toolkit.pins, host.get_fact(DebPackages))))
     locked = f" at {toolkit.lock}'s versions" if toolkit.lock else ""
     apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers{locked}",
-                 packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True)
+                 packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True,
+                 extra_install_args=lock_timeout_option(node.apt_lock_timeout))
     nvcc_reports(name=f"Check {toolkit.home}/bin/nvcc reports {toolkit.version}",
                  home=toolkit.home, release=toolkit.version)

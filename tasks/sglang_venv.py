@@ -6,6 +6,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt
 
 from tasks.operations.files import directory_if_missing
+from tasks.operations.packages import lock_timeout_option
 from tasks.operations.sglang import torch_arch_recorded, venv_from_lock
 
 
@@ -21,7 +22,8 @@ def sglang_venv(node):
     if not venv.managed:
         return []
     apt.packages(name="Python venv support and the host compiler FlashInfer's JIT uses",
-                 packages=list(venv.system_packages), no_recommends=True)
+                 packages=list(venv.system_packages), no_recommends=True,
+                 extra_install_args=lock_timeout_option(node.apt_lock_timeout))
     directory_if_missing(name="Venv root", path=posixpath.dirname(venv.path))
     built = venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)
     torch_arch_recorded(name="Record torch's arch list in the venv", venv=venv)

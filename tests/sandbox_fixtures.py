@@ -200,7 +200,9 @@ def deployed_node(sandbox_node, tmp_path_factory):
 
     aptrepo.ensure_served()
     pypimirror.serve()
-    entry = sandbox_node(DEPLOYED, "127.0.0.61", gpu="rtx-pro-6000-x8", toolkit="incident")
+    # GPU_BRINGUP_DEPLOYED_ADDR: another loopback address, when 127.0.0.61 is taken on this machine.
+    addr = os.environ.get("GPU_BRINGUP_DEPLOYED_ADDR", "127.0.0.61")
+    entry = sandbox_node(DEPLOYED, addr, gpu="rtx-pro-6000-x8", toolkit="incident")
     validated = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "validate.py")
     assert validated.returncode == 0, validated.output[-4000:]
     before = read_report(DEPLOYED)

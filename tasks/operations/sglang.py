@@ -13,6 +13,18 @@ from tasks.operations.files import directory_if_missing, whole_file
 from tasks.operations.progress import StreamedCommand
 
 
+def as_plan(kind, value):
+    """A plan part as its dataclass: from the CLI (``pyinfra HOST tasks.operations.sglang.OP
+    venv='{...}'``) it arrives as a mapping.
+
+    >>> as_plan(PrewarmPlan, {"request": {}, "flashinfer": "0.7.2", "arch_list": "12.0f", "venv": "/v",
+    ...     "env_file": "/e", "cache_dir": "/c", "manifest": "/c/m", "user": "u", "home": "/h", "base_path": "/p",
+    ...     "runner": "/r", "script": "/s"}).arch_list
+    '12.0f'
+    """
+    return kind(**value) if isinstance(value, dict) else value
+
+
 def lock_digest(lock):
     """First 16 hex of the lock's sha256: names the venv built from it."""
     return get_file_sha256(lock)[:16]
@@ -32,6 +44,7 @@ def venv_from_lock(venv: VenvPlan):
 
         venv_from_lock(venv=node.venv)
     """
+    venv = as_plan(VenvPlan, venv)
     digest = lock_digest(venv.lock)
     link = host.get_fact(VenvLink, path=venv.path)
     if link["target"] == f"venvs/{digest}" and link["complete"] == digest:
@@ -44,8 +57,10 @@ def venv_from_lock(venv: VenvPlan):
     inputs = {"VENV_LINK": venv.path, "VENV_DIRS": venv.dirs, "VENV_DIGEST": digest, "VENV_LOCK": node_lock,
               "VENV_UV_LOCK": node_uv_lock, "VENV_TOOLS": venv.tools, "VENV_CACHE": venv.cache,
               "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python, "VENV_TORCH_INFO": venv.torch_info}
-    yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.builder,
-                                      *venv.sources]))
+    # The build dies with its SSH session (files/session-bound): a killed connection
+    # never leaves one running beside the re-run's.
+    yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.python,
+                                      "-I", venv.session_bound, venv.builder, *venv.sources]))
 
 
 @operation()
@@ -63,6 +78,7 @@ def torch_arch_recorded(venv: VenvPlan):
 
         torch_arch_recorded(venv=node.venv)
     """
+    venv = as_plan(VenvPlan, venv)
     stack = host.get_fact(VenvStack, venv=venv.path)
     torch = (stack or {}).get("torch")
     if not torch or torch.get("error"):
@@ -91,6 +107,7 @@ def jit_prewarm(prewarm: PrewarmPlan):
 
         jit_prewarm(prewarm=node.prewarm)
     """
+    prewarm = as_plan(PrewarmPlan, prewarm)
     state = host.get_fact(JitCache, venv=prewarm.venv, env_file=prewarm.env_file, cache_dir=prewarm.cache_dir)
     if not prewarm.gap_for(state.get("prewarm") if state else None):
         host.noop(f"JIT cache holds {', '.join(prewarm.request['modules'])} for {prewarm.arch_list}")
@@ -106,5 +123,8 @@ def jit_prewarm(prewarm: PrewarmPlan):
     ]
     # Every core compiles: MAX_JOBS is left unquoted so the node computes it. No byte
     # code is written: the venv is never changed by the pre-warm (an external one).
-    yield StreamedCommand(f"{shlex.join(service)} env MAX_JOBS=$(nproc) PYTHONDONTWRITEBYTECODE=1 "
+    # It dies with its SSH session (files/session-bound, run as root by the venv's python):
+    # ninja removes what it was writing and the manifest, written last, stays the old one.
+    bound = [f"{prewarm.venv}/bin/python", "-I", prewarm.session_bound]
+    yield StreamedCommand(f"{shlex.join(bound + service)} env MAX_JOBS=$(nproc) PYTHONDONTWRITEBYTECODE=1 "
                           f"{shlex.join(command)}")

@@ -74,6 +74,8 @@ URIs: https://r/debian12/x86_64/
 Suites: /
 Signed-By: /etc/apt/keyrings/nvidia-cuda.gpg
 @@ apt-keyring rc=1 file=/usr/share/keyrings/cuda-archive-keyring.gpg
+@@ apt-locks rc=0
+/var/lib/dpkg/lock-frontend 812 /usr/bin/python3 /usr/bin/unattended-upgrade
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 
