@@ -88,6 +88,9 @@ class ToolkitPlan:
     packages: tuple
     lock: str = ""
     pins: tuple = ()
+    # The pins dpkg did not have (at that version) when the node was probed; None when
+    # the probe could not tell (no dpkg-query): deploy then asks dpkg itself.
+    missing: tuple = None
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,10 @@ class VenvPlan:
     builder: str
     system_packages: tuple = VENV_SYSTEM_PACKAGES
     python_version: str = ""
-    # torch's arch list is recorded here, inside the venv (files/torch_info.py).
+    # torch's arch list is recorded here, inside the venv (files/torch_info.py), and
+    # whether the probe found a current record (then deploy checks nothing more).
     torch_record: str = ""
+    torch_recorded: bool = False
     torch_info: str = f"{LIBEXEC}/torch_info.py"
     # Runs the build so that it dies with its SSH session (files/session-bound).
     session_bound: str = f"{LIBEXEC}/session-bound"
@@ -255,6 +260,7 @@ def plan(facts, config, locks=None):
     node.torch_cuda = str(torch_cuda)
     home = f"/usr/local/cuda-{torch_cuda}"
     node.toolkit = _toolkit(torch_cuda, home, node.repo, machine, locks, add)
+    node.toolkit = replace(node.toolkit, missing=_missing_pins(node.toolkit.pins, facts.get("cuda_packages")))
     _check_toolkit_lock(facts, node.toolkit, add)
     _check_driver(facts, torch_cuda, add)
     targets = _check_sms(sms, facts, config, torch_cuda, add)
@@ -273,7 +279,8 @@ def plan(facts, config, locks=None):
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, home, node.arch_list)
     _check_service_env(facts, config, node.env, add)
-    node.venv = _venv(config, node.layout, python, venv_lock, uv_lock)
+    node.venv = _venv(config, node.layout, python, venv_lock, uv_lock,
+                      recorded=(facts.get("torch") or {}).get("arch_list_from") == "record")
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
     return node
@@ -324,7 +331,7 @@ def _check_service_env(facts, config, env, add):
                     "value, change the setting that decides it, or add keys of your own through service_env"))
 
 
-def _venv(config, layout, python, lock, uv_lock):
+def _venv(config, layout, python, lock, uv_lock, recorded=False):
     return VenvPlan(managed=config.venv_managed, path=layout.venv, dirs=layout.venvs, locks=layout.venv_locks,
                     tools=layout.venv_tools, cache=layout.venv_download_cache,
                     python=python.path if python and python.path else SYSTEM_PYTHON,
@@ -335,6 +342,7 @@ def _venv(config, layout, python, lock, uv_lock):
                     system_packages=VENV_SYSTEM_PACKAGES + (python.packages if python else ()),
                     python_version=python.version if python else "",
                     torch_record=layout.torch_record, torch_info=layout.helper("torch_info.py"),
+                    torch_recorded=recorded,
                     session_bound=layout.helper("session-bound"))
 
 
@@ -367,6 +375,25 @@ def _toolkit(torch_cuda, home, repo, machine, locks, add):
     packages = planned + tuple(package for package in locked if package not in planned)
     pins = tuple(f"{package}={locked[package]}" if package in locked else package for package in packages)
     return ToolkitPlan(str(torch_cuda), home, packages, lock=name, pins=pins)
+
+
+def _missing_pins(pins, installed):
+    """The pins (``name`` or ``name=version``) the probe's ``cuda_packages`` lacks, or None
+    when the probe could not list packages.
+
+    >>> _missing_pins(("a=1-1", "b=2-1", "c"), {"a": "1-1", "b": "1-1"})
+    ('b=2-1', 'c')
+    >>> _missing_pins(("a=1-1",), None) is None
+    True
+    """
+    if installed is None:
+        return None
+    missing = []
+    for pin in pins:
+        name, _, version = pin.partition("=")
+        if name not in installed or (version and installed[name] != version):
+            missing.append(pin)
+    return tuple(missing)
 
 
 def _check_toolkit_lock(facts, toolkit, add):

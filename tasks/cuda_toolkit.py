@@ -36,9 +36,13 @@ def cuda_toolkit(node, repo_changes):
     toolkit = node.toolkit
     finish_interrupted_dpkg(name="Finish an interrupted dpkg run")
     stale = any_changed(*repo_changes)
+    # What the probe saw installed decides (no second dpkg round trip); dpkg is asked only
+    # when the probe could not list packages.
+    missing = (lambda: toolkit.missing) if toolkit.missing is not None else \
+        (lambda: not_installed(toolkit.pins, host.get_fact(DebPackages)))
     apt_lists_refreshed(name="Refresh apt lists (repository changed or packages to install)",
                         repo_url=node.repo.url, timeout=node.apt_lock_timeout,
-                        _if=lambda: stale() or bool(not_installed(toolkit.pins, host.get_fact(DebPackages))))
+                        _if=lambda: stale() or bool(missing()))
     locked = f" at {toolkit.lock}'s versions" if toolkit.lock else ""
     apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers{locked}",
                  packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True,

@@ -79,6 +79,9 @@ def torch_arch_recorded(venv: VenvPlan):
         torch_arch_recorded(venv=node.venv)
     """
     venv = as_plan(VenvPlan, venv)
+    if venv.torch_recorded:
+        host.noop(f"{venv.torch_record} recorded torch's arch list when the node was probed")
+        return
     stack = host.get_fact(VenvStack, venv=venv.path)
     torch = (stack or {}).get("torch")
     if not torch or torch.get("error"):
