@@ -10,8 +10,15 @@ HOST_PACKAGES := python3-venv $(shell sed -e 's/#.*//' sandbox/host-packages.txt
 DEMO_NODE := gpu1
 DEMO_ADDR := 127.0.0.11
 DEMO_GPU := rtx-pro-6000-x8
+# The seeds' node as it is found (NVIDIA's apt source, CUDA 12.8 by apt, a hand-built
+# venv); DEMO_OS=debian13 runs the same demo on Debian 13 (CPython 3.13).
+DEMO_STATES := incident
+DEMO_OS := debian12
+# A model for the unit's arguments, which the node suite checks with SGLang's own
+# parser; not started (service_enable=false): the sandbox has no GPU to serve on.
+DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 
-.PHONY: setup host-deps test demo sandbox-up sandbox-down bench lock lock-venv lock-cuda
+.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench lock lock-venv lock-cuda
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -33,18 +40,21 @@ test: setup
 sandbox-up: setup
 	$(PY) -m sandbox.aptrepo serve
 	$(PY) -m sandbox.pypimirror serve
-	$(PY) -m sandbox up $(DEMO_NODE) --addr $(DEMO_ADDR) --gpu $(DEMO_GPU) --toolkit incident
+	$(PY) -m sandbox up $(DEMO_NODE) --addr $(DEMO_ADDR) --gpu $(DEMO_GPU) --os $(DEMO_OS) --state $(DEMO_STATES)
 
 demo: sandbox-up
-	@echo "== 1. validate: the incident's node (nothing is changed)"
-	$(PYINFRA) -y inventory/gpu.py validate.py
+	@echo "== 1. validate: the incident's node, as found (nothing is changed)"
+	$(PYINFRA) -y $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) validate.py
 	@echo "== 2. deploy"
-	$(PYINFRA) -y inventory/gpu.py deploy.py
+	$(PYINFRA) -y $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) deploy.py
 	@echo "== 3. validate again: nothing left to fix"
-	$(PYINFRA) -y inventory/gpu.py validate.py
+	$(PYINFRA) -y $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) validate.py
 	@echo "== 4. the node suite: the end state, proved"
-	$(VENV)/bin/pytest tests/node --inventory inventory/gpu.py --node-limit $(DEMO_NODE)
+	$(VENV)/bin/pytest tests/node --inventory inventory/gpu.py --node-limit $(DEMO_NODE) $(DEMO_DATA:%=--node-data %)
 	@echo "nodes stay up: $(PY) -m sandbox status; stop them with: make sandbox-down"
+
+demo-debian13:
+	$(MAKE) demo DEMO_OS=debian13 DEMO_NODE=gpu13 DEMO_ADDR=127.0.0.13 DEMO_STATES=
 
 sandbox-down:
 	-$(PY) -m sandbox down --all

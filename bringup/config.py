@@ -64,7 +64,7 @@ class Lock(checks.Check):
                                  "or leave it empty for the node's own")
         if not os.path.isfile(value):
             raise checks.Invalid(f"no such file in {os.getcwd()}; use a lock under files/locks (make lock writes "
-                                 "them), or leave venv_lock empty for the one matching the node")
+                                 "them), or leave it empty for the one matching the node")
         return value
 
 
@@ -103,6 +103,7 @@ SCHEMA = {
     "cuda_repo_fingerprint": checks.Fingerprint(),
     "cuda_repo_distro": checks.Pattern(r"^[a-z0-9]+$", "use a repository distro directory such as debian12 or "
                                        "ubuntu2404 (lower-case letters and digits)", optional=True),
+    "cuda_toolkit_lock": Lock(),
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS)),
@@ -169,6 +170,9 @@ class Config:
     # Force the repo's distro directory (e.g. "debian12") for an OS the table does
     # not map; only sensible with a mirror that carries it.
     cuda_repo_distro: str = ""
+    # The toolkit lock (package=version lines, control-side path); empty: the one
+    # `make lock` wrote for the node's CUDA, distro and CPU.
+    cuda_toolkit_lock: str = ""
     # Point the /usr/local/cuda alternative at the chosen toolkit.
     cuda_manage_alternative: bool = True
     # Compute capabilities to build for on a node without GPUs (image builders).

@@ -259,7 +259,7 @@ def plan(facts, config, locks=None):
     torch_cuda = _torch_cuda(facts, config)
     node.torch_cuda = str(torch_cuda)
     home = f"/usr/local/cuda-{torch_cuda}"
-    node.toolkit = _toolkit(torch_cuda, home, node.repo, machine, locks, add)
+    node.toolkit = _toolkit(torch_cuda, home, node.repo, machine, locks, add, config.cuda_toolkit_lock)
     node.toolkit = replace(node.toolkit, missing=_missing_pins(node.toolkit.pins, facts.get("cuda_packages")))
     _check_toolkit_lock(facts, node.toolkit, add)
     _check_driver(facts, torch_cuda, add)
@@ -274,7 +274,6 @@ def plan(facts, config, locks=None):
     _check_symlink(facts, config, home, add)
     _check_paths(facts, config, add)
     _check_venv_readable(facts, config, add)
-    layout = node.layout
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, home, node.arch_list)
@@ -346,13 +345,14 @@ def _venv(config, layout, python, lock, uv_lock, recorded=False):
                     session_bound=layout.helper("session-bound"))
 
 
-def _toolkit(torch_cuda, home, repo, machine, locks, add):
-    """The toolkit's packages, at the versions of its lock for this repository distro and CPU."""
+def _toolkit(torch_cuda, home, repo, machine, locks, add, explicit=""):
+    """The toolkit's packages, at the versions of its lock: ``cuda_toolkit_lock`` when
+    set, else the one for this repository distro and CPU."""
     suffix = f"{torch_cuda.major}-{torch_cuda.minor}"
     planned = tuple(f"{name}-{suffix}" for name in TOOLKIT_PACKAGES)
     if repo is None:
         return ToolkitPlan(str(torch_cuda), home, planned, pins=planned)
-    name = lockfiles.toolkit_lock_name(str(torch_cuda), repo.distro, machine)
+    name = explicit or lockfiles.toolkit_lock_name(str(torch_cuda), repo.distro, machine)
     release = lockfiles.toolkit_input_name(str(torch_cuda))
     regenerate = (f"make lock CUDA_REPO_URL=<NVIDIA's repos or your mirror> CUDA_PLATFORMS={repo.distro}-{machine} "
                   f"(the release is {release})")
@@ -899,8 +899,11 @@ def main(argv=None):
         print(f"error: {args.host}: {args.facts}: {error}; give a facts document (docs/facts.md) or a "
               "reports/<host>.json", file=sys.stderr)
         return 2
-    except (ValueError, ConfigError) as error:
+    except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(f"error: {args.host}: {error}", file=sys.stderr)
         return 2
     print(json.dumps(node.as_dict(), indent=2))
     return 0

@@ -154,8 +154,11 @@ def sglang_entries(args, modules, dtypes):
     return entries
 
 
+HELD = []  # the lock files this process holds, open until it exits
+
+
 def hold_lock(path, timeout=120):
-    """An exclusive lock on ``path`` (kept while the returned file is open), waiting up to
+    """An exclusive lock on ``path``, held until this process exits, waiting up to
     ``timeout`` seconds for another pre-warm to finish."""
     import fcntl
 
@@ -166,6 +169,7 @@ def hold_lock(path, timeout=120):
     while True:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            HELD.append(handle)
             return handle
         except BlockingIOError:
             if time.monotonic() > deadline:
@@ -206,7 +210,7 @@ def main(argv=None):
         raise SystemExit("prewarm: --manifest is required to build")
     # One pre-warm at a time per cache: the re-run of a deploy whose SSH session died
     # waits here while the old one is being stopped (files/session-bound).
-    lock = hold_lock(Path(args.manifest).parent / ".prewarm.lock")
+    hold_lock(Path(args.manifest).parent / ".prewarm.lock")
     # FlashInfer fixes its cache directory and target archs at import time.
     import flashinfer
     from flashinfer.jit import env as jit_env

@@ -1,11 +1,17 @@
-"""Sandbox GPU nodes: throwaway Debian 12 hosts served over real SSH on loopback.
+"""Sandbox GPU nodes: throwaway Debian 12 or 13 hosts served over real SSH on loopback.
 
 Stand-in for GPU servers on machines without a GPU (README, "The sandbox").
-Only the GPU driver (nvidia-smi, libcuda) and the
-incident's old CUDA 12.8 toolkit are faked; see sandbox.gpu_standin.
+Only the GPU driver (nvidia-smi, libcuda) is faked, and, with ``--toolkit
+incident``, the incident's old CUDA 12.8 toolkit; see sandbox.gpu_standin.
+``--state`` puts real field states under the node as cached layers (apt from
+the sandbox's NVIDIA-style repository, hand-built venvs, operators' files);
+see sandbox.field_states.
 
     python3 -m sandbox up gpu1 --addr 127.0.0.11 --gpu rtx-pro-6000-x8 --toolkit incident
+    python3 -m sandbox up gpu2 --addr 127.0.0.12 --gpu rtx-pro-6000-x8 --state incident,operator
+    python3 -m sandbox up gpu3 --addr 127.0.0.13 --gpu b200-x8 --os debian13
     python3 -m sandbox status
+    python3 -m sandbox layers [--prune]
     python3 -m sandbox down gpu1        # or: down --all
-    python3 -m sandbox destroy          # down --all + delete the image cache
+    python3 -m sandbox destroy          # down --all + delete the image and layer caches
 """

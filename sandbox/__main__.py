@@ -1,4 +1,4 @@
-"""Command line of the sandbox: ``python3 -m sandbox {up,down,status,image,destroy}``.
+"""Command line of the sandbox: ``python3 -m sandbox {up,down,status,image,layers,destroy}``.
 
 Run from the repository root as root (nodes need mount and PID namespaces).
 Exit status: 0 success, 1 sandbox error, 2 usage error.
@@ -13,14 +13,14 @@ import time
 
 import yaml
 
-from sandbox import gpu_standin, image, node
+from sandbox import field_states, gpu_standin, image, layers, node
 
 
 def _parser() -> argparse.ArgumentParser:
     """Build the argparse tree."""
     parser = argparse.ArgumentParser(
         prog="python3 -m sandbox",
-        description="Throwaway Debian 12 'GPU nodes' reachable over real SSH on loopback.",
+        description="Throwaway Debian 'GPU nodes' reachable over real SSH on loopback.",
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
 
@@ -30,7 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     p_up.add_argument("--gpu", required=True, metavar="PROFILE",
                       help=f"GPU profile: {', '.join(gpu_standin.profiles())}")
     p_up.add_argument("--toolkit", default="none", choices=gpu_standin.TOOLKITS,
-                      help="pre-existing CUDA toolkit state (default: none)")
+                      help="incident: the stand-in CUDA 12.8 (an nvcc that only reports its version; "
+                           "no apt repository needed); the real one is --state cuda-12.8 (default: none)")
+    p_up.add_argument("--state", default="", metavar="NAME[,NAME...]",
+                      help=f"field states, as cached layers: {', '.join(field_states.STATES)}")
+    p_up.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES),
+                      help=f"distribution of the node (default: {image.DEFAULT_OS})")
     p_up.add_argument("--port", type=int, default=None,
                       help="SSH port (default: 22, or the first free of 2222-2299)")
 
@@ -39,15 +44,21 @@ def _parser() -> argparse.ArgumentParser:
     p_down.add_argument("--all", action="store_true", help="every node")
 
     sub.add_parser("status", help="list nodes")
-    sub.add_parser("image", help="build the base image if needed and print its path")
-    sub.add_parser("destroy", help="down --all, then delete the keys and the image cache")
+    p_image = sub.add_parser("image", help="build the base image if needed and print its path")
+    p_image.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES))
+    p_layers = sub.add_parser("layers", help="list the cached state layers (build time, disk)")
+    p_layers.add_argument("--prune", action="store_true",
+                          help="first delete the layers this checkout's states no longer make "
+                               "(edited script, rebuilt apt repo, new lock) and no node mounts")
+    sub.add_parser("destroy", help="down --all, then delete the keys, the images and the layers")
     return parser
 
 
 def _cmd_up(args) -> int:
     """`up`: start a node and print its registry entry."""
     started = time.monotonic()
-    entry = node.up(args.name, args.addr, args.gpu, args.toolkit, args.port)
+    entry = node.up(args.name, args.addr, args.gpu, args.toolkit, args.port,
+                    states=field_states.parse(args.state), os_name=args.os)
     print(yaml.safe_dump({args.name: entry}, sort_keys=False), end="")
     print(f"sandbox: {args.name} up in {time.monotonic() - started:.1f} s "
           f"(registry {node.registry_path()})", file=sys.stderr)
@@ -74,39 +85,57 @@ def _cmd_status(_args) -> int:
     if not rows:
         print("no sandbox nodes")
         return 0
-    print(f"{'NAME':<12} {'STATE':<9} {'ADDRESS':<20} {'GPU':<20} {'TOOLKIT':<9} PID")
+    print(f"{'NAME':<12} {'STATUS':<9} {'ADDRESS':<20} {'GPU':<20} {'OS':<9} {'TOOLKIT':<9} "
+          f"{'STATES':<24} PID")
     for row in rows:
         entry = row["entry"] or {}
         where = f"{entry.get('ssh_hostname', '?')}:{entry.get('ssh_port', '?')}"
-        print(f"{row['name']:<12} {row['state']:<9} {where:<20} "
-              f"{entry.get('gpu_profile', '?'):<20} {entry.get('toolkit', '?'):<9} {row['pid'] or '-'}")
+        states = ",".join(entry.get("states") or []) or "-"
+        print(f"{row['name']:<12} {row['state']:<9} {where:<20} {entry.get('gpu_profile', '?'):<20} "
+              f"{entry.get('os', image.DEFAULT_OS):<9} {entry.get('toolkit', '?'):<9} {states:<24} "
+              f"{row['pid'] or '-'}")
     return 0
 
 
-def _cmd_image(_args) -> int:
+def _cmd_image(args) -> int:
     """`image`: build (once) and print the base root."""
-    print(image.base_root())
+    print(image.base_root(os_name=args.os))
+    return 0
+
+
+def _cmd_layers(args) -> int:
+    """`layers [--prune]`: one line per cached layer."""
+    if args.prune:
+        field_states.prune()
+    rows = layers.cached()
+    if not rows:
+        print("no cached layers")
+        return 0
+    print(f"{'STATE':<16} {'OS':<9} {'BUILD':>8} {'DISK':>9}  KEY")
+    for info in rows:
+        print(f"{info['state']:<16} {info['os']:<9} {info['build_seconds']:>7.1f}s "
+              f"{info['disk_bytes'] / 1e6:>7.0f}MB  {info['key']}")
     return 0
 
 
 def _cmd_destroy(_args) -> int:
     """`destroy`: remove everything the sandbox made."""
     node.destroy()
-    print("sandbox: all nodes down, keys and image cache deleted")
+    print("sandbox: all nodes down, keys, images and layers deleted")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = _parser().parse_args(argv)
-    if os.geteuid() != 0 and args.cmd != "status":
+    if os.geteuid() != 0 and args.cmd != "status" and not (args.cmd == "layers" and not args.prune):
         print("sandbox: must run as root (mount and PID namespaces, chroot)", file=sys.stderr)
         return 1
     handler = {"up": _cmd_up, "down": _cmd_down, "status": _cmd_status,
-               "image": _cmd_image, "destroy": _cmd_destroy}[args.cmd]
+               "image": _cmd_image, "layers": _cmd_layers, "destroy": _cmd_destroy}[args.cmd]
     try:
         return handler(args)
-    except (node.SandboxError, ValueError) as exc:
+    except (node.SandboxError, layers.LayerBuildError, ValueError) as exc:
         print(f"sandbox: error: {exc}", file=sys.stderr)
         return 1
 

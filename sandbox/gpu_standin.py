@@ -45,19 +45,23 @@ def profiles() -> list[str]:
     return recorded + [NO_GPU]
 
 
-def ensure_dir(upper: Path, lower: Path, rel: str) -> Path:
-    """Create ``upper/rel`` with each component's mode and owner taken from the base.
+def ensure_dir(upper: Path, lower: Path | list[Path], rel: str) -> Path:
+    """Create ``upper/rel`` with each component's mode and owner taken from the lower layers.
 
     In an overlay a directory present in the upper layer shows the upper
     layer's attributes, so a careless 0700 /usr or 0755 /root would change
-    the node. Components missing from the base get 0755 root:root.
+    the node. *lower* is the base, or the lower layers top first (state
+    layers, then the base): the topmost that has a component decides.
+    Components missing from all of them get 0755 root:root.
     """
-    cur_up, cur_low = upper, lower
-    for part in Path(rel).parts:
-        cur_up, cur_low = cur_up / part, cur_low / part
+    lowers = [lower] if isinstance(lower, Path) else list(lower)
+    cur_up = upper
+    for depth, part in enumerate(Path(rel).parts, start=1):
+        cur_up = cur_up / part
         if cur_up.is_dir():
             continue
-        st = os.lstat(cur_low) if cur_low.is_dir() else None
+        sub = Path(*Path(rel).parts[:depth])
+        st = next((os.lstat(low / sub) for low in lowers if (low / sub).is_dir()), None)
         cur_up.mkdir()
         os.chmod(cur_up, (st.st_mode & 0o7777) if st else 0o755)
         os.chown(cur_up, st.st_uid if st else 0, st.st_gid if st else 0)

@@ -1,10 +1,11 @@
-"""The sandbox base image: a cached Debian 12 root a GPU node would start from.
+"""The sandbox base images: cached Debian roots a GPU node would start from.
 
-Built once with ``debootstrap --variant=minbase`` plus the packages listed in
-PACKAGES, then shared read-only by every node (each node lays a writable
-overlay on top). The cache directory name carries a hash of everything that
-shapes the image, so changing the package list builds a new image instead of
-silently reusing an old one.
+One per distribution in OSES (Debian 12 "bookworm", the default, and Debian 13
+"trixie"), each built once with ``debootstrap --variant=minbase`` plus the
+packages listed in PACKAGES, then shared read-only by every node (each node lays
+a writable overlay on top). The cache directory name carries a hash of
+everything that shapes the image, so changing the package list builds a new
+image instead of silently reusing an old one.
 
 Crash safety: the image is built in a ``.tmp-*`` directory next to the cache
 entry and renamed into place only once complete, so a directory named like a
@@ -21,12 +22,12 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from control.atomic import atomic_write
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
-SUITE = "bookworm"
 MIRROR = os.environ.get("SANDBOX_MIRROR", "http://deb.debian.org/debian")
 SECURITY_MIRROR = os.environ.get("SANDBOX_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 
@@ -56,6 +57,30 @@ PACKAGES = (
     "dbus",
 )
 
+
+
+@dataclass(frozen=True)
+class OsSpec:
+    """One distribution a node can run: its Debian suite and what it ships."""
+
+    name: str
+    suite: str
+    version_id: str
+    python: str
+    # /etc/apt sources as the distribution's installer writes them: Debian 12's
+    # one-line sources.list, Debian 13's deb822 debian.sources.
+    deb822_sources: bool
+
+
+# Debian 12's debootstrap (1.0.128+nmu2+deb12u2) builds trixie as it is: its
+# scripts/trixie links to the sid script and debian-archive-keyring
+# (2023.3+deb12u2) holds the trixie signing keys.
+OSES = {
+    "debian12": OsSpec("debian12", "bookworm", "12", "3.11", deb822_sources=False),
+    "debian13": OsSpec("debian13", "trixie", "13", "3.13", deb822_sources=True),
+}
+DEFAULT_OS = "debian12"
+
 # Bump when the post-debootstrap steps change, so old caches are not reused.
 IMAGE_FORMAT = 2
 
@@ -66,51 +91,67 @@ def cache_dir() -> Path:
     return Path(base) / "gpu-bringup" / "sandbox"
 
 
-def image_key() -> str:
+def os_spec(os_name: str = DEFAULT_OS) -> OsSpec:
+    """The OsSpec of *os_name*; ValueError names the known ones.
+
+    >>> os_spec("debian13").suite
+    'trixie'
+    """
+    if os_name not in OSES:
+        raise ValueError(f"unknown OS {os_name!r}; known: {', '.join(OSES)}")
+    return OSES[os_name]
+
+
+def image_key(os_name: str = DEFAULT_OS) -> str:
     """Hash of every input that shapes the image (suite, variant, packages...)."""
-    spec = {
-        "suite": SUITE,
+    spec = os_spec(os_name)
+    fields = {
+        "suite": spec.suite,
         "variant": "minbase",
         "mirror": MIRROR,
         "packages": sorted(PACKAGES),
         "format": IMAGE_FORMAT,
         "arch": os.uname().machine,
     }
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    # Only set where it is not the default, so Debian 12 images built before
+    # there was a choice keep their key (and their cache entry).
+    if spec.deb822_sources:
+        fields["sources"] = "deb822"
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def image_dir() -> Path:
+def image_dir(os_name: str = DEFAULT_OS) -> Path:
     """The cache entry of the current package list (may not exist yet)."""
-    return cache_dir() / f"{SUITE}-minbase-{image_key()}"
+    return cache_dir() / f"{os_spec(os_name).suite}-minbase-{image_key(os_name)}"
 
 
-def base_root(log=None) -> Path:
-    """Return the cached base root, building it first if needed.
+def base_root(log=None, os_name: str = DEFAULT_OS) -> Path:
+    """Return the cached base root of *os_name*, building it first if needed.
 
     Cheap on a warm cache (one stat, no lock); only a build takes the lock.
     """
-    root = image_dir() / "root"
-    if (image_dir() / "image.json").is_file():
+    root = image_dir(os_name) / "root"
+    if (image_dir(os_name) / "image.json").is_file():
         return root
     cache_dir().mkdir(parents=True, exist_ok=True)
     os.chmod(cache_dir(), 0o755)  # explicit: mkdir's mode is filtered by the umask
     with file_lock(cache_dir() / ".lock"):
         # Another process may have finished the build while we waited.
-        if not (image_dir() / "image.json").is_file():
-            _build(log or sys.stderr)
+        if not (image_dir(os_name) / "image.json").is_file():
+            _build(log or sys.stderr, os_name)
     return root
 
 
-def image_info() -> dict | None:
+def image_info(os_name: str = DEFAULT_OS) -> dict | None:
     """Metadata of the cached image (packages, build seconds), None if absent."""
-    meta = image_dir() / "image.json"
+    meta = image_dir(os_name) / "image.json"
     if not meta.is_file():
         return None
     return json.loads(meta.read_text())
 
 
 def delete_cache() -> None:
-    """Remove every cached image (used by ``python3 -m sandbox destroy``)."""
+    """Remove every cached image and layer (used by ``python3 -m sandbox destroy``)."""
     top = cache_dir()
     if not top.exists():
         return
@@ -129,41 +170,43 @@ def _clean_stale_tmp() -> None:
         safe_rmtree(entry)
 
 
-def _build(log) -> None:
+def _build(log, os_name: str = DEFAULT_OS) -> None:
     """Build the image into a temp dir and rename it into place when complete."""
     _clean_stale_tmp()
-    tmp = cache_dir() / f".tmp-{image_key()}-{os.getpid()}"
+    spec, final = os_spec(os_name), image_dir(os_name)
+    tmp = cache_dir() / f".tmp-{image_key(os_name)}-{os.getpid()}"
     tmp.mkdir()
     os.chmod(tmp, 0o755)
     root = tmp / "root"
     started = time.monotonic()
-    print(f"sandbox: building base image {image_dir().name} (debootstrap, a few minutes)...", file=log, flush=True)
-    _debootstrap(root, log)
-    _finish_root(root)
+    print(f"sandbox: building base image {final.name} (debootstrap, a few minutes)...", file=log, flush=True)
+    _debootstrap(root, log, spec)
+    _finish_root(root, spec)
     seconds = round(time.monotonic() - started, 1)
     meta = {
-        "suite": SUITE,
+        "os": spec.name,
+        "suite": spec.suite,
         "variant": "minbase",
         "mirror": MIRROR,
         "packages": list(PACKAGES),
-        "key": image_key(),
+        "key": image_key(os_name),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_seconds": seconds,
     }
     # image.json last: together with the rename it marks a finished image.
     atomic_write(tmp / "image.json", json.dumps(meta, indent=2) + "\n", 0o644)
-    os.rename(tmp, image_dir())
-    print(f"sandbox: base image ready in {seconds} s: {image_dir()}", file=log, flush=True)
+    os.rename(tmp, final)
+    print(f"sandbox: base image ready in {seconds} s: {final}", file=log, flush=True)
 
 
-def _debootstrap(root: Path, log) -> None:
+def _debootstrap(root: Path, log, spec: OsSpec) -> None:
     """Run debootstrap in private mount+PID namespaces (its mounts die with it)."""
     # umask 022: the image must not depend on the caller's umask.
     cmd = [
         "unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
         "/bin/sh", "-c", 'umask 022 && exec "$@"', "sh",
         "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-        SUITE, str(root), MIRROR,
+        spec.suite, str(root), MIRROR,
     ]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
@@ -171,18 +214,43 @@ def _debootstrap(root: Path, log) -> None:
         raise RuntimeError(f"debootstrap failed (exit {proc.returncode}):\n{tail}")
 
 
-def _finish_root(root: Path) -> None:
+def apt_sources(spec: OsSpec) -> tuple[str, str]:
+    """(path under the root, content) of the apt sources a fresh install of *spec* has.
+
+    >>> apt_sources(OSES["debian12"])[1].splitlines()[0]
+    'deb http://deb.debian.org/debian bookworm main'
+    >>> print(apt_sources(OSES["debian13"])[1].split(chr(10)*2)[0])
+    Types: deb
+    URIs: http://deb.debian.org/debian
+    Suites: trixie trixie-updates
+    Components: main
+    Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+    """
+    suite = spec.suite
+    if not spec.deb822_sources:
+        return "etc/apt/sources.list", (
+            f"deb {MIRROR} {suite} main\n"
+            f"deb {MIRROR} {suite}-updates main\n"
+            f"deb {SECURITY_MIRROR} {suite}-security main\n"
+        )
+    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+    return "etc/apt/sources.list.d/debian.sources", (
+        f"Types: deb\nURIs: {MIRROR}\nSuites: {suite} {suite}-updates\nComponents: main\nSigned-By: {keyring}\n\n"
+        f"Types: deb\nURIs: {SECURITY_MIRROR}\nSuites: {suite}-security\nComponents: main\nSigned-By: {keyring}\n"
+    )
+
+
+def _finish_root(root: Path, spec: OsSpec = OSES[DEFAULT_OS]) -> None:
     """Make the debootstrapped root a clean template for many nodes."""
     # Host keys must be unique per node: each node generates its own at `up`.
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()
-    # A real Debian 12 install lists updates and security too.
-    sources = (
-        f"deb {MIRROR} {SUITE} main\n"
-        f"deb {MIRROR} {SUITE}-updates main\n"
-        f"deb {SECURITY_MIRROR} {SUITE}-security main\n"
-    )
-    write_file(root / "etc/apt/sources.list", sources, 0o644)
+    # A real install lists updates and security too, in its installer's format
+    # (Debian 13's installer leaves no sources.list beside debian.sources).
+    path, sources = apt_sources(spec)
+    if spec.deb822_sources:
+        (root / "etc/apt/sources.list").unlink(missing_ok=True)
+    write_file(root / path, sources, 0o644)
     # debootstrap copies the build host's name; each node writes its own.
     write_file(root / "etc/hostname", "localhost\n", 0o644)
     # Downloaded .debs are dead weight in every node.

@@ -1,11 +1,12 @@
-"""Sandbox nodes: throwaway Debian 12 hosts reached over real SSH on loopback.
+"""Sandbox nodes: throwaway Debian hosts reached over real SSH on loopback.
 
-A node is the cached base image (sandbox.image) with a private overlay on
-top, assembled by ``files/node-init.sh`` in its own mount, PID, UTS, IPC
-and cgroup namespaces (``unshare --fork``), which then becomes the node's
-systemd (PID 1, the overlay as its root). systemd starts the node's sshd,
-which listens on the node's loopback address (127.0.0.0/8 is all loopback on
-Linux, nothing is added to any interface).
+A node is the cached base image of its OS (sandbox.image: Debian 12 or 13),
+the cached layers of its field states (sandbox.field_states, sandbox.layers)
+and a private overlay on top, assembled by ``files/node-init.sh`` in its own
+mount, PID, UTS, IPC and cgroup namespaces (``unshare --fork``), which then
+becomes the node's systemd (PID 1, the overlay as its root). systemd starts
+the node's sshd, which listens on the node's loopback address (127.0.0.0/8 is
+all loopback on Linux, nothing is added to any interface).
 
 Why namespaces: killing the namespace's first process makes the kernel kill
 every process of the node and drop every mount it made, so neither ``down``
@@ -18,7 +19,8 @@ State, under the state directory (repo/.sandbox, or $SANDBOX_STATE_DIR):
     nodes.yaml            registry read by inventory/gpu.py (atomic writes)
     ssh/id_ed25519[.pub]  the one client keypair of the sandbox
     ssh/known_hosts       host keys of the running nodes (strict checking)
-    nodes/NAME/           upper/ work/ root/ (overlay), node.log, state.json
+    nodes/NAME/           upper/ work/ root/ (overlay), node.log, state.json (with
+                          the node's OS and the keys of its layers)
     .lock                 serialises up/down/destroy
 """
 
@@ -32,12 +34,13 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import yaml
 
-from sandbox import gpu_standin, image
+from sandbox import field_states, gpu_standin, image
 from control.atomic import atomic_write
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
@@ -137,8 +140,9 @@ def _write_registry(nodes: dict[str, dict]) -> None:
     atomic_write(registry_path(), text, 0o644)
 
 
-def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str) -> dict:
-    """One node's registry entry, keys in the documented order."""
+def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str, os_name: str,
+                    states: list[str]) -> dict:
+    """One node's registry entry, keys in the documented order (inventory/gpu.py reads ssh_*)."""
     return {
         "ssh_hostname": addr,
         "ssh_port": port,
@@ -147,6 +151,8 @@ def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str) -> 
         "ssh_known_hosts_file": str(known_hosts()),
         "gpu_profile": gpu,
         "toolkit": toolkit,
+        "os": os_name,
+        "states": states,
     }
 
 
@@ -334,8 +340,8 @@ def _remove_node(name: str) -> None:
     _write_known_hosts(nodes)
 
 
-def _validate(name: str, addr: str, gpu: str, toolkit: str) -> None:
-    """Reject bad names, non-loopback addresses and unknown profiles early."""
+def _validate(name: str, addr: str, gpu: str, toolkit: str, os_name: str, states: list[str]) -> None:
+    """Reject bad names, non-loopback addresses, unknown profiles, OSes and states early."""
     if not NAME_RE.match(name):
         raise SandboxError(f"bad node name {name!r}: use [a-z0-9-], at most 31 characters")
     try:
@@ -348,6 +354,14 @@ def _validate(name: str, addr: str, gpu: str, toolkit: str) -> None:
         raise SandboxError(f"unknown GPU profile {gpu!r}; known: {', '.join(gpu_standin.profiles())}")
     if toolkit not in gpu_standin.TOOLKITS:
         raise SandboxError(f"unknown toolkit {toolkit!r}; known: {', '.join(gpu_standin.TOOLKITS)}")
+    if os_name not in image.OSES:
+        raise SandboxError(f"unknown OS {os_name!r}; known: {', '.join(image.OSES)}")
+    unknown = [state for state in states if state not in field_states.STATES]
+    if unknown:
+        raise SandboxError(f"unknown state {unknown[0]!r}; known: {', '.join(field_states.STATES)}")
+    # Both would own /usr/local/cuda-12.8 and /etc/profile.d/cuda-12.8.sh.
+    if toolkit == "incident" and "cuda-12.8" in field_states.expand(states):
+        raise SandboxError("--toolkit incident (the stand-in 12.8) and a state with cuda-12.8 exclude each other")
 
 
 def _port_free(addr: str, port: int) -> bool:
@@ -397,12 +411,13 @@ def _run(cmd: list[str]) -> None:
         raise SandboxError(f"{' '.join(cmd)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
-def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path) -> None:
-    """Write the node's own files into its overlay upper layer."""
+def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path,
+                   lowers: list[Path]) -> None:
+    """Write the node's own files into its overlay upper layer (*lowers*: top first, base last)."""
     upper = node_dir(name) / "upper"
     st = os.stat(base)
     os.chmod(upper, st.st_mode & 0o7777)
-    etc = gpu_standin.ensure_dir(upper, base, "etc")
+    etc = gpu_standin.ensure_dir(upper, lowers, "etc")
     write_file(etc / "hostname", f"{name}\n", 0o644)
     write_file(
         etc / "hosts",
@@ -411,7 +426,7 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
         0o644,
     )
     # Host keys of its own, as a freshly installed host generates them.
-    sshd_dir = gpu_standin.ensure_dir(upper, base, "etc/ssh")
+    sshd_dir = gpu_standin.ensure_dir(upper, lowers, "etc/ssh")
     for kind in HOST_KEY_TYPES:
         key = sshd_dir / f"ssh_host_{kind}_key"
         _run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", f"root@{name}", "-f", str(key)])
@@ -419,14 +434,14 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
         os.chmod(str(key) + ".pub", 0o644)
     # A machine id of its own (the journal and dbus key on it), as a fresh install gets.
     write_file(etc / "machine-id", os.urandom(16).hex() + "\n", 0o444)
-    sshd_d = gpu_standin.ensure_dir(upper, base, "etc/ssh/sshd_config.d")
+    sshd_d = gpu_standin.ensure_dir(upper, lowers, "etc/ssh/sshd_config.d")
     write_file(sshd_d / "sandbox.conf", _sshd_config(addr, port), 0o644)
-    dot_ssh = gpu_standin.ensure_dir(upper, base, "root/.ssh")
+    dot_ssh = gpu_standin.ensure_dir(upper, lowers, "root/.ssh")
     os.chmod(dot_ssh, 0o700)
     pub = Path(str(client_key()) + ".pub").read_text()
     write_file(dot_ssh / "authorized_keys", pub, 0o600)
-    gpu_standin.install_driver(upper, base, gpu)
-    gpu_standin.install_toolkit(upper, base, toolkit)
+    gpu_standin.install_driver(upper, lowers, gpu)
+    gpu_standin.install_toolkit(upper, lowers, toolkit)
 
 
 def _sshd_config(addr: str, port: int) -> str:
@@ -437,14 +452,18 @@ def _sshd_config(addr: str, port: int) -> str:
             "PermitRootLogin prohibit-password\n")
 
 
-def _spawn(name: str, addr: str, port: int, base: Path) -> dict:
-    """Start the node's namespaces detached from us; return its state record."""
+def _spawn(name: str, addr: str, port: int, lower: str, extra: dict) -> dict:
+    """Start the node's namespaces detached from us; return its state record.
+
+    *lower* is the overlay's lowerdir (layers, then the base); *extra* goes
+    into state.json as is (the node's OS and layers).
+    """
     ndir = node_dir(name)
     log = ndir / "node.log"
     cmd = [
         "setsid", "unshare", "--mount", "--pid", "--uts", "--ipc", "--cgroup", "--fork",
         "--kill-child", "--propagation", "private",
-        "/bin/sh", str(INIT_SCRIPT), str(base), str(ndir), name,
+        "/bin/sh", str(INIT_SCRIPT), lower, str(ndir), name,
     ]
     # The node's cgroup namespace is rooted at the cgroup the launcher is in
     # when it unshares: a fresh one per node, for its systemd to manage.
@@ -459,7 +478,7 @@ def _spawn(name: str, addr: str, port: int, base: Path) -> dict:
     out = subprocess.run(["/bin/sh", "-c", shell, "sh", *cmd], env=env,
                          capture_output=True, text=True, check=True).stdout
     launcher = int(out.strip())
-    state = {"name": name, "addr": addr, "port": port,
+    state = {"name": name, "addr": addr, "port": port, **extra,
              "launcher_pid": launcher, "launcher_starttime": _proc_starttime(launcher)}
     # Record the launcher before anything else can fail.
     atomic_write(ndir / "state.json", json.dumps(state, indent=2) + "\n", 0o644)
@@ -503,15 +522,23 @@ def _wait_ready(name: str, state: dict) -> None:
                        f"(boot log: journalctl -D {journal} -b)")
 
 
-def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None = None) -> dict:
+def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None = None,
+       states: list[str] | tuple[str, ...] = (), os_name: str = image.DEFAULT_OS, log=None) -> dict:
     """Start node *name* from a clean overlay and return its registry entry.
 
-    A node of that name that is running, dead or half-started is removed
-    first, so ``up`` always yields a fresh node.
+    *states* (sandbox.field_states) are mounted as cached layers under the
+    node's overlay, built first when missing (minutes, once per machine). A
+    node of that name that is running, dead or half-started is removed first,
+    so ``up`` always yields a fresh node.
     """
-    _validate(name, addr, gpu, toolkit)
+    _validate(name, addr, gpu, toolkit, os_name, list(states))
+    states = field_states.canonical(list(states))
+    # Before the state lock: a layer build takes minutes and must not block
+    # other nodes' up and down (the layers have a lock of their own).
+    base = image.base_root(log, os_name=os_name)
+    layers = field_states.ensure_layers(os_name, states, log or sys.stderr) if states else []
+    lowers = [layer.upper for layer in reversed(layers)] + [base]
     with _state_lock():
-        base = image.base_root()
         _ensure_client_key()
         others = {n: e for n, e in read_registry().items() if n != name}
         clash = [n for n, e in others.items() if e.get("ssh_hostname") == addr]
@@ -526,15 +553,16 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
             _mkdir(ndir / sub, 0o755)
         write_file(ndir / "node.log", "", 0o644)
         try:
-            _prepare_upper(name, addr, port, gpu, toolkit, base)
-            state = _spawn(name, addr, port, base)
+            _prepare_upper(name, addr, port, gpu, toolkit, base, lowers)
+            state = _spawn(name, addr, port, ":".join(map(str, lowers)),
+                           {"os": os_name, "layers": [layer.key for layer in layers]})
             _wait_ready(name, state)
         except BaseException:
             # Leave nothing running; keep the directory (and its node.log) for
             # a look, the next up or down of this name deletes it.
             _kill_node(name)
             raise
-        entry = _registry_entry(name, addr, port, gpu, toolkit)
+        entry = _registry_entry(name, addr, port, gpu, toolkit, os_name, states)
         nodes = read_registry()
         nodes[name] = entry
         _write_registry(nodes)

@@ -4,62 +4,158 @@ find-links page over loopback HTTP (the way a site serves a wheelhouse).
     python -m sandbox.pypimirror serve   # download what the locks name (once), serve
     python -m sandbox.pypimirror stop
 
-The wheels come from PyPI (hash-checked against the locks) into a cache shared by
-every checkout on this machine; a torch wheel already on this disk is used as is.
+The locks are every ``*-cpXY-ARCH.txt`` under files/locks/ (the product's venvs) and
+sandbox/locks/ (the venvs the sandbox's node states build by hand); each lock's
+wheels are downloaded for the CPython and CPU its name says (``-cp313-x86_64``:
+CPython 3.13 on x86_64, the Debian 13 node's). The wheels come from PyPI
+(hash-checked against the locks) into one flat cache shared by every checkout on
+this machine; a torch wheel already on this disk is used as is.
+
+A pin that has no wheel for the lock's CPython at all (PyPI has only its sdist,
+e.g. outlines-core 0.1.26 for CPython 3.13) is left out with a warning: a venv
+from that lock needs it built from source. The lock's stamp lists such gaps.
 """
 
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from control.atomic import atomic_write
+from sandbox.fsutil import file_lock
 from sandbox.httpserve import StaticServer
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCKS = sorted((ROOT / "files" / "locks").glob("*-cp311-x86_64.txt"))
+LOCK_DIRS = (ROOT / "files" / "locks", ROOT / "sandbox" / "locks")
+LOCK_NAME = re.compile(r"-cp3(?P<minor>\d+)-(?P<arch>x86_64|aarch64)\.txt$")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-bringup" / "pypi-mirror"
 STATE_DIR = Path(os.environ.get("SANDBOX_STATE_DIR", ROOT / ".sandbox"))
 DEFAULT_PORT = 8914
 # Wheels of this disk that PyPI also serves (same files, so the locks' hashes hold).
 LOCAL_WHEELS = Path("/opt/pypi-more/files")
-# The node's tags: CPython 3.11, glibc 2.36 (Debian 12), x86_64.
-PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)] + [
-    "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64", "any"]
+# glibc of the sandbox node that runs each CPython: Debian 12 (3.11) has 2.36,
+# Debian 13 (3.13) 2.41; a wheel needing more would not install there.
+NODE_GLIBC_MINOR = {"3.11": 36, "3.13": 41}
 
 
 SERVER = StaticServer(CACHE, STATE_DIR / "pypimirror.json", STATE_DIR / "pypimirror.log")
 
 
-def locks_digest():
-    """One digest over the locks' contents: the mirror is complete for exactly these."""
-    digest = hashlib.sha256()
-    for lock in LOCKS:
-        digest.update(lock.read_bytes())
-    return digest.hexdigest()
+def lock_files():
+    """Every lock the mirror serves, sorted (files/locks/ first, then sandbox/locks/)."""
+    return [lock for folder in LOCK_DIRS for lock in sorted(folder.glob("*.txt")) if LOCK_NAME.search(lock.name)]
 
 
-def build():
-    """Download every wheel the locks name into the cache (skipped when done for these locks)."""
-    stamp = CACHE / ".complete"
-    if stamp.exists() and stamp.read_text() == locks_digest():
-        return CACHE
-    CACHE.mkdir(parents=True, exist_ok=True)
+def lock_target(lock):
+    """(python version, CPython ABI, CPU) a lock is resolved for, read from its name.
+
+    >>> lock_target(Path("files/locks/sglang-0.5.23-cp313-x86_64.txt"))
+    ('3.13', 'cp313', 'x86_64')
+    """
+    match = LOCK_NAME.search(Path(lock).name)
+    if not match:
+        raise ValueError(f"{lock}: a lock's name ends in -cpXY-ARCH.txt")
+    minor, arch = match["minor"], match["arch"]
+    return f"3.{minor}", f"cp3{minor}", arch
+
+
+def platform_tags(python_version, arch):
+    """Wheel platform tags a node of that CPython accepts, newest glibc first.
+
+    >>> platform_tags("3.11", "x86_64")[:2], platform_tags("3.11", "x86_64")[-2:]
+    (['manylinux_2_36_x86_64', 'manylinux_2_35_x86_64'], ['linux_x86_64', 'any'])
+    """
+    top = NODE_GLIBC_MINOR.get(python_version, 36)
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(top, 4, -1)]
+    tags += [f"manylinux2014_{arch}"]
+    if arch == "x86_64":
+        tags += ["manylinux2010_x86_64", "manylinux1_x86_64"]
+    return tags + [f"linux_{arch}", "any"]
+
+
+def lock_stamp(lock):
+    """The file marking a lock's wheels as complete in the cache (named by content and target).
+
+    Per lock, so that checkouts with other lock sets do not undo each other's stamps.
+    """
+    digest = hashlib.sha256(Path(lock).read_bytes() + repr(lock_target(lock)).encode()).hexdigest()
+    return CACHE / ".complete.d" / digest[:32]
+
+
+def download_command(lock, requirements=None):
+    """`pip download` of one lock's wheels, for the lock's CPython and CPU, into the cache.
+
+    *requirements*: the file to read instead of the lock (the lock less its gaps).
+    """
+    python_version, abi, arch = lock_target(lock)
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3",
+               "--python-version", python_version, "--implementation", "cp", "--abi", abi, "--abi", "abi3",
                "--abi", "none", "--require-hashes", "-d", str(CACHE), "--progress-bar", "off"]
-    for platform in PLATFORMS:
+    for platform in platform_tags(python_version, arch):
         command += ["--platform", platform]
     if LOCAL_WHEELS.is_dir():
         command += ["--find-links", str(LOCAL_WHEELS)]
-    for lock in LOCKS:
-        command += ["-r", str(lock)]
+    return command + ["-r", str(requirements or lock)]
+
+
+def without_pins(text, names):
+    r"""A lock's text less the requirements (pin and hash lines) of *names*.
+
+    >>> lock = "a==1 \\\n    --hash=sha256:x\n    # via b\nb==2 \\\n    --hash=sha256:y\n"
+    >>> [line.split()[0] for line in without_pins(lock, {"a"}).splitlines()]
+    ['#', 'b==2', '--hash=sha256:y']
+    """
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line[:1].strip() and not line.startswith("#"):
+            skipping = re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower() in names
+        elif not line.lstrip().startswith("--hash"):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
+def download_lock(lock, env, max_gaps=10):
+    """Download one lock's wheels; returns the pins left out for want of a wheel ("name==version")."""
+    gaps, requirements = [], None
+    for _ in range(max_gaps + 1):
+        proc = subprocess.run(download_command(lock, requirements), env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        if proc.returncode == 0:
+            if requirements:
+                requirements.unlink()
+            return gaps
+        missing = re.search(r"No matching distribution found for ([A-Za-z0-9_.-]+)==(\S+)", proc.stderr)
+        if not missing:
+            raise RuntimeError(f"pip download of {lock.name} failed:\n{proc.stderr[-3000:]}")
+        gaps.append(f"{missing[1].lower()}=={missing[2]}")
+        print(f"pypimirror: {lock.name}: no {lock_target(lock)[1]} wheel of {gaps[-1]} (PyPI has no such "
+              f"wheel); left out, a venv from this lock must build it from source", file=sys.stderr, flush=True)
+        requirements = CACHE / ".complete.d" / f"{lock.name}.partial"
+        requirements.parent.mkdir(exist_ok=True)
+        requirements.write_text(without_pins(lock.read_text(), {gap.split("==")[0] for gap in gaps}))
+    raise RuntimeError(f"{lock.name}: more than {max_gaps} pins without a wheel: {', '.join(gaps)}")
+
+
+def build():
+    """Download every wheel the locks name into the cache (each lock once, per its content)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
     # The machine's pip config may cap versions (constraints); the locks are the truth here.
     env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
-    atomic_write(stamp, locks_digest())
+    with file_lock(CACHE / ".lock"):
+        for lock in lock_files():
+            stamp = lock_stamp(lock)
+            if stamp.exists():
+                continue
+            # One pip per lock: two locks may pin one package at two versions.
+            print(f"pypimirror: downloading the wheels of {lock.name}", file=sys.stderr, flush=True)
+            gaps = download_lock(lock, env)
+            stamp.parent.mkdir(exist_ok=True)
+            atomic_write(stamp, json.dumps({"lock": str(lock.relative_to(ROOT)), "no_wheel": gaps}) + "\n")
     return CACHE
 
 
@@ -70,10 +166,10 @@ def running():
 
 def serve(port=DEFAULT_PORT):
     """Build if needed and serve the cache on 127.0.0.1; returns the server's state."""
+    build()
     state = running()
     if state:
         return state
-    build()
     return SERVER.start("127.0.0.1", port, any_port_if_busy=True)
 
 

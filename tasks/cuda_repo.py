@@ -32,7 +32,8 @@ def cuda_repository(node):
         changes.append(whole_template(name="Add the CUDA repository (deb822, signed-by)",
                                       src=f"{TEMPLATES}/nvidia-cuda.sources.j2", dest=repo.source_file,
                                       url=repo.url, distro=repo.distro, arch=repo.arch, keyring=repo.keyring))
-    changes.append(whole_template(name="Pin CUDA packages to the repository's origin",
+    held = [pin.split("=", 1) for pin in node.toolkit.pins if "=" in pin]
+    changes.append(whole_template(name="Pin CUDA packages to the repository's origin and the toolkit lock",
                                   src=f"{TEMPLATES}/nvidia-cuda.pref.j2", dest=repo.preference_file,
-                                  origin=repo.pin_origin))
+                                  origin=repo.pin_origin, held=held))
     return changes

@@ -6,6 +6,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.sandbox_fixtures import (  # noqa: E402,F401
     deployed_node,
+    pytest_collection_modifyitems,
     pytest_configure,
     sandbox_host,
     sandbox_node,

@@ -10,6 +10,10 @@ Reusable by other suites (tests/node/...):
 ``sandbox_node`` starts nodes in the default registry (.sandbox/nodes.yaml,
 the one inventory/gpu.py reads) and takes every node it started down at the
 end of the session.
+
+Engineers sharing one machine keep their nodes apart with SANDBOX_TEST_NET:
+``SANDBOX_TEST_NET=127.0.5`` moves every test node's address into 127.0.5.0/24
+(the last octet stays; see ``node_addr``).
 """
 
 from __future__ import annotations
@@ -43,15 +47,36 @@ def pytest_configure(config):
     )
 
 
-def require_sandbox_host() -> None:
-    """Skip when not root; fail loudly when a host package is missing."""
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/sandbox/ carries the `sandbox` marker, so deselecting the
+    sandbox is always explicit and complete; an unmarked one is an error."""
+    unmarked = [item.nodeid for item in items
+                if "/tests/sandbox/" in str(item.path) and item.get_closest_marker("sandbox") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests under tests/sandbox/ must be marked sandbox: {', '.join(unmarked)}")
+
+
+def require_sandbox_host(tools=("debootstrap", "unshare", "ssh", "ssh-keygen", "gcc")) -> None:
+    """Fail (never skip) when this machine cannot run sandbox nodes: a run that cannot
+    reach the sandbox must not pass on unit tests alone. Deselecting the sandbox tests
+    is explicit: ``pytest -m "not sandbox"`` (CI never does)."""
     if os.geteuid() != 0:
-        pytest.skip("sandbox nodes need root (mount/PID namespaces, chroot)")
-    missing = [tool for tool in ("debootstrap", "unshare", "ssh", "ssh-keygen", "gcc")
-               if shutil.which(tool) is None]
+        pytest.fail("sandbox tests need root (mount/PID namespaces, chroot); run as root, or deselect them "
+                    "explicitly with -m 'not sandbox'", pytrace=False)
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         pytest.fail(f"host tools missing: {', '.join(missing)}; "
                     f"install the packages in sandbox/host-packages.txt")
+
+
+def node_addr(addr: str, net: str | None = None) -> str:
+    """A test node's address, moved into *net* (three octets; default $SANDBOX_TEST_NET) when set.
+
+    >>> node_addr("127.0.0.31", net="127.0.5")
+    '127.0.5.31'
+    """
+    net = net if net is not None else os.environ.get("SANDBOX_TEST_NET")
+    return f"{net}.{addr.rsplit('.', 1)[1]}" if net else addr
 
 
 def ssh_command(entry: dict, command: str, login: bool = False) -> list[str]:
@@ -100,18 +125,20 @@ def sandbox_ssh():
 
 @pytest.fixture(scope="session")
 def sandbox_node(sandbox_host):
-    """Factory `start_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="incident", port=None) -> dict`.
+    """Factory `start_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="incident", port=None,
+    states=(), os_name="debian12", log=None) -> dict`.
 
-    Starts (or restarts from clean) a node in the default registry and
-    returns its registry entry (ssh_hostname, ssh_port, ssh_user, ssh_key,
-    ssh_known_hosts_file, gpu_profile, toolkit). Every node started through
-    it is taken down at the end of the session.
+    Starts (or restarts from clean) a node in the default registry, at
+    ``node_addr(addr)``, and returns its registry entry (ssh_hostname, ssh_port,
+    ssh_user, ssh_key, ssh_known_hosts_file, gpu_profile, toolkit, os, states).
+    Every node started through it is taken down at the end of the session.
     """
     started: list[str] = []
 
     def start_node(name: str, addr: str, gpu: str = "rtx-pro-6000-x8",
-                   toolkit: str = "incident", port: int | None = None) -> dict:
-        entry = node.up(name, addr, gpu, toolkit, port)
+                   toolkit: str = "incident", port: int | None = None, states=(),
+                   os_name: str = "debian12", log=None) -> dict:
+        entry = node.up(name, node_addr(addr), gpu, toolkit, port, states=states, os_name=os_name, log=log)
         if name not in started:
             started.append(name)
         return entry
@@ -122,10 +149,17 @@ def sandbox_node(sandbox_host):
 
 
 # Settings every deploy of the shared node uses, passed as pyinfra --data (and as
-# --node-data to the node suite): the real stack at its pins, with the pre-warm
-# reduced to two modules to fit CI's budget (make demo pre-warms the full set).
-DEPLOY_DATA = ("prewarm_modules=sampling,norm",)
+# --node-data to the node suite): the real stack at its pins, the pre-warm reduced to
+# two FlashInfer modules and SGLang's own (make demo pre-warms the full set), a model
+# for the unit's arguments (not started: there is no GPU to serve on), and a toolkit
+# lock holding CUDA 13.0's GA release while the repository also serves update 2.
+DEPLOY_DATA = ("prewarm_modules=sampling,norm,sglang-activation", "service_model=Qwen/Qwen3-0.6B",
+               "service_enable=false", "cuda_toolkit_lock=tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt")
 DEPLOYED = "deployed"
+# The shared node is found as nodes are (README "Nodes as found"): the seeds' incident
+# (NVIDIA's apt source, CUDA 12.8 by apt, a hand-built venv), the operator's marks and
+# Debian's own toolkit.
+DEPLOYED_STATES = ("incident", "operator", "distro-cuda")
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 
 
@@ -139,9 +173,24 @@ def pyinfra_cli(*args, data=DEPLOY_DATA, json_output=False, timeout=1800):
     return result
 
 
-def read_report(host: str) -> dict:
-    """reports/<host>.json of the last validate.py or deploy.py run."""
-    return json.loads((REPO_ROOT / "reports" / f"{host}.json").read_text())
+def changed_operations(result) -> list:
+    """Names of the operations a ``pyinfra --json`` run changed something with (or failed):
+    empty when the run found the node converged."""
+    operations = json.loads(result.stdout)["results"]["operations"]
+    return [op["name"] for op in operations if op["success"] or op["error"]]
+
+
+def report_path(host: str) -> Path:
+    return REPO_ROOT / "reports" / f"{host}.json"
+
+
+def validate(host: str, expect_rc: int = 0, data=DEPLOY_DATA) -> tuple:
+    """Run validate.py on ``host`` (its old report removed first, so a crashed run
+    cannot pass on a stale one), check its exit status, return (result, new report)."""
+    report_path(host).unlink(missing_ok=True)
+    result = pyinfra_cli("inventory/gpu.py", "--limit", host, "validate.py", data=data)
+    assert result.returncode == expect_rc, result.output[-4000:]
+    return result, json.loads(report_path(host).read_text())
 
 
 class SuiteRun:
@@ -168,20 +217,21 @@ class SuiteRun:
         return {check for name, check in self.results if name == host}
 
     def failing(self, host):
+        """Checks of ``host`` that did not pass: a skipped check is not a pass."""
         return {check for (name, check), status in self.results.items()
-                if name == host and status in ("FAILURE", "ERROR")}
+                if name == host and status in ("FAILURE", "ERROR", "SKIPPED")}
 
     def __repr__(self):
         return f"SuiteRun(rc={self.rc})\n{self.output[-6000:]}"
 
 
-def node_suite(tmp, *args, env=None):
+def node_suite(tmp, *args, env=None, data=DEPLOY_DATA):
     """Run the suite's CLI exactly as an operator would, against inventory/gpu.py."""
     tmp.mkdir(parents=True, exist_ok=True)
     junit, report = tmp / "junit.xml", tmp / "report.md"
     for path in (junit, report):
         path.unlink(missing_ok=True)
-    data = [arg for item in DEPLOY_DATA for arg in ("--node-data", item)]
+    data = [arg for item in data for arg in ("--node-data", item)]
     command = [str(Path(sys.executable).parent / "pytest"), "tests/node", "--inventory", "inventory/gpu.py", *data, *args,
                f"--junitxml={junit}", f"--node-report={report}", "-p", "no:cacheprovider"]
     proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
@@ -202,10 +252,8 @@ def deployed_node(sandbox_node, tmp_path_factory):
     pypimirror.serve()
     # GPU_BRINGUP_DEPLOYED_ADDR: another loopback address, when 127.0.0.61 is taken on this machine.
     addr = os.environ.get("GPU_BRINGUP_DEPLOYED_ADDR", "127.0.0.61")
-    entry = sandbox_node(DEPLOYED, addr, gpu="rtx-pro-6000-x8", toolkit="incident")
-    validated = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "validate.py")
-    assert validated.returncode == 0, validated.output[-4000:]
-    before = read_report(DEPLOYED)
+    entry = sandbox_node(DEPLOYED, addr, gpu="rtx-pro-6000-x8", toolkit="none", states=DEPLOYED_STATES)
+    _, before = validate(DEPLOYED)
     before_suite = node_suite(tmp_path_factory.mktemp("node-suite-before"), "--node-limit", DEPLOYED)
     started = time.monotonic()
     deployed = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py")

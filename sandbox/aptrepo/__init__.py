@@ -10,7 +10,9 @@ what a plain ``apt-get install`` takes) in ``/usr/local/cuda-13.0``, and CUDA
 12.8 update 1 in ``/usr/local/cuda-12.8``. The stand-ins are the libcuda link
 stub in ``cuda-driver-dev-X-Y`` and, because NVIDIA's 12.x wheels carry no
 nvcc driver, the version-reporting ``bin/nvcc`` of ``cuda-nvcc-12-8`` (its
-ptxas, libNVVM, libdevice and headers are NVIDIA's).
+ptxas, libNVVM, libdevice and headers are NVIDIA's). Debian 13 nodes get the
+same packages from ``.../debian13/x86_64/`` (hard links, their own signed
+indexes), where cuda-keyring's source names that directory (``distro_repo``).
 
 CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}``.
 Python::
@@ -30,14 +32,15 @@ when the file disappears (e.g. the repository was wiped) or names another one.
 from __future__ import annotations
 
 import sys
+import urllib.parse
 
 from sandbox.aptrepo import server as _serve
-from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, REPO_DIR,
-                                   SERVE_ROOT, SERVER_JSON, _build_locked, build, pubkey_name,
-                                   read_manifest, repo_lock, repo_url)
+from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, OTHER_DISTROS,
+                                   REPO_DIR, SERVE_ROOT, SERVER_JSON, _build_locked, build, distro_url,
+                                   pubkey_name, read_distro_manifest, read_manifest, repo_lock, repo_url)
 
 __all__ = [
-    "build", "serve", "stop", "status", "ensure_served", "running",
+    "build", "serve", "stop", "status", "ensure_served", "running", "distro_repo", "built_digest",
     "DEFAULT_HOST", "DEFAULT_PORT", "REPO_DIR", "SERVE_ROOT", "SERVER_JSON", "GNUPGHOME",
     "FINGERPRINT_FILE", "repo_url", "pubkey_name",
 ]
@@ -51,7 +54,10 @@ def running() -> dict | None:
 def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> tuple[dict, bool]:
     """Build if needed and start the server unless one runs: (server.json content, started?).
 
-    port None: DEFAULT_PORT, or any free port when that one is taken; 0: any free port.
+    port None: the port the built repository names (its cuda-keyring's source), else
+    DEFAULT_PORT, or any free port when that one is taken; 0: any free port. Keeping
+    the port keeps the keyring, and the node state layers made from it, unchanged
+    across restarts when several checkouts share the machine.
     A server already running is reused whatever port was asked (see status/stop).
     """
     with repo_lock():
@@ -60,16 +66,43 @@ def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> 
             _build_locked(info["repo_url"], False, log)
             return _serve.refresh_key(info), False
         _build_locked(repo_url(host, port) if port else None, False, log)
-        info = _serve.start(host, DEFAULT_PORT if port is None else port, any_port_if_busy=port is None)
+        info = _serve.start(host, _built_port(host) if port is None else port, any_port_if_busy=port is None)
         if read_manifest().get("repo_url") != info["repo_url"]:
             # The keyring package's sources.list must name the port actually served.
             _build_locked(info["repo_url"], False, log)
         return _serve.refresh_key(info), True
 
 
+def _built_port(host: str) -> int:
+    """The port the built repository's keyring names, if on *host*, else DEFAULT_PORT.
+
+    >>> _built_port("10.9.9.9")
+    8913
+    """
+    url = urllib.parse.urlsplit(read_manifest().get("repo_url", ""))
+    return url.port if url.hostname == host and url.port else DEFAULT_PORT
+
+
 def ensure_served(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> dict:
     """Build if needed, serve if not running; return server.json's content."""
     return serve(port, host, log)[0]
+
+
+def built_digest(distro: str) -> str | None:
+    """The manifest digest of *distro*'s directory as built (None when not built); serves nothing."""
+    manifest = read_manifest() if distro == "debian12" else read_distro_manifest(distro)
+    return manifest.get("digest")
+
+
+def distro_repo(distro: str, info: dict) -> dict:
+    """What a node of *distro* (``debian12``, ``debian13``) uses from the served repository
+    *info*: ``repo_url`` (its flat directory) and ``digest`` (of everything built into it, the
+    keyring's URL included)."""
+    if distro == "debian12":
+        return {"repo_url": info["repo_url"], "digest": read_manifest()["digest"]}
+    if distro not in OTHER_DISTROS:
+        raise ValueError(f"the sandbox apt repository serves no {distro} directory")
+    return {"repo_url": distro_url(info["repo_url"], distro), "digest": read_distro_manifest(distro)["digest"]}
 
 
 def stop(pid: int | None = None) -> dict | None:

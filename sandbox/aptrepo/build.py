@@ -6,6 +6,8 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
         compute/cuda/repos/debian12/x86_64/
             *.deb  Packages  Packages.gz  Release  InRelease  Release.gpg
             <last 8 hex of the fingerprint>.pub       armored public key
+        compute/cuda/repos/debian13/x86_64/ the same packages (hard links) but
+            cuda-keyring, whose source names debian13; its own signed indexes
         fingerprint                         40 hex, upper case
         server.json                         while a server runs
     .sandbox/aptrepo-gnupg/                 GNUPGHOME with the signing key (0700)
@@ -13,12 +15,13 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
 A build is idempotent: when the lock, the key, the keyring URL and this code
 are unchanged it returns at once and touches nothing. Otherwise it assembles
 the whole directory in a temp dir next to it (reusing unchanged .debs by hard
-link) and swaps it in with two renames.
+link) and swaps it in with two renames per directory.
 """
 
 from __future__ import annotations
 
 import gzip
+import dataclasses
 import hashlib
 import io
 import json
@@ -50,6 +53,10 @@ MANIFEST = ".build.json"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8913
 
+# NVIDIA serves one flat directory per distro; the sandbox's nodes run Debian 12
+# (REPO_DIR, where packages are built) and these, which get the same packages.
+OTHER_DISTROS = ("debian13",)
+
 # What apt pins can match: "Pin: release o=NVIDIA" or "l=NVIDIA CUDA".
 RELEASE_FIELDS = (("Origin", "NVIDIA"), ("Label", "NVIDIA CUDA"))
 
@@ -57,6 +64,35 @@ RELEASE_FIELDS = (("Origin", "NVIDIA"), ("Label", "NVIDIA CUDA"))
 def repo_url(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> str:
     """The flat repository's URL (what a sources entry names, with suite '/')."""
     return f"http://{host}:{port}/{REPO_REL}/"
+
+
+def distro_dir(distro: str) -> Path:
+    """The flat directory of *distro* (``debian12``: REPO_DIR)."""
+    return SERVE_ROOT / REPO_REL.replace("/debian12/", f"/{distro}/")
+
+
+def distro_url(url: str, distro: str) -> str:
+    """The URL of *distro*'s directory, from the Debian 12 one.
+
+    >>> distro_url("http://127.0.0.1:8913/compute/cuda/repos/debian12/x86_64/", "debian13")
+    'http://127.0.0.1:8913/compute/cuda/repos/debian13/x86_64/'
+    """
+    return url.replace("/debian12/x86_64/", f"/{distro}/x86_64/")
+
+
+def distro_keyring(distro: str) -> debs.Pkg:
+    """cuda-keyring as NVIDIA ships it in *distro*'s directory: its source file names that distro."""
+    source = f"etc/apt/sources.list.d/cuda-{distro}-x86_64.list"
+    return dataclasses.replace(debs.KEYRING, generated=((debs.KEYRING_PATH, "keyring"), (source, "sources-list")),
+                               conffiles=(f"/{source}",))
+
+
+def read_distro_manifest(distro: str) -> dict:
+    """The build manifest of *distro*'s directory ({} when not built)."""
+    try:
+        return json.loads((distro_dir(distro) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def pubkey_name(fingerprint: str) -> str:
@@ -102,9 +138,11 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     }, sort_keys=True).encode()).hexdigest()
 
     fpr_ok = FINGERPRINT_FILE.is_file() and FINGERPRINT_FILE.read_text().strip() == fpr
-    files_ok = all((REPO_DIR / n).is_file() for n in
-                   [*wanted, "Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", pubkey_name(fpr)])
-    if not force and old.get("digest") == digest and fpr_ok and files_ok:
+    indexes = ["Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", pubkey_name(fpr)]
+    files_ok = all((REPO_DIR / n).is_file() for n in [*wanted, *indexes])
+    others_ok = all(read_distro_manifest(d).get("base_digest") == digest
+                    and all((distro_dir(d) / n).is_file() for n in [*wanted, *indexes]) for d in OTHER_DISTROS)
+    if not force and old.get("digest") == digest and fpr_ok and files_ok and others_ok:
         return {"changed": False, "built": [], "reused": sorted(wanted), "fingerprint": fpr,
                 "repo_url": url, "repo": str(REPO_DIR), "seconds": round(time.monotonic() - started, 2)}
 
@@ -157,12 +195,16 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
         os.chmod(p, 0o644)
     os.chmod(out, 0o755)
 
-    REPO_DIR.parent.mkdir(parents=True, exist_ok=True)
-    for d in (SERVE_ROOT, *REPO_DIR.relative_to(SERVE_ROOT).parents):
-        os.chmod(SERVE_ROOT / d, 0o755)
-    if REPO_DIR.exists():
-        os.rename(REPO_DIR, tmp / "old")
-    os.rename(out, REPO_DIR)
+    others = {d: _distro_copy(tmp, out, wanted, d, digest, url, gpg, fpr, armored, log) for d in OTHER_DISTROS}
+
+    for distro, built_dir in [("debian12", out), *others.items()]:
+        final = distro_dir(distro)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        for d in (SERVE_ROOT, *final.relative_to(SERVE_ROOT).parents):
+            os.chmod(SERVE_ROOT / d, 0o755)
+        if final.exists():
+            os.rename(final, tmp / f"old-{distro}")
+        os.rename(built_dir, final)
     atomic_write(FINGERPRINT_FILE, fpr + "\n")
     shutil.rmtree(tmp)
     built = sorted(debs.deb_filename(p) for p in todo)
@@ -171,6 +213,42 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
           file=log, flush=True)
     return {"changed": True, "built": built, "reused": sorted(reused), "fingerprint": fpr,
             "repo_url": url, "repo": str(REPO_DIR), "seconds": seconds}
+
+
+def _distro_copy(tmp: Path, built: Path, built_debs: dict[str, str], distro: str, base_digest: str, url: str,
+                 gpg: GnuPG, fpr: str, armored: bytes, log) -> Path:
+    """*distro*'s directory beside *built* (Debian 12's, holding *built_debs*: file name -> package
+    digest): its packages hard-linked but cuda-keyring, made for *distro* (cached by digest like
+    every package), its own signed indexes."""
+    out = tmp / distro
+    out.mkdir()
+    own_url = distro_url(url, distro)
+    ctx = debs.Context(fingerprint=fpr, public_key=gpg.export(fpr, armor=False), repo_url=own_url)
+    keyring = distro_keyring(distro)
+    keyring_digest = debs.package_digest(keyring, debs.generator_inputs(ctx))
+    wanted = {name: d for name, d in built_debs.items() if name != debs.deb_filename(keyring)}
+    for name in wanted:
+        os.link(built / name, out / name)
+    cached = DEB_CACHE / f"{keyring_digest}.deb"
+    if cached.is_file():
+        link_or_copy(cached, out / debs.deb_filename(keyring))
+    else:
+        print(f"aptrepo: building cuda-keyring for {distro}", file=log, flush=True)
+        work = tmp / f"work-{distro}"
+        debs.build_deb(keyring, ctx, {}, out, work)
+        shutil.rmtree(work)
+        link_or_copy(out / debs.deb_filename(keyring), cached)
+    wanted[debs.deb_filename(keyring)] = keyring_digest
+    (out / pubkey_name(fpr)).write_bytes(armored)
+    _write_indexes(out, sorted(out.glob("*.deb")))
+    gpg.sign_release(out, fpr)
+    digest = hashlib.sha256(json.dumps({"base": base_digest, "keyring": keyring_digest}).encode()).hexdigest()
+    (out / MANIFEST).write_text(json.dumps({"digest": digest, "base_digest": base_digest, "debs": wanted,
+                                            "repo_url": own_url, "fingerprint": fpr}, indent=1, sort_keys=True) + "\n")
+    for p in out.iterdir():
+        os.chmod(p, 0o644)
+    os.chmod(out, 0o755)
+    return out
 
 
 def _write_indexes(repo: Path, deb_files: list[Path]) -> None:

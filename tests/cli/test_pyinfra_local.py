@@ -48,10 +48,14 @@ def test_validate_names_a_bad_setting():
 
 
 def test_deploy_refuses_a_blocked_host_without_running_anything():
-    result = pyinfra("--json", "@local", "deploy.py")
+    result = pyinfra("@local", "deploy.py")
     assert result.returncode == 1
     assert "deploy refused, nothing changed: 1 blocker(s): NO_GPU" in result.output
-    assert "executed 0 commands" in result.output
+    # What deploy.py queued for the host (pyinfra's --dry --json plan): the refusal only,
+    # no step of the deploy.
+    planned = json.loads(pyinfra("--dry", "--json", "@local", "deploy.py").stdout)["plan"]
+    assert [operation["name"] for operation in planned] == [
+        "Refuse @local: deploy refused, nothing changed: 1 blocker(s): NO_GPU"]
 
 
 def test_fact_cli_prints_the_document():

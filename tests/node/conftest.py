@@ -179,8 +179,15 @@ def pytest_runtest_logreport(report):
     status = outcome(report)
     if "node" not in props or status is None:
         return
-    message = first_line(report.longreprtext) if status in ("FAIL", "ERROR") else ""
+    message = first_line(report.longreprtext) if status in ("FAIL", "ERROR", "SKIP") else ""
     _RESULTS[0].add(props["node"], props["check"], status, message)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A skipped check is not a pass: the run fails when any host has one."""
+    results = session.config.stash.get(RESULTS, None)
+    if results and exitstatus == 0 and any(results.failing(host) for host in results.hosts):
+        session.exitstatus = 1
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -1,8 +1,10 @@
 """The end-of-run table: pass/fail per host and check, in Markdown (paste it into a
-bring-up ticket), then one line per failure with its message."""
+bring-up ticket), then one line per failure with its message. A skipped check is not a
+pass: the node is ready only when every check ran and passed."""
 
 # Worst outcome wins when a test reports several phases (setup, call, teardown).
 RANK = {"PASS": 0, "SKIP": 1, "FAIL": 2, "ERROR": 3}
+NOT_PASSED = ("SKIP", "FAIL", "ERROR")
 
 
 def outcome(report):
@@ -46,11 +48,12 @@ class Results:
         key = (host, check)
         if RANK[status] >= RANK.get(self.status.get(key), -1):
             self.status[key] = status
-            if status in ("FAIL", "ERROR"):
+            if status in NOT_PASSED:
                 self.messages[key] = message
 
     def failing(self, host):
-        return [check for check in self.checks if self.status.get((host, check)) in ("FAIL", "ERROR")]
+        """The checks of ``host`` that did not pass (failed, errored or skipped)."""
+        return [check for check in self.checks if self.status.get((host, check)) in NOT_PASSED]
 
     def render(self):
         """The report as Markdown.
@@ -66,6 +69,8 @@ class Results:
         <BLANKLINE>
         Failures:
         - gpu1 torch_cuda: torch: no venv
+        >>> r.add("gpu1", "nvcc_arch", "SKIP", "gpu1: skipped"); r.failing("gpu1")
+        ['torch_cuda', 'nvcc_arch']
         """
         hosts = sorted(self.hosts)
         columns = {}
@@ -73,7 +78,7 @@ class Results:
             column = []
             for check in self.checks:
                 status = self.status.get((host, check), "-")
-                column.append(f"**{status}**" if status in ("FAIL", "ERROR") else status)
+                column.append(f"**{status}**" if status in NOT_PASSED else status)
             failing = len(self.failing(host))
             total = sum(1 for check in self.checks if (host, check) in self.status)
             column.append(f"**NO** ({failing} of {total} failing)" if failing else f"YES ({total} passed)")

@@ -1,6 +1,7 @@
 """The venv, run with the service's environment: FlashInfer resolves the plan's toolkit
 and arch list, torch is the planned CUDA build and carries code for every GPU."""
 
+import json
 import shlex
 
 import pytest
@@ -77,3 +78,39 @@ def test_torch_covers_gpu_sms(host, expected, venv):
         fail(expected, "torch._C._cuda_getArchFlags()",
              f"code for SM {' '.join(str(sm) for sm in sms) or '(no GPU SM known)'}",
              f"{' '.join(torch['arch_flags']) or '(empty)'}; nothing for SM {' '.join(uncovered)}")
+
+
+# FlashInfer's own arch detection, as the service would run it with no arch list set:
+# per visible GPU, flashinfer/compilation_context.py normalises torch's device
+# capability. Without a GPU (the sandbox), torch is told the capabilities nvidia-smi
+# reports, as the driver stand-in supplies them.
+DETECT_SCRIPT = r"""
+import json, os, sys
+os.environ.pop("FLASHINFER_CUDA_ARCH_LIST", None)
+import torch
+caps = [tuple(int(part) for part in cap.split(".")) for cap in json.loads(sys.argv[1])]
+if not torch.cuda.is_available():
+    torch.cuda.device_count = lambda: len(caps)
+    torch.cuda.get_device_capability = lambda device=None: caps[device or 0]
+from flashinfer.compilation_context import CompilationContext
+print("@@detect " + json.dumps(sorted(f"{major}.{minor}" for major, minor in CompilationContext().TARGET_CUDA_ARCHS)))
+"""
+
+
+def test_flashinfer_detects_gpu_arch(host, expected):
+    """With FLASHINFER_CUDA_ARCH_LIST unset, FlashInfer's own detection on this node's GPUs
+    and toolkit gives the plan's arch list: the plan did not pick something FlashInfer
+    would not."""
+    caps = sorted({gpu["compute_cap"] for gpu in expected.facts.get("gpus") or []})
+    if not caps:
+        fail(expected, "FlashInfer's own arch detection", "GPUs to detect", "nvidia-smi lists none")
+    python = expected.venv_python
+    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(DETECT_SCRIPT)} "
+                                f"{shlex.quote(json.dumps(caps))} 2>&1", as_service_user=True)
+    line = next((line for line in result.stdout.splitlines() if line.startswith("@@detect ")), None)
+    if line is None:
+        fail(expected, "FlashInfer's own arch detection", "an answer", f"exit {result.rc}: {result.stdout[-300:]}")
+    detected = json.loads(line[len("@@detect "):])
+    if detected != sorted(expected.arch_list.split()):
+        fail(expected, "FlashInfer's own arch detection (no FLASHINFER_CUDA_ARCH_LIST)",
+             expected.arch_list or "(the plan has none)", " ".join(detected) or "(empty: the trap)")

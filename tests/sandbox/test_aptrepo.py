@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox_fixtures import require_sandbox_host
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -94,12 +96,7 @@ PTXAS_12_8_SM_120F = "ptxas fatal   : Value 'sm_120f' is not defined for option 
 
 
 def _host_ready() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (overlay mounts, chroot)")
-    missing = [t for t in ("unshare", "mount", "chroot", "gpg", "gpgconf", "dpkg-deb", "gcc")
-               if shutil.which(t) is None]
-    if missing:
-        pytest.fail(f"host tools missing: {', '.join(missing)}; see sandbox/aptrepo/host-packages.txt")
+    require_sandbox_host(("unshare", "mount", "chroot", "gpg", "gpgconf", "dpkg-deb", "gcc"))
 
 
 def _base_root() -> Path:

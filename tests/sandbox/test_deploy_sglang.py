@@ -6,15 +6,17 @@ pre-warms the full default set.
 """
 
 import json
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from sandbox import pypimirror
-from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, read_report, ssh_command
+from bringup.torch_builds import ARCH_LIST_FOR_TORCH_CUDA
+from tests.sandbox_fixtures import DEPLOY_DATA, changed_operations, pyinfra_cli, ssh_command, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -23,7 +25,9 @@ CUOBJDUMP = BIN.parent / "lib" / f"python{sys.version_info.major}.{sys.version_i
 MODULES = dict(item.split("=", 1) for item in DEPLOY_DATA)["prewarm_modules"]
 CACHE = "/var/cache/sglang"
 MANIFEST = f"{CACHE}/prewarm/manifest.json"
-AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/gpu-bringup/X
+SERVICE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/gpu-bringup/with-service-env "
+              f"{SERVICE_PATH} /etc/sglang/sglang.env ")
 
 pytestmark = pytest.mark.sandbox
 
@@ -48,13 +52,17 @@ def manifest(node, sandbox_ssh):
 
 def test_manifest_names_the_requested_modules_for_12_0f(manifest):
     assert manifest["flashinfer"] == "0.7.2" and manifest["arch_list"] == "12.0f"
-    assert [module["request"] for module in manifest["modules"]] == MODULES.split(",")
+    assert [module["request"] for module in manifest["modules"]] == ["sampling", "norm",
+                                                                      "sglang-activation:bf16:12.0"]
     assert manifest["workspace"] == f"{CACHE}/.cache/flashinfer/0.7.2/120f"
 
 
 def test_modules_are_built_for_sm_120f(node, manifest, sandbox_ssh, tmp_path):
+    """Every pre-warmed module, FlashInfer's and SGLang's own, holds sm_120f code only
+    (cuobjdump reads the cubins), in the caches the service uses."""
+    roots = {"flashinfer": f"{CACHE}/.cache/flashinfer/0.7.2/120f/cached_ops/", "sglang": f"{CACHE}/jit/sm120f/"}
     for module in manifest["modules"]:
-        assert module["library"].startswith(f"{CACHE}/.cache/flashinfer/0.7.2/120f/cached_ops/")
+        assert module["library"].startswith(roots[module["kind"]]), module
         local = tmp_path / Path(module["library"]).name
         local.write_bytes(subprocess.run(ssh_command(node, f"cat {module['library']}"),
                                          capture_output=True, check=True).stdout)
@@ -69,11 +77,23 @@ def test_rebuilding_with_the_service_environment_compiles_nothing(node, manifest
     before = sandbox_ssh(node, f"stat -c '%n %Y' {libraries}").stdout
     rebuild = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py "
                           f"--modules {MODULES} --manifest /tmp/rebuild.json").stdout
-    assert rebuild.count("prewarm: ") == len(manifest["modules"]) + 1
+    assert rebuild.count("prewarm: done") == len(manifest["modules"])
     assert sandbox_ssh(node, f"stat -c '%n %Y' {libraries}").stdout == before
     for module in manifest["modules"]:
-        out = sandbox_ssh(node, AS_SERVICE + f"ninja -n -C {module['dir']}").stdout
-        assert "ninja: no work to do." in out, (module["name"], out)
+        if module["kind"] == "flashinfer":
+            out = sandbox_ssh(node, AS_SERVICE + f"ninja -n -C {module['dir']}").stdout
+            assert "ninja: no work to do." in out, (module["name"], out)
+    # SGLang's own: its loader raises on a cache miss with SGLANG_CRASH_ON_JIT_COMPILE.
+    verify = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py --verify "
+                         "--modules sglang-activation --dtypes bf16").stdout
+    assert "no SGLang module would compile" in verify
+
+
+def test_torchs_arch_table_is_the_wheels(node, sandbox_ssh):
+    """bringup/torch_builds.py's table for CUDA 13.0 against the real torch wheel in the venv."""
+    out = sandbox_ssh(node, "/opt/sglang/venv/bin/python -c 'import torch; print(torch.version.cuda, "
+                            "*torch._C._cuda_getArchFlags().split())'").stdout.split()
+    assert out[0] == "13.0" and tuple(out[1:]) == ARCH_LIST_FOR_TORCH_CUDA[Version("13.0")]
 
 
 def test_flashinfer_resolves_the_13_0_toolkit_and_12_0f(node, sandbox_ssh):
@@ -111,9 +131,7 @@ def test_service_unit_reads_the_environment_file(node, sandbox_ssh):
 
 
 def test_validate_after_deploy_is_clean(node):
-    result = pyinfra(node, "validate.py")
-    assert result.returncode == 0, result.output
-    report = read_report(node["name"])
+    _, report = validate(node["name"])
     assert [f["code"] for f in report["plan"]["findings"] if f["severity"] in ("fix", "blocker")] == []
 
 
@@ -122,34 +140,79 @@ def test_second_deploy_changes_nothing_and_takes_seconds(node):
     result = deploy(node, json_output=True)
     seconds = time.monotonic() - started
     assert result.returncode == 0, result.output
-    changed = [op["name"] for op in json.loads(result.stdout)["results"]["operations"] if op["success"] or op["error"]]
+    changed = changed_operations(result)
     assert changed == []
     assert seconds < node["deploy_seconds"] / 5, (seconds, node["deploy_seconds"])
 
 
-def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh, tmp_path):
-    """A new lock (same pins, other digest) is built beside the live venv; kill it midway."""
+def session_killer(node, pattern, trigger):
+    """On the node: once a process matching ``pattern`` runs and ``trigger`` (a shell test)
+    holds, kill -9 the sshd process above it: the deploy's SSH connection dies, as when the
+    control machine goes away. Runs under session-bound itself, so it never outlives this
+    test's own connection."""
+    script = (f"for i in $(seq 6000); do p=$(pgrep -f {shlex.quote(pattern)} | head -n 1); "
+              f"if [ -n \"$p\" ] && {trigger}; then "
+              "while [ \"$p\" -gt 1 ]; do if [ \"$(cat /proc/$p/comm)\" = sshd ]; then kill -9 \"$p\"; "
+              "echo killed; exit 0; fi; p=$(awk '{print $4}' /proc/$p/stat); done; fi; sleep 0.1; done; exit 1")
+    return subprocess.Popen(ssh_command(node, "timeout 600 python3 /usr/local/libexec/gpu-bringup/session-bound "
+                                              f"sh -c {shlex.quote(script)}"),
+                            stdout=subprocess.PIPE, text=True)
+
+
+def gone(node, sandbox_ssh, pattern, seconds=30):
+    """Whether no process matches ``pattern`` on the node within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if sandbox_ssh(node, f"pgrep -af {shlex.quote(pattern)}", check=False).returncode == 1:
+            return True
+        time.sleep(1)
+    return False
+
+
+def test_ssh_killed_during_the_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh, tmp_path):
+    """A new lock (same pins, other digest) is built beside the live venv; the deploy's SSH
+    connection dies midway. The build stops with it (nothing runs on, unseen), the live venv
+    stays; the re-run converges; the previous venv is the rollback, by name."""
     lock = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
-    other = tmp_path / "other.txt"
+    other = tmp_path / "other-cp311-x86_64.txt"
     other.write_text(lock.read_text() + "# same pins, another build\n")
+    data = (*DEPLOY_DATA, f"venv_lock={other}", "deploy_steps=venv")
     live = sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip()
-    op_args = [f"lock={other}", "uv_lock=files/locks/uv-cp311-x86_64.txt", "path=/opt/sglang/venv",
-               "owner=sglang", "builder=/usr/local/libexec/gpu-bringup/build-venv.sh",
-               "sources=" + json.dumps(["--find-links", pypimirror.running()["url"], "--no-index"])]
-    killer = subprocess.Popen(
-        ssh_command(node, "for i in $(seq 6000); do for d in /opt/sglang/venvs/*/lib/python3.11/site-packages/torch; do "
-                          f"case $d in /opt/sglang/{live}/*) continue ;; esac; "
-                          "if [ -d \"$d\" ]; then pkill -9 -f '[b]uild-venv.sh'; pkill -9 -x uv; echo killed; exit 0; fi; "
-                          "done; sleep 0.01; done; exit 1"),
-        stdout=subprocess.PIPE, text=True)
-    first = pyinfra(node, "tasks.operations.sglang.venv_from_lock", *op_args)
+    killer = session_killer(node, "[s]ession-bound /usr/local/libexec/gpu-bringup/build-venv.sh",
+                            f"ls -d /opt/sglang/venvs/*/lib/python3.11/site-packages/torch 2>/dev/null "
+                            f"| grep -qv '/opt/sglang/{live}/'")
+    first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=data)
     assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
     assert first.returncode == 1
+    assert "the SSH connection was lost while it ran" in first.stderr
+    assert gone(node, sandbox_ssh, "[b]uild-venv.sh|[u]v pip sync"), "the build outlived its SSH session"
     assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live
-    second = pyinfra(node, "tasks.operations.sglang.venv_from_lock", *op_args)
-    assert second.returncode == 0, second.output
-    rebuilt = sandbox_ssh(node, "readlink /opt/sglang/venv; cat /opt/sglang/venv/.complete").stdout.split()
-    assert rebuilt[0] != live and rebuilt[0] == f"venvs/{rebuilt[1]}"
-    # Back to the configured lock: its venv is still complete, so only the link moves.
+    second = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=data)
+    assert second.returncode == 0, second.output[-3000:]
+    rebuilt = sandbox_ssh(node, "readlink /opt/sglang/venv; cat /opt/sglang/venv/.complete; "
+                                "readlink /opt/sglang/venvs/previous").stdout.split()
+    assert rebuilt[0] != live and rebuilt[0] == f"venvs/{rebuilt[1]}" and f"venvs/{rebuilt[2]}" == live
+    # Back to the configured lock: its venv is the rollback, still complete, so only the link moves.
     assert deploy(node).returncode == 0
     assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live
+
+
+def test_ssh_killed_during_the_pre_warm_keeps_the_cache_and_converges(node, manifest, sandbox_ssh):
+    """One module more is asked for; the pre-warm's SSH connection dies while it compiles:
+    the compile stops with it, the manifest stays the old one, a re-run converges."""
+    more = tuple(f"prewarm_modules={MODULES},activation:gelu" if item.startswith("prewarm_modules=") else item
+                 for item in DEPLOY_DATA)
+    before = sandbox_ssh(node, f"stat -c %Y {MANIFEST}; cat {MANIFEST}").stdout
+    killer = session_killer(node, "[s]ession-bound runuser", "pgrep -x cicc >/dev/null")
+    first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=more)
+    assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
+    assert first.returncode == 1
+    assert "the SSH connection was lost while it ran" in first.stderr
+    assert gone(node, sandbox_ssh, "[p]rewarm.py|[n]inja|[c]icc|[n]vcc"), "the pre-warm outlived its SSH session"
+    assert sandbox_ssh(node, f"stat -c %Y {MANIFEST}; cat {MANIFEST}").stdout == before
+    again = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=more)
+    assert again.returncode == 0, again.output[-3000:]
+    assert json.loads(sandbox_ssh(node, f"cat {MANIFEST}").stdout)["request"]["modules"][-1] == "activation:gelu"
+    # The configured request again: every module is built, only the manifest changes.
+    assert deploy(node).returncode == 0
+    assert json.loads(sandbox_ssh(node, f"cat {MANIFEST}").stdout)["request"] == manifest["request"]

@@ -1,22 +1,26 @@
-"""deploy.py's toolkit and environment tasks on a sandbox node in the incident's state,
-through the real pyinfra CLI over SSH, with the toolkit from the signed local repo."""
+"""deploy.py's repository, toolkit and environment tasks on the shared node found in the
+incident's state (NVIDIA's apt source, CUDA 12.8 by apt, Debian's toolkit, the
+operator's marks), through the real pyinfra CLI over SSH, with the toolkit from the
+signed local repository; and on light nodes: --dry, a refused host, a killed apt run."""
 
-import json
+import functools
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from sandbox import aptrepo, node as sandbox_nodes
-from tests.sandbox_fixtures import PYINFRA, pyinfra_cli, read_report, ssh_command
+from tests.sandbox_fixtures import DEPLOY_DATA, changed_operations, PYINFRA, pyinfra_cli, ssh_command, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = "/usr/local/cuda-13.0"
 TOOLKIT_CODES = {"TOOLKIT_MISSING", "TOOLKIT_TORCH_MISMATCH", "CUDA_HOME_NOT_EXPLICIT", "FLASHINFER_ARCH_TRAP",
                  "PATH_SHADOWS_CUDA_HOME", "CUDA_SYMLINK_DRIFT"}
-# Runs the service's environment file the way systemd does (literal KEY=value lines).
-SERVICE_ENV = ("env -i sh -c 'while IFS= read -r l; do case $l in \"#\"*|\"\") ;; *) export \"$l\";; esac; "
-               "done < /etc/sglang/sglang.env; {}'")
+# The service's environment, as systemd makes it: a transient unit with the env file.
+SERVICE_ENV = "systemd-run --quiet --wait --pipe --collect --property=EnvironmentFile=/etc/sglang/sglang.env -- sh -c '{}'"
+NVIDIA_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+NVIDIA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+LIGHT = ("deploy_steps=repo,toolkit,env",)
 
 pytestmark = pytest.mark.sandbox
 
@@ -26,22 +30,16 @@ def apt_repo():
     return aptrepo.ensure_served()
 
 
-def deploy(host, json_output=False):
-    return pyinfra_cli("inventory/gpu.py", "--limit", host, "deploy.py", json_output=json_output)
+def deploy(host, json_output=False, data=DEPLOY_DATA):
+    return pyinfra_cli("inventory/gpu.py", "--limit", host, "deploy.py", json_output=json_output, data=data)
 
 
 def codes(document):
     return {(f["code"], f["severity"]) for f in document["plan"]["findings"]}
 
 
-def findings(host):
-    pyinfra_cli("inventory/gpu.py", "--limit", host, "validate.py")
-    return codes(read_report(host))
-
-
-def changed_operations(result):
-    operations = json.loads(result.stdout)["results"]["operations"]
-    return [op["name"] for op in operations if op["success"] or op["error"]]
+def findings(host, data=DEPLOY_DATA):
+    return codes(validate(host, data=data)[1])
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +49,9 @@ def deployed(deployed_node):
 
 def test_incident_is_found_before(deployed):
     _, before = deployed
-    assert {("TOOLKIT_TORCH_MISMATCH", "fix"), ("FLASHINFER_ARCH_TRAP", "fix"),
-            ("PATH_SHADOWS_CUDA_HOME", "fix"), ("CUDA_SYMLINK_DRIFT", "fix")} <= before
+    assert {("TOOLKIT_TORCH_MISMATCH", "fix"), ("FLASHINFER_ARCH_TRAP", "fix"), ("PATH_SHADOWS_CUDA_HOME", "fix"),
+            ("CUDA_SYMLINK_DRIFT", "fix"), ("OTHER_TOOLKITS", "info"), ("APT_SOURCE_CONFLICT", "info"),
+            ("TOOLKIT_MISSING", "fix"), ("JIT_CACHE_COLD", "fix")} <= before
 
 
 def test_login_shell_resolves_13_0(deployed, sandbox_ssh):
@@ -76,24 +75,27 @@ def test_service_environment_resolves_13_0(deployed, sandbox_ssh):
 
 def test_other_toolkit_stays_and_the_link_moves(deployed, sandbox_ssh):
     entry, _ = deployed
-    out = sandbox_ssh(entry, "/usr/local/cuda-12.8/bin/nvcc --version; readlink -f /usr/local/cuda").stdout
-    assert "release 12.8," in out and out.rstrip().endswith(HOME)
+    out = sandbox_ssh(entry, "/usr/local/cuda-12.8/bin/nvcc --version; /usr/bin/nvcc --version; "
+                             "readlink -f /usr/local/cuda").stdout
+    assert "release 12.8," in out and "release 11.8," in out and out.rstrip().endswith(HOME)
 
 
 def test_files_are_root_owned_and_not_world_writable(deployed, sandbox_ssh):
     entry, _ = deployed
-    paths = ("/etc/apt/keyrings/nvidia-cuda.gpg /etc/apt/sources.list.d/nvidia-cuda.sources "
+    paths = (f"{NVIDIA_KEYRING} {NVIDIA_LIST} "
              "/etc/apt/preferences.d/nvidia-cuda /etc/profile.d/zz-cuda-home.sh /etc/sglang/sglang.env")
     out = sandbox_ssh(entry, f"stat -c '%n %U:%G %a' {paths}").stdout.splitlines()
     assert all(line.endswith(" root:root 644") for line in out), out
 
 
 def test_apt_source_is_signed_and_pinned(deployed, sandbox_ssh, apt_repo):
+    """NVIDIA's own source was adopted (its keyring holds the pinned key): no second source."""
     entry, _ = deployed
-    out = sandbox_ssh(entry, "cat /etc/apt/sources.list.d/nvidia-cuda.sources; apt-cache policy cuda-nvcc-13-0;"
-                             " grep -rh trusted /etc/apt/sources.list.d/ || true").stdout
-    assert "Signed-By: /etc/apt/keyrings/nvidia-cuda.gpg" in out and "trusted" not in out
-    assert "*** 13.0.88-1 600" in out
+    out = sandbox_ssh(entry, f"cat {NVIDIA_LIST}; ls /etc/apt/sources.list.d/ /etc/apt/keyrings/; "
+                             "apt-cache policy cuda-nvcc-13-0; grep -rh trusted /etc/apt/sources.list.d/ || true").stdout
+    assert f"deb [signed-by={NVIDIA_KEYRING}] " in out and "trusted" not in out
+    assert "nvidia-cuda.sources" not in out and "nvidia-cuda.gpg" not in out
+    assert "*** 13.0.48-1 990" in out
 
 
 def test_validate_after_deploy_has_no_toolkit_fix(deployed):
@@ -108,7 +110,7 @@ def test_second_deploy_changes_nothing(deployed):
 
 
 def test_dry_run_shows_changes_and_changes_nothing(apt_repo, sandbox_node, sandbox_ssh):
-    entry = sandbox_node("dep-dry", "127.0.0.52", gpu="rtx-pro-6000-x8", toolkit="incident")
+    entry = sandbox_node("dep-dry", "127.0.0.52", gpu="rtx-pro-6000-x8", toolkit="none", states=("cuda-12.8",))
     result = subprocess.run([PYINFRA, "inventory/gpu.py", "--limit", "dep-dry", "--dry", "deploy.py"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     output = result.stdout + result.stderr
@@ -119,30 +121,31 @@ def test_dry_run_shows_changes_and_changes_nothing(apt_repo, sandbox_node, sandb
 
 
 def test_blocked_host_is_not_touched(apt_repo, sandbox_node, sandbox_ssh):
-    entry = sandbox_node("dep-blocked", "127.0.0.53", gpu="driver-failed", toolkit="incident")
+    entry = sandbox_node("dep-blocked", "127.0.0.53", gpu="driver-failed", toolkit="none", states=("cuda-12.8",))
     result = deploy("dep-blocked")
     assert result.returncode == 1
     assert "deploy refused, nothing changed: 1 blocker(s): DRIVER_NOT_LOADED" in result.output
-    after = sandbox_ssh(entry, "ls /etc/apt/sources.list.d/ /etc/profile.d/").stdout
+    after = sandbox_ssh(entry, "ls /etc/apt/sources.list.d/ /etc/apt/preferences.d/ /etc/profile.d/").stdout
     assert "nvidia-cuda" not in after and "zz-cuda-home" not in after
 
 
 def test_deploy_killed_in_the_apt_step_converges(apt_repo, sandbox_node, sandbox_ssh):
     entry = sandbox_node("dep-killed", "127.0.0.54", gpu="rtx-pro-6000-x8", toolkit="incident")
+    deploy = functools.partial(pyinfra_cli, "inventory/gpu.py", "--limit", "dep-killed", "deploy.py", data=LIGHT)
     # On the node: wait for dpkg to start unpacking, then kill it and apt, as a crash would.
     killer = subprocess.Popen(
         ssh_command(entry,
                     "for i in $(seq 3000); do if pgrep -x dpkg >/dev/null && ls /usr/local/cuda-13.0 >/dev/null 2>&1; "
                     "then pkill -9 -x dpkg; pkill -9 -x apt-get; echo killed; exit 0; fi; sleep 0.01; done; exit 1"),
         stdout=subprocess.PIPE, text=True)
-    first = deploy("dep-killed")
+    first = deploy()
     assert killer.wait(timeout=60) == 0 and killer.stdout.read().strip() == "killed"
     assert first.returncode == 1, first.output
-    second = deploy("dep-killed")
+    second = deploy()
     assert second.returncode == 0, second.output
     out = sandbox_ssh(entry, "dpkg --audit; nvcc --version").stdout
     assert "release 13.0," in out and "not" not in out.split("nvcc:")[0]
-    assert not {code for code, severity in findings("dep-killed") if code in TOOLKIT_CODES and severity == "fix"}
-    assert changed_operations(deploy("dep-killed", json_output=True)) == []
-    # Its venv and JIT cache take gigabytes: free them before the next suite.
+    assert not {code for code, severity in findings("dep-killed", LIGHT)
+                if code in TOOLKIT_CODES and severity == "fix"}
+    assert changed_operations(deploy(json_output=True)) == []
     sandbox_nodes.down(["dep-killed"])

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from sandbox import image, node
+from tests.sandbox_fixtures import node_addr
 
 pytestmark = pytest.mark.sandbox
 
@@ -98,7 +99,7 @@ def test_interrupted_image_build_leaves_no_valid_cache(tmp_path, monkeypatch):
     """A build that dies half way must not look like an image; the next one cleans up."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
 
-    def crash(root, log):
+    def crash(root, log, spec):
         (root / "etc").mkdir(parents=True)
         raise RuntimeError("simulated crash in debootstrap")
 
@@ -109,7 +110,7 @@ def test_interrupted_image_build_leaves_no_valid_cache(tmp_path, monkeypatch):
     assert image.image_info() is None
     assert list(image.cache_dir().glob(".tmp-*")), "the half-built tree stays aside, named .tmp-*"
 
-    def fake(root, log):
+    def fake(root, log, spec):
         for sub in ("etc/ssh", "etc/apt", "var/cache/apt/archives"):
             (root / sub).mkdir(parents=True)
         (root / "etc/ssh/ssh_host_ed25519_key").write_text("x")
@@ -132,14 +133,16 @@ def incident(sandbox_node):
 
 def test_registry_entry_format(incident):
     assert list(incident) == ["ssh_hostname", "ssh_port", "ssh_user", "ssh_key",
-                              "ssh_known_hosts_file", "gpu_profile", "toolkit"]
-    assert incident["ssh_hostname"] == "127.0.0.31"
+                              "ssh_known_hosts_file", "gpu_profile", "toolkit", "os", "states"]
+    addr = node_addr("127.0.0.31")
+    assert incident["ssh_hostname"] == addr
     assert incident["ssh_user"] == "root"
     assert incident["gpu_profile"] == "rtx-pro-6000-x8" and incident["toolkit"] == "incident"
+    assert incident["os"] == "debian12" and incident["states"] == []
     assert registry(node.state_dir())["nodes"]["t-incident"] == incident
     assert (node.state_dir() / "nodes.yaml").stat().st_mode & 0o777 == 0o644
     assert Path(incident["ssh_key"]).stat().st_mode & 0o777 == 0o600
-    host = "127.0.0.31" if incident["ssh_port"] == 22 else f"[127.0.0.31]:{incident['ssh_port']}"
+    host = addr if incident["ssh_port"] == 22 else f"[{addr}]:{incident['ssh_port']}"
     lines = Path(incident["ssh_known_hosts_file"]).read_text().splitlines()
     assert any(line.startswith(host + " ssh-ed25519 ") for line in lines)
 
@@ -277,7 +280,7 @@ def test_no_gpu_profile(sandbox_node, sandbox_ssh):
 def test_up_rejects_bad_input(private_state):
     assert "not in 127.0.0.0/8" in private_state("up", "x", "--addr", "10.0.0.1", "--gpu", "none",
                                                 check=False).stderr
-    assert "unknown GPU profile" in private_state("up", "x", "--addr", "127.0.0.40", "--gpu", "a100",
+    assert "unknown GPU profile" in private_state("up", "x", "--addr", node_addr("127.0.0.40"), "--gpu", "a100",
                                                  check=False).stderr
 
 
@@ -286,8 +289,8 @@ def test_up_rejects_bad_input(private_state):
 
 def test_two_nodes_at_once_then_down_all_leaves_nothing(private_state, sandbox_ssh):
     state = private_state.state
-    private_state("up", "n1", "--addr", "127.0.0.11", "--gpu", "rtx-pro-6000-x8", "--toolkit", "incident")
-    private_state("up", "n2", "--addr", "127.0.0.12", "--gpu", "h100-x8")
+    private_state("up", "n1", "--addr", node_addr("127.0.0.11"), "--gpu", "rtx-pro-6000-x8", "--toolkit", "incident")
+    private_state("up", "n2", "--addr", node_addr("127.0.0.12"), "--gpu", "h100-x8")
     nodes = registry(state)["nodes"]
     assert set(nodes) == {"n1", "n2"}
     assert sandbox_ssh(nodes["n1"], "hostname").stdout.strip() == "n1"
@@ -314,7 +317,7 @@ def test_two_nodes_at_once_then_down_all_leaves_nothing(private_state, sandbox_s
 
 def test_killed_node_does_not_block_next_up(private_state, sandbox_ssh):
     state = private_state.state
-    private_state("up", "crash", "--addr", "127.0.0.11", "--gpu", "gb10")
+    private_state("up", "crash", "--addr", node_addr("127.0.0.11"), "--gpu", "gb10")
     rec = json.loads((state / "nodes" / "crash" / "state.json").read_text())
     old = node_pids(state, "crash")
     # The namespace's first process dies abruptly (the kernel takes the rest).
@@ -324,7 +327,7 @@ def test_killed_node_does_not_block_next_up(private_state, sandbox_ssh):
         time.sleep(0.05)
     assert "dead" in private_state("status").stdout
 
-    private_state("up", "crash", "--addr", "127.0.0.11", "--gpu", "gb10")
+    private_state("up", "crash", "--addr", node_addr("127.0.0.11"), "--gpu", "gb10")
     entry = registry(state)["nodes"]["crash"]
     assert "GB10" in sandbox_ssh(entry, QUERY).stdout
     assert not any(is_running(p) for p in old)
@@ -337,18 +340,18 @@ def test_half_created_node_dir_does_not_block_next_up(private_state, sandbox_ssh
     (junk / "upper" / "etc").mkdir(parents=True)
     (junk / "work" / "work").mkdir(parents=True)
     (junk / "work" / "work").chmod(0)
-    private_state("up", "half", "--addr", "127.0.0.12", "--gpu", "b200-x8", "--toolkit", "incident")
+    private_state("up", "half", "--addr", node_addr("127.0.0.12"), "--gpu", "b200-x8", "--toolkit", "incident")
     entry = registry(state)["nodes"]["half"]
     assert "release 12.8" in sandbox_ssh(entry, "nvcc --version", login=True).stdout
 
 
 def test_up_again_restarts_clean(private_state, sandbox_ssh):
     state = private_state.state
-    private_state("up", "again", "--addr", "127.0.0.12", "--gpu", "rtx-5090")
+    private_state("up", "again", "--addr", node_addr("127.0.0.12"), "--gpu", "rtx-5090")
     entry = registry(state)["nodes"]["again"]
     sandbox_ssh(entry, "touch /root/marker")
     old = node_pids(state, "again")
-    private_state("up", "again", "--addr", "127.0.0.12", "--gpu", "rtx-5090")
+    private_state("up", "again", "--addr", node_addr("127.0.0.12"), "--gpu", "rtx-5090")
     entry = registry(state)["nodes"]["again"]
     assert sandbox_ssh(entry, "test -e /root/marker", check=False).returncode == 1
     assert not any(is_running(p) for p in old)
@@ -361,13 +364,13 @@ def test_port_22_taken_falls_back_and_known_hosts_has_the_port(private_state, sa
     state = private_state.state
     with socket.socket() as squatter:
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        squatter.bind(("127.0.0.13", 22))
+        squatter.bind((node_addr("127.0.0.13"), 22))
         squatter.listen()
-        private_state("up", "moved", "--addr", "127.0.0.13", "--gpu", "rtx-5090")
+        private_state("up", "moved", "--addr", node_addr("127.0.0.13"), "--gpu", "rtx-5090")
     entry = registry(state)["nodes"]["moved"]
     assert entry["ssh_port"] != 22
     lines = (state / "ssh" / "known_hosts").read_text().splitlines()
-    assert all(line.startswith(f"[127.0.0.13]:{entry['ssh_port']} ") for line in lines)
+    assert all(line.startswith(f"[{node_addr('127.0.0.13')}]:{entry['ssh_port']} ") for line in lines)
     assert "RTX 5090" in sandbox_ssh(entry, QUERY).stdout
 
 

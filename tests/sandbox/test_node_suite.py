@@ -1,13 +1,18 @@
 """The node suite (tests/node) through its real CLI against sandbox nodes: red on the
-incident's node, green for what deploy.py did, red again by name after a deliberate
-break, two nodes in one run, and a wrong host key refused."""
+node found in the incident's state, green for what deploy.py did, red again by name
+after a deliberate break, two nodes in one run, a wrong host key refused, and a
+testinfra --hosts run over OpenSSH."""
 
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from sandbox import aptrepo
-from tests.sandbox_fixtures import DEPLOYED as NODE, node_suite
+from tests.sandbox_fixtures import DEPLOYED as NODE, REPO_ROOT, node_suite
+
+PYTEST = Path(sys.executable).parent / "pytest"
 
 ENV_FILE = "/etc/sglang/sglang.env"
 HOME = "/usr/local/cuda-13.0"
@@ -16,15 +21,20 @@ DRIVER_CHECKS = {"nvidia_smi_answers", "driver_runs_toolkit"}
 TOOLKIT_CHECKS = {"nvcc_reports_plan_version", "nvcc_lists_every_gpu_arch"}
 RESOLUTION_CHECKS = {"login_shell_resolves_toolkit", "ssh_command_resolves_toolkit", "service_env_resolves_toolkit"}
 ENV_FILE_CHECKS = {"service_env_file_owner_and_mode", "service_env_file_matches_plan"}
-VENV_CHECKS = {"flashinfer_resolves_toolkit", "flashinfer_target_archs", "torch_cuda_build", "torch_covers_gpu_sms"}
+VENV_CHECKS = {"flashinfer_resolves_toolkit", "flashinfer_target_archs", "flashinfer_detects_gpu_arch",
+               "torch_cuda_build", "torch_covers_gpu_sms"}
 JIT_CHECKS = {"prewarm_manifest_matches", "prewarm_libraries_exist", "prewarm_ninja_no_work",
-              "deployed_file_not_world_writable[prewarm-manifest]"}
-UNIT_CHECKS = {"service_unit_file", "service_unit_directives", "deployed_file_not_world_writable[service-unit]"}
+              "prewarm_sglang_no_compile", "deployed_file_not_world_writable[prewarm-manifest]"}
+UNIT_CHECKS = {"service_unit_file", "service_unit_directives", "service_unit_args_accepted",
+               "deployed_file_not_world_writable[service-unit]"}
+CACHE_CHECKS = {f"service_cache_placed[{variable}]" for variable in (
+    "CUDA_CACHE_PATH", "FLASHINFER_WORKSPACE_BASE", "SGLANG_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR",
+    "TILELANG_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TVM_FFI_CACHE_DIR", "XDG_CACHE_HOME")}
 FILE_CHECKS = {f"deployed_file_not_world_writable[{label}]" for label in
                ("apt-keyring", "apt-source", "apt-pin", "profile", "pam-environment", "service-env-file",
                 "service-unit", "prewarm-manifest")}
 ALL_CHECKS = (DRIVER_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS | JIT_CHECKS
-              | UNIT_CHECKS | FILE_CHECKS)
+              | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS)
 
 pytestmark = pytest.mark.sandbox
 
@@ -44,7 +54,8 @@ def before(deployed_node):
 def test_incident_node_is_red_by_name(before):
     assert before.rc == 1, before
     assert before.checks(NODE) == ALL_CHECKS, before
-    assert TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS <= before.failing(NODE), before
+    # The operator's env file is there (root 0644), without the plan's keys.
+    assert TOOLKIT_CHECKS | RESOLUTION_CHECKS | {"service_env_file_matches_plan"} <= before.failing(NODE), before
     assert not DRIVER_CHECKS & before.failing(NODE), before
     assert before.report.splitlines()[0].split("|")[2].strip() == NODE
     assert f"- {NODE} login_shell_resolves_toolkit: login shell (bash -lc): expected CUDA_HOME=/usr/local/cuda-13.0" \
@@ -109,3 +120,22 @@ def test_wrong_host_key_refuses_the_host(nodes, tmp_path):
     assert run.rc == 1, run
     assert set(run.results.values()) == {"ERROR"} and run.checks("ns-b") == ALL_CHECKS, run
     assert f"- ns-b all {len(ALL_CHECKS)} checks: cannot run the facts probe: BadHostKeyException" in run.report
+
+
+def test_testinfra_hosts_over_openssh(nodes, tmp_path):
+    """--hosts keeps testinfra's own backends: ssh:// (OpenSSH) with the node's key and
+    known_hosts through an ssh_config; the suite's shipped default settings apply."""
+    node = nodes[0]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host {NODE}\n    HostName {node['ssh_hostname']}\n    Port {node['ssh_port']}\n"
+                      f"    User root\n    IdentityFile {node['ssh_key']}\n    IdentitiesOnly yes\n"
+                      f"    UserKnownHostsFile {node['ssh_known_hosts_file']}\n    StrictHostKeyChecking yes\n")
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("prewarm_modules: [sampling, norm, sglang-activation]\nservice_model: Qwen/Qwen3-0.6B\n"
+                        "cuda_toolkit_lock: tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt\n")
+    report = tmp_path / "report.md"
+    result = subprocess.run([str(PYTEST), "tests/node", f"--hosts=ssh://{NODE}", f"--ssh-config={config}",
+                             f"--node-config={settings}", f"--node-report={report}", "-p", "no:cacheprovider"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert "| **ready**" in report.read_text() and "YES" in report.read_text()

@@ -31,7 +31,7 @@ def codes(document, severity=None):
 def test_incident_node_shows_the_trap(sandbox_node):
     sandbox_node("val-incident", "127.0.0.41", gpu="rtx-pro-6000-x8", toolkit="incident")
     (ROOT / "reports" / "val-incident.json").unlink(missing_ok=True)
-    result = pyinfra("inventory/gpu.py", "--limit", "val-incident", "validate.py")
+    result = pyinfra("-v", "inventory/gpu.py", "--limit", "val-incident", "validate.py")
     assert result.returncode == 0, result.output
     document = report("val-incident")
     assert {"TOOLKIT_TORCH_MISMATCH", "FLASHINFER_ARCH_TRAP", "TOOLKIT_MISSING",
@@ -47,6 +47,8 @@ def test_incident_node_shows_the_trap(sandbox_node):
 def test_two_nodes_one_blocked_the_other_carries_on(sandbox_node):
     sandbox_node("val-b200", "127.0.0.42", gpu="b200-x8", toolkit="none")
     sandbox_node("val-broken", "127.0.0.43", gpu="driver-failed", toolkit="none")
+    for host in ("val-b200", "val-broken"):
+        (ROOT / "reports" / f"{host}.json").unlink(missing_ok=True)
     result = pyinfra("inventory/gpu.py", "--limit", "val-*", "validate.py")
     assert result.returncode == 1, result.output
     assert codes(report("val-broken"), "blocker") == ["DRIVER_NOT_LOADED"]

@@ -74,7 +74,76 @@ SCENARIOS = [
      {"venv_managed": False}, [], [], "12.0f"),
     ("no python on debian 12", varied(converged(), python=None), {}, [], ["PYTHON_TOO_OLD"], "12.0f"),
     ("broken venv", varied(converged(), torch={"error": "ImportError('libcudart.so.13')"}), {}, [], ["VENV_BROKEN"], "12.0f"),
+    ("a gpu reporting [N/A]", varied(converged(), gpus=gpus(RTX_PRO, "12.0", 7) + [
+        {"index": 7, "name": RTX_PRO, "compute_cap": "[N/A]", "memory_total_mib": 1}]), {}, ["SM_UNKNOWN"], [],
+     "12.0f"),
+    ("a gpu of an sm no table knows", varied(converged(), gpus=gpus("NVIDIA Future GPU", "13.5")), {},
+     ["SM_UNKNOWN"], [], ""),
+    ("cuda home found on PATH only", varied(converged(), resolution=dict(converged()["resolution"], via="PATH")),
+     {}, [], ["CUDA_HOME_NOT_EXPLICIT"], "12.0f"),
+    ("external venv whose torch does not import", varied(converged(), torch={"error": "ImportError('x')"}),
+     {"venv_managed": False}, ["VENV_BROKEN"], [], "12.0f"),
+    # cu128's CUDA floor (525.60.13) passes; the RTX PRO 6000's own floor (575.51.03) does not.
+    ("rtx pro below its gpu floor only", varied(converged(), driver={"version": "570.86.10", "cuda_version": "12.8"}),
+     {"stack_torch_cuda": "12.8"}, ["DRIVER_TOO_OLD"], [], "12.0a"),
+    ("another toolkit beside the planned one",
+     varied(converged(), toolkits=converged()["toolkits"] + [{"home": "/usr/local/cuda-12.8", "version": "12.8",
+                                                             "nvcc_ok": True}]), {}, [], [], "12.0f"),
 ]
+
+# Every finding of every scenario, code and severity: nothing more, nothing less.
+EXACT_FINDINGS = {
+    "converged": [],
+    "incident": ["VENV_STACK_DRIFT:fix", "TOOLKIT_MISSING:fix", "OTHER_TOOLKITS:info", "TOOLKIT_TORCH_MISMATCH:fix",
+                 "FLASHINFER_ARCH_TRAP:fix", "PATH_SHADOWS_CUDA_HOME:fix", "CUDA_SYMLINK_DRIFT:fix",
+                 "JIT_CACHE_COLD:fix"],
+    # The service env still names 12.0f (an RTX PRO's), so FlashInfer would build that.
+    "h100 on driver 550 with cu130": ["DRIVER_TOO_OLD:blocker", "FLASHINFER_ARCH_TRAP:fix", "JIT_CACHE_COLD:fix"],
+    "b200": ["FLASHINFER_ARCH_TRAP:fix", "JIT_CACHE_COLD:fix"],
+    "b300 (sm 10.3)": ["FLASHINFER_ARCH_TRAP:fix", "JIT_CACHE_COLD:fix"],
+    "gb10": ["JIT_CACHE_COLD:fix"],
+    "mixed": ["MIXED_GPUS:warning", "FLASHINFER_ARCH_TRAP:fix", "JIT_CACHE_COLD:fix"],
+    "no gpu": ["NO_GPU:blocker"],
+    "gpu-less builder": ["TARGET_SMS_FROM_CONFIG:info"],
+    "driver not loaded": ["DRIVER_NOT_LOADED:blocker"],
+    # Both floors fail: CUDA 13.0's (580.65.06) and the RTX PRO 6000's (575.51.03).
+    "rtx pro on a driver below its floor": ["DRIVER_TOO_OLD:blocker", "DRIVER_TOO_OLD:blocker"],
+    "gb10 with a cu128 stack": ["TOOLKIT_UNLOCKED:warning", "SM_NEEDS_NEWER_CUDA:blocker", "VENV_STACK_DRIFT:fix",
+                                "TOOLKIT_MISSING:fix", "OTHER_TOOLKITS:info", "TOOLKIT_TORCH_MISMATCH:fix",
+                                "FLASHINFER_ARCH_TRAP:fix", "PATH_SHADOWS_CUDA_HOME:fix", "CUDA_SYMLINK_DRIFT:fix"],
+    "external venv, torch lacks sm_120": ["TOOLKIT_UNLOCKED:warning", "SM_NEEDS_NEWER_CUDA:blocker",
+                                          "TOOLKIT_MISSING:fix", "OTHER_TOOLKITS:info", "TOOLKIT_TORCH_MISMATCH:fix",
+                                          "FLASHINFER_ARCH_TRAP:fix", "PATH_SHADOWS_CUDA_HOME:fix",
+                                          "CUDA_SYMLINK_DRIFT:fix"],
+    "external cu128 venv without sm_120": ["TOOLKIT_UNLOCKED:warning", "TORCH_LACKS_SM:blocker", "TOOLKIT_MISSING:fix",
+                                           "OTHER_TOOLKITS:info", "TOOLKIT_TORCH_MISMATCH:fix",
+                                           "FLASHINFER_ARCH_TRAP:fix", "PATH_SHADOWS_CUDA_HOME:fix",
+                                           "CUDA_SYMLINK_DRIFT:fix", "JIT_CACHE_COLD:fix"],
+    "rhel": ["UNSUPPORTED_OS:blocker"],
+    "rhel with a mirror distro": ["REPO_UNVERIFIED:warning", "TOOLKIT_UNLOCKED:warning"],
+    "ppc64le": ["UNSUPPORTED_OS:blocker", "VENV_LOCK_MISSING:blocker"],
+    "old python on debian 12": ["PYTHON_TOO_OLD:fix"],
+    "old python where no archive has a newer one": ["REPO_UNVERIFIED:warning", "TOOLKIT_UNLOCKED:warning",
+                                                    "PYTHON_TOO_OLD:blocker"],
+    "ubuntu 24.04 python 3.12 picks its own lock": ["TOOLKIT_UNLOCKED:warning"],
+    "ubuntu 24.04 python 3.12 with the cp311 lock": ["TOOLKIT_UNLOCKED:warning", "VENV_LOCK_MISMATCH:blocker"],
+    "gb10 on aarch64 with the x86_64 lock": ["TOOLKIT_UNLOCKED:warning", "VENV_LOCK_MISMATCH:blocker",
+                                             "FLASHINFER_ARCH_TRAP:fix", "JIT_CACHE_COLD:fix"],
+    "a matching aarch64 lock": ["TOOLKIT_UNLOCKED:warning"],
+    "external venv on python 3.12": [],
+    "no python on debian 12": ["PYTHON_TOO_OLD:fix"],
+    "broken venv": ["VENV_BROKEN:fix"],
+    "a gpu reporting [N/A]": ["SM_UNKNOWN:blocker"],
+    # No arch list for an unknown SM, so FlashInfer's 12.0f from the env file is a trap.
+    "a gpu of an sm no table knows": ["SM_UNKNOWN:blocker", "FLASHINFER_ARCH_TRAP:fix"],
+    "cuda home found on PATH only": ["CUDA_HOME_NOT_EXPLICIT:fix"],
+    "external venv whose torch does not import": ["VENV_BROKEN:blocker"],
+    "rtx pro below its gpu floor only": ["TOOLKIT_UNLOCKED:warning", "DRIVER_TOO_OLD:blocker", "VENV_STACK_DRIFT:fix",
+                                         "TOOLKIT_MISSING:fix", "OTHER_TOOLKITS:info", "TOOLKIT_TORCH_MISMATCH:fix",
+                                         "FLASHINFER_ARCH_TRAP:fix", "PATH_SHADOWS_CUDA_HOME:fix",
+                                         "CUDA_SYMLINK_DRIFT:fix", "JIT_CACHE_COLD:fix"],
+    "another toolkit beside the planned one": ["OTHER_TOOLKITS:info"],
+}
 
 
 @pytest.mark.parametrize("name,facts,settings,blockers,fixes,arch_list", SCENARIOS, ids=[s[0] for s in SCENARIOS])
@@ -84,6 +153,18 @@ def test_scenarios(name, facts, settings, blockers, fixes, arch_list):
     assert set(fixes) <= set(node.codes("fix")), node.findings
     assert node.ok is (not blockers)
     assert node.arch_list == arch_list
+    assert sorted(f"{f.code}:{f.severity}" for f in node.findings) == sorted(EXACT_FINDINGS[name]), node.findings
+
+
+def test_every_scenario_has_its_exact_findings():
+    assert sorted(EXACT_FINDINGS) == sorted(s[0] for s in SCENARIOS)
+
+
+def test_the_gpu_floor_alone_is_named():
+    facts = varied(converged(), driver={"version": "570.86.10", "cuda_version": "12.8"})
+    floors = [f.message for f in plan(facts, Config.from_data({"stack_torch_cuda": "12.8"})).findings
+              if f.code == "DRIVER_TOO_OLD"]
+    assert floors == [f"driver 570.86.10 is below the {RTX_PRO} floor 575.51.3"]
 
 
 def test_converged_node_has_nothing_to_fix():

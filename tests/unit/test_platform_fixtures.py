@@ -41,8 +41,8 @@ PLATFORMS = [
     dict(facts="debian13-x86_64-rtx-pro-6000.json", python3="3.13.5",
          lock="files/locks/sglang-0.5.23-cp313-x86_64.txt", uv_lock="files/locks/uv-cp313-x86_64.txt",
          python="/usr/bin/python3", python_version="3.13", system_packages=["python3-venv", "g++"],
-         repo=f"{NVIDIA}/debian13/x86_64/", arch_list="12.0f", toolkit_lock="",
-         findings={"LOCK_OMITS_PACKAGE": "info", "TOOLKIT_UNLOCKED": "warning"}),
+         repo=f"{NVIDIA}/debian13/x86_64/", arch_list="12.0f",
+         toolkit_lock="files/locks/cuda-13.0-debian13-x86_64.txt", findings={"LOCK_OMITS_PACKAGE": "info"}),
     # The sandbox's own platform, for contrast: everything locked, nothing platform-specific.
     dict(facts="incident.json", python3="3.11.2",
          lock="files/locks/sglang-0.5.23-cp311-x86_64.txt", uv_lock="files/locks/uv-cp311-x86_64.txt",

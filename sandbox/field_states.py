@@ -1,0 +1,185 @@
+"""Field states: what real GPU nodes already carry when the bring-up meets them.
+
+    python -m sandbox up gpu1 --addr 127.0.5.11 --gpu rtx-pro-6000-x8 --state incident,operator
+
+Each state is a small shell script, ``sandbox/states/<name>.sh``, run once per
+machine as a cached layer (sandbox.layers); a node with states mounts their
+layers under its own overlay. States may imply others (``cuda-12.8`` needs
+``nvidia-repo``) and ``incident`` is only the sum of three. A node's states are
+expanded and put in one canonical order, so ``incident,operator`` and
+``operator,incident`` are the same chain and share every layer.
+
+| state | what the node then has |
+| --- | --- |
+| handbuilt-venv | /opt/venv_sglang211: python3 -m venv + pip, torch 2.14.1 and FlashInfer 0.7.0 |
+| distro-cuda | Debian's own ``nvidia-cuda-toolkit`` (non-free), nvcc at /usr/bin/nvcc |
+| nvidia-repo | NVIDIA's ``cuda-keyring`` from the sandbox's apt repository, installed as NVIDIA's guide says |
+| cuda-12.8 | CUDA 12.8 by apt from that repository, first on a login shell's PATH (implies nvidia-repo) |
+| operator | /etc/sglang/sglang.env with operator variables, Ubuntu's /etc/environment, an old venv directory at /opt/sglang/venv |
+| incident | nvidia-repo + cuda-12.8 + handbuilt-venv: the seeds' node |
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox import aptrepo, image, layers, pypimirror
+
+SCRIPTS = Path(__file__).resolve().parent / "states"
+LOCKS = Path(__file__).resolve().parent / "locks"
+
+
+@dataclass(frozen=True)
+class State:
+    """A field state: the states it implies, and what its script needs."""
+
+    name: str
+    implies: tuple[str, ...] = ()
+    # "apt-repo": the sandbox's CUDA apt repository (CUDA_REPO); "mirror": the
+    # wheel mirror (FIND_LINKS) and the lock <lock>-cpXY-ARCH.txt as lock.txt.
+    needs: tuple[str, ...] = ()
+    lock: str = ""
+    has_script: bool = True
+
+
+# Canonical order of the layers (this dict's): the costly layers that depend on
+# nothing else lowest, so that they are shared by the most chains. The venv
+# (minutes, about 5 GB) sits right on the base image: every chain holding it
+# reuses the one layer, and a rebuilt apt repository rebuilds only the small
+# apt layers above it. What operators do by hand comes last.
+STATES = {
+    "handbuilt-venv": State("handbuilt-venv", needs=("mirror",), lock="handbuilt-venv"),
+    "distro-cuda": State("distro-cuda"),
+    "nvidia-repo": State("nvidia-repo", needs=("apt-repo",)),
+    "cuda-12.8": State("cuda-12.8", implies=("nvidia-repo",), needs=("apt-repo",)),
+    "operator": State("operator", needs=("mirror",), lock="operator-venv"),
+    "incident": State("incident", implies=("nvidia-repo", "cuda-12.8", "handbuilt-venv"), has_script=False),
+}
+ORDER = [name for name, state in STATES.items() if state.has_script]
+
+
+def parse(text: str) -> list[str]:
+    """State names from ``--state a,b`` (blanks and repeats dropped); ValueError on an unknown one.
+
+    >>> parse("operator, incident,operator")
+    ['operator', 'incident']
+    >>> parse("")
+    []
+    """
+    names = []
+    for name in (part.strip() for part in text.split(",")):
+        if not name or name in names:
+            continue
+        if name not in STATES:
+            raise ValueError(f"unknown state {name!r}; known: {', '.join(STATES)}")
+        names.append(name)
+    return names
+
+
+def expand(names: list[str]) -> list[str]:
+    """The states with a script that *names* stand for, implied ones included, in ORDER.
+
+    >>> expand(["incident", "operator"]) == expand(["operator", "incident"])
+    True
+    >>> expand(["operator", "incident"])
+    ['handbuilt-venv', 'nvidia-repo', 'cuda-12.8', 'operator']
+    """
+    wanted: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo.extend(STATES[name].implies)
+    return [name for name in ORDER if name in wanted]
+
+
+def canonical(names: list[str]) -> list[str]:
+    """The states as a node records them: as named, each once, in the order of their layers.
+
+    >>> canonical(["operator", "incident"])
+    ['incident', 'operator']
+    """
+    first = {name: min(ORDER.index(s) for s in expand([name])) for name in names}
+    return sorted(dict.fromkeys(names), key=lambda name: (first[name], name))
+
+
+def lock_for(state: State, os_name: str) -> Path:
+    """The lock of *state* for the CPython and CPU of *os_name* (sandbox/locks/<lock>-cpXY-ARCH.txt)."""
+    python = image.os_spec(os_name).python.replace(".", "")
+    return LOCKS / f"{state.lock}-cp{python}-{os.uname().machine}.txt"
+
+
+def steps(os_name: str, names: list[str]) -> list[layers.Step]:
+    """The layer steps of a node's states on *os_name*, bottom first."""
+    chain = [STATES[name] for name in expand(names)]
+    # One look at the apt repository for the whole chain (it is served, and
+    # possibly rebuilt, by that look).
+    repo = _apt_repo(os_name) if any("apt-repo" in state.needs for state in chain) else None
+    return [_step(state, os_name, repo) for state in chain]
+
+
+def ensure_layers(os_name: str, names: list[str], log=sys.stderr) -> list[layers.Layer]:
+    """Build (once per machine) and return the layers of *names* on *os_name*, bottom first."""
+    return layers.ensure_chain(os_name, steps(os_name, names), log)
+
+
+def is_current(info: dict) -> bool:
+    """Whether a cached layer (its layer.json) is what its state makes today on its parent."""
+    state, os_name = STATES.get(info.get("state")), info.get("os")
+    if state is None or not state.has_script or os_name not in image.OSES:
+        return False
+    if info.get("base") != image.image_dir(os_name).name:
+        return False
+    # The repository as built, not served: a look must not start a server (on
+    # another port, which would rebuild the keyring and stale every apt layer).
+    repo = {"digest": aptrepo.built_digest(os_name), "repo_url": ""} if "apt-repo" in state.needs else None
+    if repo and repo["digest"] is None:
+        return True  # nothing to compare with: keep it
+    try:
+        step = _step(state, os_name, repo)
+    except ValueError:  # its lock is gone
+        return False
+    return layers.layer_key(info["base"], info.get("parent"), step) == info["key"]
+
+
+def prune(log=sys.stderr) -> list[str]:
+    """Delete the cached layers this checkout's states no longer make (layers.prune)."""
+    return layers.prune(is_current, log)
+
+
+def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
+    """A state's script with its inputs (digests, for the key) and environment (when built)."""
+    inputs, files = {}, {}
+    if "apt-repo" in state.needs:
+        inputs["apt_repo"] = repo["digest"]
+    if "mirror" in state.needs:
+        lock = lock_for(state, os_name)
+        if not lock.is_file():
+            raise ValueError(f"state {state.name} has no lock for {os_name}: {lock} is missing")
+        inputs["lock"] = hashlib.sha256(lock.read_bytes()).hexdigest()
+        files["lock.txt"] = lock
+
+    def prepare() -> dict:
+        env = {}
+        if "apt-repo" in state.needs:
+            env["CUDA_REPO"] = repo["repo_url"]
+        if "mirror" in state.needs:
+            env["FIND_LINKS"] = pypimirror.serve()["url"]
+        return env
+
+    script = (SCRIPTS / f"{state.name}.sh").read_text()
+    return layers.Step(state.name, script, inputs=inputs, prepare=prepare, files=files)
+
+
+def _apt_repo(os_name: str) -> dict:
+    """The served sandbox apt repository of *os_name*'s distro: ``repo_url`` and manifest ``digest``.
+
+    Served first (built if needed): the cuda-keyring package names the URL being
+    served, so the layer is keyed by what the node will reach.
+    """
+    return aptrepo.distro_repo(os_name, aptrepo.ensure_served(log=sys.stderr))

@@ -1,0 +1,149 @@
+"""Bad input through the real CLIs: every case exits non-zero with one line naming the
+host, the setting (or field), the value and the fix, and writes nothing (no report, no
+plan, no change on the node). Never a traceback."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
+
+# setting, value (as --data gives it), fragment of the fix
+PYINFRA_DATA = [
+    ("stack_torch", "2.14.1+cu130", "public release 2.14.1"),
+    ("stack_torch_cuda", "cu130", "X.Y"),
+    ("stack_flashinfer", "latest", "release number"),
+    ("venv_path", "/tmp/x;touch${IFS}/tmp/PWNED;true", "absolute, normalised path"),
+    ("venv_path", "/tmp/venv", "outside directories every user can write"),
+    ("venv_path", "/home/ubuntu venv", "absolute, normalised path"),
+    ("venv_path", "/opt/venv", "a managed venv needs a directory of its own"),
+    ("service_env_file", "/etc/passwd", "system directory"),
+    ("service_cache_dir", "/var/cache", "system directory"),
+    ("service_user", "root", "unprivileged account"),
+    ("service_user", "-o", "login name"),
+    ("service_user", "1000", "login name"),
+    ("service_port", "70000", "TCP port"),
+    ("prewarm_head_dims", "²", "head dimensions"),
+    ("cuda_repo_distro", "debian12\nTrusted: yes", "control characters"),
+    ("deploy_steps", "repo,everything", "use one of"),
+    ("deploy_apt_lock_timeout", "5m", "whole seconds"),
+    ("report_detail", "maybe", "true or false"),
+]
+
+# settings file content (YAML), fragment of the message
+PLAN_CONFIG = [
+    ('service_args: "--tp 8\\nUser=root\\nExecStartPre=+/bin/sh -c id"\n', "control characters"),
+    ('service_args: "--tp \'8"\n', "quote the arguments"),
+    ('cuda_repo_url: "http://mirror/\\nTrusted: yes"\n', "control characters"),
+    ('cuda_repo_url: "ftp://mirror/cuda"\n', "http://, https:// or file:/ URL"),
+    ('cuda_repo_url: "http://mirror/cuda?x=1"\n', "without spaces, query or fragment"),
+    ('cuda_repo_key_url: "not a url"\n', "http://, https:// or file:/ URL"),
+    ('cuda_repo_fingerprint: "3BF863CC"\n', "40-hex-digit"),
+    ('cuda_repo_distro: "Debian-12"\n', "lower-case letters and digits"),
+    ('venv_installer: "conda"\n', "use one of uv, pip"),
+    ('venv_managed: "maybe"\n', "true or false"),
+    ('venv_index_url: "pypi.org/simple"\n', "http://, https:// or file:/ URL"),
+    ('venv_find_links: ["relative/dir"]\n', "absolute directory"),
+    ('venv_lock: "files/locks/missing-cp311-x86_64.txt"\n', "missing-cp311-x86_64.txt"),
+    ('service_model: "my model"\n', "no spaces"),
+    ('service_env: "CUDA_HOME=/usr/local/cuda-12.8"\n', "CUDA_HOME is decided by the plan"),
+    ('service_env: {"1BAD": "x"}\n', "KEY=value with KEY a variable name"),
+    ('prewarm_modules: ["sampling", "activation:relu"]\n', "modules of files/prewarm.py"),
+    ('prewarm_dtypes: ["fp8"]\n', "use one of bf16, fp16"),
+    ('target_sms: ["4.2"]\n', "compute capabilities this release knows"),
+    ('stack_torch_cudaa: "13.0"\n', "unknown setting"),
+    ('service_port: [1, 2]\n', "single value"),
+    ('service_cache_dir: "relative/cache"\n', "absolute, normalised path"),
+    ('service_cache_dir: "/srv/cache/"\n', "absolute, normalised path"),
+    ('service_env_file: "/etc/sglang/../passwd"\n', "absolute, normalised path"),
+    ('stack_sglang: "0.5.23 extra"\n', "release number"),
+    ("- just\n- a list\n", "expected a mapping of settings"),
+    ("stack_torch: [unclosed\n", "not valid YAML"),
+]
+
+# facts document content, fragment of the message
+PLAN_FACTS = [
+    ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [{"index": 0, "name": "G"}]}',
+     "facts.gpus[0]: missing 'name'"[:0] + "facts.gpus[0]: missing 'compute_cap'"),
+    ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], "driver": {"version": 580}}',
+     "facts.driver.version: expected a string"),
+    ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": {}}', "facts.gpus: expected a list"),
+    ('{"gpus": []}', "facts: missing 'os'"),
+    ('["not", "an", "object"]', "facts: expected an object"),
+    ('{"os": {"id": 12, "version_id": "12", "arch": "x86_64"}, "gpus": []}', "facts.os.id: expected a string"),
+    ('{"facts": {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}}}', "facts: missing 'gpus'"),
+    ("{not json", "is not JSON"),
+]
+
+# inventory/hosts.yml content, fragment of the message
+HOSTS_FILES = [
+    ("hosts:\n  - gpu-node-01\n", "hosts: expected a mapping of host name -> settings"),
+    ("hosts:\n  gpu-node-01: 10.0.0.1\n", "host gpu-node-01: expected a mapping of settings"),
+    ("hosts:\n  gpu-node-01:\n    ssh_strict_host_key_checking: 'no'\n", "host keys are always checked"),
+    ("all: [1]\nhosts: {}\n", "all: expected a mapping of settings"),
+    ("hosts: {gpu: [\n", "not valid YAML"),
+    ("- a\n- b\n", "expected a mapping at the top level"),
+]
+
+
+def run(command, env=None):
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=env, stdin=subprocess.DEVNULL)
+    result.output = result.stdout + result.stderr
+    return result
+
+
+def assert_clean_error(result, *fragments):
+    assert result.returncode != 0, result.output
+    assert "Traceback" not in result.output, result.output
+    lines = [line for line in result.output.splitlines() if all(fragment in line for fragment in fragments)]
+    assert lines, f"no line with {fragments}:\n{result.output[-3000:]}"
+
+
+@pytest.mark.parametrize("key,value,fix", PYINFRA_DATA, ids=[f"{k}={v!r}" for k, v, _ in PYINFRA_DATA])
+def test_pyinfra_refuses_bad_settings(key, value, fix):
+    report = ROOT / "reports" / "@local.json"
+    report.unlink(missing_ok=True)
+    result = run([PYINFRA, "-y", "@local", "--data", f"{key}={value}", "--data", "target_sms=12.0", "validate.py"])
+    assert_clean_error(result, "@local: setting", key, fix)
+    assert not report.exists(), "a refused host must leave no report"
+
+
+@pytest.mark.parametrize("content,message", PLAN_CONFIG, ids=[c.strip()[:40] for c, _ in PLAN_CONFIG])
+def test_plan_cli_refuses_bad_config(tmp_path, content, message):
+    config = tmp_path / "settings.yaml"
+    config.write_text(content)
+    result = run([sys.executable, "-m", "bringup.plan", str(INCIDENT), "--config", str(config), "--host", "gpu-7"])
+    assert_clean_error(result, "gpu-7", message)
+    assert result.returncode == 2 and result.stdout == ""
+
+
+@pytest.mark.parametrize("content,message", PLAN_FACTS, ids=[c[:40] for c, _ in PLAN_FACTS])
+def test_plan_cli_refuses_bad_facts(tmp_path, content, message):
+    facts = tmp_path / "facts.json"
+    facts.write_text(content)
+    result = run([sys.executable, "-m", "bringup.plan", str(facts), "--host", "gpu-7"])
+    assert_clean_error(result, "gpu-7", message)
+    assert result.returncode == 2 and result.stdout == ""
+
+
+def test_plan_cli_names_a_missing_file():
+    result = run([sys.executable, "-m", "bringup.plan", "/nonexistent/facts.json", "--host", "gpu-7"])
+    assert_clean_error(result, "gpu-7", "No such file or directory", "/nonexistent/facts.json")
+
+
+@pytest.mark.parametrize("content,message", HOSTS_FILES, ids=[c.strip()[:40] for c, _ in HOSTS_FILES])
+def test_inventory_refuses_bad_hosts_files(tmp_path, content, message):
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(content)
+    result = run([PYINFRA, "-y", "inventory/gpu.py", "validate.py"],
+                 env={**__import__("os").environ, "GPU_BRINGUP_HOSTS": str(hosts)})
+    assert_clean_error(result, str(hosts), message)
+
+
+def test_the_table_is_big_enough():
+    assert len(PYINFRA_DATA) + len(PLAN_CONFIG) + len(PLAN_FACTS) + len(HOSTS_FILES) + 1 >= 40

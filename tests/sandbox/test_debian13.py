@@ -1,0 +1,46 @@
+"""A second real distribution: a bare Debian 13 node (CPython 3.13) goes to a green
+node suite with deploy.py: the cp313 lock, NVIDIA's debian13 repository directory
+(the sandbox's), the reduced pre-warm."""
+
+
+import pytest
+
+from sandbox import aptrepo, pypimirror
+from sandbox import node as sandbox_nodes
+from tests.sandbox_fixtures import changed_operations, node_suite, pyinfra_cli, run_ssh, validate
+
+pytestmark = pytest.mark.sandbox
+
+NAME = "deb13"
+DATA = ("prewarm_modules=activation:silu,sglang-activation", "service_model=Qwen/Qwen3-0.6B", "service_enable=false")
+
+
+@pytest.fixture(scope="module")
+def node(sandbox_node):
+    aptrepo.ensure_served()
+    pypimirror.serve()
+    entry = dict(sandbox_node(NAME, "127.0.0.66", gpu="rtx-pro-6000-x8", toolkit="none", os_name="debian13"),
+                 name=NAME)
+    yield entry
+    # Its venv takes gigabytes: free them before the next suite.
+    sandbox_nodes.down([NAME])
+
+
+def test_debian13_bare_to_green(node, tmp_path):
+    assert run_ssh(node, "python3 --version").stdout.startswith("Python 3.13.")
+    _, before = validate(NAME, data=DATA)
+    plan = before["plan"]
+    assert plan["venv"]["lock"] == "files/locks/sglang-0.5.23-cp313-x86_64.txt"
+    assert plan["venv"]["uv_lock"] == "files/locks/uv-cp313-x86_64.txt"
+    assert plan["repo"]["distro"] == "debian13" and plan["arch_list"] == "12.0f"
+    assert plan["toolkit"]["lock"] == "files/locks/cuda-13.0-debian13-x86_64.txt"
+    assert not [f for f in plan["findings"] if f["severity"] == "blocker"], plan["findings"]
+    deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA)
+    assert deployed.returncode == 0, deployed.output[-4000:]
+    assert "build-venv: venv" in deployed.output and "prewarm: done" in deployed.output
+    run = node_suite(tmp_path, "--node-limit", NAME, data=DATA)
+    assert run.rc == 0 and run.failing(NAME) == set(), run
+    assert "toolkit_lock_held" in run.checks(NAME)
+    again = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA, json_output=True)
+    changed = changed_operations(again)
+    assert changed == []
