@@ -250,9 +250,7 @@ def deployed_node(sandbox_node, tmp_path_factory):
 
     aptrepo.ensure_served()
     pypimirror.serve()
-    # GPU_BRINGUP_DEPLOYED_ADDR: another loopback address, when 127.0.0.61 is taken on this machine.
-    addr = os.environ.get("GPU_BRINGUP_DEPLOYED_ADDR", "127.0.0.61")
-    entry = sandbox_node(DEPLOYED, addr, gpu="rtx-pro-6000-x8", toolkit="none", states=DEPLOYED_STATES)
+    entry = sandbox_node(DEPLOYED, "127.0.0.61", gpu="rtx-pro-6000-x8", toolkit="none", states=DEPLOYED_STATES)
     _, before = validate(DEPLOYED)
     before_suite = node_suite(tmp_path_factory.mktemp("node-suite-before"), "--node-limit", DEPLOYED)
     started = time.monotonic()
