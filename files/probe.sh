@@ -97,7 +97,8 @@ probe_login() {
     command -v bash >/dev/null 2>&1 || shell=sh
     login=$("$shell" -lc 'printf "CUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\nnvcc=%s\n" "$CUDA_HOME" "$CUDA_PATH" "$PATH" "$(command -v nvcc)"' </dev/null 2>/dev/null)
     emit login-env $? "$login"
-    login_nvcc=$(printf '%s\n' "$login" | sed -n 's/^nvcc=//p')
+    # Its last line is "nvcc=<path>" (the shell's own expansion: no process for it).
+    case $login in *nvcc=*) login_nvcc=${login##*nvcc=} ;; *) login_nvcc= ;; esac
     if [ -n "$login_nvcc" ]; then
         capture path-nvcc "path=$login_nvcc" "$login_nvcc" --version
     fi
@@ -122,7 +123,7 @@ probe_service() {
         fi
         if [ -n "$CUDA_HOME" ]; then home=$CUDA_HOME; via=CUDA_HOME
         elif [ -n "$CUDA_PATH" ]; then home=$CUDA_PATH; via=CUDA_PATH
-        elif nvcc=$(command -v nvcc); then home=$(dirname "$(dirname "$nvcc")"); via=PATH
+        elif nvcc=$(command -v nvcc); then home=${nvcc%/bin/*}; via=PATH
         elif [ -e /usr/local/cuda ]; then home=/usr/local/cuda; via=default
         else home=; via=none
         fi
@@ -134,7 +135,13 @@ probe_service() {
         done
     )
     emit service-env $? "$service"
-    service_home=$(printf '%s\n' "$service" | sed -n 's/^home=//p')
+    case $service in
+        *"
+home="*) service_home=${service#*
+home=}; service_home=${service_home%%
+*} ;;
+        *) service_home= ;;
+    esac
     if [ -n "$service_home" ]; then
         nvcc_section resolved-nvcc "$service_home"
     fi
@@ -255,24 +262,21 @@ probe_jit_cache() {
     fi
 }
 
-sections=${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt apt_locks}
-# The sections are independent: they run side by side (most of the probe's time is
-# waiting for processes to start), each into a file of its own, printed in order.
-if [ "${sections#* }" != "$sections" ] && tmp=$(mktemp -d 2>/dev/null); then
-    count=0
-    for section in $sections; do
-        count=$((count + 1))
-        "probe_$section" > "$tmp/$count" &
-    done
+# The whole probe runs its sections in four groups side by side (most of its time is
+# waiting for processes to start; the slow ones, nvidia-smi, the venv's python, ninja,
+# are in different groups), each group into a file of its own, printed in order. Few
+# groups, not one per section: on a machine many nodes share (the sandbox) every extra
+# process counts. A narrow fact (PROBE_SECTIONS) runs its one or two sections in turn.
+if [ -z "${PROBE_SECTIONS:-}" ] && tmp=$(mktemp -d 2>/dev/null); then
+    { probe_os; probe_gpus; probe_toolkits; } > "$tmp/1" &
+    { probe_packages; probe_login; probe_venv; } > "$tmp/2" &
+    { probe_python; probe_service; probe_prewarm; } > "$tmp/3" &
+    { probe_jit_cache; probe_paths; probe_apt; probe_apt_locks; } > "$tmp/4"
     wait
-    number=1
-    while [ "$number" -le "$count" ]; do
-        cat "$tmp/$number"
-        number=$((number + 1))
-    done
+    cat "$tmp/1" "$tmp/2" "$tmp/3" "$tmp/4"
     rm -rf "$tmp"
 else
-    for section in $sections; do
+    for section in ${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt apt_locks}; do
         "probe_$section"
     done
 fi

@@ -41,11 +41,12 @@ def cuda_toolkit(node, repo_changes):
     missing = (lambda: toolkit.missing) if toolkit.missing is not None else \
         (lambda: not_installed(toolkit.pins, host.get_fact(DebPackages)))
     apt_lists_refreshed(name="Refresh apt lists (repository changed or packages to install)",
-                        repo_url=node.repo.url, timeout=node.apt_lock_timeout,
+                        repo_url=node.repo.url, timeout=node.apt_lock_timeout, source_file=node.repo.source_file,
                         _if=lambda: stale() or bool(missing()))
     locked = f" at {toolkit.lock}'s versions" if toolkit.lock else ""
     apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers{locked}",
                  packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True,
-                 extra_install_args=lock_timeout_option(node.apt_lock_timeout))
+                 # The .debs (about 500 MB) are not kept once installed: apt-get would keep them.
+                 extra_install_args=f"{lock_timeout_option(node.apt_lock_timeout)} -o APT::Keep-Downloaded-Packages=false")
     nvcc_reports(name=f"Check {toolkit.home}/bin/nvcc reports {toolkit.version}",
                  home=toolkit.home, release=toolkit.version)

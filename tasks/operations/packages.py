@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import operation
+from pyinfra.facts.deb import DebPackages
 
 from tasks.operations.progress import StreamedCommand
 
@@ -72,28 +73,70 @@ def apt_unlocked(holders, timeout):
         "echo \"apt-locks: free after $waited s\"")
 
 
+def only_source(source_file):
+    """apt-get options that read ``source_file`` alone and keep every other list as it is.
+
+    >>> only_source("/etc/apt/sources.list.d/nvidia-cuda.sources")
+    '-o Dir::Etc::sourcelist=/etc/apt/sources.list.d/nvidia-cuda.sources -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0'
+    """
+    return (f"-o Dir::Etc::sourcelist={shlex.quote(source_file)} -o Dir::Etc::sourceparts=- "
+            "-o APT::Get::List-Cleanup=0")
+
+
 @operation(is_idempotent=False)
-def apt_lists_refreshed(repo_url, timeout=300):
+def apt_lists_refreshed(repo_url, timeout=300, source_file=""):
     """
     ``apt-get update``, failing the host with one clear line when the CUDA repository
     (``repo_url``) did not answer: apt itself only warns and exits 0 then, and the
-    install after it would fail with a misleading "version not found".
+    install after it would fail with a misleading "version not found". With
+    ``source_file``, only that source's lists are refreshed: every node of a fleet does
+    not fetch the distribution's indexes again for a toolkit install.
 
     + repo_url: the CUDA repository's URL as its source names it
+    + timeout: seconds apt waits for dpkg's lock (``deploy_apt_lock_timeout``)
+    + source_file: the apt source file of the CUDA repository ("" for every source)
+
+    **Example**:
+
+    .. code:: python
+
+        apt_lists_refreshed(repo_url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+                            source_file="/etc/apt/sources.list.d/nvidia-cuda.sources")
+    """
+    url = repo_url.rstrip("/")
+    failed = shlex.quote(f"{host.name}: the CUDA repository {repo_url} did not answer apt-get update")
+    fix = shlex.quote("check that it (or the mirror cuda_repo_url names) answers from the node, then run deploy "
+                      "again; nothing was installed")
+    only = f"{only_source(source_file)} " if source_file else ""
+    yield (f"out=$(DEBIAN_FRONTEND=noninteractive apt-get {lock_timeout_option(timeout)} {only}update 2>&1); rc=$?; "
+           "printf '%s\\n' \"$out\"; "
+           f"why=$(printf '%s\\n' \"$out\" | grep -E '^(W|E): Failed to fetch ' | grep -F {shlex.quote(url)} | head -n 1); "
+           f"if [ -n \"$why\" ]; then echo {failed}: \"$why\"\\; {fix} >&2; exit 1; fi; "
+           "exit $rc")
+
+
+@operation()
+def system_packages(packages, timeout=300):
+    """
+    Install the distribution's packages a step needs, refreshing every apt list first
+    when one is missing (the toolkit step refreshes only the CUDA repository's), nothing
+    when all are installed.
+
+    + packages: package names
     + timeout: seconds apt waits for dpkg's lock (``deploy_apt_lock_timeout``)
 
     **Example**:
 
     .. code:: python
 
-        apt_lists_refreshed(repo_url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/")
+        system_packages(packages=["python3-venv", "g++"])
     """
-    url = repo_url.rstrip("/")
-    failed = shlex.quote(f"{host.name}: the CUDA repository {repo_url} did not answer apt-get update")
-    fix = shlex.quote("check that it (or the mirror cuda_repo_url names) answers from the node, then run deploy "
-                      "again; nothing was installed")
-    yield (f"out=$(DEBIAN_FRONTEND=noninteractive apt-get {lock_timeout_option(timeout)} update 2>&1); rc=$?; "
-           "printf '%s\\n' \"$out\"; "
-           f"why=$(printf '%s\\n' \"$out\" | grep -E '^(W|E): Failed to fetch ' | grep -F {shlex.quote(url)} | head -n 1); "
-           f"if [ -n \"$why\" ]; then echo {failed}: \"$why\"\\; {fix} >&2; exit 1; fi; "
-           "exit $rc")
+    installed = host.get_fact(DebPackages)
+    missing = [name for name in packages if name not in installed]
+    if not missing:
+        host.noop(f"{', '.join(packages)} installed")
+        return
+    wait = lock_timeout_option(timeout)
+    yield f"DEBIAN_FRONTEND=noninteractive apt-get {wait} update"
+    yield (f"DEBIAN_FRONTEND=noninteractive apt-get -y {wait} install --no-install-recommends "
+           f"{shlex.join(missing)}")
