@@ -201,9 +201,16 @@ COLUMNS = (("host", "host"), ("gpus", "GPUs"), ("driver", "driver"), ("toolkit",
            ("verdict", "verdict"), ("blockers", "blockers"), ("fixes", "fixes"), ("changed", "deploy changed"))
 
 
-def _cell(value):
+def _cell(value, most=3):
+    """A table cell: a list shows its first ``most`` items and how many more there are
+    (reports/summary.json keeps them all).
+
+    >>> _cell(["A", "B", "C", "D", "E"]), _cell([]), _cell("x")
+    ('A, B, C +2', '-', 'x')
+    """
     if isinstance(value, (list, tuple)):
-        return ", ".join(value) or "-"
+        shown = ", ".join(value[:most]) or "-"
+        return f"{shown} +{len(value) - most}" if len(value) > most else shown
     return str(value)
 
 
