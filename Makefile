@@ -18,7 +18,7 @@ DEMO_OS := debian12
 # parser; not started (service_enable=false): the sandbox has no GPU to serve on.
 DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 
-.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench lock lock-venv lock-cuda
+.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet lock lock-venv lock-cuda
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -44,11 +44,11 @@ sandbox-up: setup
 
 demo: sandbox-up
 	@echo "== 1. validate: the incident's node, as found (nothing is changed)"
-	$(PYINFRA) -y $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) validate.py
+	$(PYINFRA) -y -v $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) validate.py
 	@echo "== 2. deploy"
 	$(PYINFRA) -y $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) deploy.py
 	@echo "== 3. validate again: nothing left to fix"
-	$(PYINFRA) -y $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) validate.py
+	$(PYINFRA) -y -v $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) validate.py
 	@echo "== 4. the node suite: the end state, proved"
 	$(VENV)/bin/pytest tests/node --inventory inventory/gpu.py --node-limit $(DEMO_NODE) $(DEMO_DATA:%=--node-data %)
 	@echo "nodes stay up: $(PY) -m sandbox status; stop them with: make sandbox-down"
@@ -63,7 +63,12 @@ sandbox-down:
 
 bench: setup
 	$(PY) bench/validate_cost.py
+	$(PY) bench/deploy_cost.py --limit $(DEMO_NODE) $(DEMO_DATA:%=--data %)
 	$(PY) bench/prewarm_venv.py $(DEMO_NODE)
+
+# 50 sandbox nodes of their own (sc-01...), taken down at the end; about 5 minutes.
+bench-fleet: setup
+	$(PY) bench/fleet_scale.py --nodes 50 --deploy-nodes 8 --runs 3
 
 # Regenerate files/locks/ from its .in files (control/locks.py): the venv locks for
 # every supported CPython and CPU (uv pip compile, PyPI), then the toolkit locks from

@@ -9,6 +9,7 @@ the plan (bringup.plan.NodePlan): every version, path and package is decided the
 """
 
 from control.host_plan import planned_host
+from tasks.apt_locks import apt_locks
 from tasks.cuda_env import cuda_environment
 from tasks.cuda_repo import cuda_repository
 from tasks.cuda_toolkit import cuda_toolkit
@@ -20,6 +21,9 @@ from tasks.sglang_venv import sglang_venv
 node = planned_host("deploy")
 
 if node:
+    # Before anything is written: a host whose apt stays locked fails unchanged.
+    if node.uses_apt:
+        apt_locks(node)
     repo_changes = cuda_repository(node) if node.runs("repo") else []
     if node.runs("toolkit"):
         cuda_toolkit(node, repo_changes)

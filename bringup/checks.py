@@ -135,6 +135,19 @@ class Port(Check):
         return value
 
 
+class Seconds(Check):
+    """A duration in whole seconds, up to ``most``."""
+
+    def __init__(self, most=86400):
+        self.most = most
+
+    def parse(self, value):
+        value = text(value).strip()
+        if not re.fullmatch(r"[0-9]{1,6}", value) or int(value) > self.most:
+            raise Invalid(f"use whole seconds from 0 to {self.most} (e.g. 300)")
+        return int(value)
+
+
 class UserName(Check):
     def parse(self, value):
         value = text(value)

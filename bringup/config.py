@@ -20,7 +20,7 @@ from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_
 from bringup.locks import venv_lock_target
 from bringup.versions import parse
 
-PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_")
+PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_", "report_")
 # The steps of deploy.py, in the order they run.
 DEPLOY_STEPS = ("repo", "toolkit", "env", "account", "venv", "prewarm", "service")
 # Service env keys the plan decides (bringup.plan.service_env): service_env may not set them.
@@ -107,6 +107,8 @@ SCHEMA = {
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS)),
+    "deploy_apt_lock_timeout": checks.Seconds(),
+    "report_detail": checks.Bool(),
 }
 
 
@@ -178,6 +180,11 @@ class Config:
     # The steps deploy.py runs (all by default): repo, toolkit, env, account, venv,
     # prewarm, service. validate.py always checks the whole node.
     deploy_steps: tuple = DEPLOY_STEPS
+    # How long deploy waits for apt's and dpkg's locks (unattended-upgrades holds them
+    # for minutes on a node's first boot) before it fails the host, nothing changed.
+    deploy_apt_lock_timeout: int = 300
+    # Print each host's full report (as pyinfra -v does) instead of its summary row only.
+    report_detail: bool = False
 
     @classmethod
     def from_data(cls, data, host="node"):
@@ -237,7 +244,7 @@ the service and the pre-warm never run as root
         '/var/cache/sglang/prewarm/manifest.json'
         """
         return NodeLayout.for_settings(self.venv_path, self.service_env_file, self.service_cache_dir,
-                                       self.service_user)
+                                       self.service_user, managed=self.venv_managed)
 
     @property
     def torch_cuda(self):

@@ -43,7 +43,8 @@ SCHEMA = {
     "python": Optional({"version": STR}),
     "python_interpreters": Items({"path": STR, "version": STR}),
     "cuda_packages": Optional({}),
-    "torch": Optional({"version": STR, "cuda": OPT_STR, "arch_list": Items(STR), "error": STR}),
+    "torch": Optional({"version": STR, "cuda": OPT_STR, "arch_list": Items(STR), "arch_list_from": STR,
+                       "error": STR}),
     "flashinfer": Optional({"version": STR}),
     "sglang": Optional({"version": STR}),
     "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
@@ -55,6 +56,7 @@ SCHEMA = {
     "apt": Optional({"sources": Items({"file": STR, "format": STR, "uris": Items(STR), "suites": Items(STR),
                                        "signed_by": OPT_STR, "trusted": BOOL}),
                      "keyrings": {}}),
+    "apt_locks": Items({"lock": STR, "pid": INT, "command": STR}),
 }
 # Keys a document must have; the others may be absent (an older report).
 REQUIRED = ("os", "gpus")

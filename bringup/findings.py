@@ -39,6 +39,8 @@ CODES = {
     "CUDA_SYMLINK_DRIFT": "/usr/local/cuda points at another toolkit than the chosen one.",
     "VENV_STACK_DRIFT": "The venv's torch or FlashInfer differs from the configured stack.",
     "VENV_BROKEN": "The venv exists but its torch cannot be imported.",
+    "APT_LOCKED": "Another process holds apt's or dpkg's lock: deploy waits for it, at most "
+                  "deploy_apt_lock_timeout seconds, before it changes anything.",
     "APT_SOURCE_CONFLICT": "Another apt source serves the CUDA repository: adopted when its key is the pinned one, else disabled.",
     "SERVICE_ENV_OVERRIDDEN": "The service env file sets a key the plan manages to another value; deploy resets it.",
     "VENV_UNREADABLE": "The service user cannot read the external venv (a directory on its way is closed to others).",

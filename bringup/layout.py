@@ -28,7 +28,7 @@ SERVICE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 # Helper scripts the deploy installs, root-owned, beside nothing else.
 LIBEXEC = "/usr/local/libexec/gpu-bringup"
-HELPERS = ("service-env.sh", "with-service-env", "build-venv.sh", "prewarm.py")
+HELPERS = ("service-env.sh", "with-service-env", "build-venv.sh", "prewarm.py", "torch_info.py", "session-bound")
 
 # Files the deploy writes that no setting moves.
 SERVICE_UNIT = "/etc/systemd/system/sglang.service"
@@ -41,6 +41,10 @@ APT_PREFERENCE = "/etc/apt/preferences.d/nvidia-cuda"
 # Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
 MANIFEST = "prewarm/manifest.json"
 FLASHINFER_CACHE = ".cache/flashinfer"
+# Inside a managed venv (root's, built by us, never changed after): torch's compiled
+# arch list, recorded when the venv is built or first seen (files/torch_info.py). An
+# external venv is never written to: its torch is imported each time it is probed.
+TORCH_RECORD = ".torch-arch.json"
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class NodeLayout:
     cache_dir: str
     manifest: str
     flashinfer_cache: str
+    torch_record: str
     service_user: str
     service_home: str
     unit: str
@@ -73,7 +78,7 @@ class NodeLayout:
     apt_preference: str
 
     @classmethod
-    def for_settings(cls, venv, env_file, cache_dir, service_user):
+    def for_settings(cls, venv, env_file, cache_dir, service_user, managed=True):
         root = posixpath.dirname(venv)
         return cls(
             venv=venv,
@@ -86,6 +91,7 @@ class NodeLayout:
             cache_dir=cache_dir,
             manifest=f"{cache_dir}/{MANIFEST}",
             flashinfer_cache=f"{cache_dir}/{FLASHINFER_CACHE}",
+            torch_record=f"{venv}/{TORCH_RECORD}" if managed else "",
             service_user=service_user,
             # A system account's home under /var/lib (FHS), never under a cache that
             # cleaning may wipe.
@@ -122,6 +128,7 @@ class NodeLayout:
             "PROBE_JIT_ROOT": self.flashinfer_cache,
             "PROBE_SERVICE_PATH": SERVICE_BASE_PATH,
             "PROBE_UNIT": posixpath.basename(self.unit),
+            "PROBE_TORCH_RECORD": self.torch_record,
         }
 
     def as_dict(self):

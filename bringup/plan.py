@@ -29,7 +29,7 @@ from bringup import flashinfer as fi
 from bringup import locks as lockfiles
 from bringup.config import DEPLOY_STEPS, Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
-from bringup.layout import SERVICE_BASE_PATH, NodeLayout
+from bringup.layout import LIBEXEC, SERVICE_BASE_PATH, NodeLayout
 from bringup.platforms import distribution, repo_arch, repo_distro, repo_evidence, repo_location, venv_python
 from bringup.prewarm import prewarm_gap, prewarm_request
 from bringup.torch_builds import arch_list_for_build, covers_sm
@@ -47,6 +47,8 @@ TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cu
 VENV_SYSTEM_PACKAGES = ("python3-venv", "g++")
 HOST_CXX = "/usr/bin/g++"
 SYSTEM_PYTHON = "/usr/bin/python3"
+# deploy.py's steps that install packages with apt.
+APT_STEPS = ("repo", "toolkit", "venv")
 # Packages the repository step needs to fetch and check the key.
 KEY_TOOLS = ("ca-certificates", "curl", "gpg")
 
@@ -86,6 +88,9 @@ class ToolkitPlan:
     packages: tuple
     lock: str = ""
     pins: tuple = ()
+    # The pins dpkg did not have (at that version) when the node was probed; None when
+    # the probe could not tell (no dpkg-query): deploy then asks dpkg itself.
+    missing: tuple = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,13 @@ class VenvPlan:
     builder: str
     system_packages: tuple = VENV_SYSTEM_PACKAGES
     python_version: str = ""
+    # torch's arch list is recorded here, inside the venv (files/torch_info.py), and
+    # whether the probe found a current record (then deploy checks nothing more).
+    torch_record: str = ""
+    torch_recorded: bool = False
+    torch_info: str = f"{LIBEXEC}/torch_info.py"
+    # Runs the build so that it dies with its SSH session (files/session-bound).
+    session_bound: str = f"{LIBEXEC}/session-bound"
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,8 @@ class PrewarmPlan:
     runner: str
     script: str
     gap: str = ""
+    # Runs the pre-warm so that it dies with its SSH session (files/session-bound).
+    session_bound: str = f"{LIBEXEC}/session-bound"
 
     def gap_for(self, state, toolchain=None):
         """Why ``state`` (the JitCache fact's ``prewarm``) does not hold the request, or "";
@@ -175,10 +189,18 @@ class NodePlan:
     service: ServicePlan = None
     manage_alternative: bool = True
     steps: tuple = ()
+    # Who held apt's locks when the node was probed, and how long deploy waits for them.
+    apt_locks: list = field(default_factory=list)
+    apt_lock_timeout: int = 300
 
     def runs(self, step):
         """Whether deploy.py runs ``step`` (bringup.config.DEPLOY_STEPS) on this node."""
         return step in self.steps
+
+    @property
+    def uses_apt(self):
+        """Whether a step deploy.py runs here installs packages (and so needs apt's locks)."""
+        return any(step in self.steps for step in APT_STEPS)
 
     @property
     def ok(self):
@@ -207,6 +229,8 @@ class NodePlan:
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
             "service": asdict(self.service) if self.service else {},
             "steps": list(self.steps),
+            "apt_locks": list(self.apt_locks),
+            "apt_lock_timeout": self.apt_lock_timeout,
         }
 
 
@@ -226,8 +250,10 @@ def plan(facts, config, locks=None):
     facts_schema.check(facts)
     locks = locks if locks is not None else lockfiles.LockFiles()
     node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative,
-                    steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps))
+                    steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps),
+                    apt_locks=list(facts.get("apt_locks") or []), apt_lock_timeout=config.deploy_apt_lock_timeout)
     add = node.findings.append
+    _check_apt_locks(node, add)
     machine = (facts.get("os") or {}).get("arch")
     node.repo = _repo(facts, config, add)
     sms = _target_sms(facts, config, add)
@@ -235,6 +261,7 @@ def plan(facts, config, locks=None):
     node.torch_cuda = str(torch_cuda)
     home = f"/usr/local/cuda-{torch_cuda}"
     node.toolkit = _toolkit(torch_cuda, home, node.repo, machine, locks, add, config.cuda_toolkit_lock)
+    node.toolkit = replace(node.toolkit, missing=_missing_pins(node.toolkit.pins, facts.get("cuda_packages")))
     _check_toolkit_lock(facts, node.toolkit, add)
     _check_driver(facts, torch_cuda, add)
     targets = _check_sms(sms, facts, config, torch_cuda, add)
@@ -252,11 +279,21 @@ def plan(facts, config, locks=None):
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, home, node.arch_list)
     _check_service_env(facts, config, node.env, add)
-    node.venv = _venv(config, node.layout, python, venv_lock, uv_lock)
+    node.venv = _venv(config, node.layout, python, venv_lock, uv_lock,
+                      recorded=(facts.get("torch") or {}).get("arch_list_from") == "record")
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
     _check_service_unit(facts, config, node, add)
     return node
+
+
+def _check_apt_locks(node, add):
+    if not node.apt_locks:
+        return
+    held = "; ".join(f"pid {h['pid']} ({h.get('command') or '?'}) holds {h['lock']}" for h in node.apt_locks)
+    add(Finding("APT_LOCKED", WARNING, f"apt is in use: {held}",
+                f"nothing to do: deploy waits up to {node.apt_lock_timeout} s (deploy_apt_lock_timeout) for it "
+                "before it changes anything, and fails this host alone if it is still held"))
 
 
 def service_env(config, home, arch_list):
@@ -295,7 +332,7 @@ def _check_service_env(facts, config, env, add):
                     "value, change the setting that decides it, or add keys of your own through service_env"))
 
 
-def _venv(config, layout, python, lock, uv_lock):
+def _venv(config, layout, python, lock, uv_lock, recorded=False):
     return VenvPlan(managed=config.venv_managed, path=layout.venv, dirs=layout.venvs, locks=layout.venv_locks,
                     tools=layout.venv_tools, cache=layout.venv_download_cache,
                     python=python.path if python and python.path else SYSTEM_PYTHON,
@@ -304,7 +341,10 @@ def _venv(config, layout, python, lock, uv_lock):
                                                 config.venv_find_links, config.venv_no_index)),
                     builder=layout.helper("build-venv.sh"),
                     system_packages=VENV_SYSTEM_PACKAGES + (python.packages if python else ()),
-                    python_version=python.version if python else "")
+                    python_version=python.version if python else "",
+                    torch_record=layout.torch_record, torch_info=layout.helper("torch_info.py"),
+                    torch_recorded=recorded,
+                    session_bound=layout.helper("session-bound"))
 
 
 def _toolkit(torch_cuda, home, repo, machine, locks, add, explicit=""):
@@ -337,6 +377,25 @@ def _toolkit(torch_cuda, home, repo, machine, locks, add, explicit=""):
     packages = planned + tuple(package for package in locked if package not in planned)
     pins = tuple(f"{package}={locked[package]}" if package in locked else package for package in packages)
     return ToolkitPlan(str(torch_cuda), home, packages, lock=name, pins=pins)
+
+
+def _missing_pins(pins, installed):
+    """The pins (``name`` or ``name=version``) the probe's ``cuda_packages`` lacks, or None
+    when the probe could not list packages.
+
+    >>> _missing_pins(("a=1-1", "b=2-1", "c"), {"a": "1-1", "b": "1-1"})
+    ('b=2-1', 'c')
+    >>> _missing_pins(("a=1-1",), None) is None
+    True
+    """
+    if installed is None:
+        return None
+    missing = []
+    for pin in pins:
+        name, _, version = pin.partition("=")
+        if name not in installed or (version and installed[name] != version):
+            missing.append(pin)
+    return tuple(missing)
 
 
 def _check_toolkit_lock(facts, toolkit, add):
@@ -416,7 +475,8 @@ def _prewarm(facts, config, arch_list, add):
                           venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir,
                           manifest=layout.manifest,
                           user=layout.service_user, home=layout.service_home, base_path=SERVICE_BASE_PATH,
-                          runner=layout.helper("with-service-env"), script=layout.helper("prewarm.py"))
+                          runner=layout.helper("with-service-env"), script=layout.helper("prewarm.py"),
+                          session_bound=layout.helper("session-bound"))
     if not arch_list:
         return prewarm
     jit = facts.get("jit_cache") or {}

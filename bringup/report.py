@@ -1,4 +1,11 @@
-"""Render a host's facts and plan as the readable validation report (pure text)."""
+"""Render a host's facts and plan as the readable validation report (pure text).
+
+    python -m bringup.report reports/HOST.json   # the report of a saved run, as -v prints it
+"""
+
+import json
+import sys
+from types import SimpleNamespace
 
 from bringup.findings import SEVERITIES
 
@@ -60,3 +67,53 @@ def render(host, facts, node):
         lines.append(f"  [{MARKS[finding.severity]:7}] {finding.code}: {finding.message}")
         lines.append(f"            fix: {finding.fix}")
     return "\n".join(lines)
+
+
+def _namespace(value):
+    """Plan data (NodePlan.as_dict()) as attributes, the way ``render`` reads a NodePlan."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{key: _namespace(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return [_namespace(item) for item in value]
+    return value
+
+
+def render_saved(document):
+    """The report of a saved reports/<host>.json, as validate.py printed it.
+
+    >>> render_saved({"host": "n1", "facts": {"gpus": []}, "plan": {"ok": False, "torch_cuda": "13.0",
+    ...     "toolkit": {"version": "13.0", "home": "/usr/local/cuda-13.0", "lock": ""}, "arch_list": "", "repo": {},
+    ...     "venv": {}, "findings": [{"code": "NO_GPU", "severity": "blocker", "message": "m", "fix": "f"}]}}
+    ...     ).splitlines()[0]
+    '== n1: BLOCKED'
+    """
+    plan = dict(document["plan"])
+    node = _namespace({**plan, "repo": plan.get("repo") or None, "venv": plan.get("venv") or None})
+    node.findings = [_namespace(finding) for finding in plan.get("findings") or []]
+    return render(document["host"], document["facts"], node)
+
+
+def main(argv=None):
+    """``python -m bringup.report reports/HOST.json...``: print each saved host report."""
+    paths = sys.argv[1:] if argv is None else argv
+    if not paths:
+        print("usage: python -m bringup.report reports/<host>.json...", file=sys.stderr)
+        return 2
+    status = 0
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                document = json.load(handle)
+            print(render_saved(document))
+        except OSError as error:
+            print(f"error: {path}: {error.strerror}", file=sys.stderr)
+            status = 2
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            print(f"error: {path}: not a host report written by validate.py or deploy.py ({error!r})",
+                  file=sys.stderr)
+            status = 2
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

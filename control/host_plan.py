@@ -2,19 +2,23 @@
 
 Shared by validate.py and deploy.py so both see a host the same way. A host with
 invalid settings or blockers gets one failing operation that runs no command on
-the node, so it changes nothing while other hosts carry on.
+the node, so it changes nothing while other hosts carry on. What each host showed is
+recorded for the fleet summary printed at the end of the run (control/fleet.py); the
+full per-host report is printed as the host is planned with ``-v`` (or the host's
+``report_detail`` setting), and always saved in reports/<host>.json.
 """
 
 import json
 import sys
 from pathlib import Path
 
-from pyinfra import host, logger
+from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 
 from bringup.config import Config, ConfigError
 from bringup.plan import managed_env_keys, plan
 from bringup.report import render
+from control import fleet
 from control.atomic import atomic_write
 from facts.node import NodeFacts
 
@@ -48,12 +52,13 @@ def refuse(reason):
     refuse_host(reason, name=f"Refuse {host.name}: {reason.splitlines()[0]}")
 
 
-def load_config():
+def load_config(purpose):
     """The host's validated settings, or None after refusing the host."""
     try:
         return Config.from_data(host.data.dict(), host=host.name)
     except ConfigError as error:
         print(f"== {host.name}: INVALID SETTINGS\n  {error}", file=sys.stderr)
+        fleet.record(host.name, purpose, settings_error=str(error))
         refuse(str(error))
         return None
 
@@ -63,7 +68,7 @@ def gather(config):
     the probe gave nothing (pyinfra has then failed the host already)."""
     layout = config.layout
     facts = host.get_fact(NodeFacts, venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir,
-                          env_keys=" ".join(managed_env_keys(config)))
+                          env_keys=" ".join(managed_env_keys(config)), venv_managed=config.venv_managed)
     if facts is None:
         return None, None
     return facts, plan(facts, config)
@@ -75,6 +80,11 @@ def write_report(facts, config, node):
     document = {"host": host.name, "facts": facts, "settings": config.as_dict(), "plan": node.as_dict()}
     atomic_write(target, json.dumps(document, indent=2) + "\n")
     return target
+
+
+def summary_facts(facts):
+    """What the fleet summary shows of the facts: GPUs, driver, what resolves now."""
+    return {key: facts.get(key) for key in ("gpus", "driver", "resolution")}
 
 
 def blockers_text(node):
@@ -91,14 +101,17 @@ def planned_host(purpose):
     Returns the NodePlan when the host may proceed, else None after refusing it.
     ``purpose`` names the run in the refusal ("validate", "deploy").
     """
-    config = load_config()
+    config = load_config(purpose)
     if config is None:
         return None
     facts, node = gather(config)
     if node is None:
+        fleet.record(host.name, purpose, probe_failed=True)
         return None
-    # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
-    print(render(host.name, facts, node), file=sys.stderr, flush=True)
+    fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict())
+    if config.report_detail or fleet.verbose(state):
+        # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
+        print(render(host.name, facts, node), file=sys.stderr, flush=True)
     write_report(facts, config, node)
     if not node.ok:
         refuse(f"{purpose} refused, nothing changed: {blockers_text(node)}")

@@ -1,5 +1,7 @@
 """What a file the deploy writes looks like now: kind, owner, mode and content hash."""
 
+import base64
+import binascii
 import shlex
 
 from pyinfra.api import FactBase
@@ -7,11 +9,14 @@ from pyinfra.api import FactBase
 
 class ManagedFile(FactBase):
     """
-    Returns ``{"kind", "user", "group", "mode", "sha1"}`` of ``path`` without following
-    a link: ``kind`` is ``file``, ``link``, ``directory``, ``other`` or None (absent);
-    the other keys are set for a regular file only (``mode`` as octal digits).
+    Returns ``{"kind", "user", "group", "mode", "sha1", "text"}`` of ``path`` without
+    following a link: ``kind`` is ``file``, ``link``, ``directory``, ``other`` or None
+    (absent); the other keys are set for a regular file only (``mode`` as octal digits).
+    With ``text``, ``text`` is the content (of a regular file, or read through a link),
+    in the same round trip: an operation that merges into a file reads it once.
 
     + path: the file
+    + text: also return the content
 
     .. code:: python
 
@@ -19,32 +24,43 @@ class ManagedFile(FactBase):
         # {"kind": "file", "user": "root", "group": "root", "mode": "644", "sha1": "3f2a..."}
     """
 
-    def command(self, path):
+    def command(self, path, text=False):
         quoted = shlex.quote(path)
-        return (f"if [ -L {quoted} ]; then echo kind=link; "
+        content = f"echo text=$(base64 -w0 < {quoted} 2>/dev/null); " if text else ""
+        return (f"if [ -L {quoted} ]; then echo kind=link; {content}"
                 f"elif [ -f {quoted} ]; then stat -c 'kind=file user=%U group=%G mode=%a' {quoted}; "
-                f"echo sha1=$(sha1sum < {quoted} | cut -d' ' -f1); "
+                f"echo sha1=$(sha1sum < {quoted} | cut -d' ' -f1); {content}"
                 f"elif [ -d {quoted} ]; then echo kind=directory; "
                 f"elif [ -e {quoted} ]; then echo kind=other; else echo kind=; fi")
 
     @staticmethod
     def default():
-        return {"kind": None, "user": None, "group": None, "mode": None, "sha1": None}
+        return {"kind": None, "user": None, "group": None, "mode": None, "sha1": None, "text": None}
 
     def process(self, output):
         return parse_managed_file(output)
 
 
 def parse_managed_file(lines):
-    """``key=value`` words -> the fact's dict.
+    """``key=value`` words -> the fact's dict (``text`` base64 on a line of its own).
 
     >>> parse_managed_file(["kind=file user=root group=root mode=644", "sha1=ab"])["mode"]
     '644'
     >>> parse_managed_file(["kind="])["kind"] is None
     True
+    >>> parse_managed_file(["kind=file", "text=QT0xCg=="])["text"]
+    'A=1\\n'
+    >>> parse_managed_file(["kind=file", "text="])["text"]
+    ''
     """
     found = ManagedFile.default()
     for line in lines:
+        if line.startswith("text="):
+            try:
+                found["text"] = base64.b64decode(line[5:].strip()).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                found["text"] = None
+            continue
         for word in line.split():
             key, _, value = word.partition("=")
             if key in found:

@@ -7,6 +7,7 @@ document; each narrower fact runs only the sections its key needs.
 """
 
 import base64
+import gzip
 import shlex
 from pathlib import Path
 
@@ -17,26 +18,31 @@ from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_
 from facts.probe_output import build_document, sections_for
 
 FILES = Path(__file__).resolve().parent.parent / "files"
-# The env-file reader first: the probe's service section calls it.
-PROBE_SOURCES = (FILES / "service-env.sh", FILES / "probe.sh")
+# The env-file reader and the apt-lock finder first: the probe's sections call them.
+PROBE_SOURCES = (FILES / "service-env.sh", FILES / "apt-locks.sh", FILES / "probe.sh")
+# Run by the venv's python in the probe's venv section (no torch import).
+TORCH_INFO = FILES / "torch_info.py"
 
 
 def probe_command(layout, sections=(), env_keys=()):
     """The one shell command that runs the probe (``sections``, default all) on a node.
 
-    The script travels base64-encoded so no quoting of its body can break, and runs
-    under ``sh`` so a node without bash still answers.
+    The script travels compressed and base64-encoded so no quoting of its body can break,
+    and runs under ``sh`` so a node without bash still answers.
 
     >>> from bringup.layout import DEFAULT_LAYOUT
-    >>> probe_command(DEFAULT_LAYOUT, ("gpus",)).split(" | ")[2].split()[0]
+    >>> probe_command(DEFAULT_LAYOUT, ("gpus",)).split(" | ")[3].split()[0]
     'PROBE_SECTIONS=gpus'
     """
-    script = b"".join(path.read_bytes() for path in PROBE_SOURCES)
-    encoded = base64.b64encode(script).decode("ascii")
+    script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
+        b"".join(path.read_bytes() for path in PROBE_SOURCES)
+    # gzip'd (gzip is essential on Debian and Ubuntu): a third of the bytes to send to each
+    # host, which is what a fleet's validate spends its control-side time on.
+    encoded = base64.b64encode(gzip.compress(script, 9, mtime=0)).decode("ascii")
     inputs = {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **layout.probe_inputs(),
               **({"PROBE_ENV_KEYS": " ".join(env_keys)} if env_keys else {})}
     assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.items())
-    return f"echo {encoded} | base64 -d | {assignments} sh"
+    return f"echo {encoded} | base64 -d | gzip -dc | {assignments} sh"
 
 
 class NodeFacts(FactBase):
@@ -48,6 +54,8 @@ class NodeFacts(FactBase):
     + env_file: the service's environment file
     + cache_dir: the service's FlashInfer workspace base
     + env_keys: env file keys whose values to report (space-separated; the plan's keys)
+    + venv_managed: whether the venv is ours (its torch's arch list is then read from the
+      record inside it; an external venv's torch is imported)
 
     .. code:: python
 
@@ -57,8 +65,9 @@ class NodeFacts(FactBase):
 
     keys = ()  # the document's keys this fact returns; () for all of them
 
-    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys=""):
-        layout = NodeLayout.for_settings(venv, env_file, cache_dir, DEFAULT_SERVICE_USER)
+    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys="",
+                venv_managed=True):
+        layout = NodeLayout.for_settings(venv, env_file, cache_dir, DEFAULT_SERVICE_USER, managed=venv_managed)
         return probe_command(layout, sections_for(*self.keys) if self.keys else (), env_keys.split())
 
     def process(self, output):
@@ -116,6 +125,18 @@ class VenvStack(NodeFacts):
     """
 
     keys = ("torch", "flashinfer", "sglang")
+
+
+class AptLocks(NodeFacts):
+    """
+    Returns who holds apt's and dpkg's locks now: ``[{"lock", "pid", "command"}]``.
+    """
+
+    keys = ("apt_locks",)
+
+    @staticmethod
+    def default():
+        return []
 
 
 class JitCache(NodeFacts):

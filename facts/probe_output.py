@@ -374,6 +374,22 @@ def _venv_part(index):
     return lambda by_name: venv_stack(by_name.get("venv"))[index]
 
 
+def apt_lock_holders(section):
+    """The ``apt-locks`` section: ``<lock file> <pid> <command line>`` per holder.
+
+    >>> apt_lock_holders(Section("apt-locks", 0, (), ["/var/lib/dpkg/lock-frontend 812 /usr/bin/python3 "
+    ...                                                "/usr/bin/unattended-upgrade"]))
+    [{'lock': '/var/lib/dpkg/lock-frontend', 'pid': 812, 'command': '/usr/bin/python3 /usr/bin/unattended-upgrade'}]
+    """
+    holders = []
+    for line in section.lines if section else []:
+        lock, _, rest = line.strip().partition(" ")
+        pid, _, command = rest.partition(" ")
+        if lock and pid.isdigit():
+            holders.append({"lock": lock, "pid": int(pid), "command": command.strip()})
+    return holders
+
+
 # key of the facts document -> (probe sections it needs, how it is parsed)
 PARTS = {
     "os": (("os",), _os),
@@ -395,6 +411,7 @@ PARTS = {
     "paths": (("paths",), path_chains),
     "apt": (("apt",), apt_state),
     "service_unit": (("unit",), service_unit),
+    "apt_locks": (("apt_locks",), lambda by_name: apt_lock_holders(by_name.get("apt-locks"))),
     "jit_cache": (("prewarm", "jit_cache"),
                   lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")),
                                             by_name.get("toolchain"))),

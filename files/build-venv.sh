@@ -15,6 +15,7 @@
 #   VENV_CACHE      the installers' download cache
 #   VENV_INSTALLER  uv or pip
 #   VENV_PYTHON     the interpreter the venv is built with
+#   VENV_TORCH_INFO files/torch_info.py: records torch's arch list inside the venv
 # INDEX_OPTION: --index-url/--extra-index-url/--find-links/--no-index, as pip and uv take them.
 #
 # Everything is built and owned by root, read-only to the service: the service user
@@ -31,6 +32,16 @@ log() { printf 'build-venv: %s\n' "$*"; }
 
 cd /
 install -d -m 0755 -o root -g root "$VENV_DIRS" "$VENV_CACHE"
+# One build at a time on a node: a second deploy, or the re-run of one whose SSH session
+# died while its build is still being stopped (files/session-bound), waits here.
+exec 9> "$VENV_DIRS/.build.lock"
+if ! flock -n 9; then
+    log "another venv build holds $VENV_DIRS/.build.lock; waiting up to 120 s for it"
+    if ! flock -w 120 9; then
+        log "a venv build is still running on this node after 120 s: let it finish, then run deploy again"
+        exit 1
+    fi
+fi
 if [ -f "$target/.complete" ] && [ "$(cat "$target/.complete")" = "$VENV_DIGEST" ]; then
     log "venv $VENV_DIGEST already complete"
 else
@@ -63,6 +74,16 @@ else
         log "installing with pip (downloads and installs everything in one quiet step)"
         PIP_CACHE_DIR="$VENV_CACHE/pip" "$target/bin/pip" install -q --disable-pip-version-check \
             --require-hashes --no-deps --only-binary=:all: "$@" -r "$VENV_LOCK"
+    fi
+    # torch's compiled arch list, recorded with the venv it describes: the node probe
+    # reads it instead of importing torch (seconds).
+    if [ -n "${VENV_TORCH_INFO:-}" ]; then
+        if "$target/bin/python" -I "$VENV_TORCH_INFO" --emit-record > "$target/.torch-arch.json.tmp"; then
+            mv -f "$target/.torch-arch.json.tmp" "$target/.torch-arch.json"
+        else
+            rm -f "$target/.torch-arch.json.tmp"
+            log "torch does not import in $target: no arch list recorded (validate imports it and reports why)"
+        fi
     fi
     # Root writes its marker into a directory only root can write: no link to follow.
     printf '%s\n' "$VENV_DIGEST" > "$target/.complete.tmp"

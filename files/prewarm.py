@@ -156,6 +156,33 @@ def sglang_entries(args, modules, dtypes):
     return entries
 
 
+HELD = []  # the lock files this process holds, open until it exits
+
+
+def hold_lock(path, timeout=120):
+    """An exclusive lock on ``path``, held until this process exits, waiting up to
+    ``timeout`` seconds for another pre-warm to finish."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a")
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            HELD.append(handle)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"prewarm: another pre-warm still holds {path} after {timeout} s: let it finish, "
+                                 "then run deploy again") from None
+            if not said:
+                print(f"prewarm: another pre-warm holds {path}; waiting up to {timeout} s", flush=True)
+                said = True
+            time.sleep(1)
+
+
 def write_manifest(path, document):
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -183,6 +210,9 @@ def main(argv=None):
         return 0
     if not args.manifest:
         raise SystemExit("prewarm: --manifest is required to build")
+    # One pre-warm at a time per cache: the re-run of a deploy whose SSH session died
+    # waits here while the old one is being stopped (files/session-bound).
+    hold_lock(Path(args.manifest).parent / ".prewarm.lock")
     # FlashInfer fixes its cache directory and target archs at import time.
     import flashinfer
     from flashinfer.jit import env as jit_env

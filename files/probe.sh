@@ -1,7 +1,7 @@
 # Read-only facts probe for a GPU node: prints raw sections ("@@ <name> rc=<exit>
 # [key=value]") for the control side to parse (facts/probe_output.py, docs/facts.md).
 # It changes nothing. facts/node.py ships it in one remote command, after
-# files/service-env.sh (load_service_env), under sh.
+# files/service-env.sh (load_service_env) and files/apt-locks.sh (apt_lock_holders), under sh.
 #
 # Inputs (environment; bringup/layout.py NodeLayout.probe_inputs):
 #   PROBE_SECTIONS      which parts to run (default: all; narrow facts run one or two)
@@ -13,6 +13,8 @@
 #   PROBE_SERVICE_PATH  the PATH systemd gives the service before its env file
 #   PROBE_ENV_KEYS      the env file keys whose values to report (the plan's, never the operator's)
 #   PROBE_UNIT          the service's systemd unit (sglang.service)
+#   PROBE_TORCH_RECORD  torch's recorded arch list inside a managed venv ("" for an external venv)
+#   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 LC_ALL=C
 export LC_ALL
 
@@ -96,7 +98,8 @@ probe_login() {
     command -v bash >/dev/null 2>&1 || shell=sh
     login=$("$shell" -lc 'printf "CUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\nnvcc=%s\n" "$CUDA_HOME" "$CUDA_PATH" "$PATH" "$(command -v nvcc)"' </dev/null 2>/dev/null)
     emit login-env $? "$login"
-    login_nvcc=$(printf '%s\n' "$login" | sed -n 's/^nvcc=//p')
+    # Its last line is "nvcc=<path>" (the shell's own expansion: no process for it).
+    case $login in *nvcc=*) login_nvcc=${login##*nvcc=} ;; *) login_nvcc= ;; esac
     if [ -n "$login_nvcc" ]; then
         capture path-nvcc "path=$login_nvcc" "$login_nvcc" --version
     fi
@@ -121,7 +124,7 @@ probe_service() {
         fi
         if [ -n "$CUDA_HOME" ]; then home=$CUDA_HOME; via=CUDA_HOME
         elif [ -n "$CUDA_PATH" ]; then home=$CUDA_PATH; via=CUDA_PATH
-        elif nvcc=$(command -v nvcc); then home=$(dirname "$(dirname "$nvcc")"); via=PATH
+        elif nvcc=$(command -v nvcc); then home=${nvcc%/bin/*}; via=PATH
         elif [ -e /usr/local/cuda ]; then home=/usr/local/cuda; via=default
         else home=; via=none
         fi
@@ -133,7 +136,13 @@ probe_service() {
         done
     )
     emit service-env $? "$service"
-    service_home=$(printf '%s\n' "$service" | sed -n 's/^home=//p')
+    case $service in
+        *"
+home="*) service_home=${service#*
+home=}; service_home=${service_home%%
+*} ;;
+        *) service_home= ;;
+    esac
     if [ -n "$service_home" ]; then
         nvcc_section resolved-nvcc "$service_home"
     fi
@@ -165,25 +174,11 @@ probe_venv() {
         emit venv 127 ""
         return
     fi
-    # Package metadata needs no import; torch is imported for its compiled arch list.
+    # Versions from package metadata and torch/version.py, no import; torch's arch list
+    # from the record beside a managed venv's torch, imported only without a current one.
     runner=$(unprivileged_owner "$PROBE_VENV" "$PROBE_VENV/bin" "$PROBE_VENV/lib" "$PROBE_VENV"/lib/python3*/site-packages)
-    capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -c '
-import json, importlib.metadata as md
-def version(name):
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
-        return None
-out = {"flashinfer": version("flashinfer-python"), "sglang": version("sglang")}
-try:
-    import torch
-    flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")() or ""
-    out["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda,
-                    "arch_list": flags.split()}
-except Exception as error:
-    out["torch_error"] = repr(error)
-print(json.dumps(out))
-'
+    capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -I -c "$TORCH_INFO" \
+        --record "$PROBE_TORCH_RECORD"
 }
 
 probe_prewarm() {
@@ -224,16 +219,17 @@ probe_paths() {
             env_file) path=$PROBE_ENV_FILE ;;
             cache_dir) path=$PROBE_CACHE_DIR ;;
         esac
-        chain=
+        # Collected first, then one stat for all of them (no process per component).
+        set --
         while :; do
             if [ -e "$path" ] || [ -L "$path" ]; then
-                chain="$chain$(stat -c '%U %a %F|%n' "$path")
-"
+                set -- "$@" "$path"
             fi
             [ "$path" = / ] && break
-            path=$(dirname "$path")
+            path=${path%/*}
+            path=${path:-/}
         done
-        emit path 0 "$chain" "role=$role"
+        emit path 0 "$(stat -c '%U %a %F|%n' "$@")" "role=$role"
     done
 }
 
@@ -252,6 +248,11 @@ probe_apt() {
             emit apt-keyring 1 "" "file=$keyring"
         fi
     done
+}
+
+probe_apt_locks() {
+    # Whoever holds apt's or dpkg's locks now (files/apt-locks.sh): deploy waits for them.
+    emit apt-locks 0 "$(apt_lock_holders)"
 }
 
 probe_jit_cache() {
@@ -308,7 +309,22 @@ probe_unit() {
     fi
 }
 
-for section in ${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt unit}; do
-    "probe_$section"
-done
+# The whole probe runs its sections in four groups side by side (most of its time is
+# waiting for processes to start; the slow ones, nvidia-smi, the venv's python, ninja,
+# are in different groups), each group into a file of its own, printed in order. Few
+# groups, not one per section: on a machine many nodes share (the sandbox) every extra
+# process counts. A narrow fact (PROBE_SECTIONS) runs its one or two sections in turn.
+if [ -z "${PROBE_SECTIONS:-}" ] && tmp=$(mktemp -d 2>/dev/null); then
+    { probe_os; probe_gpus; probe_toolkits; probe_unit; } > "$tmp/1" &
+    { probe_packages; probe_login; probe_venv; } > "$tmp/2" &
+    { probe_python; probe_service; probe_prewarm; } > "$tmp/3" &
+    { probe_jit_cache; probe_paths; probe_apt; probe_apt_locks; } > "$tmp/4"
+    wait
+    cat "$tmp/1" "$tmp/2" "$tmp/3" "$tmp/4"
+    rm -rf "$tmp"
+else
+    for section in ${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt apt_locks unit}; do
+        "probe_$section"
+    done
+fi
 exit 0

@@ -8,7 +8,9 @@
 #                           that are no valid NAME=value ignored.
 load_service_env() {
     while IFS= read -r line || [ -n "$line" ]; do
-        line=$(printf '%s' "$line" | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')
+        # Trimmed by the shell itself (no sed per line: the probe runs this on every call).
+        line=${line#"${line%%[![:space:]]*}"}
+        line=${line%"${line##*[![:space:]]}"}
         case $line in ""|"#"*|";"*) continue ;; *=*) ;; *) continue ;; esac
         key=${line%%=*}
         value=${line#*=}

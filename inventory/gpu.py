@@ -10,7 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from control import fleet  # noqa: E402
 from inventory.sources import load_hosts  # noqa: E402
+
+# The fleet summary names hosts pyinfra cannot reach: only this file runs early enough
+# to see their connection errors (control/fleet.py).
+fleet.watch_connections()
 
 gpu_nodes = load_hosts()
 

@@ -7,6 +7,7 @@ from pyinfra.operations import apt
 from pyinfra.operations.util import any_changed
 
 from tasks.operations.cuda import finish_interrupted_dpkg, nvcc_reports
+from tasks.operations.packages import apt_lists_refreshed, lock_timeout_option
 
 
 def not_installed(pins, installed):
@@ -36,10 +37,17 @@ def cuda_toolkit(node, repo_changes):
     finish_interrupted_dpkg(name="Finish an interrupted dpkg run",
                             packages=[pin.partition("=")[0] for pin in toolkit.pins])
     stale = any_changed(*repo_changes)
-    apt.update(name="Refresh apt lists (repository changed or packages to install)",
-               _if=lambda: stale() or bool(not_installed(toolkit.pins, host.get_fact(DebPackages))))
+    # What the probe saw installed decides (no second dpkg round trip); dpkg is asked only
+    # when the probe could not list packages.
+    missing = (lambda: toolkit.missing) if toolkit.missing is not None else \
+        (lambda: not_installed(toolkit.pins, host.get_fact(DebPackages)))
+    apt_lists_refreshed(name="Refresh apt lists (repository changed or packages to install)",
+                        repo_url=node.repo.url, timeout=node.apt_lock_timeout, source_file=node.repo.source_file,
+                        _if=lambda: stale() or bool(missing()))
     locked = f" at {toolkit.lock}'s versions" if toolkit.lock else ""
     apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers{locked}",
-                 packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True)
+                 packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True,
+                 # The .debs (about 500 MB) are not kept once installed: apt-get would keep them.
+                 extra_install_args=f"{lock_timeout_option(node.apt_lock_timeout)} -o APT::Keep-Downloaded-Packages=false")
     nvcc_reports(name=f"Check {toolkit.home}/bin/nvcc reports {toolkit.version}",
                  home=toolkit.home, release=toolkit.version)

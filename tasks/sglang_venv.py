@@ -3,10 +3,10 @@
 import posixpath
 
 from pyinfra.api import deploy
-from pyinfra.operations import apt
 
 from tasks.operations.files import directory_if_missing
-from tasks.operations.sglang import venv_from_lock
+from tasks.operations.packages import system_packages
+from tasks.operations.sglang import torch_arch_recorded, venv_from_lock
 
 
 @deploy("SGLang venv")
@@ -20,7 +20,9 @@ def sglang_venv(node):
     venv = node.venv
     if not venv.managed:
         return []
-    apt.packages(name="Python venv support and the host compiler FlashInfer's JIT uses",
-                 packages=list(venv.system_packages), no_recommends=True)
+    system_packages(name="Python venv support and the host compiler FlashInfer's JIT uses",
+                    packages=list(venv.system_packages), timeout=node.apt_lock_timeout)
     directory_if_missing(name="Venv root", path=posixpath.dirname(venv.path))
-    return [venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)]
+    built = venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)
+    torch_arch_recorded(name="Record torch's arch list in the venv", venv=venv)
+    return [built]

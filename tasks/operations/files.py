@@ -7,7 +7,7 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.api.util import get_file_sha1, get_template
-from pyinfra.facts.files import Directory, FileContents
+from pyinfra.facts.files import Directory
 from pyinfra.facts.server import Home
 
 from control import envfile
@@ -51,7 +51,7 @@ def _privileged():
 
 
 @operation()
-def whole_file(src, dest, user="root", group="root", mode="0644"):
+def whole_file(src, dest, user="root", group="root", mode="0644", found=None):
     """
     Put ``src`` at ``dest`` whole: uploaded beside it, given its owner and mode, then
     renamed over it, so no reader (apt, systemd, a login shell) ever sees half a file,
@@ -61,6 +61,8 @@ def whole_file(src, dest, user="root", group="root", mode="0644"):
     + src: a local path or a file-like object
     + dest: the node path
     + user, group, mode: what ``dest`` must end up with
+    + found: the ``ManagedFile`` fact of ``dest``, when the caller read it already (one
+      round trip per operation)
 
     **Example**:
 
@@ -69,7 +71,7 @@ def whole_file(src, dest, user="root", group="root", mode="0644"):
         whole_file(src="files/probe.sh", dest="/usr/local/libexec/gpu-bringup/probe.sh", mode="0755")
     """
     digest = get_file_sha1(src)
-    found = host.get_fact(ManagedFile, path=dest)
+    found = found if found is not None else host.get_fact(ManagedFile, path=dest)
     if found["kind"] in ("directory", "other"):
         message = f"{host.name}: {dest} is a {found['kind']}, not a file; move it away so the deploy can write it"
         yield f"echo {shlex.quote(message)} >&2; exit 1"
@@ -133,8 +135,11 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
                         header="# gpu-bringup", quoted=["PATH"], path_entry="/usr/local/cuda-13.0/bin",
                         default_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     """
-    lines = host.get_fact(FileContents, path=path)
-    text = "".join(f"{line}\n" for line in lines) if lines else ""
+    # Content, kind, owner and mode in one round trip (whole_file reuses it).
+    found = host.get_fact(ManagedFile, path=path, text=True)
+    text = found["text"] or ""
+    if text and not text.endswith("\n"):
+        text += "\n"
     values = dict(managed)
     if path_entry:
         values["PATH"] = envfile.path_first(envfile.parse_env_file(text).get("PATH"), path_entry, default_path)
@@ -142,4 +147,4 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
     if merged == text:
         host.noop(f"{path} holds {', '.join(values)} as planned")
         return
-    yield from whole_file._inner(src=StringIO(merged), dest=path, user=user, group=group, mode=mode)
+    yield from whole_file._inner(src=StringIO(merged), dest=path, user=user, group=group, mode=mode, found=found)

@@ -7,10 +7,22 @@ from pyinfra.api import operation
 from pyinfra.api.util import get_file_sha256
 
 from bringup.plan import PrewarmPlan, VenvPlan
-from facts.node import JitCache
+from facts.node import JitCache, VenvStack
 from facts.venv import VenvLink
 from tasks.operations.files import directory_if_missing, whole_file
 from tasks.operations.progress import StreamedCommand
+
+
+def as_plan(kind, value):
+    """A plan part as its dataclass: from the CLI (``pyinfra HOST tasks.operations.sglang.OP
+    venv='{...}'``) it arrives as a mapping.
+
+    >>> as_plan(PrewarmPlan, {"request": {}, "flashinfer": "0.7.2", "arch_list": "12.0f", "venv": "/v",
+    ...     "env_file": "/e", "cache_dir": "/c", "manifest": "/c/m", "user": "u", "home": "/h", "base_path": "/p",
+    ...     "runner": "/r", "script": "/s"}).arch_list
+    '12.0f'
+    """
+    return kind(**value) if isinstance(value, dict) else value
 
 
 def lock_digest(lock):
@@ -32,6 +44,7 @@ def venv_from_lock(venv: VenvPlan):
 
         venv_from_lock(venv=node.venv)
     """
+    venv = as_plan(VenvPlan, venv)
     digest = lock_digest(venv.lock)
     link = host.get_fact(VenvLink, path=venv.path)
     if link["target"] == f"venvs/{digest}" and link["complete"] == digest:
@@ -43,9 +56,43 @@ def venv_from_lock(venv: VenvPlan):
     yield from whole_file._inner(src=venv.uv_lock, dest=node_uv_lock)
     inputs = {"VENV_LINK": venv.path, "VENV_DIRS": venv.dirs, "VENV_DIGEST": digest, "VENV_LOCK": node_lock,
               "VENV_UV_LOCK": node_uv_lock, "VENV_TOOLS": venv.tools, "VENV_CACHE": venv.cache,
-              "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python}
-    yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.builder,
-                                      *venv.sources]))
+              "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python, "VENV_TORCH_INFO": venv.torch_info}
+    # The build dies with its SSH session (files/session-bound): a killed connection
+    # never leaves one running beside the re-run's.
+    yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.python,
+                                      "-I", venv.session_bound, venv.builder, *venv.sources]))
+
+
+@operation()
+def torch_arch_recorded(venv: VenvPlan):
+    """
+    Record torch's compiled arch list inside the managed venv (files/torch_info.py), so
+    the node probe reads it instead of importing torch: for a venv built before such
+    records existed (files/build-venv.sh writes one into every venv it builds).
+
+    + venv: the plan's ``VenvPlan``
+
+    **Example**:
+
+    .. code:: python
+
+        torch_arch_recorded(venv=node.venv)
+    """
+    venv = as_plan(VenvPlan, venv)
+    if venv.torch_recorded:
+        host.noop(f"{venv.torch_record} recorded torch's arch list when the node was probed")
+        return
+    stack = host.get_fact(VenvStack, venv=venv.path)
+    torch = (stack or {}).get("torch")
+    if not torch or torch.get("error"):
+        host.noop(f"{venv.path} has no torch that imports: nothing to record")
+        return
+    if torch.get("arch_list_from") == "record":
+        host.noop(f"{venv.torch_record} records torch's arch list")
+        return
+    record = shlex.quote(venv.torch_record)
+    yield (f"{shlex.quote(venv.path + '/bin/python')} -I {shlex.quote(venv.torch_info)} --emit-record "
+           f"> {record}.tmp && mv -f {record}.tmp {record}")
 
 
 @operation()
@@ -63,6 +110,7 @@ def jit_prewarm(prewarm: PrewarmPlan):
 
         jit_prewarm(prewarm=node.prewarm)
     """
+    prewarm = as_plan(PrewarmPlan, prewarm)
     state = host.get_fact(JitCache, venv=prewarm.venv, env_file=prewarm.env_file, cache_dir=prewarm.cache_dir)
     state = state or {}
     gap = prewarm.gap_for(state.get("prewarm"), state.get("toolchain"))
@@ -81,6 +129,9 @@ def jit_prewarm(prewarm: PrewarmPlan):
     ]
     # Every core compiles: MAX_JOBS is left unquoted so the node computes it. No byte
     # code is written: the venv is never changed by the pre-warm (an external one).
+    # It dies with its SSH session (files/session-bound, run as root by the venv's python):
+    # ninja removes what it was writing and the manifest, written last, stays the old one.
     # Why it runs comes first in its output.
-    yield StreamedCommand(f"echo {shlex.quote(f'prewarm: {gap}')} && {shlex.join(service)} env MAX_JOBS=$(nproc) "
+    bound = [f"{prewarm.venv}/bin/python", "-I", prewarm.session_bound]
+    yield StreamedCommand(f"echo {shlex.quote(f'prewarm: {gap}')} && {shlex.join(bound + service)} env MAX_JOBS=$(nproc) "
                           f"PYTHONDONTWRITEBYTECODE=1 {shlex.join(command)}")

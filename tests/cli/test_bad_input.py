@@ -30,6 +30,8 @@ PYINFRA_DATA = [
     ("prewarm_head_dims", "²", "head dimensions"),
     ("cuda_repo_distro", "debian12\nTrusted: yes", "control characters"),
     ("deploy_steps", "repo,everything", "use one of"),
+    ("deploy_apt_lock_timeout", "5m", "whole seconds"),
+    ("report_detail", "maybe", "true or false"),
 ]
 
 # settings file content (YAML), fragment of the message

@@ -34,7 +34,7 @@ def test_validate_blocks_a_gpu_less_machine():
 
 
 def test_validate_passes_for_an_image_builder():
-    result = pyinfra("@local", "--data", "target_sms=12.0", "validate.py")
+    result = pyinfra("-v", "@local", "--data", "target_sms=12.0", "validate.py")
     assert result.returncode == 0, result.output
     assert "TARGET_SMS_FROM_CONFIG" in result.output
     assert json.loads(REPORT.read_text())["plan"]["arch_list"] == "12.0f"
@@ -90,7 +90,65 @@ def test_validate_names_a_missing_lock_file_in_one_line():
 
 
 def test_validate_report_names_the_chosen_lock():
-    result = pyinfra("@local", "--data", "target_sms=12.0", "validate.py")
+    result = pyinfra("@local", "--data", "target_sms=12.0", "--data", "report_detail=true", "validate.py")
     assert result.returncode == 0, result.output
     venv = json.loads(REPORT.read_text())["plan"]["venv"]
     assert venv["lock"].startswith("files/locks/sglang-0.5.23-cp3") and venv["lock"] in result.output
+
+
+SUMMARY = ROOT / "reports" / "summary.json"
+
+
+def test_fleet_summary_is_short_by_default_and_written_whole():
+    SUMMARY.unlink(missing_ok=True)
+    result = pyinfra("@local", "validate.py")
+    assert result.returncode == 1
+    assert "== fleet summary: validate.py, 1 host(s)" in result.stderr
+    row = next(line for line in result.stderr.splitlines() if line.startswith("@local "))
+    assert row.split()[:3] == ["@local", "none", "none"] and {"blocked", "NO_GPU"} <= set(row.split()), row
+    assert "-- 1 blocked: 1 of 1 host(s) need a look (exit status 1)" in result.stderr
+    assert "@local: [BLOCKER] NO_GPU: no NVIDIA GPU visible (nvidia-smi not found)" in result.stderr
+    # Short: the per-host report (its GPU, driver, toolkit lines) is not printed; -v prints it.
+    assert "  GPUs      :" not in result.output
+    assert "python -m bringup.report reports/<host>.json" in result.stderr
+    document = json.loads(SUMMARY.read_text())
+    assert document["purpose"] == "validate" and document["ok"] is False
+    assert [(row["host"], row["verdict"], row["blockers"]) for row in document["hosts"]] == \
+        [("@local", "blocked", ["NO_GPU"])]
+    detailed = pyinfra("-v", "@local", "validate.py")
+    assert "== @local: BLOCKED" in detailed.stderr and "  GPUs      : none (nvidia-smi not found)" in detailed.stderr
+
+
+def test_saved_report_prints_as_the_detail_did():
+    pyinfra("@local", "validate.py")
+    shown = subprocess.run([sys.executable, "-m", "bringup.report", str(REPORT)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("== @local: BLOCKED\n") and "[BLOCKER] NO_GPU" in shown.stdout
+    missing = subprocess.run([sys.executable, "-m", "bringup.report", "reports/nope.json"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip() == "error: reports/nope.json: No such file or directory"
+
+
+def test_ready_host_exits_zero_and_json_stdout_stays_json():
+    result = pyinfra("--json", "@local", "--data", "target_sms=12.0", "validate.py")
+    assert result.returncode == 0, result.output
+    json.loads(result.stdout)  # pure JSON: the summary went to stderr
+    assert "== fleet summary: validate.py, 1 host(s)" in result.stderr
+    document = json.loads(SUMMARY.read_text())
+    assert document["ok"] is True and document["hosts"][0]["verdict"] in ("ready", "needs deploy")
+
+
+def test_deploy_summary_names_the_refused_host():
+    result = pyinfra("@local", "deploy.py")
+    assert result.returncode == 1
+    document = json.loads(SUMMARY.read_text())
+    assert document["purpose"] == "deploy"
+    assert [(row["host"], row["verdict"], row["changed"]) for row in document["hosts"]] == [("@local", "blocked", "-")]
+
+
+def test_no_summary_for_a_fact_run():
+    SUMMARY.unlink(missing_ok=True)
+    result = pyinfra("@local", "fact", "facts.node.GpuDevices")
+    assert result.returncode == 0 and "fleet summary" not in result.output and not SUMMARY.exists()

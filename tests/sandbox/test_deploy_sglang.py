@@ -6,6 +6,7 @@ pre-warms the full default set.
 """
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -176,23 +177,47 @@ def test_the_service_is_started_and_restarted_only_on_change(node, sandbox_ssh):
     assert deploy(node).returncode == 0
 
 
-def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh, tmp_path):
-    """A new lock (same pins, other digest) is built beside the live venv; kill it midway.
-    The live venv stays; the re-run converges; the previous venv is the rollback, by name."""
+def session_killer(node, pattern, trigger):
+    """On the node: once a process matching ``pattern`` runs and ``trigger`` (a shell test)
+    holds, kill -9 the sshd process above it: the deploy's SSH connection dies, as when the
+    control machine goes away. Runs under session-bound itself, so it never outlives this
+    test's own connection."""
+    script = (f"for i in $(seq 6000); do p=$(pgrep -f {shlex.quote(pattern)} | head -n 1); "
+              f"if [ -n \"$p\" ] && {trigger}; then "
+              "while [ \"$p\" -gt 1 ]; do if [ \"$(cat /proc/$p/comm)\" = sshd ]; then kill -9 \"$p\"; "
+              "echo killed; exit 0; fi; p=$(awk '{print $4}' /proc/$p/stat); done; fi; sleep 0.1; done; exit 1")
+    return subprocess.Popen(ssh_command(node, "timeout 600 python3 /usr/local/libexec/gpu-bringup/session-bound "
+                                              f"sh -c {shlex.quote(script)}"),
+                            stdout=subprocess.PIPE, text=True)
+
+
+def gone(node, sandbox_ssh, pattern, seconds=30):
+    """Whether no process matches ``pattern`` on the node within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if sandbox_ssh(node, f"pgrep -af {shlex.quote(pattern)}", check=False).returncode == 1:
+            return True
+        time.sleep(1)
+    return False
+
+
+def test_ssh_killed_during_the_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh, tmp_path):
+    """A new lock (same pins, other digest) is built beside the live venv; the deploy's SSH
+    connection dies midway. The build stops with it (nothing runs on, unseen), the live venv
+    stays; the re-run converges; the previous venv is the rollback, by name."""
     lock = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
     other = tmp_path / "other-cp311-x86_64.txt"
     other.write_text(lock.read_text() + "# same pins, another build\n")
     data = (*DEPLOY_DATA, f"venv_lock={other}", "deploy_steps=venv")
     live = sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip()
-    killer = subprocess.Popen(
-        ssh_command(node, "for i in $(seq 6000); do for d in /opt/sglang/venvs/*/lib/python3.11/site-packages/torch; do "
-                          f"case $d in /opt/sglang/{live}/*) continue ;; esac; "
-                          "if [ -d \"$d\" ]; then pkill -9 -f '[b]uild-venv.sh'; pkill -9 -x uv; echo killed; exit 0; fi; "
-                          "done; sleep 0.01; done; exit 1"),
-        stdout=subprocess.PIPE, text=True)
+    killer = session_killer(node, "[s]ession-bound /usr/local/libexec/gpu-bringup/build-venv.sh",
+                            f"ls -d /opt/sglang/venvs/*/lib/python3.11/site-packages/torch 2>/dev/null "
+                            f"| grep -qv '/opt/sglang/{live}/'")
     first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=data)
     assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
     assert first.returncode == 1
+    assert "the SSH connection was lost while it ran" in first.stderr
+    assert gone(node, sandbox_ssh, "[b]uild-venv.sh|[u]v pip sync"), "the build outlived its SSH session"
     assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live
     second = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=data)
     assert second.returncode == 0, second.output[-3000:]
@@ -202,3 +227,24 @@ def test_killed_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh,
     # Back to the configured lock: its venv is the rollback, still complete, so only the link moves.
     assert deploy(node).returncode == 0
     assert sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip() == live
+
+
+def test_ssh_killed_during_the_pre_warm_keeps_the_cache_and_converges(node, manifest, sandbox_ssh):
+    """One module more is asked for; the pre-warm's SSH connection dies while it compiles:
+    the compile stops with it, the manifest stays the old one, a re-run converges."""
+    more = tuple(f"prewarm_modules={MODULES},activation:gelu" if item.startswith("prewarm_modules=") else item
+                 for item in DEPLOY_DATA)
+    before = sandbox_ssh(node, f"stat -c %Y {MANIFEST}; cat {MANIFEST}").stdout
+    killer = session_killer(node, "[s]ession-bound runuser", "pgrep -x cicc >/dev/null")
+    first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=more)
+    assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
+    assert first.returncode == 1
+    assert "the SSH connection was lost while it ran" in first.stderr
+    assert gone(node, sandbox_ssh, "[p]rewarm.py|[n]inja|[c]icc|[n]vcc"), "the pre-warm outlived its SSH session"
+    assert sandbox_ssh(node, f"stat -c %Y {MANIFEST}; cat {MANIFEST}").stdout == before
+    again = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=more)
+    assert again.returncode == 0, again.output[-3000:]
+    assert json.loads(sandbox_ssh(node, f"cat {MANIFEST}").stdout)["request"]["modules"][-1] == "activation:gelu"
+    # The configured request again: every module is built, only the manifest changes.
+    assert deploy(node).returncode == 0
+    assert json.loads(sandbox_ssh(node, f"cat {MANIFEST}").stdout)["request"] == manifest["request"]

@@ -31,7 +31,7 @@ def codes(document, severity=None):
 def test_incident_node_shows_the_trap(sandbox_node):
     sandbox_node("val-incident", "127.0.0.41", gpu="rtx-pro-6000-x8", toolkit="incident")
     (ROOT / "reports" / "val-incident.json").unlink(missing_ok=True)
-    result = pyinfra("inventory/gpu.py", "--limit", "val-incident", "validate.py")
+    result = pyinfra("-v", "inventory/gpu.py", "--limit", "val-incident", "validate.py")
     assert result.returncode == 0, result.output
     document = report("val-incident")
     assert {"TOOLKIT_TORCH_MISMATCH", "FLASHINFER_ARCH_TRAP", "TOOLKIT_MISSING",

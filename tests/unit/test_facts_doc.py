@@ -54,7 +54,8 @@ Python 3.11.2
 @@ deb-packages rc=0
 ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
-{"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"]}}
+{"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"], \
+"arch_list_from": "record"}}
 @@ prewarm rc=0
 {"manifest": {"flashinfer": "0.7.2"}, "stale": []}
 @@ jit-cache rc=0 base=/var/cache/sglang
@@ -82,6 +83,8 @@ Result=exit-code
 NRestarts=2
 @@ unit-journal rc=0
 |RuntimeError: FlashInfer requires GPUs with sm75 or higher
+@@ apt-locks rc=0
+/var/lib/dpkg/lock-frontend 812 /usr/bin/python3 /usr/bin/unattended-upgrade
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 

@@ -1,0 +1,213 @@
+"""The fleet summary of a validate.py or deploy.py run: what the run saw of each host,
+gathered while it runs, summarised (bringup/summary.py) when the process ends.
+
+How a pyinfra 3.10 run reaches us:
+
+- The deploy file runs once per *connected* host to collect operations
+  (pyinfra_cli/util.py ``_parallel_load_hosts``); ``planned_host`` records each host's
+  settings problem, facts and plan here (``record``), in this process's ``RUN``.
+- A host pyinfra cannot reach never runs the deploy file: ``connect_all``
+  (pyinfra/api/connect.py) fails it before any deploy file is loaded, and the only
+  trace is ``host_connect_error(state, host, error)`` on the state's callback
+  handlers (pyinfra/api/host.py ``Host.connect``). ``State.init`` creates that
+  handler list after the inventory file ran and before ``connect_all``, and nothing
+  of ours runs in between; so the inventory file calls ``watch_connections``, which
+  adds the handler as soon as this state's ``init`` has made the list.
+- The operations' outcomes are read from pyinfra's state (``state.ops``: each host's
+  ``OperationMeta``) when the process ends (``atexit``): after pyinfra's own results
+  and disconnect, whichever way the run ended (done, ``--dry``, stopped by
+  ``--fail-percent``, no host left).
+
+The summary goes to stderr (stdout stays pure JSON under ``pyinfra --json``) and to
+``reports/summary.json`` (written whole).
+"""
+
+import atexit
+import json
+import sys
+from pathlib import Path
+
+from pyinfra.api.state import BaseStateCallback, StateStage
+from pyinfra.context import ctx_state
+
+from bringup import summary
+from control.atomic import atomic_write
+
+REPORTS_DIR = Path("reports")
+SUMMARY_FILE = REPORTS_DIR / "summary.json"
+STAGE_WORDS = {StateStage.Setup: "while loading the inventory", StateStage.Connect: "while connecting",
+               StateStage.Prepare: "while preparing operations", StateStage.Execute: "while executing operations"}
+
+
+class Run:
+    """What this process saw of the run: one record per host the deploy file ran for,
+    and the connection error of each host that could not be reached."""
+
+    def __init__(self):
+        self.records = {}
+        self.connect_errors = {}
+        self.lost_connections = {}
+        self.purpose = None
+        self.exit_hook = False
+
+    def record(self, host, **fields):
+        self.records.setdefault(host, {"host": host}).update(fields)
+
+
+RUN = Run()
+
+
+def connection_alive(host):
+    """Whether the host's SSH connection still stands (True for connectors without one)."""
+    client = getattr(host.connector, "client", None)
+    transport = client.get_transport() if client is not None and hasattr(client, "get_transport") else None
+    return transport is None or transport.is_active()
+
+
+class RunWatcher(BaseStateCallback):
+    """Keeps pyinfra's reason for each host it could not connect to, and the operation
+    during which a host's SSH connection died (pyinfra itself only says the operation
+    "executed 0 commands")."""
+
+    @staticmethod
+    def host_connect_error(state, host, error):
+        reason = error.args[0] if getattr(error, "args", None) else error
+        RUN.connect_errors[host.name] = summary.ANSI.sub("", str(reason))
+
+    @staticmethod
+    def operation_host_error(state, host, op_hash, retry_count=0, max_retries=0):
+        if not connection_alive(host):
+            RUN.lost_connections.setdefault(host.name, op_hash)
+
+
+def _current_state():
+    return ctx_state.get() if ctx_state.isset() else None
+
+
+def _add_handler(state):
+    if not any(isinstance(handler, RunWatcher) for handler in state.callback_handlers):
+        state.add_callback_handler(RunWatcher())
+
+
+def watch_connections():
+    """From the inventory file: have this run's connection errors recorded and the
+    summary printed at the end. Does nothing outside a pyinfra CLI run."""
+    state = _current_state()
+    if state is None:
+        return
+    _register_exit_hook()
+    if getattr(state, "initialised", False):
+        _add_handler(state)
+        return
+    original = state.init
+
+    def init(*args, **kwargs):
+        result = original(*args, **kwargs)
+        _add_handler(state)
+        return result
+
+    state.init = init
+
+
+def record(host, purpose, **fields):
+    """Record what ``purpose`` ("validate", "deploy") saw of ``host``: settings_error,
+    probe_failed, facts, plan (NodePlan.as_dict())."""
+    RUN.purpose = purpose
+    _register_exit_hook()
+    state = _current_state()
+    if state is not None and getattr(state, "initialised", False):
+        _add_handler(state)
+    RUN.record(host, purpose=purpose, **fields)
+
+
+def _register_exit_hook():
+    if not RUN.exit_hook:
+        RUN.exit_hook = True
+        atexit.register(write_summary)
+
+
+def _output_lines(meta):
+    output = getattr(meta, "_combined_output", None)
+    if output is None:
+        return []
+    return list(output.stderr_lines) or list(output.stdout_lines)
+
+
+LOST = "the SSH connection was lost while it ran (the remote command stops with its session); run deploy again"
+
+
+def operations_of(state, host, lost_at=None):
+    """Each operation pyinfra collected for ``host``: name, status and error line
+    (``lost_at``: the operation during which its SSH connection died)."""
+    operations = []
+    for op_hash in host.op_hash_order:
+        data = state.ops.get(host, {}).get(op_hash)
+        if data is None:
+            continue
+        meta = data.operation_meta
+        names = sorted(state.op_meta[op_hash].names) if op_hash in state.op_meta else [op_hash]
+        entry = {"name": names[0] if names else op_hash, "status": summary.NOT_RUN, "error": ""}
+        if meta.is_complete():
+            if meta.did_succeed(_raise_if_not_complete=False):
+                entry["status"] = summary.CHANGED if meta.did_change() else summary.UNCHANGED
+            else:
+                entry["status"] = summary.ERROR
+                entry["error"] = LOST if op_hash == lost_at else summary.error_line(_output_lines(meta))
+        operations.append(entry)
+    return operations
+
+
+def outcomes(state, run=RUN):
+    """Every host this run targeted, as summary outcomes (plain data)."""
+    found = []
+    for host in state.inventory:
+        reached = host in state.activated_hosts
+        if not (reached or host.name in run.connect_errors or state.is_host_in_limit(host)):
+            continue
+        outcome = dict(run.records.get(host.name, {"host": host.name}))
+        outcome["reached"] = reached
+        outcome["connect_error"] = run.connect_errors.get(host.name, "")
+        outcome["failed"] = host in state.failed_hosts
+        if reached and not (outcome.get("plan") or outcome.get("settings_error")) and outcome["failed"]:
+            outcome.setdefault("probe_failed", True)
+        operations = operations_of(state, host, run.lost_connections.get(host.name))
+        outcome["operations"] = [op for op in operations if not op["name"].startswith("Refuse ")]
+        found.append(outcome)
+    return found
+
+
+def stopped_reason(state, dry):
+    """Why the run ended before its last stage, or "" when it did not."""
+    stage = getattr(state, "current_stage", StateStage.Disconnect)
+    if stage == StateStage.Disconnect or (dry and stage == StateStage.Prepare):
+        return ""
+    if not state.active_hosts:
+        return ""  # every host failed: nothing was left to stop, each row says why
+    return (f"pyinfra stopped the run {STAGE_WORDS.get(stage, '')}: its error is above (more hosts failed than "
+            "--fail-percent allows, or no host was left)")
+
+
+def verbose(state):
+    """pyinfra's -v: the per-host reports are printed as hosts are planned."""
+    return bool(getattr(state, "print_noop_info", False))
+
+
+def write_summary(argv=None):
+    """At process end: print the summary (stderr) and write reports/summary.json."""
+    argv = sys.argv if argv is None else argv
+    purpose = RUN.purpose or summary.purpose_from_argv(argv)
+    state = _current_state()
+    if purpose is None or state is None or not getattr(state, "initialised", False):
+        return
+    dry = "--dry" in argv
+    document = summary.summary_document(purpose, outcomes(state), executed=not dry,
+                                        stopped=stopped_reason(state, dry))
+    try:
+        atomic_write(SUMMARY_FILE, json.dumps(document, indent=2) + "\n")
+        where = f"written to {SUMMARY_FILE}"
+    except OSError as error:
+        where = f"could not be written to {SUMMARY_FILE}: {error.strerror}"
+    text = summary.render(document)
+    hint = ("" if verbose(state) else
+            "-- each host's report: pyinfra -v ..., or python -m bringup.report reports/<host>.json\n")
+    print(f"\n{text}\n{hint}-- summary {where}", file=sys.stderr, flush=True)

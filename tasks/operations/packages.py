@@ -1,0 +1,142 @@
+"""Operations around apt itself: wait for its locks before anything is changed, and
+refresh its lists failing loudly when the CUDA repository does not answer."""
+
+import shlex
+from pathlib import Path
+
+from pyinfra import host
+from pyinfra.api import operation
+from pyinfra.facts.deb import DebPackages
+
+from tasks.operations.progress import StreamedCommand
+
+APT_LOCKS_SH = (Path(__file__).resolve().parents[2] / "files" / "apt-locks.sh").read_text()
+
+
+def lock_timeout_option(seconds):
+    """apt-get's own wait for dpkg's lock, as an argument.
+
+    >>> lock_timeout_option(300)
+    '-o DPkg::Lock::Timeout=300'
+    """
+    return f"-o DPkg::Lock::Timeout={int(seconds)}"
+
+
+def holders_text(holders):
+    """'pid 812 (/usr/bin/unattended-upgrade) on /var/lib/dpkg/lock-frontend', one per holder.
+
+    >>> holders_text([{"lock": "/var/lib/dpkg/lock", "pid": 9, "command": "apt-get install x"}])
+    'pid 9 (apt-get install x) on /var/lib/dpkg/lock'
+    """
+    return "; ".join(f"pid {h['pid']} ({h['command'] or '?'}) on {h['lock']}" for h in holders)
+
+
+@operation()
+def apt_unlocked(holders, timeout):
+    """
+    Wait until nobody holds apt's or dpkg's locks (unattended-upgrades does for minutes on
+    a node's first boot), at most ``timeout`` seconds, saying so while it waits; then fail
+    the host. It runs before anything is written, so a host that times out is left as it
+    was.
+
+    + holders: the lock holders the node probe saw (the facts' ``apt_locks``); none: no wait
+    + timeout: seconds to wait (``deploy_apt_lock_timeout``)
+
+    **Example**:
+
+    .. code:: python
+
+        apt_unlocked(holders=facts["apt_locks"], timeout=300)
+    """
+    if not holders:
+        host.noop("apt's and dpkg's locks are free")
+        return
+    timeout = int(timeout)
+    give_up = shlex.quote(
+        f"{host.name}: apt is still locked after {timeout} s; nothing was changed on this host. Let the holder "
+        "finish (unattended-upgrades runs for minutes after a first boot) and run deploy again, or raise "
+        "deploy_apt_lock_timeout")
+    yield StreamedCommand(
+        f"{APT_LOCKS_SH}\n"
+        "describe() { apt_lock_holders | awk '{ lock = $1; pid = $2; $1 = \"\"; $2 = \"\"; sub(/^ +/, \"\"); "
+        "sub(/ +$/, \"\"); printf \"%spid %s (%s) on %s\", (NR > 1 ? \"; \" : \"\"), pid, $0, lock }'; }\n"
+        f"timeout={timeout} waited=0 said=\n"
+        "while held=$(describe) && [ -n \"$held\" ]; do\n"
+        "  if [ \"$waited\" -ge \"$timeout\" ]; then\n"
+        f"    echo {give_up}: \"$held\" >&2; exit 1\n"
+        "  fi\n"
+        "  if [ -z \"$said\" ] || [ $((waited % 30)) -eq 0 ]; then\n"
+        "    echo \"apt-locks: held by $held; waiting ($waited of $timeout s, deploy_apt_lock_timeout)\"; said=1\n"
+        "  fi\n"
+        "  sleep 1; waited=$((waited + 1))\n"
+        "done\n"
+        "echo \"apt-locks: free after $waited s\"")
+
+
+def only_source(source_file):
+    """apt-get options that read ``source_file`` alone and keep every other list as it is.
+
+    >>> only_source("/etc/apt/sources.list.d/nvidia-cuda.sources")
+    '-o Dir::Etc::sourcelist=/etc/apt/sources.list.d/nvidia-cuda.sources -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0'
+    """
+    return (f"-o Dir::Etc::sourcelist={shlex.quote(source_file)} -o Dir::Etc::sourceparts=- "
+            "-o APT::Get::List-Cleanup=0")
+
+
+@operation(is_idempotent=False)
+def apt_lists_refreshed(repo_url, timeout=300, source_file=""):
+    """
+    ``apt-get update``, failing the host with one clear line when the CUDA repository
+    (``repo_url``) did not answer: apt itself only warns and exits 0 then, and the
+    install after it would fail with a misleading "version not found". With
+    ``source_file``, only that source's lists are refreshed: every node of a fleet does
+    not fetch the distribution's indexes again for a toolkit install.
+
+    + repo_url: the CUDA repository's URL as its source names it
+    + timeout: seconds apt waits for dpkg's lock (``deploy_apt_lock_timeout``)
+    + source_file: the apt source file of the CUDA repository ("" for every source)
+
+    **Example**:
+
+    .. code:: python
+
+        apt_lists_refreshed(repo_url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+                            source_file="/etc/apt/sources.list.d/nvidia-cuda.sources")
+    """
+    url = repo_url.rstrip("/")
+    failed = shlex.quote(f"{host.name}: the CUDA repository {repo_url} did not answer apt-get update")
+    fix = shlex.quote("check that it (or the mirror cuda_repo_url names) answers from the node, then run deploy "
+                      "again; nothing was installed")
+    only = f"{only_source(source_file)} " if source_file else ""
+    yield (f"out=$(DEBIAN_FRONTEND=noninteractive apt-get {lock_timeout_option(timeout)} {only}update 2>&1); rc=$?; "
+           "printf '%s\\n' \"$out\"; "
+           f"why=$(printf '%s\\n' \"$out\" | grep -E '^(W|E): Failed to fetch ' | grep -F {shlex.quote(url)} | head -n 1); "
+           f"if [ -n \"$why\" ]; then echo {failed}: \"$why\"\\; {fix} >&2; exit 1; fi; "
+           "exit $rc")
+
+
+@operation()
+def system_packages(packages, timeout=300):
+    """
+    Install the distribution's packages a step needs, refreshing every apt list first
+    when one is missing (the toolkit step refreshes only the CUDA repository's), nothing
+    when all are installed.
+
+    + packages: package names
+    + timeout: seconds apt waits for dpkg's lock (``deploy_apt_lock_timeout``)
+
+    **Example**:
+
+    .. code:: python
+
+        system_packages(packages=["python3-venv", "g++"])
+    """
+    installed = host.get_fact(DebPackages)
+    missing = [name for name in packages if name not in installed]
+    if not missing:
+        host.noop(f"{', '.join(packages)} installed")
+        return
+    wait = lock_timeout_option(timeout)
+    yield f"DEBIAN_FRONTEND=noninteractive apt-get {wait} update"
+    yield (f"DEBIAN_FRONTEND=noninteractive apt-get -y {wait} install --no-install-recommends "
+           f"{shlex.join(missing)}")

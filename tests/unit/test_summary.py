@@ -1,0 +1,136 @@
+"""The fleet summary (bringup/summary.py) on a table of host outcomes: verdict, reason,
+row cells, grouping and the run's ok."""
+
+import pytest
+
+from bringup import summary
+
+RTX = [{"index": i, "name": "NVIDIA RTX PRO 6000", "compute_cap": "12.0"} for i in range(8)]
+FACTS = {"gpus": RTX, "driver": {"version": "580.95.05", "cuda_version": "13.0"},
+         "resolution": {"version": "12.8"}}
+
+
+def plan(*findings):
+    return {"toolkit": {"version": "13.0"},
+            "findings": [{"code": code, "severity": severity, "message": f"{code} seen", "fix": f"fix {code}"}
+                         for code, severity in findings]}
+
+
+def op(name, status, error=""):
+    return {"name": name, "status": status, "error": error}
+
+
+CHANGED_REPO = op("NVIDIA CUDA apt repository | Add the CUDA repository", "changed")
+UNCHANGED_ENV = op("CUDA environment | Service environment file", "unchanged")
+
+# name, outcome, executed, verdict, reason (substring)
+CASES = [
+    ("unreachable", {"reached": False, "connect_error": "Could not connect (Connection refused)"}, True,
+     "unreachable", "Connection refused"),
+    ("unreachable without a recorded reason", {"reached": False}, True, "unreachable", "could not connect"),
+    ("invalid settings", {"settings_error": "n1: setting stack_torch_cuda='x' is invalid: use X.Y\nmore"}, True,
+     "failed", "stack_torch_cuda='x'"),
+    ("probe failed", {"probe_failed": True}, True, "failed", "probe failed"),
+    ("never examined", {}, True, "not examined", "before this host was examined"),
+    ("validate, nothing to fix", {"plan": plan(("OTHER_TOOLKITS", "info"))}, True, "ready", ""),
+    ("validate, fixes pending", {"plan": plan(("TOOLKIT_MISSING", "fix"))}, True, "needs deploy", ""),
+    ("blocked", {"plan": plan(("NO_GPU", "blocker"), ("TOOLKIT_MISSING", "fix"))}, True, "blocked", "NO_GPU"),
+    ("deploy done", {"purpose": "deploy", "plan": plan(("TOOLKIT_MISSING", "fix")),
+                     "operations": [CHANGED_REPO, UNCHANGED_ENV]}, True, "deployed", ""),
+    ("deploy failed at an operation", {"purpose": "deploy", "plan": plan(), "failed": True, "operations": [
+        CHANGED_REPO, op("CUDA toolkit | Refresh apt lists", "error", "n1: the CUDA repository did not answer"),
+        op("CUDA toolkit | Install", "not run")]}, True, "failed", "Refresh apt lists: n1: the CUDA repository"),
+    ("deploy stopped by --fail-percent", {"purpose": "deploy", "plan": plan(),
+                                         "operations": [CHANGED_REPO, op("CUDA toolkit | Install", "not run")]},
+     True, "stopped", "before CUDA toolkit | Install"),
+    ("deploy failed outside an operation", {"purpose": "deploy", "plan": plan(), "failed": True,
+                                            "operations": [CHANGED_REPO]}, True, "failed", "pyinfra failed this host"),
+    ("deploy --dry", {"purpose": "deploy", "plan": plan(("TOOLKIT_MISSING", "fix")),
+                      "operations": [op("CUDA toolkit | Install", "not run")]}, False, "dry run", ""),
+]
+
+
+@pytest.mark.parametrize("name,outcome,executed,verdict,reason", CASES, ids=[case[0] for case in CASES])
+def test_verdict(name, outcome, executed, verdict, reason):
+    found, why = summary.verdict({"host": "n1", "facts": FACTS, **outcome}, executed)
+    assert found == verdict
+    assert reason in why if reason else why == ""
+
+
+def test_row_cells():
+    row = summary.host_row({"host": "n1", "purpose": "deploy", "facts": FACTS,
+                            "plan": plan(("TOOLKIT_MISSING", "fix"), ("OTHER_TOOLKITS", "info")),
+                            "operations": [CHANGED_REPO, CHANGED_REPO, UNCHANGED_ENV]})
+    assert row == {"host": "n1", "gpus": "8x SM 12.0", "driver": "580.95.05", "toolkit": "12.8 -> 13.0",
+                   "verdict": "deployed", "blockers": [], "fixes": ["TOOLKIT_MISSING"], "reason": "",
+                   "changed": "repo 2"}
+
+
+def test_row_of_an_unreachable_host_has_no_facts():
+    row = summary.host_row({"host": "n9", "reached": False, "connect_error": "timed out"})
+    assert (row["gpus"], row["driver"], row["toolkit"], row["verdict"]) == ("-", "-", "-", "unreachable")
+
+
+@pytest.mark.parametrize("gpus,expected", [
+    ([], "none"),
+    ([{"compute_cap": "10.0"}, {"compute_cap": "12.0"}, {"compute_cap": "10.0"}], "2x SM 10.0 + 1x SM 12.0"),
+])
+def test_gpu_cell(gpus, expected):
+    assert summary.host_row({"host": "n", "facts": {"gpus": gpus}, "plan": plan()})["gpus"] == expected
+
+
+def test_document_groups_by_verdict_and_is_ok_only_when_every_host_is():
+    outcomes = [
+        {"host": "b", "reached": False, "connect_error": "refused"},
+        {"host": "a", "facts": FACTS, "plan": plan(("TOOLKIT_MISSING", "fix"))},
+        {"host": "c", "facts": FACTS, "plan": plan(("NO_GPU", "blocker"))},
+        {"host": "d", "facts": FACTS, "plan": plan()},
+    ]
+    document = summary.summary_document("validate", outcomes)
+    assert [row["host"] for row in document["hosts"]] == ["d", "a", "c", "b"]
+    assert document["counts"] == {"ready": 1, "needs deploy": 1, "blocked": 1, "unreachable": 1}
+    assert document["ok"] is False
+    assert summary.summary_document("validate", outcomes[1:2] + outcomes[3:])["ok"] is True
+    assert summary.summary_document("validate", [])["ok"] is False, "no host at all is no success"
+    assert summary.summary_document("deploy", [{"host": "d", "plan": plan(), "operations": []}],
+                                    stopped="pyinfra stopped the run")["ok"] is False
+
+
+def test_render_names_every_host_and_why():
+    outcomes = [
+        {"host": "gpu-01", "purpose": "deploy", "facts": FACTS, "plan": plan(("TOOLKIT_MISSING", "fix")),
+         "operations": [CHANGED_REPO]},
+        {"host": "gpu-02", "reached": False, "connect_error": "Could not connect (timed out)"},
+        {"host": "gpu-03", "purpose": "deploy", "facts": FACTS, "plan": plan(("DRIVER_NOT_LOADED", "blocker"))},
+    ]
+    text = summary.render(summary.summary_document("deploy", outcomes))
+    lines = text.splitlines()
+    assert lines[0] == "== fleet summary: deploy.py, 3 host(s)"
+    assert lines[1].split() == ["host", "GPUs", "driver", "CUDA", "now", "->", "plan", "verdict", "blockers",
+                                "fixes", "deploy", "changed"]
+    table = {line.split()[0]: line for line in lines[3:6]}
+    assert set(table) == {"gpu-01", "gpu-02", "gpu-03"}
+    assert "deployed" in table["gpu-01"] and "repo 1" in table["gpu-01"]
+    assert "-- 1 deployed, 1 blocked, 1 unreachable: 2 of 3 host(s) need a look (exit status 1)" in lines
+    assert "gpu-02: unreachable: Could not connect (timed out)" in lines
+    assert "gpu-03: [BLOCKER] DRIVER_NOT_LOADED: DRIVER_NOT_LOADED seen" in lines
+
+
+@pytest.mark.parametrize("lines,expected", [
+    (["Reading package lists...", "E: Failed to fetch http://m/a.deb  404", "E: Unable to fetch some archives"],
+     "E: Failed to fetch http://m/a.deb  404"),
+    (["\x1b[31mbuild-venv: uv failed\x1b[0m", ""], "build-venv: uv failed"),
+    (["", "  "], ""),
+])
+def test_error_line(lines, expected):
+    assert summary.error_line(lines) == expected
+
+
+@pytest.mark.parametrize("argv,purpose", [
+    (["pyinfra", "-y", "inventory/gpu.py", "validate.py"], "validate"),
+    (["pyinfra", "inventory/gpu.py", "/abs/path/deploy.py"], "deploy"),
+    (["pyinfra", "inventory/gpu.py", "fact", "facts.node.NodeFacts"], None),
+    (["pyinfra", "inventory/gpu.py", "debug-inventory"], None),
+])
+def test_purpose_from_argv(argv, purpose):
+    assert summary.purpose_from_argv(argv) == purpose
