@@ -16,7 +16,11 @@ SERVICE_AND_FLASHINFER = {"service_env_resolves_toolkit", "service_env_file_matc
 
 
 def toolkit_versions(node):
-    return run_ssh(node, "dpkg-query -W -f '${Version}\\n' cuda-nvcc-13-0 cuda-cudart-13-0").stdout.split()
+    """The installed versions of nvcc and cudart, in that order (dpkg-query lists in its
+    database's order, not the arguments')."""
+    out = run_ssh(node, "dpkg-query -W -f '${Package}=${Version}\\n' cuda-nvcc-13-0 cuda-cudart-13-0").stdout
+    installed = dict(line.split("=", 1) for line in out.split())
+    return [installed.get("cuda-nvcc-13-0"), installed.get("cuda-cudart-13-0")]
 
 
 def test_the_locked_patch_release_is_installed_while_a_newer_one_is_served(deployed_node):
@@ -55,11 +59,15 @@ def test_the_lock_moves_the_toolkit_on_purpose_and_back(deployed_node, tmp_path)
     run = node_suite(tmp_path / "drifted", "--node-limit", DEPLOYED, data=shipped)
     assert run.failing(DEPLOYED) == {"toolkit_packages_at_lock"}, run
     assert "cuda-nvcc-13-0 13.0.48-1" in run.report, run.report
-    moved = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py", data=shipped)
-    assert moved.returncode == 0, moved.output[-3000:]
-    assert toolkit_versions(deployed_node) == ["13.0.88-1", "13.0.96-1"]
-    assert "built with another toolchain" in moved.output, "the pre-warm did not follow the toolkit"
-    run = node_suite(tmp_path / "moved", "--node-limit", DEPLOYED, data=shipped)
-    assert run.rc == 0 and run.failing(DEPLOYED) == set(), run
-    assert pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py").returncode == 0
+    try:
+        moved = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py", data=shipped)
+        assert moved.returncode == 0, moved.output[-3000:]
+        assert toolkit_versions(deployed_node) == ["13.0.88-1", "13.0.96-1"]
+        assert "built with another toolchain" in moved.output, "the pre-warm did not follow the toolkit"
+        run = node_suite(tmp_path / "moved", "--node-limit", DEPLOYED, data=shipped)
+        assert run.rc == 0 and run.failing(DEPLOYED) == set(), run
+    finally:
+        # Back to the fixture's lock whatever failed: the suites after this one share the node.
+        back = pyinfra_cli("inventory/gpu.py", "--limit", DEPLOYED, "deploy.py")
+    assert back.returncode == 0, back.output[-3000:]
     assert toolkit_versions(deployed_node) == ["13.0.48-1", "13.0.48-1"]

@@ -57,7 +57,10 @@ def wait_failing(entry, text="", timeout=120):
 
 
 def validate():
-    result = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "validate.py", data=DATA, timeout=600)
+    """validate.py with the per-host detail (-v: the fleet summary alone is the default),
+    its old report removed first so that a crashed run cannot pass on a stale one."""
+    (ROOT / "reports" / f"{NAME}.json").unlink(missing_ok=True)
+    result = pyinfra_cli("-v", "inventory/gpu.py", "--limit", NAME, "validate.py", data=DATA, timeout=600)
     assert result.returncode == 0, result.output[-4000:]
     document = json.loads((ROOT / "reports" / f"{NAME}.json").read_text())
     failed = [finding for finding in document["plan"]["findings"] if finding["code"] == "SERVICE_FAILED"]
