@@ -2,6 +2,7 @@
 node suite with deploy.py: the cp313 lock, NVIDIA's debian13 repository directory
 (the sandbox's), the reduced pre-warm."""
 
+import re
 
 import pytest
 
@@ -37,7 +38,10 @@ def test_debian13_bare_to_green(node, tmp_path):
     assert not [f for f in plan["findings"] if f["severity"] == "blocker"], plan["findings"]
     deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA)
     assert deployed.returncode == 0, deployed.output[-4000:]
-    assert "build-venv: venv" in deployed.output and "prewarm: done" in deployed.output
+    # Progress at default verbosity: the venv build's lines, each module's time.
+    assert re.search(r"build-venv: venv [0-9a-f]+ built with uv in \d+s", deployed.output), deployed.output[-4000:]
+    timed = re.findall(r"prewarm: done  (\S+) in \d+\.\d s", deployed.output)
+    assert "activation:silu" in timed and any(name.startswith("sglang-activation:") for name in timed), timed
     run = node_suite(tmp_path, "--node-limit", NAME, data=DATA)
     assert run.rc == 0 and run.failing(NAME) == set(), run
     assert "toolkit_packages_at_lock" in run.checks(NAME)
