@@ -13,7 +13,7 @@ from tasks.apt_locks import apt_locks
 from tasks.cuda_env import cuda_environment
 from tasks.cuda_repo import cuda_repository
 from tasks.cuda_toolkit import cuda_toolkit
-from tasks.prewarm import flashinfer_prewarm
+from tasks.prewarm import deep_gemm_precompile, flashinfer_prewarm
 from tasks.service import sglang_service
 from tasks.service_account import service_account
 from tasks.sglang_venv import sglang_venv
@@ -33,5 +33,7 @@ if node:
     venv_changes = sglang_venv(node) if node.runs("venv") else []
     if node.runs("prewarm"):
         flashinfer_prewarm(node)
+        if node.deep_gemm.run:
+            deep_gemm_precompile(node)
     if node.runs("service"):
         sglang_service(node, changes=[*env_changes, *venv_changes])

@@ -136,15 +136,15 @@ class Port(Check):
 
 
 class Seconds(Check):
-    """A duration in whole seconds, up to ``most``."""
+    """A duration in whole seconds, from ``least`` up to ``most``."""
 
-    def __init__(self, most=86400):
-        self.most = most
+    def __init__(self, least=0, most=86400):
+        self.least, self.most = least, most
 
     def parse(self, value):
         value = text(value).strip()
-        if not re.fullmatch(r"[0-9]{1,6}", value) or int(value) > self.most:
-            raise Invalid(f"use whole seconds from 0 to {self.most} (e.g. 300)")
+        if not re.fullmatch(r"[0-9]{1,6}", value) or not self.least <= int(value) <= self.most:
+            raise Invalid(f"use whole seconds from {self.least} to {self.most} (e.g. {max(self.least, 300)})")
         return int(value)
 
 

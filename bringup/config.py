@@ -98,6 +98,8 @@ SCHEMA = {
     "prewarm_modules": checks.ListOf(PrewarmModule()),
     "prewarm_head_dims": checks.ListOf(checks.HeadDim()),
     "prewarm_dtypes": checks.ListOf(checks.Choice("bf16", "fp16")),
+    "prewarm_deep_gemm": checks.Bool(),
+    "prewarm_deep_gemm_timeout": checks.Seconds(least=60),
     "cuda_repo_url": checks.Url(),
     "cuda_repo_key_url": checks.Url(optional=True),
     "cuda_repo_fingerprint": checks.Fingerprint(),
@@ -162,6 +164,11 @@ class Config:
                               "page", "cascade", "prefill", "decode", "sglang-activation")
     prewarm_head_dims: tuple = ("128",)
     prewarm_dtypes: tuple = ("bf16",)
+    # DeepGEMM's kernels for service_model, compiled by `python -m sglang.compile_deep_gemm`
+    # on nodes whose GPUs use it (SM 9.0 and later): it loads the model on the GPUs (the
+    # service is stopped meanwhile), so it is asked for, and given at most the timeout.
+    prewarm_deep_gemm: bool = False
+    prewarm_deep_gemm_timeout: int = 3600
     # NVIDIA's CUDA apt repository, or a site mirror of it (same layout:
     # <url>/<distro>/<arch>/), its signing key and the key's pinned fingerprint.
     cuda_repo_url: str = "https://developer.download.nvidia.com/compute/cuda/repos"

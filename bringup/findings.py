@@ -46,6 +46,8 @@ CODES = {
     "VENV_UNREADABLE": "The service user cannot read the external venv (a directory on its way is closed to others).",
     "UNSAFE_PATH": "A directory on the way to the managed venv or the env file can be changed by a non-root user.",
     "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
+    "DEEP_GEMM_PRECOMPILE": "prewarm_deep_gemm is set: deploy compiles DeepGEMM's kernels for service_model on the GPUs.",
+    "DEEP_GEMM_NOT_PRECOMPILED": "prewarm_deep_gemm is set but cannot run here (no model, no GPU, or GPUs without DeepGEMM).",
     "TARGET_SMS_FROM_CONFIG": "No GPU on the node; the configured target_sms are built for.",
     "OTHER_TOOLKITS": "Other toolkits are installed; they stay, but no longer resolve.",
     "SERVICE_FAILED": "The SGLang unit failed or keeps restarting; its journal's known cause (bringup/explain.py) is named.",

@@ -40,6 +40,7 @@ APT_PREFERENCE = "/etc/apt/preferences.d/nvidia-cuda"
 
 # Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
 MANIFEST = "prewarm/manifest.json"
+DEEP_GEMM_MANIFEST = "prewarm/deep_gemm.json"
 FLASHINFER_CACHE = ".cache/flashinfer"
 # Inside a managed venv (root's, built by us, never changed after): torch's compiled
 # arch list, recorded when the venv is built or first seen (files/torch_info.py). An
@@ -65,6 +66,7 @@ class NodeLayout:
     env_file: str
     cache_dir: str
     manifest: str
+    deep_gemm_manifest: str
     flashinfer_cache: str
     torch_record: str
     service_user: str
@@ -90,6 +92,7 @@ class NodeLayout:
             env_file=env_file,
             cache_dir=cache_dir,
             manifest=f"{cache_dir}/{MANIFEST}",
+            deep_gemm_manifest=f"{cache_dir}/{DEEP_GEMM_MANIFEST}",
             flashinfer_cache=f"{cache_dir}/{FLASHINFER_CACHE}",
             torch_record=f"{venv}/{TORCH_RECORD}" if managed else "",
             service_user=service_user,

@@ -13,6 +13,7 @@ option and file content they need is in it, decided here once.
 
 import argparse
 import json
+import posixpath
 import re
 import shlex
 import sys
@@ -25,6 +26,7 @@ from packaging.version import Version
 from bringup import cuda as cuda_table
 from bringup import explain, facts_schema, systemd
 from bringup.caches import cache_env
+from bringup.deep_gemm import deep_gemm_decision, deep_gemm_request
 from bringup import flashinfer as fi
 from bringup import locks as lockfiles
 from bringup.config import DEPLOY_STEPS, Config, ConfigError
@@ -158,6 +160,26 @@ class PrewarmPlan:
 
 
 @dataclass(frozen=True)
+class DeepGemmPlan:
+    """DeepGEMM's kernels for the service's model (bringup/deep_gemm.py): whether deploy
+    compiles them here (``run``) and why, the request its manifest records, and the
+    command, run as the service user with the service's environment."""
+
+    run: bool
+    why: str
+    request: dict
+    manifest: str
+    command: tuple
+    user: str
+    home: str
+    env_file: str
+    base_path: str
+    runner: str
+    unit: str
+    session_bound: str
+
+
+@dataclass(frozen=True)
 class ServicePlan:
     """The SGLang service: its account, environment file content and unit."""
 
@@ -186,6 +208,7 @@ class NodePlan:
     layout: NodeLayout = None
     venv: VenvPlan = None
     prewarm: PrewarmPlan = None
+    deep_gemm: DeepGemmPlan = None
     service: ServicePlan = None
     manage_alternative: bool = True
     steps: tuple = ()
@@ -227,6 +250,7 @@ class NodePlan:
             "layout": self.layout.as_dict() if self.layout else {},
             "venv": asdict(self.venv) if self.venv else {},
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
+            "deep_gemm": asdict(self.deep_gemm) if self.deep_gemm else {},
             "service": asdict(self.service) if self.service else {},
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),
@@ -283,6 +307,7 @@ def plan(facts, config, locks=None):
                       recorded=(facts.get("torch") or {}).get("arch_list_from") == "record")
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
+    node.deep_gemm = _deep_gemm(facts, config, add)
     _check_service_unit(facts, config, node, add)
     return node
 
@@ -487,6 +512,44 @@ def _prewarm(facts, config, arch_list, add):
                     f"FlashInfer's JIT cache under {where} is not ready ({gap}): the first requests would compile",
                     f"deploy pre-warms {', '.join(config.prewarm_modules)} for {arch_list} as {config.service_user}"))
     return PrewarmPlan(**{**asdict(prewarm), "gap": gap})
+
+
+def _deep_gemm(facts, config, add):
+    """Whether deploy compiles DeepGEMM's kernels (prewarm_deep_gemm): for the unit's
+    model and server arguments, on the GPUs the node reports."""
+    layout = config.layout
+    gpu_sms = sorted({parse(gpu["compute_cap"]) for gpu in facts.get("gpus") or [] if parse(gpu["compute_cap"])})
+    run, why = deep_gemm_decision(config.prewarm_deep_gemm, config.service_model, gpu_sms)
+    # The unit's model and server arguments (--tp-size, --quantization... shape the
+    # kernels); its server listens on loopback only, on the service's port (the service
+    # is stopped meanwhile).
+    server_args = ("--model-path", config.service_model, *shlex.split(config.service_args))
+    command = (f"{layout.venv}/bin/python", "-m", "sglang.compile_deep_gemm", *server_args,
+               "--host", "127.0.0.1", "--port", config.service_port,
+               "--timeout", str(config.prewarm_deep_gemm_timeout))
+    deep_gemm = DeepGemmPlan(run=run, why=why,
+                             request=deep_gemm_request(config.stack_sglang, config.service_model, server_args, gpu_sms),
+                             manifest=layout.deep_gemm_manifest, command=command, user=layout.service_user,
+                             home=layout.service_home, env_file=layout.env_file, base_path=SERVICE_BASE_PATH,
+                             runner=layout.helper("with-service-env"), unit=posixpath.basename(layout.unit),
+                             session_bound=layout.helper("session-bound"))
+    if not config.prewarm_deep_gemm:
+        return deep_gemm
+    if run:
+        add(Finding("DEEP_GEMM_PRECOMPILE", INFO,
+                    f"{why}: deploy compiles DeepGEMM's kernels for {config.service_model} with "
+                    f"python -m sglang.compile_deep_gemm (the model loaded on the GPUs, at most "
+                    f"{config.prewarm_deep_gemm_timeout} s; the service is stopped meanwhile), unless "
+                    f"{layout.deep_gemm_manifest} records this model, release, arguments and GPUs",
+                    "nothing to do; the first start then finds the kernels in SGLANG_DG_CACHE_DIR"))
+    elif gpu_sms and config.service_model:
+        add(Finding("DEEP_GEMM_NOT_PRECOMPILED", INFO, f"prewarm_deep_gemm is set, but {why}",
+                    "nothing to do: the service never compiles DeepGEMM here (or set prewarm_deep_gemm=false)"))
+    else:
+        add(Finding("DEEP_GEMM_NOT_PRECOMPILED", WARNING, f"prewarm_deep_gemm is set, but {why}",
+                    "set service_model and deploy on the GPU node itself; until then the service's first start "
+                    "compiles DeepGEMM's kernels (10-20 minutes, SGLang says)"))
+    return deep_gemm
 
 
 def _service(config, env):

@@ -3,56 +3,46 @@
 from pyinfra.api import FactBase
 
 
-class DpkgAudit(FactBase):
+class DpkgUnfinished(FactBase):
     """
-    Returns the lines of ``dpkg --audit`` plus any entry of dpkg's update journal:
-    empty when no package is half-installed or half-configured and no dpkg run
-    stopped halfway.
+    Returns what an interrupted dpkg run left, in one round trip:
+    ``{"audit": [...], "reinstall_required": [...]}``. ``audit`` holds the lines of
+    ``dpkg --audit`` plus any entry of dpkg's update journal (empty when no package is
+    half-installed or half-configured and no dpkg run stopped halfway);
+    ``reinstall_required`` names the packages a run killed while it unpacked them left
+    half-written: apt refuses every install until they are reinstalled or removed
+    (``needs to be reinstalled, but I can't find an archive``).
 
     .. code:: python
 
-        if host.get_fact(DpkgAudit):
-            ...  # an earlier apt run was interrupted
+        host.get_fact(DpkgUnfinished)
+        # {"audit": ["journal: 0001"], "reinstall_required": ["cuda-cccl-13-0"]}
     """
 
-    command = "dpkg --audit 2>&1; ls -A /var/lib/dpkg/updates 2>/dev/null | sed 's/^/journal: /'; true"
+    # The reinstall-required flag is the third letter of db:Status-Abbrev ("iHR":
+    # half-installed, reinstall required); dpkg-query reads dpkg's update journal too.
+    command = ("dpkg --audit 2>&1 | sed 's/^/audit: /'; "
+               "ls -A /var/lib/dpkg/updates 2>/dev/null | sed 's/^/audit: journal: /'; "
+               "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 2>/dev/null | sed -n 's/^..R */reinstall: /p'; "
+               "true")
 
     @staticmethod
     def default():
-        return []
-
-    def requires_command(self):
-        return "dpkg"
-
-    def process(self, output):
-        return [line for line in output if line.strip()]
-
-
-class DpkgReinstallRequired(FactBase):
-    """
-    Returns the packages dpkg marks reinstall-required: a run killed while it unpacked
-    them left their files half-written, and apt refuses every install until they are
-    reinstalled or removed (``needs to be reinstalled, but I can't find an archive``).
-
-    .. code:: python
-
-        host.get_fact(DpkgReinstallRequired)  # ["cuda-cccl-13-0"]
-    """
-
-    # The status flag is the third letter of db:Status-Abbrev ("iHR": half-installed,
-    # reinstall required); dpkg-query reads dpkg's update journal too.
-    command = "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 2>/dev/null; true"
-
-    @staticmethod
-    def default():
-        return []
+        return {"audit": [], "reinstall_required": []}
 
     def requires_command(self):
         return "dpkg-query"
 
     def process(self, output):
         """
-        >>> DpkgReinstallRequired().process(["ii  bash", "iHR cuda-cccl-13-0", "rc  old"])
-        ['cuda-cccl-13-0']
+        >>> DpkgUnfinished().process(["audit: ", "audit: journal: 0001", "reinstall: cuda-cccl-13-0"])
+        {'audit': ['journal: 0001'], 'reinstall_required': ['cuda-cccl-13-0']}
         """
-        return [line.split()[-1] for line in output if len(line) > 3 and line[2] == "R"]
+        unfinished = self.default()
+        for line in output:
+            kind, _, value = line.partition(": ")
+            if kind == "audit" and value.strip():
+                unfinished["audit"].append(value)
+            elif kind == "reinstall" and value.strip():
+                unfinished["reinstall_required"].append(value.strip())
+        return unfinished

@@ -10,7 +10,7 @@ from pyinfra.facts.files import FileContents
 
 from control import aptsources
 
-from facts.dpkg import DpkgAudit, DpkgReinstallRequired
+from facts.dpkg import DpkgUnfinished
 from facts.keyring import KeyringFingerprints
 from facts.toolkit import CudaLink, NvccRelease
 from tasks.operations.files import whole_file
@@ -77,8 +77,9 @@ def finish_interrupted_dpkg(packages=()):
 
         finish_interrupted_dpkg(packages=["cuda-nvcc-13-0", "cuda-cccl-13-0"])
     """
-    broken = [name for name in host.get_fact(DpkgReinstallRequired) if name in packages]
-    if not host.get_fact(DpkgAudit) and not broken:
+    unfinished = host.get_fact(DpkgUnfinished)
+    broken = [name for name in unfinished["reinstall_required"] if name in packages]
+    if not unfinished["audit"] and not broken:
         host.noop("dpkg has no unfinished work")
         return
     if broken:

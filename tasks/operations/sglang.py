@@ -1,12 +1,14 @@
 """Operations for the SGLang venv and the FlashInfer JIT pre-warm."""
 
+import json
 import shlex
 
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.util import get_file_sha256
 
-from bringup.plan import PrewarmPlan, VenvPlan
+from bringup.plan import DeepGemmPlan, PrewarmPlan, VenvPlan
+from facts.files import ManagedFile
 from facts.node import JitCache, VenvStack
 from facts.venv import VenvLink
 from tasks.operations.files import directory_if_missing, whole_file
@@ -135,3 +137,60 @@ def jit_prewarm(prewarm: PrewarmPlan):
     bound = [f"{prewarm.venv}/bin/python", "-I", prewarm.session_bound]
     yield StreamedCommand(f"echo {shlex.quote(f'prewarm: {gap}')} && {shlex.join(bound + service)} env MAX_JOBS=$(nproc) "
                           f"PYTHONDONTWRITEBYTECODE=1 {shlex.join(command)}")
+
+
+def recorded_request(manifest):
+    """What a DeepGEMM manifest (the ManagedFile fact, with text) records, or None.
+
+    >>> recorded_request({"kind": "file", "text": '{"model": "m"}'})
+    {'model': 'm'}
+    >>> recorded_request({"kind": "file", "text": "{"}) is None
+    True
+    """
+    if manifest.get("kind") != "file":
+        return None
+    try:
+        return json.loads(manifest.get("text") or "")
+    except ValueError:
+        return None
+
+
+@operation()
+def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
+    """
+    Compile DeepGEMM's kernels for the service's model with SGLang's own tool
+    (``python -m sglang.compile_deep_gemm``: the server loaded on the GPUs, one request),
+    as the service user with the service's environment, so they land in
+    SGLANG_DG_CACHE_DIR; then record the request in the manifest. Skipped when the
+    manifest records this request. The running service is stopped first (the compile
+    needs its GPUs and its port); the service step starts it again.
+
+    + deep_gemm: the plan's ``DeepGemmPlan``
+
+    **Example**:
+
+    .. code:: python
+
+        deep_gemm_compiled(deep_gemm=node.deep_gemm)
+    """
+    deep_gemm = as_plan(DeepGemmPlan, deep_gemm)
+    recorded = recorded_request(host.get_fact(ManagedFile, path=deep_gemm.manifest, text=True))
+    if recorded == deep_gemm.request:
+        host.noop(f"{deep_gemm.manifest} records DeepGEMM's kernels for {deep_gemm.request['model']}")
+        return
+    why = "no DeepGEMM manifest" if recorded is None else f"the manifest records {json.dumps(recorded)}"
+    service = ["runuser", "-u", deep_gemm.user, "--", "env", f"HOME={deep_gemm.home}"]
+    in_env = [deep_gemm.runner, deep_gemm.base_path, deep_gemm.env_file]
+    unit = shlex.quote(deep_gemm.unit)
+    yield f"if systemctl is-active --quiet {unit}; then systemctl stop {unit}; fi"
+    # It dies with its SSH session (files/session-bound); the manifest, written last and
+    # whole (renamed into place), stays the old one when it fails or times out, so a
+    # re-run compiles again (SGLang: "feel free to restart the command until the
+    # compilation is fully finished").
+    bound = [deep_gemm.command[0], "-I", deep_gemm.session_bound]
+    yield StreamedCommand(f"echo {shlex.quote(f'deep_gemm: {why}')} && "
+                          f"{shlex.join(bound + service + in_env)} env PYTHONDONTWRITEBYTECODE=1 "
+                          f"{shlex.join(deep_gemm.command)}")
+    record = 'mkdir -p "${1%/*}" && printf \'%s\\n\' "$2" > "$1.tmp" && mv -f "$1.tmp" "$1"'
+    yield shlex.join([*service, "sh", "-c", record, "sh", deep_gemm.manifest,
+                      json.dumps(deep_gemm.request, sort_keys=True)])

@@ -54,6 +54,8 @@ PLAN_CONFIG = [
     ('service_env: {"1BAD": "x"}\n', "KEY=value with KEY a variable name"),
     ('prewarm_modules: ["sampling", "activation:relu"]\n', "modules of files/prewarm.py"),
     ('prewarm_dtypes: ["fp8"]\n', "use one of bf16, fp16"),
+    ('prewarm_deep_gemm: "sometimes"\n', "true or false"),
+    ('prewarm_deep_gemm_timeout: 30\n', "use whole seconds from 60 to 86400"),
     ('target_sms: ["4.2"]\n', "compute capabilities this release knows"),
     ('stack_torch_cudaa: "13.0"\n', "unknown setting"),
     ('service_port: [1, 2]\n', "single value"),

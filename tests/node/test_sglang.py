@@ -35,6 +35,18 @@ try:
         out["parse"] = "accepted"
     except SystemExit as exit:
         out["parse"] = f"rejected (argparse exit {exit.code})"
+    # compile_deep_gemm.py's own parser: the server's arguments and its --timeout.
+    import argparse
+    from sglang.compile_deep_gemm import CompileArgs
+    from sglang.srt.server_args import ServerArgs
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    CompileArgs.add_cli_args(parser)
+    try:
+        parser.parse_args(json.loads(sys.argv[3]))
+        out["deep_gemm_parse"] = "accepted"
+    except SystemExit as exit:
+        out["deep_gemm_parse"] = f"rejected (argparse exit {exit.code})"
 except Exception as error:
     out["error"] = f"{type(error).__name__}: {error}"
 print("@@sglang " + json.dumps(out))
@@ -49,14 +61,17 @@ def sglang(host, expected):
         return {"error": f"no {expected.layout.unit}"}
     exec_start = [value for key, value in parse_unit(unit).get("Service", []) if key == "ExecStart" and value]
     argv = exec_argv(exec_start[-1])[2:] if exec_start else []
+    # The arguments deploy gives `python -m sglang.compile_deep_gemm` (prewarm_deep_gemm).
+    deep_gemm_argv = list(expected.plan.deep_gemm.command[3:])
     command = (f"{shlex.quote(expected.venv_python)} -c {shlex.quote(SCRIPT)} "
-               f"{shlex.quote(json.dumps(sorted(CACHE_DIRS)))} {shlex.quote(json.dumps(argv))} 2>&1")
+               f"{shlex.quote(json.dumps(sorted(CACHE_DIRS)))} {shlex.quote(json.dumps(argv))} "
+               f"{shlex.quote(json.dumps(deep_gemm_argv))} 2>&1")
     result = run_in_service_env(host, expected, command, as_service_user=True)
     line = next((line for line in result.stdout.splitlines() if line.startswith("@@sglang ")), None)
     if line is None:
         return {"error": f"exit {result.rc}: {result.stdout.strip()[-300:]}"}
     data = json.loads(line[len("@@sglang "):])
-    data["argv"], data["output"] = argv, result.stdout
+    data["argv"], data["deep_gemm_argv"], data["output"] = argv, deep_gemm_argv, result.stdout
     return data
 
 
@@ -80,3 +95,18 @@ def test_service_unit_args_accepted(host, expected, sglang):
         usage = " / ".join(line for line in sglang["output"].splitlines() if "error:" in line)[-300:]
         fail(expected, "the unit's arguments (sglang serve's parser)", "accepted",
              f"{sglang.get('parse')}: {usage or ' '.join(argv)}")
+
+
+def test_deep_gemm_args_accepted(host, expected, sglang):
+    """What deploy runs for prewarm_deep_gemm (the unit's model and arguments, the
+    compile's --host/--port/--timeout) is accepted by compile_deep_gemm.py's parser, on
+    every node with a model: turning the setting on never meets an argparse error after
+    the service was stopped for it."""
+    if "error" in sglang:
+        fail(expected, "DeepGEMM compile's arguments", "sglang to import", sglang["error"])
+    if not expected.config.service_model:
+        fail(expected, "DeepGEMM compile's arguments", "a --model-path", "none: set service_model")
+    if sglang.get("deep_gemm_parse") != "accepted":
+        usage = " / ".join(line for line in sglang["output"].splitlines() if "error:" in line)[-300:]
+        fail(expected, "DeepGEMM compile's arguments (compile_deep_gemm's parser)", "accepted",
+             f"{sglang.get('deep_gemm_parse')}: {usage or ' '.join(sglang['deep_gemm_argv'])}")
