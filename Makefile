@@ -17,6 +17,9 @@ DEMO_OS := debian12
 # A model for the unit's arguments, which the node suite checks with SGLang's own
 # parser; not started (service_enable=false): the sandbox has no GPU to serve on.
 DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
+# make test's pytest workers (pytest-xdist; tests/sandbox/conftest.py says what runs
+# together): two fit this project's 2-core, 24 GiB CI machine and its disk budget.
+TEST_WORKERS := 2
 
 .PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet lock lock-venv lock-cuda
 
@@ -35,7 +38,7 @@ $(VENV)/.installed: requirements.txt
 setup: host-deps $(VENV)/.installed
 
 test: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 sandbox-up: setup
 	$(PY) -m sandbox.aptrepo serve

@@ -19,22 +19,20 @@ How a pyinfra 3.10 run reaches us:
   ``--fail-percent``, no host left).
 
 The summary goes to stderr (stdout stays pure JSON under ``pyinfra --json``) and to
-``reports/summary.json`` (written whole).
+``reports/summary.json`` (control/reports.py; written whole).
 """
 
 import atexit
 import json
 import sys
-from pathlib import Path
 
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_state
 
 from bringup import summary
 from control.atomic import atomic_write
+from control.reports import reports_dir
 
-REPORTS_DIR = Path("reports")
-SUMMARY_FILE = REPORTS_DIR / "summary.json"
 STAGE_WORDS = {StateStage.Setup: "while loading the inventory", StateStage.Connect: "while connecting",
                StateStage.Prepare: "while preparing operations", StateStage.Execute: "while executing operations"}
 
@@ -202,12 +200,14 @@ def write_summary(argv=None):
     dry = "--dry" in argv
     document = summary.summary_document(purpose, outcomes(state), executed=not dry,
                                         stopped=stopped_reason(state, dry))
+    reports = reports_dir()
+    summary_file = reports / "summary.json"
     try:
-        atomic_write(SUMMARY_FILE, json.dumps(document, indent=2) + "\n")
-        where = f"written to {SUMMARY_FILE}"
+        atomic_write(summary_file, json.dumps(document, indent=2) + "\n")
+        where = f"written to {summary_file}"
     except OSError as error:
-        where = f"could not be written to {SUMMARY_FILE}: {error.strerror}"
+        where = f"could not be written to {summary_file}: {error.strerror}"
     text = summary.render(document)
     hint = ("" if verbose(state) else
-            "-- each host's report: pyinfra -v ..., or python -m bringup.report reports/<host>.json\n")
+            f"-- each host's report: pyinfra -v ..., or python -m bringup.report {reports}/<host>.json\n")
     print(f"\n{text}\n{hint}-- summary {where}", file=sys.stderr, flush=True)

@@ -10,7 +10,6 @@ full per-host report is printed as the host is planned with ``-v`` (or the host'
 
 import json
 import sys
-from pathlib import Path
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
@@ -20,9 +19,9 @@ from bringup.plan import managed_env_keys, plan
 from bringup.report import render
 from control import fleet
 from control.atomic import atomic_write
+from control.reports import reports_dir
 from facts.node import NodeFacts
 
-REPORTS_DIR = Path("reports")
 
 
 @operation(is_idempotent=False)
@@ -75,8 +74,8 @@ def gather(config):
 
 
 def write_report(facts, config, node):
-    """Write reports/<host>.json whole (write, then rename)."""
-    target = REPORTS_DIR / f"{host.name}.json"
+    """Write reports/<host>.json (control/reports.py) whole (write, then rename)."""
+    target = reports_dir() / f"{host.name}.json"
     document = {"host": host.name, "facts": facts, "settings": config.as_dict(), "plan": node.as_dict()}
     atomic_write(target, json.dumps(document, indent=2) + "\n")
     return target

@@ -5,17 +5,22 @@ Assertions avoid this machine's own toolkits (CI machines differ).
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
-REPORT = ROOT / "reports" / "@local.json"
+# This suite's own reports directory (control/reports.py): runs of other suites beside
+# it (make test runs two workers) write reports/summary.json, never this one.
+REPORTS = ROOT / "reports" / "cli-local"
+REPORT = REPORTS / "@local.json"
 
 
 def pyinfra(*args):
-    result = subprocess.run([PYINFRA, "-y", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([PYINFRA, "-y", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, GPU_BRINGUP_REPORTS=str(REPORTS)))
     # pyinfra logs to stderr and our reports print to stdout: read them together.
     result.output = result.stdout + result.stderr
     return result
@@ -96,7 +101,7 @@ def test_validate_report_names_the_chosen_lock():
     assert venv["lock"].startswith("files/locks/sglang-0.5.23-cp3") and venv["lock"] in result.output
 
 
-SUMMARY = ROOT / "reports" / "summary.json"
+SUMMARY = REPORTS / "summary.json"
 
 
 def test_fleet_summary_is_short_by_default_and_written_whole():
@@ -110,7 +115,7 @@ def test_fleet_summary_is_short_by_default_and_written_whole():
     assert "@local: [BLOCKER] NO_GPU: no NVIDIA GPU visible (nvidia-smi not found)" in result.stderr
     # Short: the per-host report (its GPU, driver, toolkit lines) is not printed; -v prints it.
     assert "  GPUs      :" not in result.output
-    assert "python -m bringup.report reports/<host>.json" in result.stderr
+    assert f"python -m bringup.report {REPORTS}/<host>.json" in result.stderr
     document = json.loads(SUMMARY.read_text())
     assert document["purpose"] == "validate" and document["ok"] is False
     assert [(row["host"], row["verdict"], row["blockers"]) for row in document["hosts"]] == \

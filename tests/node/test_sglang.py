@@ -35,13 +35,14 @@ try:
         out["parse"] = "accepted"
     except SystemExit as exit:
         out["parse"] = f"rejected (argparse exit {exit.code})"
-    # compile_deep_gemm.py's own parser: the server's arguments and its --timeout.
+    # compile_deep_gemm.py's parser (0.5.23, :46-52 and :232-240): the server's arguments
+    # plus its --timeout. Built here from the same ServerArgs: importing that module
+    # loads the whole HTTP server (about 20 s a run).
     import argparse
-    from sglang.compile_deep_gemm import CompileArgs
     from sglang.srt.server_args import ServerArgs
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
-    CompileArgs.add_cli_args(parser)
+    parser.add_argument("--timeout", type=int, default=3600)
     try:
         parser.parse_args(json.loads(sys.argv[3]))
         out["deep_gemm_parse"] = "accepted"

@@ -1,6 +1,16 @@
-"""Order and lifetime of the sandbox suites, for CI's disk and time: the suites on light
-nodes first, then every test of the one deployed node (a venv takes about 10 GB), which
-is taken down after its last test, then the suites that deploy a venv of their own.
+"""Order and lifetime of the sandbox suites, for CI's disk and time.
+
+Serial (``pytest``): the suites on light nodes first, then every test of the one
+deployed node (a venv takes about 10 GB), which is taken down after its last test, then
+the suites that deploy a venv of their own.
+
+Parallel (``make test``: ``pytest -n 2 --dist loadgroup``, pytest-xdist): work units
+(xdist groups) keep what shares state on one worker: every test of the deployed node
+("deployed", in their serial order), each sandbox module (its module-scoped nodes), the
+CLI suites (they share ``@local``'s report). The deployed node's tests come first and
+the Debian 13 suite next, so the two longest units start at once on the two workers
+(two venv nodes at a time: about 20 GB); everything else fills in behind them.
+
 A module's light nodes go when the module ends."""
 
 import pytest
@@ -18,8 +28,39 @@ def _group(item):
     return 2 if item.path.name in LAST else 0
 
 
+def _parallel_group(item):
+    """Order of the work units in a parallel run: longest first."""
+    if "deployed_node" in item.fixturenames:
+        return 0
+    return 1 if item.path.name in LAST else 2
+
+
+def work_unit(item):
+    """The xdist group ``item`` runs in, or None for a test that runs anywhere."""
+    if "deployed_node" in item.fixturenames:
+        return "deployed"
+    if item.path.parent.name == "sandbox" and item.path.name.startswith("test_"):
+        return item.path.stem
+    if item.path.parent.name == "cli":
+        return "cli"
+    return None
+
+
+def parallel(config):
+    """Whether this process collects for ``--dist loadgroup`` (on xdist's workers, which
+    collect, ``dist`` reads "no" and ``loadgroup`` holds the answer)."""
+    return getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup"
+
+
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=_group)  # stable: each suite keeps its own order
+    if not parallel(config):
+        items.sort(key=_group)  # stable: each suite keeps its own order
+        return
+    for item in items:
+        unit = work_unit(item)
+        if unit:
+            item.add_marker(pytest.mark.xdist_group(unit))
+    items.sort(key=_parallel_group)
 
 
 @pytest.hookimpl(trylast=True)

@@ -204,8 +204,10 @@ def served():
     was_running = aptrepo.running()
     info = aptrepo.ensure_served()
     yield info
-    if not was_running:
-        aptrepo.stop(pid=info["pid"])  # only the server this module started
+    # Only the server this module started, and never under a parallel run: the other
+    # worker's nodes may be installing from it.
+    if not was_running and "PYTEST_XDIST_WORKER" not in os.environ:
+        aptrepo.stop(pid=info["pid"])
 
 
 @pytest.fixture

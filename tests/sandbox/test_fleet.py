@@ -25,7 +25,10 @@ pytestmark = pytest.mark.sandbox
 
 STEPS = ("deploy_steps=repo,toolkit,env",)
 MIRROR_ADDR = node_addr("127.0.0.79")
-SUMMARY = REPO_ROOT / "reports" / "summary.json"
+# The fleet's own reports directory (control/reports.py): other suites' runs beside it
+# write reports/summary.json, never this one.
+REPORTS = REPO_ROOT / "reports" / "fleet"
+SUMMARY = REPORTS / "summary.json"
 # What deploy's repo, toolkit and env steps write: none of it may appear on a host that failed.
 WRITTEN = ("/etc/apt/keyrings/nvidia-cuda.gpg", "/etc/apt/sources.list.d/nvidia-cuda.sources",
            "/etc/apt/preferences.d/nvidia-cuda", "/etc/profile.d/zz-cuda-home.sh", "/usr/local/cuda-13.0/bin/nvcc")
@@ -83,11 +86,11 @@ def write_hosts(path, overrides):
 
 
 def deploy(hosts_file, *args):
-    os.environ["GPU_BRINGUP_HOSTS"] = str(hosts_file)
+    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
     try:
         return pyinfra_cli("inventory/gpu.py", *args, "deploy.py", data=STEPS)
     finally:
-        del os.environ["GPU_BRINGUP_HOSTS"]
+        del os.environ["GPU_BRINGUP_HOSTS"], os.environ["GPU_BRINGUP_REPORTS"]
 
 
 def rows():
@@ -158,13 +161,13 @@ def test_refused_connection_is_named_and_fail_percent_stops_the_run(fleet, tmp_p
     document["hosts"] = {"fl-ok": document["hosts"]["fl-ok"],
                          "fl-gone": {**document["hosts"]["fl-ok"], "ssh_hostname": node_addr("127.0.0.78")}}
     hosts_file.write_text(yaml.safe_dump(document))
-    os.environ["GPU_BRINGUP_HOSTS"] = str(hosts_file)
+    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
     try:
         carried_on = pyinfra_cli("inventory/gpu.py", "validate.py", data=STEPS)
         carried_on.rows = rows()
         stopped = pyinfra_cli("inventory/gpu.py", "--fail-percent", "0", "validate.py", data=STEPS)
     finally:
-        del os.environ["GPU_BRINGUP_HOSTS"]
+        del os.environ["GPU_BRINGUP_HOSTS"], os.environ["GPU_BRINGUP_REPORTS"]
     assert carried_on.returncode == 1
     # paramiko's words for a refused connection
     assert f"fl-gone: unreachable: Could not connect ([Errno None] Unable to connect to port 22 on " \

@@ -4,9 +4,17 @@ operation reads in; the exact commands it yields, or its noop message, out), run
 pyinfra-testing without a host."""
 
 from pathlib import Path
+from unittest import mock
 
-import pyinfra_testing.operations as harness
-from pyinfra_testing.util import FakeFact, FakeHost
+from gevent import monkey
+
+# pyinfra-testing imports pyinfra_cli (for its JSON encoder), whose import patches the
+# standard library with gevent; in make test's pytest-xdist workers that strands
+# execnet's own queue ("LoopExit: This operation would block forever"). The cases do
+# no I/O, so the patch is left out.
+with mock.patch.object(monkey, "patch_all"):
+    import pyinfra_testing.operations as harness
+from pyinfra_testing.util import FakeFact, FakeHost  # noqa: E402
 
 CASES = Path(__file__).resolve().parent / "operations"
 HOST = "gpu-node-01"
