@@ -48,3 +48,27 @@ def test_debian13_bare_to_green(node, tmp_path):
     again = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA, json_output=True)
     changed = changed_operations(again)
     assert changed == []
+
+
+def test_deep_gemm_compile_runs_as_planned_and_its_failure_changes_nothing(node):
+    """prewarm_deep_gemm through deploy.py, on this node with a venv (make test's other
+    worker has time to spare; the deployed node's tests are its longest unit). The stand-in GPUs (SM 12.0)
+    and a model make the plan run SGLang's own compile_deep_gemm as the service user with
+    the service's environment; no GPU stands behind the stand-in, so its server cannot
+    start and the tool waits out its --timeout: the host fails, no DeepGEMM manifest is
+    written, FlashInfer's pre-warm stays as it was, and a re-run tries the compile again."""
+    data = DATA + ("prewarm_deep_gemm=true", "prewarm_deep_gemm_timeout=60", "deploy_steps=prewarm")
+    _, report = validate(NAME, data=data)
+    assert [f["code"] for f in report["plan"]["findings"] if f["code"].startswith("DEEP_GEMM")] == \
+        ["DEEP_GEMM_PRECOMPILE"], report["plan"]["findings"]
+    fi_manifest = run_ssh(node, "sha256sum /var/cache/sglang/prewarm/manifest.json").stdout
+    for attempt in ("first", "re-run"):
+        result = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
+        assert result.returncode == 1, result.output[-4000:]
+        # It ran, as the service user, with the plan's arguments, which the module accepted.
+        assert "deep_gemm: no DeepGEMM manifest" in result.output, (attempt, result.output[-4000:])
+        assert "unrecognized arguments" not in result.output and "usage:" not in result.output, result.output[-4000:]
+        assert "DeepGEMM Kernels compilation timeout" in result.output, (attempt, result.output[-4000:])
+        assert run_ssh(node, "test ! -e /var/cache/sglang/prewarm/deep_gemm.json && echo absent").stdout.strip() \
+            == "absent"
+    assert run_ssh(node, "sha256sum /var/cache/sglang/prewarm/manifest.json").stdout == fi_manifest
