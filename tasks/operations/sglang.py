@@ -188,7 +188,9 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
     # re-run compiles again (SGLang: "feel free to restart the command until the
     # compilation is fully finished").
     bound = [deep_gemm.command[0], "-I", deep_gemm.session_bound]
-    yield StreamedCommand(f"echo {shlex.quote(f'deep_gemm: {why}')} && "
+    # In the unit's WorkingDirectory (the service's home): a relative model path, or a
+    # hub name SGLang first stats as a local path, resolves as it does for the service.
+    yield StreamedCommand(f"echo {shlex.quote(f'deep_gemm: {why}')} && cd {shlex.quote(deep_gemm.home)} && "
                           f"{shlex.join(bound + service + in_env)} env PYTHONDONTWRITEBYTECODE=1 "
                           f"{shlex.join(deep_gemm.command)}")
     record = 'mkdir -p "${1%/*}" && printf \'%s\\n\' "$2" > "$1.tmp" && mv -f "$1.tmp" "$1"'

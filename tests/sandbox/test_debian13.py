@@ -3,17 +3,24 @@ node suite with deploy.py: the cp313 lock, NVIDIA's debian13 repository director
 (the sandbox's), the reduced pre-warm."""
 
 import re
+import shlex
+import subprocess
+import sys
 
 import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import changed_operations, node_suite, pyinfra_cli, run_ssh, validate
+from tests.sandbox_fixtures import REPO_ROOT, changed_operations, node_suite, pyinfra_cli, run_ssh, validate
 
 pytestmark = pytest.mark.sandbox
 
 NAME = "deb13"
 DATA = ("prewarm_modules=activation:silu,sglang-activation", "service_model=Qwen/Qwen3-0.6B", "service_enable=false")
+# A model's configuration without weights (SGLang resolves its arguments from it).
+TINY_QWEN2 = ('{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64, '
+              '"intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, '
+              '"vocab_size": 1000, "max_position_embeddings": 512, "torch_dtype": "bfloat16"}')
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +59,19 @@ def test_debian13_bare_to_green(node, tmp_path):
 
 def test_deep_gemm_compile_runs_as_planned_and_its_failure_changes_nothing(node):
     """prewarm_deep_gemm through deploy.py, on this node with a venv (make test's other
-    worker has time to spare; the deployed node's tests are its longest unit). The stand-in GPUs (SM 12.0)
-    and a model make the plan run SGLang's own compile_deep_gemm as the service user with
-    the service's environment; no GPU stands behind the stand-in, so its server cannot
-    start and the tool waits out its --timeout: the host fails, no DeepGEMM manifest is
-    written, FlashInfer's pre-warm stays as it was, and a re-run tries the compile again."""
-    data = DATA + ("prewarm_deep_gemm=true", "prewarm_deep_gemm_timeout=60", "deploy_steps=prewarm")
+    worker has time to spare; the deployed node's tests are its longest unit). The
+    stand-in GPUs (SM 12.0) and a model make the plan run SGLang's own compile_deep_gemm
+    as the service user, with the service's environment, in the unit's WorkingDirectory:
+    the model is given relative to it, so only there does SGLang find it (elsewhere it
+    asks the hub for "models/tiny-qwen2"). With no GPU behind the stand-in SGLang's device
+    check then refuses: the host fails, bringup.explain names the cause, no DeepGEMM
+    manifest is written, FlashInfer's pre-warm stays as it was, a re-run tries again."""
+    model = "/var/lib/sglang/models/tiny-qwen2"
+    run_ssh(node, f"mkdir -p {model} && printf '%s' {shlex.quote(TINY_QWEN2)} > {model}/config.json "
+                  "&& chmod -R a+rX /var/lib/sglang/models")
+    data = tuple(item for item in DATA if not item.startswith("service_model=")) + (
+        "service_model=models/tiny-qwen2", "prewarm_deep_gemm=true", "prewarm_deep_gemm_timeout=60",
+        "deploy_steps=prewarm")
     _, report = validate(NAME, data=data)
     assert [f["code"] for f in report["plan"]["findings"] if f["code"].startswith("DEEP_GEMM")] == \
         ["DEEP_GEMM_PRECOMPILE"], report["plan"]["findings"]
@@ -65,10 +79,13 @@ def test_deep_gemm_compile_runs_as_planned_and_its_failure_changes_nothing(node)
     for attempt in ("first", "re-run"):
         result = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
         assert result.returncode == 1, result.output[-4000:]
-        # It ran, as the service user, with the plan's arguments, which the module accepted.
         assert "deep_gemm: no DeepGEMM manifest" in result.output, (attempt, result.output[-4000:])
-        assert "unrecognized arguments" not in result.output and "usage:" not in result.output, result.output[-4000:]
-        assert "DeepGEMM Kernels compilation timeout" in result.output, (attempt, result.output[-4000:])
+        assert "unrecognized arguments" not in result.output, result.output[-4000:]
+        assert "RuntimeError: No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS)" in result.output, \
+            (attempt, result.output[-4000:])
+        explained = subprocess.run([sys.executable, "-m", "bringup.explain", "-"], input=result.output,
+                                   capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+        assert "CUDA_UNAVAILABLE" in explained.stdout, explained.stdout
         assert run_ssh(node, "test ! -e /var/cache/sglang/prewarm/deep_gemm.json && echo absent").stdout.strip() \
             == "absent"
     assert run_ssh(node, "sha256sum /var/cache/sglang/prewarm/manifest.json").stdout == fi_manifest
