@@ -307,7 +307,8 @@ def plan(facts, config, locks=None):
                       recorded=(facts.get("torch") or {}).get("arch_list_from") == "record")
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
-    node.deep_gemm = _deep_gemm(facts, config, add)
+    # The GPUs' own SMs only: an image builder's target_sms have no GPU to compile on.
+    node.deep_gemm = _deep_gemm(config, sms if facts.get("gpus") else [], add)
     _check_service_unit(facts, config, node, add)
     return node
 
@@ -514,11 +515,10 @@ def _prewarm(facts, config, arch_list, add):
     return PrewarmPlan(**{**asdict(prewarm), "gap": gap})
 
 
-def _deep_gemm(facts, config, add):
+def _deep_gemm(config, gpu_sms, add):
     """Whether deploy compiles DeepGEMM's kernels (prewarm_deep_gemm): for the unit's
-    model and server arguments, on the GPUs the node reports."""
+    model and server arguments, on the GPUs the node reports (``gpu_sms``)."""
     layout = config.layout
-    gpu_sms = sorted({parse(gpu["compute_cap"]) for gpu in facts.get("gpus") or [] if parse(gpu["compute_cap"])})
     run, why = deep_gemm_decision(config.prewarm_deep_gemm, config.service_model, gpu_sms)
     # The unit's model and server arguments (--tp-size, --quantization... shape the
     # kernels); its server listens on loopback only, on the service's port (the service

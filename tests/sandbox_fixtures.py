@@ -192,11 +192,12 @@ def report_path(host: str) -> Path:
     return REPO_ROOT / "reports" / f"{host}.json"
 
 
-def validate(host: str, expect_rc: int = 0, data=DEPLOY_DATA) -> tuple:
+def validate(host: str, expect_rc: int = 0, data=DEPLOY_DATA, options=(), timeout=1800) -> tuple:
     """Run validate.py on ``host`` (its old report removed first, so a crashed run
-    cannot pass on a stale one), check its exit status, return (result, new report)."""
+    cannot pass on a stale one), check its exit status, return (result, new report).
+    ``options`` go to pyinfra first (``("-v",)``: each host's report in the output)."""
     report_path(host).unlink(missing_ok=True)
-    result = pyinfra_cli("inventory/gpu.py", "--limit", host, "validate.py", data=data)
+    result = pyinfra_cli(*options, "inventory/gpu.py", "--limit", host, "validate.py", data=data, timeout=timeout)
     assert result.returncode == expect_rc, result.output[-4000:]
     return result, json.loads(report_path(host).read_text())
 

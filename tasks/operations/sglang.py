@@ -27,6 +27,16 @@ def as_plan(kind, value):
     return kind(**value) if isinstance(value, dict) else value
 
 
+def as_service_user(user, home):
+    """The words that run a command as the service user with its own HOME (root's
+    environment otherwise leaks through runuser).
+
+    >>> as_service_user("sglang", "/var/lib/sglang")
+    ['runuser', '-u', 'sglang', '--', 'env', 'HOME=/var/lib/sglang']
+    """
+    return ["runuser", "-u", user, "--", "env", f"HOME={home}"]
+
+
 def lock_digest(lock):
     """First 16 hex of the lock's sha256: names the venv built from it."""
     return get_file_sha256(lock)[:16]
@@ -119,8 +129,7 @@ def jit_prewarm(prewarm: PrewarmPlan):
     if not gap:
         host.noop(f"JIT cache holds {', '.join(prewarm.request['modules'])} for {prewarm.arch_list}")
         return
-    service = ["runuser", "-u", prewarm.user, "--", "env", f"HOME={prewarm.home}",
-               prewarm.runner, prewarm.base_path, prewarm.env_file]
+    service = [*as_service_user(prewarm.user, prewarm.home), prewarm.runner, prewarm.base_path, prewarm.env_file]
     command = [
         f"{prewarm.venv}/bin/python", prewarm.script,
         "--modules", ",".join(prewarm.request["modules"]),
@@ -179,7 +188,7 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
         host.noop(f"{deep_gemm.manifest} records DeepGEMM's kernels for {deep_gemm.request['model']}")
         return
     why = "no DeepGEMM manifest" if recorded is None else f"the manifest records {json.dumps(recorded)}"
-    service = ["runuser", "-u", deep_gemm.user, "--", "env", f"HOME={deep_gemm.home}"]
+    service = as_service_user(deep_gemm.user, deep_gemm.home)
     in_env = [deep_gemm.runner, deep_gemm.base_path, deep_gemm.env_file]
     unit = shlex.quote(deep_gemm.unit)
     yield f"if systemctl is-active --quiet {unit}; then systemctl stop {unit}; fi"

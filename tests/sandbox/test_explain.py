@@ -9,7 +9,6 @@ NVIDIA's ptxas 12.8 asked for sm_120f), a failure the corpus knows. The node is 
 down at the end of the module.
 """
 
-import json
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_fixtures import node_addr, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import validate as validate_host
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME, ADDR = "explain-e2e", "127.0.0.46"
@@ -57,12 +57,8 @@ def wait_failing(entry, text="", timeout=120):
 
 
 def validate():
-    """validate.py with the per-host detail (-v: the fleet summary alone is the default),
-    its old report removed first so that a crashed run cannot pass on a stale one."""
-    (ROOT / "reports" / f"{NAME}.json").unlink(missing_ok=True)
-    result = pyinfra_cli("-v", "inventory/gpu.py", "--limit", NAME, "validate.py", data=DATA, timeout=600)
-    assert result.returncode == 0, result.output[-4000:]
-    document = json.loads((ROOT / "reports" / f"{NAME}.json").read_text())
+    """validate.py with the per-host detail (-v: the fleet summary alone is the default)."""
+    result, document = validate_host(NAME, data=DATA, options=("-v",), timeout=600)
     failed = [finding for finding in document["plan"]["findings"] if finding["code"] == "SERVICE_FAILED"]
     return result, document, failed
 
