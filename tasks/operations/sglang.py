@@ -171,8 +171,8 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
     (``python -m sglang.compile_deep_gemm``: the server loaded on the GPUs, one request),
     as the service user with the service's environment, so they land in
     SGLANG_DG_CACHE_DIR; then record the request in the manifest. Skipped when the
-    manifest records this request. The running service is stopped first (the compile
-    needs its GPUs and its port); the service step starts it again.
+    manifest records this request. A running service is stopped for the compile (it
+    needs the GPUs and the port) and started again after it, whether it succeeded or not.
 
     + deep_gemm: the plan's ``DeepGemmPlan``
 
@@ -191,7 +191,6 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
     service = as_service_user(deep_gemm.user, deep_gemm.home)
     in_env = [deep_gemm.runner, deep_gemm.base_path, deep_gemm.env_file]
     unit = shlex.quote(deep_gemm.unit)
-    yield f"if systemctl is-active --quiet {unit}; then systemctl stop {unit}; fi"
     # It dies with its SSH session (files/session-bound); the manifest, written last and
     # whole (renamed into place), stays the old one when it fails or times out, so a
     # re-run compiles again (SGLang: "feel free to restart the command until the
@@ -199,9 +198,15 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
     bound = [deep_gemm.command[0], "-I", deep_gemm.session_bound]
     # In the unit's WorkingDirectory (the service's home): a relative model path, or a
     # hub name SGLang first stats as a local path, resolves as it does for the service.
-    yield StreamedCommand(f"echo {shlex.quote(f'deep_gemm: {why}')} && cd {shlex.quote(deep_gemm.home)} && "
-                          f"{shlex.join(bound + service + in_env)} env PYTHONDONTWRITEBYTECODE=1 "
-                          f"{shlex.join(deep_gemm.command)}")
+    compile_command = (f"cd {shlex.quote(deep_gemm.home)} && {shlex.join(bound + service + in_env)} "
+                       f"env PYTHONDONTWRITEBYTECODE=1 {shlex.join(deep_gemm.command)}")
+    # A running service is stopped for the compile (its GPUs, its port) and started again
+    # after it, failed or not: a failed compile fails the host before the service step,
+    # and must not leave the service down.
+    yield StreamedCommand(f"echo {shlex.quote(f'deep_gemm: {why}')}; was=$(systemctl is-active {unit} 2>/dev/null); "
+                          f"if [ \"$was\" = active ]; then systemctl stop {unit}; fi; "
+                          f"{compile_command}; status=$?; "
+                          f"if [ \"$was\" = active ]; then systemctl start {unit}; fi; exit $status")
     record = 'mkdir -p "${1%/*}" && printf \'%s\\n\' "$2" > "$1.tmp" && mv -f "$1.tmp" "$1"'
     yield shlex.join([*service, "sh", "-c", record, "sh", deep_gemm.manifest,
                       json.dumps(deep_gemm.request, sort_keys=True)])

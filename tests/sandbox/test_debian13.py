@@ -17,6 +17,7 @@ pytestmark = pytest.mark.sandbox
 
 NAME = "deb13"
 DATA = ("prewarm_modules=activation:silu,sglang-activation", "service_model=Qwen/Qwen3-0.6B", "service_enable=false")
+DROP_IN = "/etc/systemd/system/sglang.service.d/sleep.conf"
 # A model's configuration without weights (SGLang resolves its arguments from it).
 TINY_QWEN2 = ('{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64, '
               '"intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, '
@@ -65,7 +66,8 @@ def test_deep_gemm_compile_runs_as_planned_and_its_failure_changes_nothing(node)
     the model is given relative to it, so only there does SGLang find it (elsewhere it
     asks the hub for "models/tiny-qwen2"). With no GPU behind the stand-in SGLang's device
     check then refuses: the host fails, bringup.explain names the cause, no DeepGEMM
-    manifest is written, FlashInfer's pre-warm stays as it was, a re-run tries again."""
+    manifest is written, FlashInfer's pre-warm stays as it was, the service it stopped runs
+    again, a re-run tries again."""
     model = "/var/lib/sglang/models/tiny-qwen2"
     run_ssh(node, f"mkdir -p {model} && printf '%s' {shlex.quote(TINY_QWEN2)} > {model}/config.json "
                   "&& chmod -R a+rX /var/lib/sglang/models")
@@ -76,7 +78,13 @@ def test_deep_gemm_compile_runs_as_planned_and_its_failure_changes_nothing(node)
     assert [f["code"] for f in report["plan"]["findings"] if f["code"].startswith("DEEP_GEMM")] == \
         ["DEEP_GEMM_PRECOMPILE"], report["plan"]["findings"]
     fi_manifest = run_ssh(node, "sha256sum /var/cache/sglang/prewarm/manifest.json").stdout
+    # A running service (a drop-in makes it one that can run here) is stopped for the
+    # compile and must be running again after the failed one.
+    run_ssh(node, f"mkdir -p {DROP_IN.rsplit('/', 1)[0]} && printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' "
+                  f"> {DROP_IN} && systemctl daemon-reload && systemctl start sglang.service")
+    started = "systemctl show -p ActiveEnterTimestampMonotonic --value sglang.service"
     for attempt in ("first", "re-run"):
+        before = run_ssh(node, started).stdout
         result = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
         assert result.returncode == 1, result.output[-4000:]
         assert "deep_gemm: no DeepGEMM manifest" in result.output, (attempt, result.output[-4000:])
@@ -88,4 +96,8 @@ def test_deep_gemm_compile_runs_as_planned_and_its_failure_changes_nothing(node)
         assert "CUDA_UNAVAILABLE" in explained.stdout, explained.stdout
         assert run_ssh(node, "test ! -e /var/cache/sglang/prewarm/deep_gemm.json && echo absent").stdout.strip() \
             == "absent"
+        # Stopped for the compile, then started again: running, since a later time.
+        assert run_ssh(node, "systemctl is-active sglang.service", check=False).stdout.strip() == "active", attempt
+        assert int(run_ssh(node, started).stdout) > int(before), attempt
+    run_ssh(node, f"systemctl stop sglang.service && rm {DROP_IN} && systemctl daemon-reload")
     assert run_ssh(node, "sha256sum /var/cache/sglang/prewarm/manifest.json").stdout == fi_manifest
