@@ -1,4 +1,5 @@
-"""Sandbox GPU nodes: throwaway Debian 12 or 13 hosts served over real SSH on loopback.
+"""Sandbox GPU nodes: throwaway Debian 12 or 13 hosts (amd64, or arm64 through QEMU)
+served over real SSH on loopback.
 
 Stand-in for GPU servers on machines without a GPU (README, "The sandbox").
 Only the GPU driver (nvidia-smi, libcuda) is faked, and, with ``--toolkit
@@ -10,6 +11,7 @@ see sandbox.field_states.
     python3 -m sandbox up gpu1 --addr 127.0.0.11 --gpu rtx-pro-6000-x8 --toolkit incident
     python3 -m sandbox up gpu2 --addr 127.0.0.12 --gpu rtx-pro-6000-x8 --state incident,operator
     python3 -m sandbox up gpu3 --addr 127.0.0.13 --gpu b200-x8 --os debian13
+    python3 -m sandbox up arm1 --addr 127.0.0.14 --gpu gb10 --arch arm64
     python3 -m sandbox status
     python3 -m sandbox layers [--prune]
     python3 -m sandbox down gpu1        # or: down --all

@@ -1,4 +1,4 @@
-"""Command line of the sandbox: ``python3 -m sandbox {up,down,status,image,layers,destroy}``.
+"""Command line of the sandbox: ``python3 -m sandbox {up,down,status,image,layers,binfmt,destroy}``.
 
 Run from the repository root as root (nodes need mount and PID namespaces).
 Exit status: 0 success, 1 sandbox error, 2 usage error.
@@ -13,7 +13,10 @@ import time
 
 import yaml
 
-from sandbox import field_states, gpu_standin, image, layers, node
+from sandbox import cpus, field_states, gpu_standin, image, layers, node
+
+# --arch (Debian's names) -> the node's CPU as uname -m prints it.
+ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                       help=f"field states, as cached layers: {', '.join(field_states.STATES)}")
     p_up.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES),
                       help=f"distribution of the node (default: {image.DEFAULT_OS})")
+    p_up.add_argument("--arch", default=cpus.dpkg_arch(cpus.host_machine()), choices=sorted(ARCHES),
+                      help="CPU of the node (default: this machine's); a foreign one runs through QEMU "
+                           "(qemu-user-static; its binfmt_misc handler is registered when missing)")
     p_up.add_argument("--port", type=int, default=None,
                       help="SSH port (default: 22, or the first free of 2222-2299)")
 
@@ -46,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="list nodes")
     p_image = sub.add_parser("image", help="build the base image if needed and print its path")
     p_image.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES))
+    p_image.add_argument("--arch", default=cpus.dpkg_arch(cpus.host_machine()), choices=sorted(ARCHES))
+    p_binfmt = sub.add_parser("binfmt", help="QEMU's arm64 binfmt_misc handler (machine-wide): show, or --remove")
+    p_binfmt.add_argument("--remove", action="store_true", help="unregister it (running arm64 nodes stop working)")
     p_layers = sub.add_parser("layers", help="list the cached state layers (build time, disk)")
     p_layers.add_argument("--prune", action="store_true",
                           help="first delete the layers this checkout's states no longer make "
@@ -58,7 +67,7 @@ def _cmd_up(args) -> int:
     """`up`: start a node and print its registry entry."""
     started = time.monotonic()
     entry = node.up(args.name, args.addr, args.gpu, args.toolkit, args.port,
-                    states=field_states.parse(args.state), os_name=args.os)
+                    states=field_states.parse(args.state), os_name=args.os, machine=ARCHES[args.arch])
     print(yaml.safe_dump({args.name: entry}, sort_keys=False), end="")
     print(f"sandbox: {args.name} up in {time.monotonic() - started:.1f} s "
           f"(registry {node.registry_path()})", file=sys.stderr)
@@ -85,21 +94,32 @@ def _cmd_status(_args) -> int:
     if not rows:
         print("no sandbox nodes")
         return 0
-    print(f"{'NAME':<12} {'STATUS':<9} {'ADDRESS':<20} {'GPU':<20} {'OS':<9} {'TOOLKIT':<9} "
+    print(f"{'NAME':<12} {'STATUS':<9} {'ADDRESS':<20} {'GPU':<20} {'OS':<9} {'ARCH':<6} {'TOOLKIT':<9} "
           f"{'STATES':<24} PID")
     for row in rows:
         entry = row["entry"] or {}
         where = f"{entry.get('ssh_hostname', '?')}:{entry.get('ssh_port', '?')}"
         states = ",".join(entry.get("states") or []) or "-"
         print(f"{row['name']:<12} {row['state']:<9} {where:<20} {entry.get('gpu_profile', '?'):<20} "
-              f"{entry.get('os', image.DEFAULT_OS):<9} {entry.get('toolkit', '?'):<9} {states:<24} "
+              f"{entry.get('os', image.DEFAULT_OS):<9} {entry.get('arch', 'amd64'):<6} "
+              f"{entry.get('toolkit', '?'):<9} {states:<24} "
               f"{row['pid'] or '-'}")
     return 0
 
 
 def _cmd_image(args) -> int:
     """`image`: build (once) and print the base root."""
-    print(image.base_root(os_name=args.os))
+    print(image.base_root(os_name=args.os, machine=ARCHES[args.arch]))
+    return 0
+
+
+def _cmd_binfmt(args) -> int:
+    """`binfmt [--remove]`: QEMU's arm64 handler, as the kernel holds it."""
+    if args.remove:
+        print("sandbox: qemu-aarch64 handler " + ("removed" if cpus.remove("aarch64") else "was not registered"))
+        return 0
+    entry = cpus.BINFMT / cpus.FOREIGN["aarch64"][1]
+    print(entry.read_text().strip() if entry.exists() else "qemu-aarch64: not registered")
     return 0
 
 
@@ -132,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         print("sandbox: must run as root (mount and PID namespaces, chroot)", file=sys.stderr)
         return 1
     handler = {"up": _cmd_up, "down": _cmd_down, "status": _cmd_status,
-               "image": _cmd_image, "layers": _cmd_layers, "destroy": _cmd_destroy}[args.cmd]
+               "image": _cmd_image, "layers": _cmd_layers, "binfmt": _cmd_binfmt,
+               "destroy": _cmd_destroy}[args.cmd]
     try:
         return handler(args)
-    except (node.SandboxError, layers.LayerBuildError, ValueError) as exc:
+    except (node.SandboxError, layers.LayerBuildError, cpus.BinfmtError, ValueError) as exc:
         print(f"sandbox: error: {exc}", file=sys.stderr)
         return 1
 

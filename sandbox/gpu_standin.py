@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from sandbox import cpus
 from sandbox.fsutil import write_file
 
 FILES = Path(__file__).resolve().parent / "files"
@@ -35,7 +36,15 @@ TOOLKITS = ("incident", "none")
 
 # Where the recorded outputs land inside the node.
 NODE_GPU_DATA = "usr/share/sandbox-gpu"
-LIBDIR = "usr/lib/x86_64-linux-gnu"
+def libdir(machine: str) -> str:
+    """Where Debian keeps *machine*'s shared libraries, as the driver package installs libcuda.
+
+    >>> libdir("aarch64")
+    'usr/lib/aarch64-linux-gnu'
+    """
+    return f"usr/lib/{cpus.TRIPLETS[machine]}"
+
+
 CUDA_OLD = "usr/local/cuda-12.8"
 
 
@@ -68,8 +77,8 @@ def ensure_dir(upper: Path, lower: Path | list[Path], rel: str) -> Path:
     return cur_up
 
 
-def install_driver(upper: Path, lower: Path, profile: str) -> None:
-    """Install the driver stand-in for *profile* (nothing for ``none``)."""
+def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_64") -> None:
+    """Install the driver stand-in for *profile* (nothing for ``none``) on a node of *machine*'s CPU."""
     if profile not in profiles():
         raise ValueError(f"unknown GPU profile {profile!r}; known: {', '.join(profiles())}")
     if profile == NO_GPU:
@@ -89,16 +98,17 @@ def install_driver(upper: Path, lower: Path, profile: str) -> None:
     bindir = ensure_dir(upper, lower, "usr/bin")
     write_file(bindir / "nvidia-smi", (FILES / "nvidia-smi").read_bytes(), 0o755)
     if profile not in NO_LIBCUDA:
-        libdir = ensure_dir(upper, lower, LIBDIR)
-        write_file(libdir / "libcuda.so.1", _libcuda_stub(), 0o644)
-        os.symlink("libcuda.so.1", libdir / "libcuda.so")
+        libs = ensure_dir(upper, lower, libdir(machine))
+        write_file(libs / "libcuda.so.1", _libcuda_stub(machine), 0o644)
+        os.symlink("libcuda.so.1", libs / "libcuda.so")
 
 
-def _libcuda_stub() -> bytes:
-    """Build the empty libcuda.so.1 (SANDBOX STAND-IN) with the host's gcc."""
+def _libcuda_stub(machine: str) -> bytes:
+    """Build the empty libcuda.so.1 (SANDBOX STAND-IN) for *machine* (the host's gcc, or
+    Debian's cross compiler); it needs no C library, so none is linked."""
     with tempfile.TemporaryDirectory(prefix="sandbox-libcuda-") as tmp:
         out = Path(tmp) / "libcuda.so.1"
-        cmd = ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(out),
+        cmd = [cpus.gcc(machine), "-shared", "-fPIC", "-nostdlib", "-Wl,-soname,libcuda.so.1", "-o", str(out),
                str(FILES / "libcuda-stub.c")]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from control.atomic import atomic_write
+from sandbox import cpus
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
 MIRROR = os.environ.get("SANDBOX_MIRROR", "http://deb.debian.org/debian")
@@ -102,8 +103,8 @@ def os_spec(os_name: str = DEFAULT_OS) -> OsSpec:
     return OSES[os_name]
 
 
-def image_key(os_name: str = DEFAULT_OS) -> str:
-    """Hash of every input that shapes the image (suite, variant, packages...)."""
+def image_key(os_name: str = DEFAULT_OS, machine: str | None = None) -> str:
+    """Hash of every input that shapes the image (suite, variant, packages, CPU...)."""
     spec = os_spec(os_name)
     fields = {
         "suite": spec.suite,
@@ -111,7 +112,7 @@ def image_key(os_name: str = DEFAULT_OS) -> str:
         "mirror": MIRROR,
         "packages": sorted(PACKAGES),
         "format": IMAGE_FORMAT,
-        "arch": os.uname().machine,
+        "arch": machine or cpus.host_machine(),
     }
     # Only set where it is not the default, so Debian 12 images built before
     # there was a choice keep their key (and their cache entry).
@@ -120,31 +121,37 @@ def image_key(os_name: str = DEFAULT_OS) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def image_dir(os_name: str = DEFAULT_OS) -> Path:
-    """The cache entry of the current package list (may not exist yet)."""
-    return cache_dir() / f"{os_spec(os_name).suite}-minbase-{image_key(os_name)}"
+def image_dir(os_name: str = DEFAULT_OS, machine: str | None = None) -> Path:
+    """The cache entry of the current package list for *machine*'s CPU (default: this
+    machine's), which may not exist yet; a foreign CPU's carries its dpkg arch in the name."""
+    machine = machine or cpus.host_machine()
+    arch = "" if machine == cpus.host_machine() else f"{cpus.dpkg_arch(machine)}-"
+    return cache_dir() / f"{os_spec(os_name).suite}-{arch}minbase-{image_key(os_name, machine)}"
 
 
-def base_root(log=None, os_name: str = DEFAULT_OS) -> Path:
-    """Return the cached base root of *os_name*, building it first if needed.
+def base_root(log=None, os_name: str = DEFAULT_OS, machine: str | None = None) -> Path:
+    """Return the cached base root of *os_name* for *machine*'s CPU, building it first if needed.
 
-    Cheap on a warm cache (one stat, no lock); only a build takes the lock.
+    Cheap on a warm cache (one stat, no lock); only a build takes the lock. A foreign
+    CPU's root needs QEMU's binfmt_misc handler, to build and to run (sandbox.cpus).
     """
-    root = image_dir(os_name) / "root"
-    if (image_dir(os_name) / "image.json").is_file():
-        return root
+    machine = machine or cpus.host_machine()
+    cpus.ensure(machine, log)
+    final = image_dir(os_name, machine)
+    if (final / "image.json").is_file():
+        return final / "root"
     cache_dir().mkdir(parents=True, exist_ok=True)
     os.chmod(cache_dir(), 0o755)  # explicit: mkdir's mode is filtered by the umask
     with file_lock(cache_dir() / ".lock"):
         # Another process may have finished the build while we waited.
-        if not (image_dir(os_name) / "image.json").is_file():
-            _build(log or sys.stderr, os_name)
-    return root
+        if not (final / "image.json").is_file():
+            _build(log or sys.stderr, os_name, machine)
+    return final / "root"
 
 
-def image_info(os_name: str = DEFAULT_OS) -> dict | None:
+def image_info(os_name: str = DEFAULT_OS, machine: str | None = None) -> dict | None:
     """Metadata of the cached image (packages, build seconds), None if absent."""
-    meta = image_dir(os_name) / "image.json"
+    meta = image_dir(os_name, machine) / "image.json"
     if not meta.is_file():
         return None
     return json.loads(meta.read_text())
@@ -170,26 +177,27 @@ def _clean_stale_tmp() -> None:
         safe_rmtree(entry)
 
 
-def _build(log, os_name: str = DEFAULT_OS) -> None:
+def _build(log, os_name: str, machine: str) -> None:
     """Build the image into a temp dir and rename it into place when complete."""
     _clean_stale_tmp()
-    spec, final = os_spec(os_name), image_dir(os_name)
-    tmp = cache_dir() / f".tmp-{image_key(os_name)}-{os.getpid()}"
+    spec, final = os_spec(os_name), image_dir(os_name, machine)
+    tmp = cache_dir() / f".tmp-{image_key(os_name, machine)}-{os.getpid()}"
     tmp.mkdir()
     os.chmod(tmp, 0o755)
     root = tmp / "root"
     started = time.monotonic()
     print(f"sandbox: building base image {final.name} (debootstrap, a few minutes)...", file=log, flush=True)
-    _debootstrap(root, log, spec)
+    _debootstrap(root, log, spec, cpus.dpkg_arch(machine))
     _finish_root(root, spec)
     seconds = round(time.monotonic() - started, 1)
     meta = {
         "os": spec.name,
         "suite": spec.suite,
+        "arch": cpus.dpkg_arch(machine),
         "variant": "minbase",
         "mirror": MIRROR,
         "packages": list(PACKAGES),
-        "key": image_key(os_name),
+        "key": image_key(os_name, machine),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_seconds": seconds,
     }
@@ -199,13 +207,13 @@ def _build(log, os_name: str = DEFAULT_OS) -> None:
     print(f"sandbox: base image ready in {seconds} s: {final}", file=log, flush=True)
 
 
-def _debootstrap(root: Path, log, spec: OsSpec) -> None:
-    """Run debootstrap in private mount+PID namespaces (its mounts die with it)."""
+def _debootstrap(root: Path, log, spec: OsSpec, arch: str) -> None:
+    """Run debootstrap for *arch* in private mount+PID namespaces (its mounts die with it)."""
     # umask 022: the image must not depend on the caller's umask.
     cmd = [
         "unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
         "/bin/sh", "-c", 'umask 022 && exec "$@"', "sh",
-        "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+        "debootstrap", "--variant=minbase", f"--arch={arch}", f"--include={','.join(PACKAGES)}",
         spec.suite, str(root), MIRROR,
     ]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

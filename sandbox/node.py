@@ -1,6 +1,7 @@
 """Sandbox nodes: throwaway Debian hosts reached over real SSH on loopback.
 
-A node is the cached base image of its OS (sandbox.image: Debian 12 or 13),
+A node is the cached base image of its OS and CPU (sandbox.image: Debian 12 or 13,
+amd64, or arm64 run through QEMU: sandbox.cpus),
 the cached layers of its field states (sandbox.field_states, sandbox.layers)
 and a private overlay on top, assembled by ``files/node-init.sh`` in its own
 mount, PID, UTS, IPC and cgroup namespaces (``unshare --fork``), which then
@@ -40,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox import field_states, gpu_standin, image
+from sandbox import cpus, field_states, gpu_standin, image
 from control.atomic import atomic_write
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
@@ -51,6 +52,9 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 DEFAULT_PORT = 22
 FALLBACK_PORTS = range(2222, 2300)
 READY_TIMEOUT_S = 30.0
+# A foreign CPU's node boots emulated (systemd, sshd's key loading): 2 s alone, far
+# more beside a busy test run on two cores.
+FOREIGN_READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 CGROUP_PARENT = "gpu-bringup-sandbox"
@@ -141,7 +145,7 @@ def _write_registry(nodes: dict[str, dict]) -> None:
 
 
 def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str, os_name: str,
-                    states: list[str]) -> dict:
+                    states: list[str], machine: str) -> dict:
     """One node's registry entry, keys in the documented order (inventory/gpu.py reads ssh_*)."""
     return {
         "ssh_hostname": addr,
@@ -152,6 +156,7 @@ def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str, os_
         "gpu_profile": gpu,
         "toolkit": toolkit,
         "os": os_name,
+        "arch": cpus.dpkg_arch(machine),
         "states": states,
     }
 
@@ -340,8 +345,9 @@ def _remove_node(name: str) -> None:
     _write_known_hosts(nodes)
 
 
-def _validate(name: str, addr: str, gpu: str, toolkit: str, os_name: str, states: list[str]) -> None:
-    """Reject bad names, non-loopback addresses, unknown profiles, OSes and states early."""
+def _validate(name: str, addr: str, gpu: str, toolkit: str, os_name: str, states: list[str],
+              machine: str) -> None:
+    """Reject bad names, non-loopback addresses, unknown profiles, OSes, CPUs and states early."""
     if not NAME_RE.match(name):
         raise SandboxError(f"bad node name {name!r}: use [a-z0-9-], at most 31 characters")
     try:
@@ -356,9 +362,15 @@ def _validate(name: str, addr: str, gpu: str, toolkit: str, os_name: str, states
         raise SandboxError(f"unknown toolkit {toolkit!r}; known: {', '.join(gpu_standin.TOOLKITS)}")
     if os_name not in image.OSES:
         raise SandboxError(f"unknown OS {os_name!r}; known: {', '.join(image.OSES)}")
+    if machine not in cpus.TRIPLETS:
+        raise SandboxError(f"unknown CPU {machine!r}; known: {', '.join(cpus.TRIPLETS)}")
     unknown = [state for state in states if state not in field_states.STATES]
     if unknown:
         raise SandboxError(f"unknown state {unknown[0]!r}; known: {', '.join(field_states.STATES)}")
+    # The states' layers are built and locked (hand-built venvs) for this machine's CPU.
+    if states and machine != cpus.host_machine():
+        raise SandboxError(f"--state {','.join(states)} is built for {cpus.dpkg_arch(cpus.host_machine())} nodes "
+                           f"only; start the {cpus.dpkg_arch(machine)} node without --state")
     # Both would own /usr/local/cuda-12.8 and /etc/profile.d/cuda-12.8.sh.
     if toolkit == "incident" and "cuda-12.8" in field_states.expand(states):
         raise SandboxError("--toolkit incident (the stand-in 12.8) and a state with cuda-12.8 exclude each other")
@@ -412,7 +424,7 @@ def _run(cmd: list[str]) -> None:
 
 
 def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path,
-                   lowers: list[Path]) -> None:
+                   lowers: list[Path], machine: str) -> None:
     """Write the node's own files into its overlay upper layer (*lowers*: top first, base last)."""
     upper = node_dir(name) / "upper"
     st = os.stat(base)
@@ -440,7 +452,7 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
     os.chmod(dot_ssh, 0o700)
     pub = Path(str(client_key()) + ".pub").read_text()
     write_file(dot_ssh / "authorized_keys", pub, 0o600)
-    gpu_standin.install_driver(upper, lowers, gpu)
+    gpu_standin.install_driver(upper, lowers, gpu, machine)
     gpu_standin.install_toolkit(upper, lowers, toolkit)
 
 
@@ -504,7 +516,9 @@ def _log_tail(log: Path, lines: int = 20) -> str:
 
 def _wait_ready(name: str, state: dict) -> None:
     """Wait until the node's sshd answers with an SSH banner."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
+    timeout = READY_TIMEOUT_S if state.get("machine", cpus.host_machine()) == cpus.host_machine() \
+        else FOREIGN_READY_TIMEOUT_S
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not _alive(state["init_pid"], state["init_starttime"]):
             raise SandboxError(f"{name}: node died while starting:\n{_log_tail(node_dir(name) / 'node.log')}")
@@ -517,7 +531,7 @@ def _wait_ready(name: str, state: dict) -> None:
         time.sleep(0.05)
     # node.log ends where systemd starts: what came after is in the node's journal.
     journal = node_dir(name) / "upper" / "var" / "log" / "journal"
-    raise SandboxError(f"{name}: sshd not answering after {READY_TIMEOUT_S:.0f} s:\n"
+    raise SandboxError(f"{name}: sshd not answering after {timeout:.0f} s:\n"
                        f"{_log_tail(node_dir(name) / 'node.log')}\n"
                        f"(boot log: journalctl -D {journal} -b)")
 
@@ -547,20 +561,28 @@ def _ensure_inotify_instances(log=None) -> None:
 
 
 def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None = None,
-       states: list[str] | tuple[str, ...] = (), os_name: str = image.DEFAULT_OS, log=None) -> dict:
+       states: list[str] | tuple[str, ...] = (), os_name: str = image.DEFAULT_OS, log=None,
+       machine: str | None = None) -> dict:
     """Start node *name* from a clean overlay and return its registry entry.
+
+    *machine* is the node's CPU as ``uname -m`` prints it (default: this machine's); a
+    foreign one (``aarch64`` on x86_64) runs its programs through QEMU (sandbox.cpus).
 
     *states* (sandbox.field_states) are mounted as cached layers under the
     node's overlay, built first when missing (minutes, once per machine). A
     node of that name that is running, dead or half-started is removed first,
     so ``up`` always yields a fresh node.
     """
-    _validate(name, addr, gpu, toolkit, os_name, list(states))
+    machine = machine or cpus.host_machine()
+    _validate(name, addr, gpu, toolkit, os_name, list(states), machine)
     _ensure_inotify_instances(log)
     states = field_states.canonical(list(states))
     # Before the state lock: a layer build takes minutes and must not block
     # other nodes' up and down (the layers have a lock of their own).
-    base = image.base_root(log, os_name=os_name)
+    try:
+        base = image.base_root(log, os_name=os_name, machine=machine)
+    except cpus.BinfmtError as error:
+        raise SandboxError(str(error)) from None
     layers = field_states.ensure_layers(os_name, states, log or sys.stderr) if states else []
     lowers = [layer.upper for layer in reversed(layers)] + [base]
     with _state_lock():
@@ -578,16 +600,16 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
             _mkdir(ndir / sub, 0o755)
         write_file(ndir / "node.log", "", 0o644)
         try:
-            _prepare_upper(name, addr, port, gpu, toolkit, base, lowers)
+            _prepare_upper(name, addr, port, gpu, toolkit, base, lowers, machine)
             state = _spawn(name, addr, port, ":".join(map(str, lowers)),
-                           {"os": os_name, "layers": [layer.key for layer in layers]})
+                           {"os": os_name, "machine": machine, "layers": [layer.key for layer in layers]})
             _wait_ready(name, state)
         except BaseException:
             # Leave nothing running; keep the directory (and its node.log) for
             # a look, the next up or down of this name deletes it.
             _kill_node(name)
             raise
-        entry = _registry_entry(name, addr, port, gpu, toolkit, os_name, states)
+        entry = _registry_entry(name, addr, port, gpu, toolkit, os_name, states, machine)
         nodes = read_registry()
         nodes[name] = entry
         _write_registry(nodes)

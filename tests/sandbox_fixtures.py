@@ -132,19 +132,21 @@ MODULE_NODES: list[str] = []
 @pytest.fixture(scope="session")
 def sandbox_node(sandbox_host):
     """Factory `start_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="incident", port=None,
-    states=(), os_name="debian12", log=None) -> dict`.
+    states=(), os_name="debian12", log=None, machine=None) -> dict`.
 
     Starts (or restarts from clean) a node in the default registry, at
     ``node_addr(addr)``, and returns its registry entry (ssh_hostname, ssh_port,
-    ssh_user, ssh_key, ssh_known_hosts_file, gpu_profile, toolkit, os, states).
+    ssh_user, ssh_key, ssh_known_hosts_file, gpu_profile, toolkit, os, arch, states).
+    *machine* is the node's CPU (``aarch64``: an arm64 node run through QEMU).
     Every node started through it is taken down at the end of the session.
     """
     started: list[str] = []
 
     def start_node(name: str, addr: str, gpu: str = "rtx-pro-6000-x8",
                    toolkit: str = "incident", port: int | None = None, states=(),
-                   os_name: str = "debian12", log=None) -> dict:
-        entry = node.up(name, node_addr(addr), gpu, toolkit, port, states=states, os_name=os_name, log=log)
+                   os_name: str = "debian12", log=None, machine: str | None = None) -> dict:
+        entry = node.up(name, node_addr(addr), gpu, toolkit, port, states=states, os_name=os_name, log=log,
+                        machine=machine)
         if name not in started:
             started.append(name)
         if name not in MODULE_NODES:

@@ -8,6 +8,8 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
             <last 8 hex of the fingerprint>.pub       armored public key
         compute/cuda/repos/debian13/x86_64/ the same packages (hard links) but
             cuda-keyring, whose source names debian13; its own signed indexes
+        compute/cuda/repos/debian12/sbsa/   the Arm servers' packages (Architecture:
+            arm64, targets/sbsa-linux) from the aarch64 wheels (wheels-aarch64.lock)
         fingerprint                         40 hex, upper case
         server.json                         while a server runs
     .sandbox/aptrepo-gnupg/                 GNUPGHOME with the signing key (0700)
@@ -35,7 +37,7 @@ from pathlib import Path
 from control.atomic import atomic_write, link_or_copy
 from sandbox.aptrepo import debs
 from sandbox.aptrepo.sign import GnuPG
-from sandbox.aptrepo.wheels import ensure_wheels, read_lock
+from sandbox.aptrepo.wheels import LOCKS, ensure_wheels, read_lock
 from sandbox.fsutil import file_lock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +58,9 @@ DEFAULT_PORT = 8913
 # NVIDIA serves one flat directory per distro; the sandbox's nodes run Debian 12
 # (REPO_DIR, where packages are built) and these, which get the same packages.
 OTHER_DISTROS = ("debian13",)
+# The distros whose sbsa directory (Arm servers: GB10, Grace) the sandbox serves,
+# each with packages built from the aarch64 wheels.
+SBSA_DISTROS = ("debian12",)
 
 # What apt pins can match: "Pin: release o=NVIDIA" or "l=NVIDIA CUDA".
 RELEASE_FIELDS = (("Origin", "NVIDIA"), ("Label", "NVIDIA CUDA"))
@@ -66,31 +71,35 @@ def repo_url(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> str:
     return f"http://{host}:{port}/{REPO_REL}/"
 
 
-def distro_dir(distro: str) -> Path:
-    """The flat directory of *distro* (``debian12``: REPO_DIR)."""
-    return SERVE_ROOT / REPO_REL.replace("/debian12/", f"/{distro}/")
+def distro_dir(distro: str, arch: str = "x86_64") -> Path:
+    """The flat directory of *distro* and the repository architecture *arch* (``x86_64``,
+    ``sbsa``); ``debian12``'s x86_64 one is REPO_DIR."""
+    return SERVE_ROOT / REPO_REL.replace("/debian12/x86_64", f"/{distro}/{arch}")
 
 
-def distro_url(url: str, distro: str) -> str:
-    """The URL of *distro*'s directory, from the Debian 12 one.
+def distro_url(url: str, distro: str, arch: str = "x86_64") -> str:
+    """The URL of *distro*'s *arch* directory, from the Debian 12 x86_64 one.
 
     >>> distro_url("http://127.0.0.1:8913/compute/cuda/repos/debian12/x86_64/", "debian13")
     'http://127.0.0.1:8913/compute/cuda/repos/debian13/x86_64/'
+    >>> distro_url("http://127.0.0.1:8913/compute/cuda/repos/debian12/x86_64/", "debian12", "sbsa")
+    'http://127.0.0.1:8913/compute/cuda/repos/debian12/sbsa/'
     """
-    return url.replace("/debian12/x86_64/", f"/{distro}/x86_64/")
+    return url.replace("/debian12/x86_64/", f"/{distro}/{arch}/")
 
 
-def distro_keyring(distro: str) -> debs.Pkg:
-    """cuda-keyring as NVIDIA ships it in *distro*'s directory: its source file names that distro."""
-    source = f"etc/apt/sources.list.d/cuda-{distro}-x86_64.list"
+def distro_keyring(distro: str, arch: str = "x86_64") -> debs.Pkg:
+    """cuda-keyring as NVIDIA ships it in *distro*'s *arch* directory: its source file
+    names that directory (``cuda-debian12-sbsa.list``)."""
+    source = f"etc/apt/sources.list.d/cuda-{distro}-{arch}.list"
     return dataclasses.replace(debs.KEYRING, generated=((debs.KEYRING_PATH, "keyring"), (source, "sources-list")),
                                conffiles=(f"/{source}",))
 
 
-def read_distro_manifest(distro: str) -> dict:
-    """The build manifest of *distro*'s directory ({} when not built)."""
+def read_distro_manifest(distro: str, arch: str = "x86_64") -> dict:
+    """The build manifest of *distro*'s *arch* directory ({} when not built)."""
     try:
-        return json.loads((distro_dir(distro) / MANIFEST).read_text())
+        return json.loads((distro_dir(distro, arch) / MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
 
@@ -130,19 +139,25 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     ctx = debs.Context(fingerprint=fpr, public_key=gpg.export(fpr, armor=False), repo_url=url)
     packages = debs.all_packages(read_lock())
     armored = gpg.export(fpr, armor=True)
-    gins = debs.generator_inputs(ctx)
-    wanted = {debs.deb_filename(p): debs.package_digest(p, gins) for p in packages}
-    digest = hashlib.sha256(json.dumps({
-        "debs": wanted, "fingerprint": fpr, "key": armored.decode(), "release": RELEASE_FIELDS,
-        "builder": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-    }, sort_keys=True).encode()).hexdigest()
+    wanted = _wanted(packages, ctx)
+    digest = _digest(wanted, fpr, armored)
+    # The sbsa directories: packages of their own, from the aarch64 wheels.
+    sbsa = {}
+    for distro in SBSA_DISTROS:
+        arm_ctx = dataclasses.replace(ctx, repo_url=distro_url(url, distro, "sbsa"))
+        arm_packages = debs.all_packages(read_lock(LOCKS["aarch64"]), "aarch64", distro_keyring(distro, "sbsa"))
+        arm_wanted = _wanted(arm_packages, arm_ctx)
+        sbsa[distro] = (arm_packages, arm_ctx, arm_wanted, _digest(arm_wanted, fpr, armored))
 
     fpr_ok = FINGERPRINT_FILE.is_file() and FINGERPRINT_FILE.read_text().strip() == fpr
     indexes = ["Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", pubkey_name(fpr)]
     files_ok = all((REPO_DIR / n).is_file() for n in [*wanted, *indexes])
     others_ok = all(read_distro_manifest(d).get("base_digest") == digest
                     and all((distro_dir(d) / n).is_file() for n in [*wanted, *indexes]) for d in OTHER_DISTROS)
-    if not force and old.get("digest") == digest and fpr_ok and files_ok and others_ok:
+    sbsa_ok = all(read_distro_manifest(d, "sbsa").get("digest") == arm_digest
+                  and all((distro_dir(d, "sbsa") / n).is_file() for n in [*arm_wanted, *indexes])
+                  for d, (_, _, arm_wanted, arm_digest) in sbsa.items())
+    if not force and old.get("digest") == digest and fpr_ok and files_ok and others_ok and sbsa_ok:
         return {"changed": False, "built": [], "reused": sorted(wanted), "fingerprint": fpr,
                 "repo_url": url, "repo": str(REPO_DIR), "seconds": round(time.monotonic() - started, 2)}
 
@@ -154,13 +169,68 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     out.mkdir(parents=True)
     work.mkdir()
 
-    reused, todo = [], []
     old_debs = old.get("debs", {}) if not force else {}
+    reused, todo = _assemble(out, work, packages, wanted, ctx, REPO_DIR, old_debs, force, "x86_64", log)
+    _finish_dir(out, wanted, gpg, fpr, armored, {"digest": digest, "debs": wanted, "repo_url": url,
+                                                  "fingerprint": fpr})
+
+    others = {(d, "x86_64"): _distro_copy(tmp, out, wanted, d, digest, url, gpg, fpr, armored, log)
+              for d in OTHER_DISTROS}
+    for distro, (arm_packages, arm_ctx, arm_wanted, arm_digest) in sbsa.items():
+        arm_out, arm_work = tmp / f"{distro}-sbsa", tmp / f"work-{distro}-sbsa"
+        arm_out.mkdir()
+        arm_work.mkdir()
+        arm_old = read_distro_manifest(distro, "sbsa").get("debs", {}) if not force else {}
+        arm_reused, arm_todo = _assemble(arm_out, arm_work, arm_packages, arm_wanted, arm_ctx,
+                                         distro_dir(distro, "sbsa"), arm_old, force, "aarch64", log)
+        reused += arm_reused
+        todo += arm_todo
+        _finish_dir(arm_out, arm_wanted, gpg, fpr, armored, {"digest": arm_digest, "debs": arm_wanted,
+                                                              "repo_url": arm_ctx.repo_url, "fingerprint": fpr})
+        others[(distro, "sbsa")] = arm_out
+
+    for (distro, arch), built_dir in [(("debian12", "x86_64"), out), *others.items()]:
+        final = distro_dir(distro, arch)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        for d in (SERVE_ROOT, *final.relative_to(SERVE_ROOT).parents):
+            os.chmod(SERVE_ROOT / d, 0o755)
+        if final.exists():
+            os.rename(final, tmp / f"old-{distro}-{arch}")
+        os.rename(built_dir, final)
+    atomic_write(FINGERPRINT_FILE, fpr + "\n")
+    shutil.rmtree(tmp)
+    built = sorted(debs.deb_filename(p) for p in todo)
+    seconds = round(time.monotonic() - started, 2)
+    print(f"aptrepo: repository ready in {seconds} s ({len(built)} built, {len(reused)} reused): {REPO_DIR}",
+          file=log, flush=True)
+    return {"changed": True, "built": built, "reused": sorted(reused), "fingerprint": fpr,
+            "repo_url": url, "repo": str(REPO_DIR), "seconds": seconds}
+
+
+def _wanted(packages: list[debs.Pkg], ctx: debs.Context) -> dict[str, str]:
+    """.deb file name -> the digest of its inputs, for every package of one directory."""
+    gins = debs.generator_inputs(ctx)
+    return {debs.deb_filename(p): debs.package_digest(p, gins) for p in packages}
+
+
+def _digest(wanted: dict[str, str], fpr: str, armored: bytes) -> str:
+    """The digest of one built directory: its packages' inputs, the key, the Release fields, this code."""
+    return hashlib.sha256(json.dumps({
+        "debs": wanted, "fingerprint": fpr, "key": armored.decode(), "release": RELEASE_FIELDS,
+        "builder": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+    }, sort_keys=True).encode()).hexdigest()
+
+
+def _assemble(out: Path, work: Path, packages: list[debs.Pkg], wanted: dict[str, str], ctx: debs.Context,
+              old_dir: Path, old_debs: dict[str, str], force: bool, machine: str, log) -> tuple[list, list]:
+    """Put every package of one directory into *out*: hard links to the unchanged ones of
+    *old_dir* or of DEB_CACHE, the rest built from *machine*'s wheels; (reused names, built packages)."""
+    reused, todo = [], []
     for pkg in packages:
         name = debs.deb_filename(pkg)
         cached = DEB_CACHE / f"{wanted[name]}.deb"
-        if old_debs.get(name) == wanted[name] and (REPO_DIR / name).is_file():
-            os.link(REPO_DIR / name, out / name)
+        if old_debs.get(name) == wanted[name] and (old_dir / name).is_file():
+            os.link(old_dir / name, out / name)
             reused.append(name)
         elif cached.is_file() and not force:
             # Built by another checkout on this machine from the same inputs.
@@ -169,9 +239,10 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
         else:
             todo.append(pkg)
     if todo:
-        print(f"aptrepo: building {len(todo)} package(s): {', '.join(p.name for p in todo)}", file=log, flush=True)
+        print(f"aptrepo: building {len(todo)} {machine} package(s): {', '.join(p.name for p in todo)}",
+              file=log, flush=True)
     if any(p.files for p in todo):
-        wheels = ensure_wheels(log=log)
+        wheels = ensure_wheels(machine=machine, log=log)
         debs.check_layout(wheels, packages)
     else:
         wheels = {}
@@ -185,34 +256,18 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
     for pkg in todo:
         name = debs.deb_filename(pkg)
         link_or_copy(out / name, DEB_CACHE / f"{wanted[name]}.deb")
+    return reused, todo
 
+
+def _finish_dir(out: Path, wanted: dict[str, str], gpg: GnuPG, fpr: str, armored: bytes, manifest: dict) -> None:
+    """The key file, the signed indexes and the manifest of one assembled directory."""
     (out / pubkey_name(fpr)).write_bytes(armored)
     _write_indexes(out, [out / n for n in sorted(wanted)])
     gpg.sign_release(out, fpr)
-    (out / MANIFEST).write_text(json.dumps({"digest": digest, "debs": wanted, "repo_url": url,
-                                            "fingerprint": fpr}, indent=1, sort_keys=True) + "\n")
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     for p in out.iterdir():
         os.chmod(p, 0o644)
     os.chmod(out, 0o755)
-
-    others = {d: _distro_copy(tmp, out, wanted, d, digest, url, gpg, fpr, armored, log) for d in OTHER_DISTROS}
-
-    for distro, built_dir in [("debian12", out), *others.items()]:
-        final = distro_dir(distro)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        for d in (SERVE_ROOT, *final.relative_to(SERVE_ROOT).parents):
-            os.chmod(SERVE_ROOT / d, 0o755)
-        if final.exists():
-            os.rename(final, tmp / f"old-{distro}")
-        os.rename(built_dir, final)
-    atomic_write(FINGERPRINT_FILE, fpr + "\n")
-    shutil.rmtree(tmp)
-    built = sorted(debs.deb_filename(p) for p in todo)
-    seconds = round(time.monotonic() - started, 2)
-    print(f"aptrepo: repository ready in {seconds} s ({len(built)} built, {len(reused)} reused): {REPO_DIR}",
-          file=log, flush=True)
-    return {"changed": True, "built": built, "reused": sorted(reused), "fingerprint": fpr,
-            "repo_url": url, "repo": str(REPO_DIR), "seconds": seconds}
 
 
 def _distro_copy(tmp: Path, built: Path, built_debs: dict[str, str], distro: str, base_digest: str, url: str,
@@ -239,15 +294,9 @@ def _distro_copy(tmp: Path, built: Path, built_debs: dict[str, str], distro: str
         shutil.rmtree(work)
         link_or_copy(out / debs.deb_filename(keyring), cached)
     wanted[debs.deb_filename(keyring)] = keyring_digest
-    (out / pubkey_name(fpr)).write_bytes(armored)
-    _write_indexes(out, sorted(out.glob("*.deb")))
-    gpg.sign_release(out, fpr)
     digest = hashlib.sha256(json.dumps({"base": base_digest, "keyring": keyring_digest}).encode()).hexdigest()
-    (out / MANIFEST).write_text(json.dumps({"digest": digest, "base_digest": base_digest, "debs": wanted,
-                                            "repo_url": own_url, "fingerprint": fpr}, indent=1, sort_keys=True) + "\n")
-    for p in out.iterdir():
-        os.chmod(p, 0o644)
-    os.chmod(out, 0o755)
+    _finish_dir(out, wanted, gpg, fpr, armored, {"digest": digest, "base_digest": base_digest, "debs": wanted,
+                                                  "repo_url": own_url, "fingerprint": fpr})
     return out
 
 

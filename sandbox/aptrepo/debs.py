@@ -1,10 +1,10 @@
 """NVIDIA's CUDA apt packages, re-made from NVIDIA's PyPI wheels.
 
 Names, versions, Depends and file layout follow NVIDIA's own packages in
-``developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/``:
-toolkit X.Y installs under ``/usr/local/cuda-X.Y``, libraries and headers in
-``targets/x86_64-linux/{lib,include}`` (reached through the ``lib64`` and
-``include`` links), the compiler in ``bin``, the NVVM pieces in ``nvvm``.
+``developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/`` (and its
+``sbsa`` twin for Arm servers, ``Architecture: arm64``): toolkit X.Y installs under
+``/usr/local/cuda-X.Y``, libraries and headers in ``targets/<target>/{lib,include}``
+(``x86_64-linux``, ``sbsa-linux``; reached through the ``lib64`` and ``include`` links), the compiler in ``bin``, the NVVM pieces in ``nvvm``.
 One table, ``toolkit_packages()``, makes the packages of every release set of
 wheels.lock (CUDA 13.0 GA, 13.0 update 2, 12.8 update 1); ``LAYOUTS`` says
 where each CUDA major's wheels keep what the packages ship. Every wheel file
@@ -37,6 +37,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox import cpus
 from sandbox.aptrepo.wheels import LockedWheel
 
 KEYRING_PATH = "usr/share/keyrings/cuda-archive-keyring.gpg"
@@ -105,6 +106,12 @@ LAYOUTS = {
 CICC_IN_WHEEL = {"13.0.48": "bin/cicc"}
 CICC_DEFAULT = "nvvm/bin/cicc"
 
+# uname -m -> (NVIDIA's targets/ directory, the packages' dpkg architecture). Source:
+# nvcc.profile's $(_TARGET_DIR_) (targets/x86_64-linux on x86_64, targets/sbsa-linux on
+# an Arm server) and NVIDIA's sbsa packages (cuda-cudart-dev-13-0_*_arm64.deb ships
+# usr/local/cuda-13.0/targets/sbsa-linux/).
+TARGETS = {"x86_64": ("x86_64-linux", "amd64"), "aarch64": ("sbsa-linux", "arm64")}
+
 # bin/nvcc of a toolkit whose wheels have no nvcc driver: SANDBOX STAND-IN
 # scripts that only report the version (text of NVIDIA's nvcc of that release).
 NVCC_STANDINS = {"12.8": Path(__file__).with_name("nvcc-12.8")}
@@ -115,6 +122,7 @@ class Release:
     """One release set of wheels.lock: the wheels cuda-toolkit==*toolkit* pins together."""
     toolkit: str                       # the cuda-toolkit meta wheel's version, "13.0.2"
     wheels: dict[str, LockedWheel]     # wheel name -> locked wheel
+    machine: str = "x86_64"            # the CPU the wheels are built for (uname -m)
 
     @property
     def major(self) -> int:
@@ -133,6 +141,21 @@ class Release:
     @property
     def home(self) -> str:
         return f"usr/local/cuda-{self.cuda}"
+
+    @property
+    def target(self) -> str:
+        """The toolkit's targets/ directory: ``x86_64-linux``, ``sbsa-linux``."""
+        return TARGETS[self.machine][0]
+
+    @property
+    def deb_arch(self) -> str:
+        """``Architecture:`` of its CPU-specific packages: ``amd64``, ``arm64``."""
+        return TARGETS[self.machine][1]
+
+    @property
+    def targets(self) -> str:
+        """The toolkit's own target tree, under its home."""
+        return f"{self.home}/targets/{self.target}"
 
     @property
     def priority(self) -> int:
@@ -159,9 +182,9 @@ class Release:
         return f"{self.wheel(part).version}-1"
 
 
-def releases(sets: dict[str, dict[str, LockedWheel]]) -> list[Release]:
-    """The release sets of a read lock (wheels.read_lock())."""
-    return [Release(toolkit, wheels) for toolkit, wheels in sets.items()]
+def releases(sets: dict[str, dict[str, LockedWheel]], machine: str = "x86_64") -> list[Release]:
+    """The release sets of a read lock (wheels.read_lock()) of *machine*'s wheels."""
+    return [Release(toolkit, wheels, machine) for toolkit, wheels in sets.items()]
 
 
 @dataclass(frozen=True)
@@ -216,9 +239,9 @@ It registers /{home} as the 'cuda' and 'cuda-{major}' alternatives.
 
 
 def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
-    """What NVIDIA's debian12/x86_64 repository calls the packages of *rel* and what they hold."""
-    lay, sfx, home, major = rel.layout, rel.suffix, rel.home, rel.major
-    tgt = f"{home}/targets/x86_64-linux"
+    """What NVIDIA's debian12/x86_64 (or sbsa) repository calls the packages of *rel* and what they hold."""
+    lay, sfx, home, major, arch = rel.layout, rel.suffix, rel.home, rel.major, rel.deb_arch
+    tgt = rel.targets
     config = f"cuda-toolkit{sfx}-config-common"
     cudart_up = rel.wheel("runtime").version
     fmt = {"home": home, "major": major, "priority": rel.priority, "cuda": rel.cuda}
@@ -240,6 +263,7 @@ def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
         Pkg(
             name=f"cuda-cudart{sfx}",
             version=rel.version("runtime"),
+            arch=arch,
             description="CUDA Runtime native Libraries",
             depends=(config,),
             files=((*rel.src("runtime", f"lib/libcudart.so.{major}"), f"{tgt}/lib/libcudart.so.{cudart_up}"),),
@@ -248,6 +272,7 @@ def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
         Pkg(
             name=f"cuda-cudart-dev{sfx}",
             version=rel.version("runtime"),
+            arch=arch,
             description="CUDA Runtime native dev links, headers",
             depends=(f"cuda-cudart{sfx} (>= {cudart_up})", f"cuda-cccl{sfx}", f"cuda-driver-dev{sfx}"),
             files=(
@@ -259,19 +284,21 @@ def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
             links=(
                 (f"{tgt}/lib/libcudart.so", f"libcudart.so.{major}"),
                 # The toolkit-level names everybody uses ($CUDA_HOME/include, $CUDA_HOME/lib64).
-                (f"{home}/include", "targets/x86_64-linux/include"),
-                (f"{home}/lib64", "targets/x86_64-linux/lib"),
+                (f"{home}/include", f"targets/{rel.target}/include"),
+                (f"{home}/lib64", f"targets/{rel.target}/lib"),
             ),
         ),
         Pkg(
             name=f"cuda-driver-dev{sfx}",
             version=rel.version("runtime"),
+            arch=arch,
             description="CUDA Driver native dev stub library",
-            generated=((f"{tgt}/lib/stubs/libcuda.so", "libcuda-stub"),),
+            generated=((f"{tgt}/lib/stubs/libcuda.so", libcuda_stub_kind(rel.machine)),),
         ),
         Pkg(
             name=f"cuda-cccl{sfx}",
             version=rel.version("cccl"),
+            arch=arch,
             description="CUDA CCCL (Thrust, CUB, libcu++)",
             files=((*rel.src("cccl", "include/"), f"{tgt}/include/"),
                    (*rel.src("cccl", "lib/cmake/"), f"{tgt}/lib/cmake/")),
@@ -279,6 +306,7 @@ def toolkit_packages(rel: Release) -> tuple[Pkg, ...]:
         Pkg(
             name=f"cuda-crt{sfx}",
             version=rel.version("crt"),
+            arch=arch,
             description="CUDA crt (device runtime headers used by nvcc)",
             files=((*rel.src("crt", "include/crt/"), f"{tgt}/include/crt/"),),
         ),
@@ -301,6 +329,7 @@ def _nvvm_package(rel: Release) -> Pkg:
     return Pkg(
         name=f"cuda-nvvm{rel.suffix}",
         version=rel.version("nvvm"),
+        arch=rel.deb_arch,
         description="CUDA nvvm (cicc, libNVVM, libdevice)" if cicc else "CUDA nvvm (libNVVM, libdevice)",
         files=(
             *cicc,
@@ -316,8 +345,7 @@ def _nvvm_package(rel: Release) -> Pkg:
 
 
 def _nvcc_package(rel: Release) -> Pkg:
-    home, sfx = rel.home, rel.suffix
-    tgt = f"{home}/targets/x86_64-linux"
+    home, sfx, tgt = rel.home, rel.suffix, rel.targets
     standin = ()
     if not rel.layout.complete:
         if rel.cuda not in NVCC_STANDINS:
@@ -326,6 +354,7 @@ def _nvcc_package(rel: Release) -> Pkg:
     return Pkg(
         name=f"cuda-nvcc{sfx}",
         version=rel.version("nvcc"),
+        arch=rel.deb_arch,
         description="CUDA nvcc" if not standin else
                     "CUDA nvcc (ptxas; nvcc is a version-reporting sandbox stand-in)\n"
                     "NVIDIA's PyPI wheels of this release carry ptxas but no nvcc driver,\n"
@@ -342,13 +371,14 @@ def _nvcc_package(rel: Release) -> Pkg:
 
 def _library_packages(rel: Release, part: str, name: str, title: str, libs: tuple[str, ...]) -> list[Pkg]:
     """The runtime and -dev packages of one math library (libcurand, libcublas)."""
-    sfx, tgt = rel.suffix, f"{rel.home}/targets/x86_64-linux"
+    sfx, tgt = rel.suffix, rel.targets
     so = rel.wheel(part).version  # NVIDIA names the library files after the package version
     soname = so.split(".")[0]     # the library's own major: libcurand.so.10, libcublas.so.13
     return [
         Pkg(
             name=f"{name}{sfx}",
             version=rel.version(part),
+            arch=rel.deb_arch,
             section="libs",
             description=f"{title} native runtime libraries",
             depends=(f"cuda-toolkit{sfx}-config-common",),
@@ -358,6 +388,7 @@ def _library_packages(rel: Release, part: str, name: str, title: str, libs: tupl
         Pkg(
             name=f"{name}-dev{sfx}",
             version=rel.version(part),
+            arch=rel.deb_arch,
             section="libdevel",
             description=f"{title} native dev links, headers",
             depends=(f"{name}{sfx} (>= {so})",),
@@ -380,20 +411,22 @@ KEYRING = Pkg(
 )
 
 
-def all_packages(sets: dict[str, dict[str, LockedWheel]]) -> list[Pkg]:
-    """Every package of every release set, each (name, version) once, and cuda-keyring.
+def all_packages(sets: dict[str, dict[str, LockedWheel]], machine: str = "x86_64",
+                 keyring: Pkg = KEYRING) -> list[Pkg]:
+    """Every package of every release set of *machine*'s wheels, each (name, version) once,
+    and *keyring*.
 
     Two sets may make the same package (same wheel, same version); made
     differently under one name and version it would be two packages apt
     cannot tell apart, so that is an error.
     """
     seen: dict[tuple[str, str], Pkg] = {}
-    for rel in releases(sets):
+    for rel in releases(sets, machine):
         for pkg in toolkit_packages(rel):
             other = seen.setdefault((pkg.name, pkg.version), pkg)
             if other != pkg:
                 raise RuntimeError(f"{pkg.name} {pkg.version} is made two ways (cuda-toolkit=={rel.toolkit})")
-    return [*seen.values(), KEYRING]
+    return [*seen.values(), keyring]
 
 
 @dataclass
@@ -470,9 +503,20 @@ def package_digest(pkg: Pkg, generator_inputs: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
+def libcuda_stub_kind(machine: str) -> str:
+    """The generator of *machine*'s libcuda stub: ``libcuda-stub`` (x86_64, the name
+    older builds cached under), ``libcuda-stub-aarch64``.
+
+    >>> libcuda_stub_kind("aarch64")
+    'libcuda-stub-aarch64'
+    """
+    return "libcuda-stub" if machine == "x86_64" else f"libcuda-stub-{machine}"
+
+
 def generator_inputs(ctx: Context) -> dict[str, str]:
+    stub = hashlib.sha256(_LIBCUDA_STUB_C.encode()).hexdigest()
     return {
-        "libcuda-stub": hashlib.sha256(_LIBCUDA_STUB_C.encode()).hexdigest(),
+        **{libcuda_stub_kind(machine): stub for machine in TARGETS},
         "keyring": hashlib.sha256(ctx.public_key).hexdigest(),
         "sources-list": _sources_list(ctx),
     }
@@ -495,10 +539,11 @@ def _sources_list(ctx: Context) -> str:
 
 def _generate(kind: str, dest: Path, ctx: Context, scratch: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "libcuda-stub":
+    stub_for = {libcuda_stub_kind(machine): machine for machine in TARGETS}
+    if kind in stub_for:
         src = scratch / "libcuda-stub.c"
         src.write_text(_LIBCUDA_STUB_C)
-        subprocess.run(["gcc", "-shared", "-fPIC", "-nostdlib", "-O2", "-Wl,-soname,libcuda.so.1",
+        subprocess.run([cpus.gcc(stub_for[kind]), "-shared", "-fPIC", "-nostdlib", "-O2", "-Wl,-soname,libcuda.so.1",
                         "-Wl,--build-id=none", "-o", str(dest), str(src)], check=True)
         os.chmod(dest, 0o755)
     elif kind == "keyring":

@@ -25,17 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOCK = Path(__file__).with_name("wheels.lock")
+# uname -m -> the lock of that CPU's wheels (the sbsa directories are made from the aarch64 one).
+LOCKS = {"x86_64": LOCK, "aarch64": Path(__file__).with_name("wheels-aarch64.lock")}
 
 # pip 23 does not widen --platform manylinux_2_28 to the older manylinux tags
 # the wheels carry (manylinux_2_12, _2_17, _2_27), so name each one.
-PLATFORMS = (
-    "manylinux_2_28_x86_64",
-    "manylinux_2_27_x86_64",
-    "manylinux_2_17_x86_64",
-    "manylinux2014_x86_64",
-    "manylinux_2_12_x86_64",
-    "manylinux2010_x86_64",
-)
+MANYLINUX = ("manylinux_2_28", "manylinux_2_27", "manylinux_2_17", "manylinux2014", "manylinux_2_12", "manylinux2010")
+
+
+def platforms(machine: str) -> list[str]:
+    """pip's --platform tags of *machine*'s wheels.
+
+    >>> platforms("aarch64")[:2]
+    ['manylinux_2_28_aarch64', 'manylinux_2_27_aarch64']
+    """
+    return [f"{tag}_{machine}" for tag in MANYLINUX]
 
 _LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s]+)\s+--hash=sha256:([0-9a-f]{64})\s*$")
 _SECTION = re.compile(r"^\[cuda-toolkit==([0-9]+\.[0-9]+\.[0-9]+)\]$")
@@ -137,10 +141,11 @@ def _batches(wheels: list[LockedWheel]) -> list[list[LockedWheel]]:
     return batches
 
 
-def ensure_wheels(wanted: list[LockedWheel] | None = None, lock: Path = LOCK,
+def ensure_wheels(wanted: list[LockedWheel] | None = None, machine: str = "x86_64",
                   cache: Path | None = None, log=None) -> dict[LockedWheel, Path]:
-    """Return wheel -> cached file for *wanted* (default: the whole lock), downloading the missing."""
-    wheels = locked_wheels(read_lock(lock)) if wanted is None else wanted
+    """Return wheel -> cached file for *wanted* (default: the whole lock of *machine*'s
+    wheels), downloading the missing."""
+    wheels = locked_wheels(read_lock(LOCKS[machine])) if wanted is None else wanted
     cache = cache or cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     found: dict[LockedWheel, Path] = {}
@@ -155,11 +160,11 @@ def ensure_wheels(wanted: list[LockedWheel] | None = None, lock: Path = LOCK,
         print(f"aptrepo: downloading {len(missing)} wheel(s): "
               + ", ".join(f"{w.name}=={w.version}" for w in missing), file=log, flush=True)
     for batch in _batches(missing):
-        found.update(_download(batch, cache))
+        found.update(_download(batch, cache, machine))
     return found
 
 
-def _download(wheels: list[LockedWheel], cache: Path) -> dict[LockedWheel, Path]:
+def _download(wheels: list[LockedWheel], cache: Path, machine: str) -> dict[LockedWheel, Path]:
     """pip download *wheels* (distinct names) with their hashes into *cache*."""
     found = {}
     with tempfile.TemporaryDirectory(prefix=".dl-", dir=cache) as tmp:
@@ -167,7 +172,7 @@ def _download(wheels: list[LockedWheel], cache: Path) -> dict[LockedWheel, Path]
         req.write_text("".join(w.requirement() + "\n" for w in wheels))
         cmd = [*_pip(), "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
                "--disable-pip-version-check", "--quiet", "-d", str(Path(tmp) / "out"), "-r", str(req)]
-        for plat in PLATFORMS:
+        for plat in platforms(machine):
             cmd += ["--platform", plat]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:

@@ -133,12 +133,12 @@ def incident(sandbox_node):
 
 def test_registry_entry_format(incident):
     assert list(incident) == ["ssh_hostname", "ssh_port", "ssh_user", "ssh_key",
-                              "ssh_known_hosts_file", "gpu_profile", "toolkit", "os", "states"]
+                              "ssh_known_hosts_file", "gpu_profile", "toolkit", "os", "arch", "states"]
     addr = node_addr("127.0.0.31")
     assert incident["ssh_hostname"] == addr
     assert incident["ssh_user"] == "root"
     assert incident["gpu_profile"] == "rtx-pro-6000-x8" and incident["toolkit"] == "incident"
-    assert incident["os"] == "debian12" and incident["states"] == []
+    assert incident["os"] == "debian12" and incident["arch"] == "amd64" and incident["states"] == []
     assert registry(node.state_dir())["nodes"]["t-incident"] == incident
     assert (node.state_dir() / "nodes.yaml").stat().st_mode & 0o777 == 0o644
     assert Path(incident["ssh_key"]).stat().st_mode & 0o777 == 0o600

@@ -5,7 +5,8 @@ import re
 import pytest
 
 from sandbox.aptrepo import debs
-from sandbox.aptrepo.wheels import LockedWheel, _batches, locked_wheels, read_lock
+from sandbox.aptrepo.build import distro_keyring
+from sandbox.aptrepo.wheels import LOCKS, LockedWheel, _batches, locked_wheels, read_lock
 
 SETS = read_lock()
 PACKAGES = debs.all_packages(SETS)
@@ -119,3 +120,30 @@ def test_one_download_batch_per_version_of_a_name():
     a1, a2, b = LockedWheel("a", "1", H1), LockedWheel("a", "2", H2), LockedWheel("b", "1", H1)
     assert _batches([a1, b, a2]) == [[a1, b], [a2]]
     assert len(locked_wheels(SETS)) == len(set(locked_wheels(SETS)))
+
+
+# The sbsa directories (Arm servers): the same release from NVIDIA's aarch64 wheels.
+ARM_SETS = read_lock(LOCKS["aarch64"])
+ARM_PACKAGES = debs.all_packages(ARM_SETS, "aarch64", distro_keyring("debian12", "sbsa"))
+
+
+def test_the_aarch64_lock_holds_the_x86_64_release_at_the_same_versions():
+    assert list(ARM_SETS) == ["13.0.2"]
+    assert {n: w.version for n, w in ARM_SETS["13.0.2"].items()} == {n: w.version for n, w in SETS["13.0.2"].items()}
+    # Other files: each CPU's wheel has its own hash.
+    assert not {w.sha256 for w in ARM_SETS["13.0.2"].values()} & {w.sha256 for w in SETS["13.0.2"].values()}
+
+
+def test_sbsa_packages_are_arm64_under_targets_sbsa_linux():
+    by_name = {p.name: p for p in ARM_PACKAGES}
+    assert {p.name: p.version for p in ARM_PACKAGES} == {**_versions("13.0.2"), "cuda-keyring": "1.1-1"}
+    assert {p.arch for p in ARM_PACKAGES if p.name not in ("cuda-toolkit-13-0-config-common", "cuda-keyring")} \
+        == {"arm64"}
+    dests = [dest for p in ARM_PACKAGES for _, _, dest in p.files]
+    assert dests and not [d for d in dests if "x86_64" in d]
+    assert "usr/local/cuda-13.0/targets/sbsa-linux/include/" in dests
+    assert ("usr/local/cuda-13.0/include", "targets/sbsa-linux/include") in by_name["cuda-cudart-dev-13-0"].links
+    assert by_name["cuda-driver-dev-13-0"].generated == (
+        ("usr/local/cuda-13.0/targets/sbsa-linux/lib/stubs/libcuda.so", "libcuda-stub-aarch64"),)
+    assert [path for path, _ in by_name["cuda-keyring"].generated] == [
+        debs.KEYRING_PATH, "etc/apt/sources.list.d/cuda-debian12-sbsa.list"]
