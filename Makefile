@@ -68,6 +68,7 @@ bench: setup
 	$(PY) bench/validate_cost.py
 	$(PY) bench/deploy_cost.py --limit $(DEMO_NODE) $(DEMO_DATA:%=--data %)
 	$(PY) bench/prewarm_venv.py $(DEMO_NODE)
+	$(PY) bench/arm64_node.py
 
 # 50 sandbox nodes of their own (sc-01...), taken down at the end; about 5 minutes.
 bench-fleet: setup

@@ -1,9 +1,10 @@
 """The sandbox base images: cached Debian roots a GPU node would start from.
 
 One per distribution in OSES (Debian 12 "bookworm", the default, and Debian 13
-"trixie"), each built once with ``debootstrap --variant=minbase`` plus the
-packages listed in PACKAGES, then shared read-only by every node (each node lays
-a writable overlay on top). The cache directory name carries a hash of
+"trixie") and CPU (this machine's, or arm64 through QEMU: sandbox.cpus), each
+built once with ``debootstrap --variant=minbase`` plus the packages listed in
+PACKAGES, then shared read-only by every node (each node lays a writable overlay
+on top). The cache directory name carries a hash of
 everything that shapes the image, so changing the package list builds a new
 image instead of silently reusing an old one.
 
