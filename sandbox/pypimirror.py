@@ -167,10 +167,14 @@ def running():
 def serve(port=DEFAULT_PORT):
     """Build if needed and serve the cache on 127.0.0.1; returns the server's state."""
     build()
-    state = running()
-    if state:
-        return state
-    return SERVER.start("127.0.0.1", port, any_port_if_busy=True)
+    # One start at a time per state directory: two callers that both found no server (the
+    # workers of a parallel test run, released together by the build's lock) would each
+    # start one, and the second's state file would retire the first while it was starting.
+    with file_lock(STATE_DIR / "pypimirror.lock"):
+        state = running()
+        if state:
+            return state
+        return SERVER.start("127.0.0.1", port, any_port_if_busy=True)
 
 
 def stop():
