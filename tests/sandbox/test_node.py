@@ -99,7 +99,7 @@ def test_interrupted_image_build_leaves_no_valid_cache(tmp_path, monkeypatch):
     """A build that dies half way must not look like an image; the next one cleans up."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
 
-    def crash(root, log, spec):
+    def crash(root, log, spec, arch):
         (root / "etc").mkdir(parents=True)
         raise RuntimeError("simulated crash in debootstrap")
 
@@ -110,7 +110,8 @@ def test_interrupted_image_build_leaves_no_valid_cache(tmp_path, monkeypatch):
     assert image.image_info() is None
     assert list(image.cache_dir().glob(".tmp-*")), "the half-built tree stays aside, named .tmp-*"
 
-    def fake(root, log, spec):
+    def fake(root, log, spec, arch):
+        assert arch == "amd64"  # this machine's CPU, by Debian's name
         for sub in ("etc/ssh", "etc/apt", "var/cache/apt/archives"):
             (root / sub).mkdir(parents=True)
         (root / "etc/ssh/ssh_host_ed25519_key").write_text("x")
