@@ -15,9 +15,6 @@ import yaml
 
 from sandbox import cpus, field_states, gpu_standin, image, layers, node
 
-# --arch (Debian's names) -> the node's CPU as uname -m prints it.
-ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}
-
 
 def _parser() -> argparse.ArgumentParser:
     """Build the argparse tree."""
@@ -39,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
                       help=f"field states, as cached layers: {', '.join(field_states.STATES)}")
     p_up.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES),
                       help=f"distribution of the node (default: {image.DEFAULT_OS})")
-    p_up.add_argument("--arch", default=cpus.dpkg_arch(cpus.host_machine()), choices=sorted(ARCHES),
+    p_up.add_argument("--arch", default=cpus.dpkg_arch(cpus.host_machine()), choices=sorted(cpus.DPKG_ARCHES.values()),
                       help="CPU of the node (default: this machine's); a foreign one runs through QEMU "
                            "(qemu-user-static; its binfmt_misc handler is registered when missing)")
     p_up.add_argument("--port", type=int, default=None,
@@ -52,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="list nodes")
     p_image = sub.add_parser("image", help="build the base image if needed and print its path")
     p_image.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES))
-    p_image.add_argument("--arch", default=cpus.dpkg_arch(cpus.host_machine()), choices=sorted(ARCHES))
+    p_image.add_argument("--arch", default=cpus.dpkg_arch(cpus.host_machine()),
+                         choices=sorted(cpus.DPKG_ARCHES.values()))
     p_binfmt = sub.add_parser("binfmt", help="QEMU's arm64 binfmt_misc handler (machine-wide): show, or --remove")
     p_binfmt.add_argument("--remove", action="store_true", help="unregister it (running arm64 nodes stop working)")
     p_layers = sub.add_parser("layers", help="list the cached state layers (build time, disk)")
@@ -67,7 +65,7 @@ def _cmd_up(args) -> int:
     """`up`: start a node and print its registry entry."""
     started = time.monotonic()
     entry = node.up(args.name, args.addr, args.gpu, args.toolkit, args.port,
-                    states=field_states.parse(args.state), os_name=args.os, machine=ARCHES[args.arch])
+                    states=field_states.parse(args.state), os_name=args.os, machine=cpus.machine_of(args.arch))
     print(yaml.safe_dump({args.name: entry}, sort_keys=False), end="")
     print(f"sandbox: {args.name} up in {time.monotonic() - started:.1f} s "
           f"(registry {node.registry_path()})", file=sys.stderr)
@@ -109,7 +107,7 @@ def _cmd_status(_args) -> int:
 
 def _cmd_image(args) -> int:
     """`image`: build (once) and print the base root."""
-    print(image.base_root(os_name=args.os, machine=ARCHES[args.arch]))
+    print(image.base_root(os_name=args.os, machine=cpus.machine_of(args.arch)))
     return 0
 
 
@@ -118,7 +116,7 @@ def _cmd_binfmt(args) -> int:
     if args.remove:
         print("sandbox: qemu-aarch64 handler " + ("removed" if cpus.remove("aarch64") else "was not registered"))
         return 0
-    entry = cpus.BINFMT / cpus.FOREIGN["aarch64"][1]
+    entry = cpus.handler("aarch64")
     print(entry.read_text().strip() if entry.exists() else "qemu-aarch64: not registered")
     return 0
 

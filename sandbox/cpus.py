@@ -26,8 +26,10 @@ import sys
 from pathlib import Path
 
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
-# uname -m of the foreign CPU -> Debian's dpkg architecture and QEMU's handler name.
-FOREIGN = {"aarch64": ("arm64", "qemu-aarch64")}
+# uname -m -> Debian's architecture name (dpkg --print-architecture, debootstrap --arch).
+DPKG_ARCHES = {"x86_64": "amd64", "aarch64": "arm64"}
+# uname -m of a foreign CPU -> QEMU's binfmt_misc handler name.
+HANDLERS = {"aarch64": "qemu-aarch64"}
 CONF_DIR = Path("/usr/lib/binfmt.d")
 PACKAGE = "qemu-user-static"
 # uname -m -> GNU triplet, the prefix of Debian's cross compilers (gcc-aarch64-linux-gnu).
@@ -49,11 +51,23 @@ def dpkg_arch(machine: str) -> str:
     >>> dpkg_arch("aarch64"), dpkg_arch("x86_64")
     ('arm64', 'amd64')
     """
-    if machine in FOREIGN:
-        return FOREIGN[machine][0]
-    if machine == "x86_64":
-        return "amd64"
-    raise ValueError(f"unknown CPU {machine!r}; known: x86_64, {', '.join(FOREIGN)}")
+    if machine not in DPKG_ARCHES:
+        raise ValueError(f"unknown CPU {machine!r}; known: {', '.join(DPKG_ARCHES)}")
+    return DPKG_ARCHES[machine]
+
+
+def machine_of(arch: str) -> str:
+    """The CPU (``uname -m``) of Debian's architecture *arch*.
+
+    >>> machine_of("arm64")
+    'aarch64'
+    """
+    return next(machine for machine, dpkg in DPKG_ARCHES.items() if dpkg == arch)
+
+
+def handler(machine: str) -> Path:
+    """The binfmt_misc entry of QEMU's handler for *machine* (present when registered)."""
+    return BINFMT / HANDLERS[machine]
 
 
 def gcc(machine: str) -> str:
@@ -94,10 +108,10 @@ def ensure(machine: str, log=None) -> None:
     foreign one, QEMU's handler, registered when missing. BinfmtError says why not."""
     if machine == host_machine():
         return
-    if machine not in FOREIGN:
+    if machine not in HANDLERS:
         raise BinfmtError(f"no way to run {machine} programs on this {host_machine()} machine; "
-                          f"known: {', '.join(FOREIGN)}")
-    _arch, name = FOREIGN[machine]
+                          f"known: {', '.join(HANDLERS)}")
+    name = HANDLERS[machine]
     conf = CONF_DIR / f"{name}.conf"
     if not conf.is_file():
         raise BinfmtError(f"{conf} is missing: install Debian's {PACKAGE} (apt-get install {PACKAGE}; "
@@ -107,7 +121,7 @@ def ensure(machine: str, log=None) -> None:
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise BinfmtError(f"cannot mount binfmt_misc on {BINFMT}: {proc.stderr.strip()}")
-    entry = BINFMT / name
+    entry = handler(machine)
     if entry.exists():
         enabled, flags = handler_flags(entry.read_text())
         if not enabled or "F" not in flags:
@@ -127,7 +141,7 @@ def ensure(machine: str, log=None) -> None:
 
 def remove(machine: str = "aarch64") -> bool:
     """Unregister QEMU's handler for *machine*; True when one was there."""
-    entry = BINFMT / FOREIGN[machine][1]
+    entry = handler(machine)
     if not entry.exists():
         return False
     entry.write_text("-1\n")

@@ -362,8 +362,8 @@ def _validate(name: str, addr: str, gpu: str, toolkit: str, os_name: str, states
         raise SandboxError(f"unknown toolkit {toolkit!r}; known: {', '.join(gpu_standin.TOOLKITS)}")
     if os_name not in image.OSES:
         raise SandboxError(f"unknown OS {os_name!r}; known: {', '.join(image.OSES)}")
-    if machine not in cpus.TRIPLETS:
-        raise SandboxError(f"unknown CPU {machine!r}; known: {', '.join(cpus.TRIPLETS)}")
+    if machine not in cpus.DPKG_ARCHES:
+        raise SandboxError(f"unknown CPU {machine!r}; known: {', '.join(cpus.DPKG_ARCHES)}")
     unknown = [state for state in states if state not in field_states.STATES]
     if unknown:
         raise SandboxError(f"unknown state {unknown[0]!r}; known: {', '.join(field_states.STATES)}")

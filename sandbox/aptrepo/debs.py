@@ -106,11 +106,10 @@ LAYOUTS = {
 CICC_IN_WHEEL = {"13.0.48": "bin/cicc"}
 CICC_DEFAULT = "nvvm/bin/cicc"
 
-# uname -m -> (NVIDIA's targets/ directory, the packages' dpkg architecture). Source:
-# nvcc.profile's $(_TARGET_DIR_) (targets/x86_64-linux on x86_64, targets/sbsa-linux on
-# an Arm server) and NVIDIA's sbsa packages (cuda-cudart-dev-13-0_*_arm64.deb ships
-# usr/local/cuda-13.0/targets/sbsa-linux/).
-TARGETS = {"x86_64": ("x86_64-linux", "amd64"), "aarch64": ("sbsa-linux", "arm64")}
+# uname -m -> NVIDIA's targets/ directory. Source: nvcc.profile's $(_TARGET_DIR_)
+# (targets/x86_64-linux on x86_64, targets/sbsa-linux on an Arm server) and NVIDIA's sbsa
+# packages (cuda-cudart-dev-13-0_*_arm64.deb ships usr/local/cuda-13.0/targets/sbsa-linux/).
+TARGETS = {"x86_64": "x86_64-linux", "aarch64": "sbsa-linux"}
 
 # bin/nvcc of a toolkit whose wheels have no nvcc driver: SANDBOX STAND-IN
 # scripts that only report the version (text of NVIDIA's nvcc of that release).
@@ -145,12 +144,12 @@ class Release:
     @property
     def target(self) -> str:
         """The toolkit's targets/ directory: ``x86_64-linux``, ``sbsa-linux``."""
-        return TARGETS[self.machine][0]
+        return TARGETS[self.machine]
 
     @property
     def deb_arch(self) -> str:
         """``Architecture:`` of its CPU-specific packages: ``amd64``, ``arm64``."""
-        return TARGETS[self.machine][1]
+        return cpus.dpkg_arch(self.machine)
 
     @property
     def targets(self) -> str:

@@ -35,7 +35,7 @@ ELF_MACHINE = "od -An -j18 -N2 -tu2 {path}"
 @pytest.fixture(scope="module")
 def node(sandbox_node):
     aptrepo.ensure_served()
-    handler = cpus.BINFMT / cpus.FOREIGN["aarch64"][1]
+    handler = cpus.handler("aarch64")
     registered_before = handler.exists()
     entry = dict(sandbox_node(NAME, "127.0.0.68", gpu="gb10", toolkit="none", machine="aarch64"), name=NAME)
     assert registered_before or "F" in cpus.handler_flags(handler.read_text())[1]
