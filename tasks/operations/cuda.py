@@ -149,7 +149,8 @@ def apt_source_disabled(path, uri, reason):
     """
     Disable the entries of ``path`` that serve ``uri`` (control/aptsources.py): the file
     is renamed when they are all it holds, else rewritten whole with them disabled;
-    nothing else of the operator's file changes.
+    nothing else of the operator's file changes, and a result apt could not read (or
+    a file apt cannot read now) fails the host with one line, the file untouched.
 
     + path: an apt source file
     + uri: the repository URI
@@ -164,7 +165,12 @@ def apt_source_disabled(path, uri, reason):
                             reason="its key is not the pinned one")
     """
     lines = host.get_fact(FileContents, path=path)
-    change = aptsources.disabled(path, "".join(f"{line}\n" for line in lines or []), uri, reason)
+    try:
+        change = aptsources.disabled(path, "".join(f"{line}\n" for line in lines or []), uri, reason)
+    except aptsources.SourceEditError as error:
+        # The file stays as it is: one line for this host, the others carry on.
+        yield f"echo {shlex.quote(f'{host.name}: {error}')} >&2; exit 1"
+        return
     if change is None:
         host.noop(f"no entry of {path} serves {uri}")
         return

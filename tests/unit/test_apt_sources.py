@@ -76,8 +76,10 @@ def test_conflict_message_names_the_file_and_why():
     ("/etc/apt/sources.list", f"deb http://deb.debian.org/debian bookworm main\ndeb {URL} /\n",
      ("rewrite", f"deb http://deb.debian.org/debian bookworm main\n# Disabled by gpu-bringup (r): deb {URL} /\n")),
     ("/etc/apt/sources.list.d/mixed.sources",
-     f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n\nTypes: deb\nURIs: {URL}\nSuites: /\n",
-     ("rewrite", f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n\n# Disabled by gpu-bringup (r)\n"
+     f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\n\n"
+     f"Types: deb\nURIs: {URL}\nSuites: /\n",
+     ("rewrite", f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\n\n"
+                 f"# Disabled by gpu-bringup (r)\n"
                  f"Enabled: no\nTypes: deb\nURIs: {URL}\nSuites: /\n")),
     ("/etc/apt/sources.list.d/other.list", "deb http://deb.debian.org/debian bookworm main\n", None),
 ])
