@@ -634,30 +634,27 @@ def _same_uri(left, right):
 def _existing_sources(facts, repo, add):
     """Converge on exactly one source for the repository (apt refuses every source when
     two name it with different Signed-By): adopt a source the node already has when its
-    keyring holds the pinned key (NVIDIA's cuda-keyring package installs one), else
-    disable the others (their files kept, renamed) and write ours."""
+    keyring holds the pinned key and nothing else and root alone can change it (NVIDIA's
+    cuda-keyring package installs one), else disable the others (their files kept,
+    renamed) and write ours."""
     apt = facts.get("apt") or {}
-    keyrings = apt.get("keyrings") or {}
     serving = [entry for entry in apt.get("sources") or [] if any(_same_uri(uri, repo.url) for uri in entry["uris"])]
     others = [entry for entry in serving if entry["file"] != repo.source_file]
-
-    def pinned(entry):
-        return (not entry["trusted"] and entry["signed_by"] in keyrings
-                and repo.fingerprint in (keyrings[entry["signed_by"]] or []))
-
-    adopted = next((entry for entry in others if pinned(entry)), None)
+    adopted = next((entry for entry in others if _why_not_pinned(entry, apt, repo.fingerprint) is None), None)
     if adopted:
         conflicting = [entry for entry in serving if entry["signed_by"] != adopted["signed_by"]]
         add(Finding("APT_SOURCE_CONFLICT", INFO,
-                    f"{adopted['file']} already serves {repo.url}, signed by {adopted['signed_by']} which holds the "
-                    f"pinned key {repo.fingerprint}",
+                    f"{adopted['file']} already serves {repo.url}, signed by {adopted['signed_by']} which holds only "
+                    f"the pinned key {repo.fingerprint} and only root can change",
                     "deploy adopts that source and keyring instead of adding a second source"))
         repo = replace(repo, adopt=True, source_file=adopted["file"], keyring=adopted["signed_by"])
     else:
         conflicting = others
     if conflicting:
         files = sorted({entry["file"] for entry in conflicting})
-        reasons = "; ".join(f"{entry['file']}: " + _why_not_pinned(entry, keyrings, repo.fingerprint)
+        reasons = "; ".join(f"{entry['file']}: " + (_why_not_pinned(entry, apt, repo.fingerprint) or
+                                                     f"signed by {entry['signed_by']} (the pinned key, another "
+                                                     "keyring file)")
                             for entry in conflicting)
         add(Finding("APT_SOURCE_CONFLICT", FIX,
                     f"{', '.join(files)} also serve{'s' if len(files) == 1 else ''} {repo.url} ({reasons}): a second "
@@ -669,20 +666,69 @@ def _existing_sources(facts, repo, add):
     return repo
 
 
-def _why_not_pinned(entry, keyrings, fingerprint):
+def _keyring_chain(apt, keyring):
+    """The keyring's path chain as the probe read it (files/probe.sh probe_apt), or []
+    when it did not (an older report) or the facts do not have the documented shape."""
+    chain = (apt.get("keyring_paths") or {}).get(keyring) if isinstance(apt.get("keyring_paths"), dict) else None
+    fields = ("path", "user", "mode", "kind")
+    if not isinstance(chain, list) or not all(isinstance(item, dict) and all(isinstance(item.get(name), str)
+                                                                            for name in fields) for item in chain):
+        return []
+    return chain
+
+
+def _unsafe_keyring(keyring, chain):
+    """Why someone other than root could change ``keyring`` (README, Security), or None:
+    it must be a regular file (no link), and it and every directory above it owned by
+    root and writable by no group or other user.
+
+    >>> _unsafe_keyring("/k/a.gpg", [{"path": "/k/a.gpg", "user": "root", "mode": "644", "kind": "regular file"},
+    ...                              {"path": "/k", "user": "root", "mode": "1777", "kind": "directory"}])
+    '/k is writable by others (mode 1777)'
+    """
+    parent = keyring.rsplit("/", 1)[0] or "/"
+    if len(chain) < 2 or chain[0]["path"] != keyring or chain[1]["path"] != parent:
+        return "who may change it was not probed (validate again with this release)"
+    if chain[0]["kind"] != "regular file":
+        return f"it is a {chain[0]['kind']}, not a regular file"
+    for item in chain:
+        if item["user"] != "root":
+            return f"{item['path']} is owned by {item['user']}, not root"
+        try:
+            mode = int(item["mode"], 8)
+        except ValueError:
+            return f"{item['path']} has mode {item['mode']!r}"
+        if mode & 0o022:
+            who = "others" if mode & 0o002 else "its group"
+            return f"{item['path']} is writable by {who} (mode {item['mode']})"
+    return None
+
+
+def _why_not_pinned(entry, apt, fingerprint):
+    """Why the source ``entry`` cannot be adopted, or None when it can: checked by the
+    pinned key alone, in a keyring that holds nothing else (subkeys of that key aside)
+    and that only root can change."""
     if entry["trusted"]:
         return "trusted=yes, no key checked"
     if not entry["signed_by"]:
         return "no Signed-By (any key apt trusts)"
     if entry["signed_by"] == "inline":
         return "an inline key"
-    found = keyrings.get(entry["signed_by"])
-    if found is None:
-        return f"signed by {entry['signed_by']}, unreadable"
-    if fingerprint in found:
-        return f"signed by {entry['signed_by']} (the pinned key, another keyring file)"
-    held = ", ".join(found[:2]) + (f" and {len(found) - 2} more" if len(found) > 2 else "") if found else "no key"
-    return f"signed by {entry['signed_by']}, which holds {held}, not {fingerprint}"
+    keyrings = apt.get("keyrings") or {}
+    found = keyrings.get(entry["signed_by"]) if isinstance(keyrings, dict) else None
+    chain = _keyring_chain(apt, entry["signed_by"])
+    unsafe = _unsafe_keyring(entry["signed_by"], chain)
+    if not isinstance(found, list) or not all(isinstance(key, str) for key in found):
+        return f"signed by {entry['signed_by']}, " + (unsafe if chain and unsafe else "unreadable")
+    others = [key for key in dict.fromkeys(found) if key != fingerprint]
+    held = ", ".join(others[:2]) + (f" and {len(others) - 2} more" if len(others) > 2 else "") if others else "no key"
+    if fingerprint not in found:
+        return f"signed by {entry['signed_by']}, which holds {held}, not {fingerprint}"
+    if others:
+        return f"signed by {entry['signed_by']}, which holds the pinned key and also {held} (apt trusts those too)"
+    if unsafe:
+        return f"signed by {entry['signed_by']}, the pinned key, but only root may be able to change it: {unsafe}"
+    return None
 
 
 def _target_sms(facts, config, add):

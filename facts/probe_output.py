@@ -299,13 +299,35 @@ def service_unit(by_name):
 REPEATED = ("toolkit", "path", "python-alt", "apt-source", "apt-keyring")
 
 
+def _stat_line(line):
+    """``owner mode kind|path`` (stat -c '%U %a %F|%n') -> {"path", "user", "mode", "kind"}."""
+    attributes, _, path = line.partition("|")
+    user, mode, kind = attributes.split(" ", 2)
+    return {"path": path, "user": user, "mode": mode, "kind": kind}
+
+
+def apt_keyring(section):
+    """An ``apt-keyring`` section -> (its primary-key fingerprints, None when unreadable;
+    its path chain from the keyring up to /, [] from a probe that did not read it).
+
+    >>> apt_keyring(Section("apt-keyring", 1, ("file", "/k.gpg"), ["alice 644 regular file|/k.gpg",
+    ...                                                             "root 755 directory|/"]))
+    (None, [{'path': '/k.gpg', 'user': 'alice', 'mode': '644', 'kind': 'regular file'}, \
+{'path': '/', 'user': 'root', 'mode': '755', 'kind': 'directory'}])
+    """
+    chain = [_stat_line(line) for line in section.lines if "|" in line]
+    keys = [line.strip() for line in section.lines if line.strip() and "|" not in line]
+    fingerprints = keyring_fingerprints(keys[-1]) if section.rc == 0 and keys else None
+    return fingerprints, chain
+
+
 def apt_state(by_name):
-    """The node's apt sources (every enabled entry) and the fingerprints of the keyrings
-    they name (None for one that could not be read)."""
+    """The node's apt sources (every enabled entry), the fingerprints of the keyrings
+    they name (None for one that could not be read) and who may change each keyring."""
     files = {section.attr[1]: section.text for section in by_name.get("apt-source", [])}
-    keyrings = {section.attr[1]: keyring_fingerprints(section.text.strip()) if section.rc == 0 else None
-                for section in by_name.get("apt-keyring", [])}
-    return {"sources": source_entries(files), "keyrings": keyrings}
+    keyrings = {section.attr[1]: apt_keyring(section) for section in by_name.get("apt-keyring", [])}
+    return {"sources": source_entries(files), "keyrings": {path: keys for path, (keys, _) in keyrings.items()},
+            "keyring_paths": {path: chain for path, (_, chain) in keyrings.items()}}
 
 
 def index_sections(lines):

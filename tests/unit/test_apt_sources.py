@@ -30,17 +30,53 @@ def ours():
             "signed_by": OUR_KEYRING, "trusted": False}
 
 
+def chain(keyring, user="root", mode="644", kind="regular file", parent_user="root", parent_mode="755"):
+    """The keyring's path chain as files/probe.sh reports it: the file, then each directory up to /."""
+    items = [{"path": keyring, "user": user, "mode": mode, "kind": kind}]
+    path = keyring.rsplit("/", 1)[0]
+    items.append({"path": path, "user": parent_user, "mode": parent_mode, "kind": "directory"})
+    while path.count("/") > 1:
+        path = path.rsplit("/", 1)[0]
+        items.append({"path": path, "user": "root", "mode": "755", "kind": "directory"})
+    return items + [{"path": "/", "user": "root", "mode": "755", "kind": "directory"}]
+
+
+def nvidia(keys, **stat):
+    """NVIDIA's cuda-keyring source, its keyring holding ``keys`` with ``stat`` (chain())."""
+    return {"sources": [one_line(NVIDIA_LIST, NVIDIA_KEYRING)], "keyrings": {NVIDIA_KEYRING: keys},
+            "keyring_paths": {NVIDIA_KEYRING: chain(NVIDIA_KEYRING, **stat)}}
+
+
 # name, apt facts, adopt, source file, keyring, files disabled, findings (code, severity)
 CASES = [
     ("clean node", {"sources": [], "keyrings": {}}, False, OURS, OUR_KEYRING, (), []),
     ("our own source only", {"sources": [ours()], "keyrings": {OUR_KEYRING: [PINNED]}}, False, OURS, OUR_KEYRING,
      (), []),
-    ("NVIDIA's cuda-keyring with the pinned key is adopted",
-     {"sources": [one_line(NVIDIA_LIST, NVIDIA_KEYRING)], "keyrings": {NVIDIA_KEYRING: [PINNED]}},
+    ("NVIDIA's cuda-keyring with only the pinned key, root's, is adopted", nvidia([PINNED]),
      True, NVIDIA_LIST, NVIDIA_KEYRING, (), [("APT_SOURCE_CONFLICT", "info")]),
+    ("the pinned key twice (a subkey is not a key) is still only the pinned key", nvidia([PINNED, PINNED]),
+     True, NVIDIA_LIST, NVIDIA_KEYRING, (), [("APT_SOURCE_CONFLICT", "info")]),
+    ("a keyring with a second key is not adopted", nvidia([PINNED, "A" * 40]),
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
+    ("a keyring another user owns is not adopted", nvidia([PINNED], user="alice"),
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
+    ("a group-writable keyring is not adopted", nvidia([PINNED], mode="664"),
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
+    ("a keyring in a directory others may write is not adopted", nvidia([PINNED], parent_mode="1777"),
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
+    ("a keyring in a user's directory is not adopted", nvidia([PINNED], parent_user="alice", parent_mode="700"),
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
+    ("a keyring that is a link is not adopted", nvidia(None, mode="777", kind="symbolic link"),
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
+    ("a keyring whose owner was not probed (an older report) is not adopted",
+     {"sources": [one_line(NVIDIA_LIST, NVIDIA_KEYRING)], "keyrings": {NVIDIA_KEYRING: [PINNED]}},
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
+    ("keyring facts of another shape adopt nothing and raise nothing",
+     dict(nvidia([PINNED]), keyrings={NVIDIA_KEYRING: PINNED}, keyring_paths={NVIDIA_KEYRING: "root 644"}),
+     False, OURS, OUR_KEYRING, (NVIDIA_LIST,), [("APT_SOURCE_CONFLICT", "fix")]),
     ("NVIDIA's source beside ours (apt broken): ours goes",
-     {"sources": [ours(), one_line(NVIDIA_LIST, NVIDIA_KEYRING)],
-      "keyrings": {NVIDIA_KEYRING: [PINNED], OUR_KEYRING: [PINNED]}},
+     dict(nvidia([PINNED]), sources=[ours(), one_line(NVIDIA_LIST, NVIDIA_KEYRING)],
+          keyrings={NVIDIA_KEYRING: [PINNED], OUR_KEYRING: [PINNED]}),
      True, NVIDIA_LIST, NVIDIA_KEYRING, (OURS,), [("APT_SOURCE_CONFLICT", "info"), ("APT_SOURCE_CONFLICT", "fix")]),
     ("a source whose keyring holds another key is disabled",
      {"sources": [one_line(NVIDIA_LIST, NVIDIA_KEYRING)], "keyrings": {NVIDIA_KEYRING: ["A" * 40]}},
@@ -65,10 +101,18 @@ def test_sources_of_the_repository(name, apt, adopt, source, keyring, disable, f
     assert [(f.code, f.severity) for f in node.findings if f.code == "APT_SOURCE_CONFLICT"] == findings
 
 
-def test_conflict_message_names_the_file_and_why():
-    node = plan(varied(converged(), apt=CASES[4][1]), Config())
+@pytest.mark.parametrize("apt,why", [
+    (nvidia(["A" * 40]), f"holds {'A' * 40}, not {PINNED}"),
+    (nvidia([PINNED, "B" * 40]), f"holds the pinned key and also {'B' * 40}"),
+    (nvidia([PINNED], user="alice"), f"{NVIDIA_KEYRING} is owned by alice, not root"),
+    (nvidia([PINNED], mode="666"), f"{NVIDIA_KEYRING} is writable by others (mode 666)"),
+    (nvidia([PINNED], parent_mode="775"), "/usr/share/keyrings is writable by its group (mode 775)"),
+    (nvidia(None, kind="symbolic link"), "it is a symbolic link, not a regular file"),
+])
+def test_conflict_message_names_the_file_and_why(apt, why):
+    node = plan(varied(converged(), apt=apt), Config())
     finding = next(f for f in node.findings if f.code == "APT_SOURCE_CONFLICT")
-    assert NVIDIA_LIST in finding.message and f"holds {'A' * 40}, not {PINNED}" in finding.message
+    assert NVIDIA_LIST in finding.message and why in finding.message, finding.message
 
 
 @pytest.mark.parametrize("path,text,expected", [

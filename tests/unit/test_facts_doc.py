@@ -90,7 +90,7 @@ BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null
 
 
 # Objects whose keys are data, not the document's keys: the manifest, package names.
-OPAQUE = ("jit_cache.prewarm.manifest", "cuda_packages", "apt.keyrings", "service_env")
+OPAQUE = ("jit_cache.prewarm.manifest", "cuda_packages", "apt.keyrings", "apt.keyring_paths", "service_env")
 
 
 def key_paths(value, prefix=""):
