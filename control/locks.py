@@ -10,7 +10,9 @@ every supported CPU, hashes included, with the omissions of bringup.locks.OMISSI
 the existing lock seeds uv's preferences, so a second run changes nothing.
 
 ``cuda``: for each ``cuda-<X.Y>.in`` (the release: one ``<package> <upstream version>``
-per line) and each platform, reads ``<URL>/<distro>/<arch>/Packages(.gz)`` and writes
+per line) and each platform, reads ``<URL>/<distro>/<arch>/Packages(.gz)``, only through
+that directory's ``InRelease`` (or ``Release`` + ``Release.gpg``) verified by gpgv
+against the pinned key and the sha256 it lists (control/signed_index.py), and writes
 ``cuda-<X.Y>-<distro>-<machine>.txt`` with the Debian version of each package
 (compared with ``dpkg --compare-versions``). ``sandbox`` builds the sandbox's apt
 repository (NVIDIA's package names and version numbers, made from NVIDIA's wheels) and
@@ -23,24 +25,25 @@ line naming the lock, the input and the fix.
 
 import argparse
 import functools
-import gzip
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from bringup import locks
 from bringup.plan import MIN_PYTHON
 from bringup.platforms import DISTRIBUTIONS, REPO_ARCH, dpkg_arch, repo_arch, repo_location, supported_pythons
+from bringup.config import Config
+from control import signed_index
 from control.atomic import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 NVIDIA_REPOS = "https://developer.download.nvidia.com/compute/cuda/repos"
 SANDBOX_REPOS = ROOT / ".sandbox" / "aptrepo" / "compute" / "cuda" / "repos"
+# The key NVIDIA signs its repositories with (bringup.config, cuda_repo_fingerprint).
+DEFAULT_FINGERPRINT = Config().cuda_repo_fingerprint
 
 
 def python_inputs(root=ROOT):
@@ -107,26 +110,19 @@ def dpkg_compare(left, right):
     return 1
 
 
-def fetch_index(url):
-    """The text of ``<url>Packages.gz`` (else ``Packages``)."""
-    errors = []
-    for name in ("Packages.gz", "Packages"):
-        try:
-            with urllib.request.urlopen(url + name, timeout=60) as response:
-                data = response.read()
-            return (gzip.decompress(data) if name.endswith(".gz") else data).decode("utf-8"), url + name
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            errors.append(f"{url + name}: {getattr(error, 'reason', error)}")
-    raise locks.LockError(f"cannot read the index ({'; '.join(errors)}); set CUDA_REPO_URL to a reachable mirror "
-                          "with NVIDIA's layout, or limit CUDA_PLATFORMS to the directories it serves")
+def fetch_index(url, fingerprint, key_url=""):
+    """The text of ``<url>Packages.gz`` (else ``Packages``) and its URL, read through the
+    repository's Release signed by the pinned key (control/signed_index.py)."""
+    return signed_index.signed_index(url, fingerprint, key_url)
 
 
 def sandbox_repos(log=sys.stderr):
-    """Build (a no-op when built) the sandbox's apt repository; its repos base as a file URL."""
+    """Build (a no-op when built) the sandbox's apt repository; its repos base as a file
+    URL and the fingerprint of the key that signs it (its own, generated once)."""
     from sandbox import aptrepo
 
-    aptrepo.build(log=log)
-    return SANDBOX_REPOS.as_uri()
+    built = aptrepo.build(log=log)
+    return SANDBOX_REPOS.as_uri(), built["fingerprint"]
 
 
 def shown_url(url, root=ROOT):
@@ -156,7 +152,8 @@ def parse_platforms(text, served=None):
     return chosen
 
 
-def cuda(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, compare=dpkg_compare):
+def cuda(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, compare=dpkg_compare,
+         fingerprint=DEFAULT_FINGERPRINT, key_url=""):
     changed = 0
     for source in toolkit_inputs(root):
         version = source.name[len("cuda-"):-len(".in")]
@@ -165,7 +162,7 @@ def cuda(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, comp
         for distro, machine in platforms:
             name = locks.toolkit_lock_name(version, distro, machine)
             try:
-                text, where = fetch(repo_location(repo_url, distro, repo_arch(machine)))
+                text, where = fetch(repo_location(repo_url, distro, repo_arch(machine)), fingerprint, key_url)
                 pins = locks.resolve_toolkit(wanted, locks.parse_index(text), dpkg_arch(machine), compare, where)
             except locks.LockError as error:
                 raise locks.LockError(f"{name} from {source.name}: {error}") from None
@@ -184,17 +181,24 @@ def main(argv=None):
     toolkit.add_argument("--repo-url", default=NVIDIA_REPOS,
                          help="NVIDIA's repos, a mirror with its layout, or sandbox (the sandbox's apt repository)")
     toolkit.add_argument("--platforms", default="all", help="all, or <distro>-<machine>[,...]")
+    toolkit.add_argument("--fingerprint", default="",
+                         help="the repository's signing key (default: cuda_repo_fingerprint's default; "
+                              "the sandbox's own key for sandbox)")
+    toolkit.add_argument("--key-url", default="",
+                         help="where that key is published (default: <repo dir>/<last 8 hex digits>.pub)")
     args = parser.parse_args(argv)
     try:
         if args.kind == "venv":
             venv()
         elif args.repo_url == "sandbox":
-            url = sandbox_repos()
+            url, fingerprint = sandbox_repos()
             served = {(path.parent.parent.name, machine) for path in SANDBOX_REPOS.glob("*/*/Packages")
                       for machine, (arch, _) in REPO_ARCH.items() if path.parent.name == arch}
-            cuda(url, parse_platforms(args.platforms, served))
+            cuda(url, parse_platforms(args.platforms, served), fingerprint=args.fingerprint or fingerprint,
+                 key_url=args.key_url)
         else:
-            cuda(args.repo_url, parse_platforms(args.platforms))
+            cuda(args.repo_url, parse_platforms(args.platforms), fingerprint=args.fingerprint or DEFAULT_FINGERPRINT,
+                 key_url=args.key_url)
     except locks.LockError as error:
         print(f"make lock: error: {error}", file=sys.stderr)
         return 2

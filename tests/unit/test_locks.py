@@ -4,6 +4,9 @@ release resolution, table-driven; make lock's toolkit step end to end on a local
 twice (the second run changes nothing)."""
 
 import gzip
+import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from bringup import locks
 from bringup.plan import MIN_PYTHON, TOOLKIT_PACKAGES
 from bringup.platforms import REPO_ARCH, supported_pythons
 from control import locks as lockgen
+from sandbox.aptrepo.sign import GnuPG
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / locks.LOCKS_DIR
@@ -133,32 +137,128 @@ def index_text(stanzas):
     return "\n".join("".join(f"{key}: {value}\n" for key, value in s.items()) for s in stanzas)
 
 
-def test_make_lock_cuda_on_a_local_index(tmp_path):
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory):
+    """A signing key of this test's own (gpg, ed25519, no passphrase): the sandbox
+    repository's signer (sandbox/aptrepo/sign.py), in a scratch home."""
+    gpg = GnuPG(tmp_path_factory.mktemp("gnupg"))
+    return gpg, gpg.ensure_key()
+
+
+def signed_repo(repos, signer, packages, sign=("InRelease", "Release.gpg")):
+    """A flat repository directory as NVIDIA lays it out: Packages.gz, a Release listing
+    its sha256, that Release signed, and the key published as <last 8 hex digits>.pub."""
+    gpg, fingerprint = signer
+    repos.mkdir(parents=True, exist_ok=True)
+    data = gzip.compress(packages.encode())
+    (repos / "Packages.gz").write_bytes(data)
+    (repos / "Release").write_text("Origin: NVIDIA\nLabel: NVIDIA CUDA\nSHA256:\n"
+                                   f" {hashlib.sha256(data).hexdigest()} {len(data)} Packages.gz\n")
+    gpg.sign_release(repos, fingerprint)
+    for name in ("InRelease", "Release.gpg"):
+        if name not in sign:
+            (repos / name).unlink()
+    (repos / f"{fingerprint[-8:].lower()}.pub").write_bytes(gpg.export(fingerprint, armor=True))
+    return fingerprint
+
+
+def test_make_lock_cuda_on_a_local_index(tmp_path, signer):
     """The toolkit step of make lock, offline: written once, unchanged the second time,
     rewritten when the release moves."""
     repos = tmp_path / "repos" / "debian12" / "x86_64"
-    repos.mkdir(parents=True)
-    (repos / "Packages.gz").write_bytes(gzip.compress(index_text(INDEX).encode()))
+    fingerprint = signed_repo(repos, signer, index_text(INDEX))
     (tmp_path / "files" / "locks").mkdir(parents=True)
     release = tmp_path / "files" / "locks" / "cuda-13.0.in"
     release.write_text("# test\ncuda-nvcc-13-0 13.0.88\ncuda-crt-13-0 13.0.88\n")
     url = (tmp_path / "repos").as_uri()
     platforms = [("debian12", "x86_64")]
     lock = tmp_path / "files" / "locks" / "cuda-13.0-debian12-x86_64.txt"
-    assert lockgen.cuda(url, platforms, root=tmp_path) == 1
+    assert lockgen.cuda(url, platforms, root=tmp_path, fingerprint=fingerprint) == 1
     first = lock.read_text()
     assert first.splitlines()[-2:] == ["cuda-crt-13-0=13.0.88-1", "cuda-nvcc-13-0=13.0.88-2"]
     assert "# index: repos/debian12/x86_64/Packages.gz" in first
-    assert lockgen.cuda(url, platforms, root=tmp_path) == 0 and lock.read_text() == first
+    assert lockgen.cuda(url, platforms, root=tmp_path, fingerprint=fingerprint) == 0 and lock.read_text() == first
     release.write_text("cuda-nvcc-13-0 13.0.48\ncuda-crt-13-0 13.0.48\n")
-    assert lockgen.cuda(url, platforms, root=tmp_path) == 1
+    assert lockgen.cuda(url, platforms, root=tmp_path, fingerprint=fingerprint) == 1
     assert lock.read_text().splitlines()[-1] == "cuda-nvcc-13-0=13.0.48-1"
+
+
+def test_a_release_with_a_detached_signature_is_read(tmp_path, signer):
+    repos = tmp_path / "debian12" / "x86_64"
+    fingerprint = signed_repo(repos, signer, index_text(INDEX), sign=("Release.gpg",))
+    text, where = lockgen.fetch_index(repos.as_uri() + "/", fingerprint)
+    assert where.endswith("/Packages.gz") and "Package: cuda-nvcc-13-0" in text
+
+
+def tamper(repos, fingerprint):
+    data = gzip.decompress((repos / "Packages.gz").read_bytes()).replace(b"13.0.88-2", b"13.0.88-9")
+    (repos / "Packages.gz").write_bytes(gzip.compress(data))
+
+
+def unsign(repos, fingerprint):
+    for name in ("InRelease", "Release.gpg"):
+        (repos / name).unlink()
+
+
+def other_key(repos, fingerprint):
+    # The directory publishes a key that is not the pinned one.
+    (repos / f"{fingerprint[-8:].lower()}.pub").write_bytes(
+        Path("/usr/share/keyrings/debian-archive-keyring.gpg").read_bytes())
+
+
+def forged_release(repos, fingerprint):
+    # An InRelease whose signed text was changed after signing (the index's hash swapped).
+    text = (repos / "InRelease").read_text()
+    (repos / "InRelease").write_text(text.replace("Packages.gz", "Packages.gz\n 00 1 Packages"))
+
+
+@pytest.mark.parametrize("spoil,error", [
+    (tamper, "Packages.gz does not match the sha256 its signed InRelease lists"),
+    (unsign, "cannot read .*/InRelease or .*/Release.gpg"),
+    (other_key, "the key at .*\\.pub is not "),
+    (forged_release, "InRelease is not signed by the pinned key"),
+], ids=["tampered Packages", "unsigned Release", "another key published", "changed InRelease"])
+def test_make_lock_refuses_an_index_it_cannot_trust(tmp_path, signer, spoil, error):
+    repos = tmp_path / "repos" / "debian12" / "x86_64"
+    fingerprint = signed_repo(repos, signer, index_text(INDEX))
+    spoil(repos, fingerprint)
+    (tmp_path / "files" / "locks").mkdir(parents=True)
+    (tmp_path / "files" / "locks" / "cuda-13.0.in").write_text("cuda-nvcc-13-0 13.0.88\ncuda-crt-13-0 13.0.88\n")
+    with pytest.raises(locks.LockError, match=f"cuda-13.0-debian12-x86_64.txt from cuda-13.0.in: .*{error}"):
+        lockgen.cuda((tmp_path / "repos").as_uri(), [("debian12", "x86_64")], root=tmp_path, fingerprint=fingerprint)
+    assert not (tmp_path / "files" / "locks" / "cuda-13.0-debian12-x86_64.txt").exists()
+
+
+def test_make_lock_refuses_a_signature_by_another_key(tmp_path, signer):
+    """Signed, but not by the pinned key (the fingerprint make lock was given)."""
+    repos = tmp_path / "debian12" / "x86_64"
+    signed_repo(repos, signer, index_text(INDEX))
+    pinned = "1F89983E0081FDE018F3CC9673A4F27B8DD47936"  # a key of Debian's archive keyring
+    (repos / f"{pinned[-8:].lower()}.pub").write_bytes(Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+                                                       .read_bytes())
+    with pytest.raises(locks.LockError, match=f"InRelease is not signed by the pinned key {pinned}"):
+        lockgen.fetch_index(repos.as_uri() + "/", pinned)
+
+
+def test_make_lock_cli_refuses_a_tampered_index_in_one_line(tmp_path, signer):
+    """``python -m control.locks cuda`` (make lock-cuda): exit 2, one line, no lock changed."""
+    repos = tmp_path / "repos" / "debian12" / "x86_64"
+    fingerprint = signed_repo(repos, signer, index_text(INDEX))
+    tamper(repos, fingerprint)
+    before = {path: path.read_bytes() for path in TOOLKIT_LOCKS}
+    run = subprocess.run([sys.executable, "-m", "control.locks", "cuda", "--repo-url", (tmp_path / "repos").as_uri(),
+                          "--platforms", "debian12-x86_64", "--fingerprint", fingerprint],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("make lock: error: files/locks/cuda-13.0-debian12-x86_64.txt")
+    assert "does not match the sha256" in run.stderr
+    assert {path: path.read_bytes() for path in TOOLKIT_LOCKS} == before
 
 
 def test_make_lock_names_an_unreachable_index(tmp_path):
     (tmp_path / "files" / "locks").mkdir(parents=True)
     (tmp_path / "files" / "locks" / "cuda-13.0.in").write_text("cuda-nvcc-13-0 13.0.88\n")
-    with pytest.raises(locks.LockError, match="cuda-13.0-ubuntu2404-aarch64.txt.*ubuntu2404/sbsa/Packages"):
+    with pytest.raises(locks.LockError, match="cuda-13.0-ubuntu2404-aarch64.txt.*ubuntu2404/sbsa/InRelease"):
         lockgen.cuda((tmp_path / "nowhere").as_uri(), [("ubuntu2404", "aarch64")], root=tmp_path)
 
 
