@@ -8,7 +8,9 @@ from pyinfra.api import FactBase
 class KeyringFingerprints(FactBase):
     """
     Returns the primary-key fingerprints in a keyring file (upper-case hex), or []
-    when the file is missing or unreadable.
+    when the file is missing or unreadable, or when someone but root could change it
+    (not a regular file: a link; not root's; writable by its group or others): the
+    keyring is then written again, whole, by root.
 
     + path: the keyring file (binary or armored)
 
@@ -29,7 +31,9 @@ class KeyringFingerprints(FactBase):
         # A throwaway GNUPGHOME: reading a keyring must not create ~/.gnupg.
         quoted = shlex.quote(path)
         return (
-            f"test -r {quoted} || exit 0; d=$(mktemp -d); "
+            f"test -r {quoted} && test -f {quoted} && ! test -L {quoted} || exit 0; "
+            f"case $(stat -c '%u %a' {quoted}) in '0 '*[2367]? | '0 '*[2367] | [!0]* | 0?*' '*) exit 0 ;; esac; "
+            "d=$(mktemp -d); "
             f"GNUPGHOME=$d gpg --batch --with-colons --show-keys {quoted} 2>/dev/null; rm -rf \"$d\""
         )
 
