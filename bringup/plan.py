@@ -645,7 +645,7 @@ def _existing_sources(facts, repo, add):
         conflicting = [entry for entry in serving if entry["signed_by"] != adopted["signed_by"]]
         add(Finding("APT_SOURCE_CONFLICT", INFO,
                     f"{adopted['file']} already serves {repo.url}, signed by {adopted['signed_by']} which holds only "
-                    f"the pinned key {repo.fingerprint} and only root can change",
+                    f"the pinned key {repo.fingerprint} and that only root can change",
                     "deploy adopts that source and keyring instead of adding a second source"))
         repo = replace(repo, adopt=True, source_file=adopted["file"], keyring=adopted["signed_by"])
     else:
@@ -727,7 +727,7 @@ def _why_not_pinned(entry, apt, fingerprint):
     if others:
         return f"signed by {entry['signed_by']}, which holds the pinned key and also {held} (apt trusts those too)"
     if unsafe:
-        return f"signed by {entry['signed_by']}, the pinned key, but only root may be able to change it: {unsafe}"
+        return f"signed by {entry['signed_by']}, the pinned key, but not only root can change it: {unsafe}"
     return None
 
 
