@@ -2,13 +2,17 @@
 (state nvidia-repo): a found source is adopted only when its keyring holds the pinned
 key alone and only root can change it (validate, read-only); a shared deb822 file with
 two blank lines before the CUDA stanza is disabled by that stanza, and apt still reads
-every source after the repository step (deploy_steps=repo)."""
+every source after the repository step (deploy_steps=repo). And make lock's check of the
+Release signature passes on the sandbox repository's own signed indexes (no node)."""
+
+import shutil
 
 import pytest
 
+from control import locks as lockgen
 from sandbox import aptrepo
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import pyinfra_cli, run_ssh, validate
+from tests.sandbox_fixtures import REPO_ROOT, pyinfra_cli, run_ssh, validate
 
 pytestmark = pytest.mark.sandbox
 
@@ -76,3 +80,18 @@ def test_two_blank_lines_before_the_cuda_stanza_keep_apt_working(node):
     assert out.rstrip().endswith("update=0") and "Malformed" not in out, out
     _, after = validate(NAME, data=DATA)
     assert not [c for c in conflicts(after) if c[0] == "fix"], conflicts(after)
+
+
+def test_make_lock_reads_the_sandbox_repository_through_its_signature(tmp_path):
+    """``make lock CUDA_REPO_URL=sandbox``'s path: InRelease verified against the sandbox's
+    own key, Packages.gz against its sha256, and the pins are the committed lock's."""
+    url, fingerprint = lockgen.sandbox_repos()
+    (tmp_path / "files" / "locks").mkdir(parents=True)
+    shutil.copyfile(REPO_ROOT / "files" / "locks" / "cuda-13.0.in", tmp_path / "files" / "locks" / "cuda-13.0.in")
+    assert lockgen.cuda(url, [("debian12", "x86_64")], root=tmp_path, fingerprint=fingerprint) == 1
+    name = "files/locks/cuda-13.0-debian12-x86_64.txt"
+
+    def pins(path):
+        return [line for line in path.read_text().splitlines() if not line.startswith("#")]
+
+    assert pins(tmp_path / name) == pins(REPO_ROOT / name)
