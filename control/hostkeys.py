@@ -125,6 +125,8 @@ def problems(data, ssh_config, hostname, check_path=path_problem):
 
     >>> problems({"ssh_strict_host_key_checking": "no"}, None, "h", lambda *a, **k: "")[0][:2]
     ('ssh_strict_host_key_checking', 'no')
+    >>> problems({"ssh_strict_host_key_checking": "Yes"}, None, "h", lambda *a, **k: "")[0][2][:24]
+    'write it in lower case: '
     >>> problems({"ssh_strict_host_key_checking": "yes", "ssh_known_hosts_file": "/dev/null"}, None, "h")[0][2]
     'holds no key, so every key is new: use a known_hosts file of your own, e.g. ~/.ssh/known_hosts \
 (mode 0600 or 0644)'
@@ -134,7 +136,10 @@ def problems(data, ssh_config, hostname, check_path=path_problem):
     """
     found = []
     checking = data.get("ssh_strict_host_key_checking")
-    if not isinstance(checking, str) or checking not in CHECKED:
+    if isinstance(checking, str) and checking not in CHECKED and checking.lower() in CHECKED:
+        found.append(("ssh_strict_host_key_checking", checking, "write it in lower case: pyinfra takes "
+                      "yes or accept-new as they are, and fails the connection on any other spelling"))
+    elif not isinstance(checking, str) or checking not in CHECKED:
         found.append(("ssh_strict_host_key_checking", checking,
                       "turns host key checking off; host keys are always checked: remove it (yes is the default), "
                       "or use accept-new to record a new host's key on first contact"))
