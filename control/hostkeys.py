@@ -151,11 +151,11 @@ def problems(data, ssh_config, hostname, check_path=path_problem):
                       f"{', '.join(extra)} can bypass or replace the host-key check: remove them "
                       f"(kept: {', '.join(sorted(PARAMIKO_KWARGS_KEPT))})"))
     config_file = data.get("ssh_config_file")
-    if config_file:
-        problem = check_path(config_file, must_exist=True)
+    if config_file or ssh_config:
+        problem = check_path(config_file or DEFAULT_SSH_CONFIG, must_exist=bool(config_file))
         if problem:
-            found.append(("ssh_config_file", config_file, f"{problem}: it decides host-key checking; "
-                          "use an ssh_config only you (or root) can change"))
+            found.append(("ssh_config_file", config_file or DEFAULT_SSH_CONFIG, f"{problem}: it decides host-key "
+                          "checking; use an ssh_config only you (or root) can change"))
     host_config = ssh_config.lookup(hostname) if ssh_config else {}
     for path in known_hosts_files(data, host_config):
         problem = "holds no key, so every key is new" if os.path.abspath(os.path.expanduser(path)) == "/dev/null" \

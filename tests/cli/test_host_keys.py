@@ -111,6 +111,14 @@ def case_shared_directory(tmp_path):
             "which other users can write")
 
 
+def case_default_ssh_config(tmp_path):
+    """No ssh_config_file: pyinfra reads ~/.ssh/config, and its UserKnownHostsFile counts."""
+    ssh = tmp_path / "home" / ".ssh"
+    ssh.mkdir(parents=True)
+    (ssh / "config").write_text("Host *\n    UserKnownHostsFile /dev/null\n")
+    return {"ssh_known_hosts_file": None}, [], "UserKnownHostsFile (ssh_config)='/dev/null'", "every key is new"
+
+
 # (data in hosts.yml, --data arguments, setting named, fragment of the reason)
 CASES = {
     "--data strict=no": lambda t: ({}, ["--data", "ssh_strict_host_key_checking=no"],
@@ -131,6 +139,7 @@ CASES = {
         {"ssh_known_hosts_file": None,
          "ssh_config_file": ssh_config(t, "Host *\n    UserKnownHostsFile /dev/null\n")}, [],
         "UserKnownHostsFile (ssh_config)='/dev/null'", "every key is new"),
+    "~/.ssh/config UserKnownHostsFile /dev/null": case_default_ssh_config,
     "ssh_config writable by others": lambda t: (
         {"ssh_config_file": ssh_config(t, "Host *\n    ServerAliveInterval 5\n", 0o666)}, [],
         "ssh_config_file=", "only you (or root) can change"),
