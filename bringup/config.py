@@ -7,8 +7,10 @@ its concern: ``stack_`` (what the venv runs), ``venv_``, ``service_``,
 The README's settings table repeats these defaults.
 """
 
+import ipaddress
 import os
 import posixpath
+import shlex
 from dataclasses import dataclass, fields, replace
 
 from packaging.version import Version
@@ -114,6 +116,62 @@ SCHEMA = {
 }
 
 
+# --- Where the server listens, and its API key (kept out of every command line) ---
+
+class BindAddress(checks.Check):
+    """The address ``sglang serve --host`` binds: an IP address (``0.0.0.0``/``::``
+    for every interface); names are refused, as they may resolve to anything."""
+
+    def parse(self, value):
+        value = checks.text(value)
+        try:
+            return str(ipaddress.ip_address(value))
+        except ValueError:
+            raise checks.Invalid("use an IP address to listen on: 127.0.0.1 (this node only), the address of "
+                                 "the interface your router reaches, or 0.0.0.0 (every interface)") from None
+
+
+class ApiKeyFile(checks.NodePath):
+    """A YAML file on the node holding SGLang's API key (``api-key: <key>``), given to
+    ``sglang serve --config``: SGLang 0.5.23 reads ``--config`` files in-process
+    (sglang/srt/utils/server_args_config_parser.py) and has no environment variable for
+    the key, so its value never reaches the command line ``ps`` or ``systemctl show``
+    prints to every user. Empty: no key. SGLang takes only ``.yaml``/``.yml`` files."""
+
+    def parse(self, value):
+        if checks.text(value) == "":
+            return ""
+        value = super().parse(value)
+        if not value.endswith((".yaml", ".yml")):
+            raise checks.Invalid("use a path ending in .yaml or .yml (SGLang's --config takes only YAML), "
+                                 "e.g. /etc/sglang/api-key.yaml")
+        return value
+
+
+# SGLang's options that take a key: on the command line it is in the unit's ExecStart
+# (``systemctl show``) and the process's argv (``ps``), which every user reads.
+KEY_OPTIONS = ("--api-key", "--admin-api-key")
+
+
+class KeylessArguments(checks.Arguments):
+    """``service_args``: arguments that split like a shell line, and carry no key.
+
+    >>> KeylessArguments()("--tp 8")
+    '--tp 8'
+    """
+
+    def parse(self, value):
+        value = super().parse(value)
+        if any(word.split("=", 1)[0] in KEY_OPTIONS for word in shlex.split(value)):
+            raise checks.Invalid("an API key in service_args would be on the command line every user can read "
+                                 "(ps, systemctl show): remove --api-key/--admin-api-key and put `api-key: <key>` "
+                                 "in the YAML file service_api_key_file names")
+        return value
+
+
+SCHEMA |= {"service_host": BindAddress(), "service_api_key_file": ApiKeyFile(), "service_args": KeylessArguments()}
+
+
 @dataclass(frozen=True)
 class Config:
     """The settings of one host, validated. Build it with ``Config.from_data``."""
@@ -157,6 +215,12 @@ class Config:
     # On a systemd host with a model: enable and start the unit (false: write it only,
     # for nodes staged before their model or their GPUs are ready).
     service_enable: bool = True
+    # Where the server listens (an IP address; 127.0.0.1 by default, as SGLang's own
+    # default: a router on another host needs the node's address or 0.0.0.0), and the
+    # node's YAML file with its API key (root:<service user> 0640, `api-key: <key>`),
+    # passed as `--config`: the key itself is never on a command line or in a report.
+    service_host: str = "127.0.0.1"
+    service_api_key_file: str = ""
     # JIT modules compiled before the service starts: FlashInfer's (sampling, rope,
     # norm, activation:<fn>, page, cascade, prefill, decode; attention modules for
     # each head dim and dtype below) and SGLang's own (sglang-activation, per dtype).

@@ -51,6 +51,9 @@ CODES = {
     "TARGET_SMS_FROM_CONFIG": "No GPU on the node; the configured target_sms are built for.",
     "OTHER_TOOLKITS": "Other toolkits are installed; they stay, but no longer resolve.",
     "SERVICE_FAILED": "The SGLang unit failed or keeps restarting; its journal's known cause (bringup/explain.py) is named.",
+    "SERVICE_OPEN": "The server listens beyond loopback (service_host) with no API key: anyone reaching the port "
+                    "can use the GPUs.",
+    "SERVICE_ARGS_CONFLICT": "service_args has a --config of its own beside service_api_key_file; SGLang takes one.",
     "CUDA_UNAVAILABLE": "A failed start's log shows torch finding no usable GPU, whatever nvidia-smi lists (explain only).",
 }
 

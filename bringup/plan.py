@@ -12,6 +12,7 @@ option and file content they need is in it, decided here once.
 """
 
 import argparse
+import ipaddress
 import json
 import posixpath
 import re
@@ -192,6 +193,10 @@ class ServicePlan:
     exec_line: str
     description: str
     enable: bool
+    # Where it listens (sglang serve --host) and the node's file with its API key,
+    # given as --config (empty: no key); the key itself is in no plan or report.
+    host: str = "127.0.0.1"
+    api_key_file: str = ""
 
 
 @dataclass
@@ -307,6 +312,7 @@ def plan(facts, config, locks=None):
                       recorded=(facts.get("torch") or {}).get("arch_list_from") == "record")
     node.prewarm = _prewarm(facts, config, node.arch_list, add)
     node.service = _service(config, node.env)
+    node.findings.extend(exposure_findings(node.service, config.service_args, config.service_port))
     # The GPUs' own SMs only: an image builder's target_sms have no GPU to compile on.
     node.deep_gemm = _deep_gemm(config, sms if facts.get("gpus") else [], add)
     _check_service_unit(facts, config, node, add)
@@ -560,12 +566,78 @@ def _service(config, env):
     an empty argument): the unit is written but not enabled."""
     layout = config.layout
     model = ("--model-path", config.service_model) if config.service_model else ()
-    exec_start = (f"{layout.venv}/bin/sglang", "serve", "--model-type", "llm", *model, "--host", "0.0.0.0",
-                  "--port", config.service_port, *shlex.split(config.service_args))
+    # The API key comes in a YAML file SGLang reads itself (--config): never the key
+    # on the command line, which systemctl show and ps print to every user.
+    key = ("--config", config.service_api_key_file) if config.service_api_key_file else ()
+    exec_start = (f"{layout.venv}/bin/sglang", "serve", "--model-type", "llm", *model, "--host", config.service_host,
+                  "--port", config.service_port, *key, *shlex.split(config.service_args))
     return ServicePlan(user=config.service_user, home=layout.service_home, env_file=layout.env_file, env=env,
                        unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
                        description=f"SGLang server ({config.service_model or 'no model configured'})",
-                       enable=bool(config.service_model) and config.service_enable)
+                       enable=bool(config.service_model) and config.service_enable,
+                       host=listen_address(exec_start), api_key_file=config.service_api_key_file)
+
+
+def listen_address(argv):
+    """The address ``sglang serve`` binds with ``argv``: its last ``--host`` (argparse
+    keeps the last; ``service_args`` may name one after the plan's), SGLang's own
+    default 127.0.0.1 without one.
+
+    >>> listen_address(["sglang", "serve", "--host", "127.0.0.1", "--tp", "8", "--host=0.0.0.0"])
+    '0.0.0.0'
+    >>> listen_address(["sglang", "serve"])
+    '127.0.0.1'
+    """
+    address = "127.0.0.1"
+    for at, word in enumerate(argv):
+        if word == "--host" and at + 1 < len(argv):
+            address = argv[at + 1]
+        elif word.startswith("--host="):
+            address = word.partition("=")[2]
+    return address
+
+
+def loopback_only(address):
+    """Whether ``address`` reaches this node's own loopback only.
+
+    >>> [loopback_only(a) for a in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "::", "10.0.0.5")]
+    [True, True, True, False, False, False]
+    """
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+def exposure_findings(service, service_args, port):
+    """What the service exposes: SERVICE_OPEN (a warning) when it listens beyond
+    loopback with no API key; SERVICE_ARGS_CONFLICT (a blocker) when service_args has
+    a --config of its own beside service_api_key_file (SGLang takes one). The key's
+    value is never read here: only whether a file names it.
+
+    >>> [f.code for f in exposure_findings(ServicePlan("u", "/h", "/e", {}, "/u", (), "", "", True, "0.0.0.0"), "", "30000")]
+    ['SERVICE_OPEN']
+    >>> exposure_findings(ServicePlan("u", "/h", "/e", {}, "/u", (), "", "", True, "0.0.0.0", "/etc/sglang/k.yaml"), "", "1")
+    []
+    """
+    own_config = "--config" in [word.split("=", 1)[0] for word in shlex.split(service_args)]
+    if service.api_key_file and own_config:
+        return [Finding("SERVICE_ARGS_CONFLICT", BLOCKER,
+                        f"service_args has a --config of its own and service_api_key_file is {service.api_key_file}: "
+                        "SGLang refuses a second --config file",
+                        f"move the options of your --config file into {service.api_key_file} (SGLang reads options "
+                        "and api-key from it) and remove --config from service_args, or leave "
+                        "service_api_key_file empty and put api-key in your own file")]
+    if loopback_only(service.host) or service.api_key_file or own_config:
+        return []
+    return [Finding("SERVICE_OPEN", WARNING,
+                    f"sglang serve listens on {service.host}:{port} with no API key: anyone who reaches the port "
+                    "can use the GPUs",
+                    "set service_api_key_file to a YAML file on the node holding `api-key: <key>` (owned "
+                    f"root:{service.user}, mode 0640; SGLang reads it with --config), or service_host: 127.0.0.1 "
+                    "behind a proxy on the node that authenticates")]
 
 
 def _check_service_unit(facts, config, node, add):

@@ -26,10 +26,13 @@ import atexit
 import json
 import sys
 
+from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.state import BaseStateCallback, StateStage
+from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.context import ctx_state
 
 from bringup import summary
+from control import hostkeys
 from control.atomic import atomic_write
 from control.reports import reports_dir
 
@@ -62,10 +65,32 @@ def connection_alive(host):
     return transport is None or transport.is_active()
 
 
+def refuse_unchecked_host_keys(host):
+    """Before ``host`` connects: when the data its SSH connector will use (inventory,
+    group data and ``--data`` merged, pyinfra's defaults filled in) would leave its host
+    key unchecked (control/hostkeys.py), make this connection fail with one line
+    instead. pyinfra then fails that host alone, as for any connection error, and the
+    summary gives the line as its reason; nothing is sent to the host."""
+    connector = getattr(host, "connector", None)
+    if not isinstance(connector, SSHConnector):
+        return ""
+    line = hostkeys.refusal(host.name, connector.data)
+    if line:
+        def refused():
+            raise ConnectError(line)
+        connector.connect = refused
+    return line
+
+
 class RunWatcher(BaseStateCallback):
-    """Keeps pyinfra's reason for each host it could not connect to, and the operation
-    during which a host's SSH connection died (pyinfra itself only says the operation
+    """Refuses a host whose host key would go unchecked, before it connects; keeps
+    pyinfra's reason for each host it could not connect to, and the operation during
+    which a host's SSH connection died (pyinfra itself only says the operation
     "executed 0 commands")."""
+
+    @staticmethod
+    def host_before_connect(state, host):
+        refuse_unchecked_host_keys(host)
 
     @staticmethod
     def host_connect_error(state, host, error):

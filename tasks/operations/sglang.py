@@ -7,7 +7,7 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.util import get_file_sha256
 
-from bringup.plan import DeepGemmPlan, PrewarmPlan, VenvPlan
+from bringup.plan import SYSTEM_PYTHON, DeepGemmPlan, PrewarmPlan, VenvPlan
 from facts.files import ManagedFile
 from facts.node import JitCache, VenvStack
 from facts.venv import VenvLink
@@ -140,10 +140,13 @@ def jit_prewarm(prewarm: PrewarmPlan):
     ]
     # Every core compiles: MAX_JOBS is left unquoted so the node computes it. No byte
     # code is written: the venv is never changed by the pre-warm (an external one).
-    # It dies with its SSH session (files/session-bound, run as root by the venv's python):
-    # ninja removes what it was writing and the manifest, written last, stays the old one.
-    # Why it runs comes first in its output.
-    bound = [f"{prewarm.venv}/bin/python", "-I", prewarm.session_bound]
+    # It dies with its SSH session (files/session-bound): ninja removes what it was
+    # writing and the manifest, written last, stays the old one. session-bound runs as
+    # root, so by the system's python (stdlib only, -I): never the venv's, whose
+    # site-packages .pth files -I still runs and which another user may own
+    # (venv_managed: false). The venv's python runs only as the service user, after
+    # runuser. Why it runs comes first in its output.
+    bound = [SYSTEM_PYTHON, "-I", prewarm.session_bound]
     yield StreamedCommand(f"echo {shlex.quote(f'prewarm: {gap}')} && {shlex.join(bound + service)} env MAX_JOBS=$(nproc) "
                           f"PYTHONDONTWRITEBYTECODE=1 {shlex.join(command)}")
 
@@ -194,8 +197,9 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
     # It dies with its SSH session (files/session-bound); the manifest, written last and
     # whole (renamed into place), stays the old one when it fails or times out, so a
     # re-run compiles again (SGLang: "feel free to restart the command until the
-    # compilation is fully finished").
-    bound = [deep_gemm.command[0], "-I", deep_gemm.session_bound]
+    # compilation is fully finished"). Run as root by the system's python, as the
+    # pre-warm's (jit_prewarm): the venv's python (command[0]) only as the service user.
+    bound = [SYSTEM_PYTHON, "-I", deep_gemm.session_bound]
     # In the unit's WorkingDirectory (the service's home): a relative model path, or a
     # hub name SGLang first stats as a local path, resolves as it does for the service.
     compile_command = (f"cd {shlex.quote(deep_gemm.home)} && {shlex.join(bound + service + in_env)} "

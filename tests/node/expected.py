@@ -156,30 +156,34 @@ def unit_environment(text):
     return values
 
 
-def service_command(env, command, user=None):
+def service_command(env, command, user, strict=True):
     """A shell command that runs ``command`` (a shell snippet) in the service's
-    environment: systemd's default PATH, HOME/USER of the service user, then ``env``
-    (the unit's Environment= and EnvironmentFile= assignments) verbatim, nothing
-    inherited. With ``user``, as that user (``runuser`` when connected as root), the
-    way ``User=`` runs the service: files FlashInfer creates at import stay the
-    service user's.
+    environment: systemd's default PATH, HOME/USER of ``user``, then ``env`` (the
+    unit's Environment= and EnvironmentFile= assignments) verbatim, nothing inherited.
+    As ``user`` (``runuser`` when connected as root, with root's own PATH: ``runuser``
+    and ``env`` are found before the service's PATH applies), the way ``User=`` runs the
+    service; root itself never runs in it. Connected as another user: refused when
+    ``strict`` (the check needs ``user``: files FlashInfer creates at import stay the
+    service user's), else run as that user (no privilege to lend).
 
-    >>> service_command({"CUDA_HOME": "/c"}, "echo $CUDA_HOME")
-    "home=/; run=; env -i HOME=$home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CUDA_HOME=/c timeout 300 sh -c 'echo $CUDA_HOME'"
+    >>> service_command({"CUDA_HOME": "/c"}, "echo $CUDA_HOME", "sglang", strict=False).split("; ")[-1]
+    "$run env -i HOME=$home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin USER=sglang \
+LOGNAME=sglang CUDA_HOME=/c timeout 300 sh -c 'echo $CUDA_HOME'"
+    >>> "run='runuser -u sglang --'" in service_command({}, "id", "sglang")
+    True
     """
-    values = {"PATH": SERVICE_BASE_PATH, **({"USER": user, "LOGNAME": user} if user else {}), **env}
+    values = {"PATH": SERVICE_BASE_PATH, "USER": user, "LOGNAME": user, **env}
     assignments = " ".join(shlex.quote(f"{key}={value}") for key, value in values.items())
     run = f"env -i HOME=$home {assignments} timeout {COMMAND_TIMEOUT_S} sh -c {shlex.quote(command)}"
-    if user is None:
-        return f"home=/; run=; {run}"
     quoted = shlex.quote(user)
+    other = (f"echo \"connected as $(id -un): cannot run as the service user {user} "
+             f"(connect as root, with sudo, or as {user})\" >&2; exit 97" if strict else "run=")
     return (f"home=$(getent passwd {quoted} | cut -d: -f6); "
             f"if [ \"$(id -un)\" = {quoted} ]; then run=; "
             f"elif [ \"$(id -u)\" = 0 ]; then "
             f"[ -n \"$home\" ] || {{ echo 'service user {user} does not exist' >&2; exit 97; }}; "
             f"run='runuser -u {user} --'; "
-            f"else echo \"connected as $(id -un): cannot run as the service user {user} "
-            f"(connect as root, with sudo, or as {user})\" >&2; exit 97; fi; "
+            f"else {other}; fi; "
             f"$run {run}")
 
 

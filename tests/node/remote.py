@@ -60,15 +60,28 @@ def on_systemd(host):
     return host.run("test -d /run/systemd/system").rc == 0
 
 
-def systemd_run(host, expected, command, as_service_user=False):
+def snippet_user(host, expected, as_service_user=False):
+    """Who runs a snippet in the service's environment: never root, whose PATH and
+    loader variables would then come from the env file (a venv's ``bin`` first, an
+    external venv another user owns, an ``LD_PRELOAD`` of ``service_env``). The service
+    user, as ``User=`` runs the service; before that account exists (a node deployed
+    without the account step) ``nobody``, where the environment resolves the same,
+    unless the check needs the service user itself (``as_service_user``)."""
+    user = expected.config.service_user
+    if as_service_user or host.run(f"getent passwd {shlex.quote(user)} >/dev/null").rc == 0:
+        return user
+    return "nobody"
+
+
+def systemd_run(host, expected, command, user):
     """Run a shell snippet as a transient systemd service with the unit's
-    ``EnvironmentFile=`` and ``Environment=`` (and its ``User=`` when asked): systemd
-    itself reads the files, so the check sees what the service will see."""
+    ``EnvironmentFile=`` and ``Environment=`` and ``User=user``: systemd itself reads
+    the files, so the check sees what the service will see; ``user`` (never root, see
+    ``snippet_user``) runs it."""
     unit = read_text(host, expected.layout.unit) or ""
     properties = [f"EnvironmentFile={expected.layout.env_file}",
-                  *(f"Environment={key}={value}" for key, value in unit_environment(unit).items())]
-    if as_service_user:
-        properties.append(f"User={expected.config.service_user}")
+                  *(f"Environment={key}={value}" for key, value in unit_environment(unit).items()),
+                  f"User={user}"]
     arguments = " ".join(f"--property={shlex.quote(item)}" for item in properties)
     return host.run(f"systemd-run --quiet --wait --pipe --collect --service-type=exec {arguments} "
                     f"-- /bin/sh -c {shlex.quote(command)} </dev/null")
@@ -76,14 +89,14 @@ def systemd_run(host, expected, command, as_service_user=False):
 
 def service_environment(host, expected):
     """What the service process gets, or ``(None, why)``: asked of systemd where it
-    runs the node (a transient unit with the unit's environment prints ``env``), else
-    the unit's Environment= overridden by the env file, read as systemd would
-    (control/envfile.py)."""
+    runs the node (a transient unit with the unit's environment prints ``env``, as the
+    service user: see ``snippet_user``), else the unit's Environment= overridden by the
+    env file, read as systemd would (control/envfile.py), nothing run."""
     text = read_text(host, expected.layout.env_file)
     if text is None:
         return None, f"no service env file {expected.layout.env_file}"
     if on_systemd(host):
-        result = systemd_run(host, expected, "env -0 | tr '\\0' '\\036'")
+        result = systemd_run(host, expected, "env -0 | tr '\\0' '\\036'", snippet_user(host, expected))
         if result.rc != 0:
             return None, f"systemd-run exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"
         pairs = (item.partition("=") for item in result.stdout.split("\x1e") if "=" in item)
@@ -93,12 +106,14 @@ def service_environment(host, expected):
 
 
 def run_in_service_env(host, expected, command, as_service_user=False):
-    """Run a shell snippet with exactly the service's environment (as its user when
-    asked): through systemd where it runs, else rebuilt from the files; fails the
-    check when there is no service environment."""
+    """Run a shell snippet with exactly the service's environment, never as root
+    (``snippet_user``; ``as_service_user``: the service user itself, for checks of
+    what it can read and create): through systemd where it runs, else rebuilt from the
+    files; fails the check when there is no service environment."""
     env, why = service_environment(host, expected)
     if env is None:
         fail(expected, "service environment", "an env file", why)
+    user = snippet_user(host, expected, as_service_user)
     if on_systemd(host):
-        return systemd_run(host, expected, command, as_service_user)
-    return host.run(service_command(env, command, expected.config.service_user if as_service_user else None))
+        return systemd_run(host, expected, command, user)
+    return host.run(service_command(env, command, user, strict=as_service_user))
