@@ -1,0 +1,115 @@
+"""Secrets never printed or saved, through the real CLIs: a token given in
+``service_env`` or found in the service env file (probed for real on @local), a URL's
+password; reports and the summary written 0600 in a 0700 directory."""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
+# This suite's own reports directory and stand-in env file (service_env_file may not be
+# under /tmp, so both live in the ignored reports/ tree).
+REPORTS = ROOT / "reports" / "cli-secrets"
+ENV_DIR = ROOT / "reports" / "cli-secrets-env"
+ENV_FILE = ENV_DIR / "sglang.env"
+SECRETS = ("hf_secret123", "hf_filesecret456", "pw_secret789")
+
+
+def pyinfra(*args):
+    result = subprocess.run([PYINFRA, "-y", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, GPU_BRINGUP_REPORTS=str(REPORTS)))
+    result.output = result.stdout + result.stderr
+    return result
+
+
+def fresh():
+    shutil.rmtree(REPORTS, ignore_errors=True)
+    shutil.rmtree(ENV_DIR, ignore_errors=True)
+    ENV_DIR.mkdir(parents=True)
+    # The operator's file: a token of its own, and another value for service_env's key.
+    ENV_FILE.write_text("HF_TOKEN=hf_filesecret456\nNOTE=kept\n")
+    ENV_FILE.chmod(0o600)
+
+
+def leaks(*texts):
+    return [secret for secret in SECRETS for text in texts if secret in text]
+
+
+def mode(path):
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_token_in_service_env_and_in_the_env_file_is_never_printed_or_saved():
+    fresh()
+    result = pyinfra("-v", "@local", "--data", "target_sms=12.0", "--data", f"service_env_file={ENV_FILE}",
+                     "--data", "service_env=HF_TOKEN=hf_secret123", "validate.py")
+    report, summary = REPORTS / "@local.json", REPORTS / "summary.json"
+    assert report.exists() and summary.exists(), result.output
+    assert leaks(result.stdout, result.stderr, report.read_text(), summary.read_text()) == []
+    saved = json.loads(report.read_text())
+    # Keys stay, values go; the plan's own keys keep their values (the findings need them).
+    assert saved["facts"]["service_env"]["HF_TOKEN"] == "<redacted>"
+    assert saved["settings"]["service_env"] == [["HF_TOKEN", "<redacted>"]]
+    assert saved["plan"]["env"]["HF_TOKEN"] == "<redacted>"
+    assert saved["plan"]["service"]["env"]["HF_TOKEN"] == "<redacted>"
+    assert saved["plan"]["env"]["FLASHINFER_CUDA_ARCH_LIST"] == "12.0f"
+    overridden = next(f for f in saved["plan"]["findings"] if f["code"] == "SERVICE_ENV_OVERRIDDEN")
+    assert "HF_TOKEN=<redacted> (deploy sets <redacted>)" in overridden["message"]
+    assert "SERVICE_ENV_OVERRIDDEN" in result.output
+    assert (mode(report), mode(summary), mode(REPORTS)) == (0o600, 0o600, 0o700)
+    # The operator's file itself is untouched by validate.
+    assert ENV_FILE.read_text() == "HF_TOKEN=hf_filesecret456\nNOTE=kept\n" and mode(ENV_FILE) == 0o600
+
+
+def test_an_invalid_service_env_is_named_without_its_values():
+    fresh()
+    result = pyinfra("@local", "--data", "service_env=HF_TOKEN=hf_secret123 1BAD=pw_secret789", "validate.py")
+    assert result.returncode == 1
+    assert "@local: setting service_env='HF_TOKEN=<redacted> 1BAD=<redacted>' is invalid" in result.output
+    summary = REPORTS / "summary.json"
+    assert leaks(result.stdout, result.stderr, summary.read_text()) == []
+    assert "1BAD" in json.loads(summary.read_text())["hosts"][0]["reason"]
+    assert not (REPORTS / "@local.json").exists()
+
+
+def test_a_url_password_is_never_printed_or_saved():
+    fresh()
+    result = pyinfra("-v", "@local", "--data", "target_sms=12.0", "--data",
+                     "venv_index_url=https://alice:pw_secret789@mirror.example/simple", "validate.py")
+    texts = [result.stdout, result.stderr] + [path.read_text() for path in REPORTS.glob("*.json")]
+    assert (REPORTS / "summary.json").exists(), result.output
+    assert leaks(*texts) == []
+
+
+def test_a_service_env_value_no_quoting_holds_is_refused_by_key(tmp_path):
+    config = tmp_path / "settings.yaml"
+    config.write_text(yaml.safe_dump({"service_env": {"NOTE": "it's C:\\dir\\hf_secret123"}}))
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(INCIDENT), "--config", str(config),
+                             "--host", "n1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: n1: setting service_env={'NOTE': '<redacted>'} is invalid: "
+                                    "NOTE's value holds a single quote"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and leaks(result.stderr) == []
+
+
+def test_the_planner_cli_prints_no_token(tmp_path):
+    facts = json.loads(INCIDENT.read_text())
+    facts["service_env"] = {**(facts.get("service_env") or {}), "HF_TOKEN": "hf_filesecret456"}
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    config = tmp_path / "settings.yaml"
+    config.write_text(yaml.safe_dump({"service_env": {"HF_TOKEN": "hf_secret123"}}))
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(tmp_path / "facts.json"), "--config",
+                             str(config)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert leaks(result.stdout, result.stderr) == []
+    printed = json.loads(result.stdout)
+    assert printed["env"]["HF_TOKEN"] == "<redacted>" and printed["env"]["CUDA_HOME"].startswith("/usr/local/cuda")
+    assert "SERVICE_ENV_OVERRIDDEN" in [f["code"] for f in printed["findings"]]
