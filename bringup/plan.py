@@ -344,12 +344,17 @@ def service_env(config, home, arch_list):
 
 
 def managed_env_keys(config):
-    """The keys deploy manages in the service env file (the probe reports their values).
+    """The keys of the service env file whose values the probe reports: those the plan
+    decides itself. Never ``service_env``'s (deploy manages them too, but their values
+    are the operator's secrets: pyinfra prints a fact's output at -vvv), so a changed
+    one is reset without being reported.
 
-    >>> managed_env_keys(Config())[:3]
-    ('CUDA_HOME', 'PATH', 'FLASHINFER_CUDA_ARCH_LIST')
+    >>> managed_env_keys(Config(service_env=(("HF_TOKEN", "hf_x"),)))[:3], "HF_TOKEN" in managed_env_keys(
+    ...     Config(service_env=(("HF_TOKEN", "hf_x"),)))
+    (('CUDA_HOME', 'PATH', 'FLASHINFER_CUDA_ARCH_LIST'), False)
     """
-    return tuple(service_env(config, "", ""))
+    operators = dict(config.service_env)
+    return tuple(key for key in service_env(config, "", "") if key not in operators)
 
 
 def _check_service_env(facts, config, env, add):

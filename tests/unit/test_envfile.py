@@ -5,6 +5,7 @@ exactly in all three; every operator file either reads alike in all three or is
 refused, naming the line and key, never the value."""
 
 import random
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ SERVICE_ENV_SH = ROOT / "files" / "service-env.sh"
 # ------------------------------------------------------------- systemd's reader
 
 WHITESPACE, NEWLINE, COMMENTS, SHELL_NEED_ESCAPE = " \t\n\r", "\n\r", "#;", "\"\\`$"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # env_name_is_valid
 
 
 def systemd_env(text, before_254=False):
@@ -113,7 +115,7 @@ def systemd_env(text, before_254=False):
         if state == "VALUE" and last_value_ws is not None and value is not None:
             value = value[:last_value_ws]
         push()
-    return {name: item for name, item in env.items() if envfile.NAME.match(name)}
+    return {name: item for name, item in env.items() if ENV_NAME.match(name)}
 
 
 def test_the_port_reads_systemd_exec_5s_examples():
