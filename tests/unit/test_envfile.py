@@ -226,10 +226,20 @@ def test_a_refused_file_names_the_key_and_never_the_value():
     assert "line 1 (HF_TOKEN)" in str(raised.value) and "hf_secret123" not in str(raised.value)
 
 
-def test_random_lines_systemd_reads_alike_or_they_are_refused():
-    """Lines of the characters that matter, thousands of them: wherever ``problems``
-    passes a file, systemd (both comment rules) reads exactly what we read."""
-    rng = random.Random(21)
+def sh_envs(paths):
+    """``sh_env`` of many files in one sh process (one subshell each)."""
+    script = '. "$1"; shift; for file; do (load_service_env "$file"; env -0); printf "\\035"; done'
+    out = subprocess.run(["env", "-i", "sh", "-c", script, "sh", str(SERVICE_ENV_SH), *map(str, paths)],
+                         capture_output=True, check=True).stdout.decode()
+    found = []
+    for chunk in out.split("\x1d")[:-1]:
+        pairs = (item.partition("=") for item in chunk.split("\0") if item)
+        found.append({key: value for key, _, value in pairs if key.startswith("K")})
+    return found
+
+
+def random_file(rng):
+    """A file of one to three lines made of the characters that matter."""
     alphabet = ["K", "=", "'", '"', "\\", "#", ";", " ", "\t", "x", "$", "\r", "\x85", "export "]
 
     def noise(most):
@@ -240,9 +250,31 @@ def test_random_lines_systemd_reads_alike_or_they_are_refused():
             return noise(7)
         return f"{rng.choice(['', ' ', 'export '])}K_{rng.choice('AB')}{rng.choice(['', ' '])}={noise(6)}"
 
+    return "\n".join(line() for _ in range(rng.randint(1, 3))) + rng.choice(["", "\n"])
+
+
+def test_random_files_read_alike_in_service_env_sh(tmp_path):
+    """Files ``problems`` passes, drawn at random: files/service-env.sh reads each as we do."""
+    rng = random.Random(2113)
+    texts = [text for text in (random_file(rng) for _ in range(3000)) if not envfile.problems(text)][:600]
+    paths = []
+    for number, text in enumerate(texts):
+        paths.append(tmp_path / f"env{number}")
+        paths[-1].write_bytes(text.encode())
+    ours = [{key: value for key, value in envfile.parse_env_file(text).items() if key.startswith("K")}
+            for text in texts]
+    theirs = sh_envs(paths)
+    assert len(theirs) == len(texts) > 300
+    assert [(text, mine) for text, mine, sh in zip(texts, ours, theirs) if mine != sh] == []
+
+
+def test_random_lines_systemd_reads_alike_or_they_are_refused():
+    """Lines of the characters that matter, thousands of them: wherever ``problems``
+    passes a file, systemd (both comment rules) reads exactly what we read."""
+    rng = random.Random(21)
     accepted = assigned = 0
     for _ in range(20000):
-        text = "\n".join(line() for _ in range(rng.randint(1, 3))) + rng.choice(["", "\n"])
+        text = random_file(rng)
         if envfile.problems(text):
             continue
         ours = envfile.parse_env_file(text)
