@@ -4,7 +4,7 @@ import posixpath
 import shlex
 from io import StringIO
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.api.util import get_file_sha1, get_template
 from pyinfra.facts.files import Directory
@@ -127,6 +127,19 @@ def kept_mode(found, mode):
     return f"{int(found['mode'], 8) & int(mode, 8):04o}"
 
 
+def _read_unprinted(path):
+    """The ``ManagedFile`` fact of ``path`` with its text, its output kept out of
+    pyinfra's log: at -vvv pyinfra prints every fact's output, and this one is the whole
+    file (an env file's HF_TOKEN, base64-encoded). Other hosts' facts read meanwhile are
+    not printed either (one switch for the whole state)."""
+    saved = getattr(state, "print_fact_output", False)  # pyinfra-testing's state has none
+    state.print_fact_output = False
+    try:
+        return host.get_fact(ManagedFile, path=path, text=True)
+    finally:
+        state.print_fact_output = saved
+
+
 def _attributes_ok(found, user, group, mode):
     return found.get("kind") == "file" and (found["user"], found["group"]) == (user, group) \
         and found["mode"] is not None and int(found["mode"], 8) == int(mode, 8)
@@ -160,7 +173,7 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
                         default_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     """
     # Content, kind, owner and mode in one round trip (whole_file reuses it).
-    found = host.get_fact(ManagedFile, path=path, text=True)
+    found = _read_unprinted(path)
     text = found["text"] or ""
     if text and not text.endswith("\n"):
         text += "\n"

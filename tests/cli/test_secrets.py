@@ -113,3 +113,4 @@ def test_the_planner_cli_prints_no_token(tmp_path):
     assert printed["env"]["HF_TOKEN"] == "<redacted>" and printed["env"]["CUDA_HOME"].startswith("/usr/local/cuda")
     overridden = next(f for f in printed["findings"] if f["code"] == "SERVICE_ENV_OVERRIDDEN")
     assert "HF_TOKEN=<redacted> (deploy sets <redacted>)" in overridden["message"]
+

@@ -41,7 +41,8 @@ def test_an_operators_0600_env_file_keeps_its_mode_and_no_secret_is_printed_or_s
     run_ssh(node, f"printf 'HF_TOKEN=hf_sandboxsecret42\\n' >> {ENV_FILE} && chmod 0600 {ENV_FILE}")
     try:
         data = (*DEPLOY_DATA, f"service_env=API_PASSWORD=pw_sandboxsecret43 {TRICKY_WORDS}")
-        result = pyinfra_cli("-v", "inventory/gpu.py", "--limit", name, "deploy.py", data=data)
+        # -vvv: pyinfra prints every command and fact output too (the env file is read by one).
+        result = pyinfra_cli("-vvv", "inventory/gpu.py", "--limit", name, "deploy.py", data=data)
         assert result.returncode == 0, result.output[-4000:]
         after = run_ssh(node, f"stat -c '%U %G %a' {ENV_FILE}; grep -c '^HF_TOKEN=hf_sandboxsecret42$' {ENV_FILE}")
         assert after.stdout.split() == ["root", "sglang", "600", "1"], after.stdout
