@@ -15,28 +15,29 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
-# This suite's own reports directory and stand-in env file (service_env_file may not be
-# under /tmp, so both live in the ignored reports/ tree).
-REPORTS = ROOT / "reports" / "cli-secrets"
-ENV_DIR = ROOT / "reports" / "cli-secrets-env"
-ENV_FILE = ENV_DIR / "sglang.env"
+# Each test's own reports directory and stand-in env file (service_env_file may not be
+# under /tmp, so both live in the ignored reports/ tree; one per test, for pytest -n).
+BASE = ROOT / "reports" / "cli-secrets"
 SECRETS = ("hf_secret123", "hf_filesecret456", "pw_secret789")
+ENV_TEXT = "HF_TOKEN=hf_filesecret456\nNOTE=kept\n"
 
 
-def pyinfra(*args):
+def pyinfra(reports, *args):
     result = subprocess.run([PYINFRA, "-y", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, GPU_BRINGUP_REPORTS=str(REPORTS)))
+                            env=dict(os.environ, GPU_BRINGUP_REPORTS=str(reports)))
     result.output = result.stdout + result.stderr
     return result
 
 
-def fresh():
-    shutil.rmtree(REPORTS, ignore_errors=True)
-    shutil.rmtree(ENV_DIR, ignore_errors=True)
-    ENV_DIR.mkdir(parents=True)
-    # The operator's file: another value for service_env's key.
-    ENV_FILE.write_text("HF_TOKEN=hf_filesecret456\nNOTE=kept\n")
-    ENV_FILE.chmod(0o600)
+def fresh(name):
+    """(reports directory, env file) of test ``name``: the directory absent, the env
+    file the operator's (another value for service_env's key), 0600."""
+    reports, env_dir = BASE / name / "reports", BASE / name / "etc"
+    shutil.rmtree(BASE / name, ignore_errors=True)
+    env_dir.mkdir(parents=True)
+    (env_dir / "sglang.env").write_text(ENV_TEXT)
+    (env_dir / "sglang.env").chmod(0o600)
+    return reports, env_dir / "sglang.env"
 
 
 def leaks(*texts):
@@ -48,11 +49,11 @@ def mode(path):
 
 
 def test_a_token_in_service_env_and_in_the_env_file_is_never_printed_or_saved():
-    fresh()
+    reports, env_file = fresh("token")
     # -vvv: pyinfra prints every fact's output too (the probe's).
-    result = pyinfra("-vvv", "@local", "--data", "target_sms=12.0", "--data", f"service_env_file={ENV_FILE}",
-                     "--data", "service_env=HF_TOKEN=hf_secret123", "validate.py")
-    report, summary = REPORTS / "@local.json", REPORTS / "summary.json"
+    result = pyinfra(reports, "-vvv", "@local", "--data", "target_sms=12.0", "--data",
+                     f"service_env_file={env_file}", "--data", "service_env=HF_TOKEN=hf_secret123", "validate.py")
+    report, summary = reports / "@local.json", reports / "summary.json"
     assert report.exists() and summary.exists(), result.output
     assert leaks(result.stdout, result.stderr, report.read_text(), summary.read_text()) == []
     saved = json.loads(report.read_text())
@@ -63,28 +64,29 @@ def test_a_token_in_service_env_and_in_the_env_file_is_never_printed_or_saved():
     assert saved["plan"]["env"]["HF_TOKEN"] == "<redacted>"
     assert saved["plan"]["service"]["env"]["HF_TOKEN"] == "<redacted>"
     assert saved["plan"]["env"]["FLASHINFER_CUDA_ARCH_LIST"] == "12.0f"
-    assert (mode(report), mode(summary), mode(REPORTS)) == (0o600, 0o600, 0o700)
+    assert (mode(report), mode(summary), mode(reports)) == (0o600, 0o600, 0o700)
     # The operator's file itself is untouched by validate.
-    assert ENV_FILE.read_text() == "HF_TOKEN=hf_filesecret456\nNOTE=kept\n" and mode(ENV_FILE) == 0o600
+    assert env_file.read_text() == ENV_TEXT and mode(env_file) == 0o600
 
 
 def test_an_invalid_service_env_is_named_without_its_values():
-    fresh()
-    result = pyinfra("@local", "--data", "service_env=HF_TOKEN=hf_secret123 1BAD=pw_secret789", "validate.py")
+    reports, _ = fresh("invalid")
+    result = pyinfra(reports, "@local", "--data", "service_env=HF_TOKEN=hf_secret123 1BAD=pw_secret789",
+                     "validate.py")
     assert result.returncode == 1
     assert "@local: setting service_env='HF_TOKEN=<redacted> 1BAD=<redacted>' is invalid" in result.output
-    summary = REPORTS / "summary.json"
+    summary = reports / "summary.json"
     assert leaks(result.stdout, result.stderr, summary.read_text()) == []
     assert "1BAD" in json.loads(summary.read_text())["hosts"][0]["reason"]
-    assert not (REPORTS / "@local.json").exists()
+    assert not (reports / "@local.json").exists()
 
 
 def test_a_url_password_is_never_printed_or_saved():
-    fresh()
-    result = pyinfra("-v", "@local", "--data", "target_sms=12.0", "--data",
+    reports, _ = fresh("url")
+    result = pyinfra(reports, "-v", "@local", "--data", "target_sms=12.0", "--data",
                      "venv_index_url=https://alice:pw_secret789@mirror.example/simple", "validate.py")
-    texts = [result.stdout, result.stderr] + [path.read_text() for path in REPORTS.glob("*.json")]
-    assert (REPORTS / "summary.json").exists(), result.output
+    texts = [result.stdout, result.stderr] + [path.read_text() for path in reports.glob("*.json")]
+    assert (reports / "summary.json").exists(), result.output
     assert leaks(*texts) == []
 
 
