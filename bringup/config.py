@@ -15,12 +15,13 @@ from dataclasses import dataclass, fields, replace
 
 from packaging.version import Version
 
-from bringup import checks
+from bringup import checks, redact
 from bringup.caches import CACHE_DIRS
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
 from bringup.locks import venv_lock_target
 from bringup.versions import parse
+from control import envfile
 
 PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_", "report_")
 # The steps of deploy.py, in the order they run.
@@ -35,12 +36,21 @@ ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 
 class ConfigError(ValueError):
     """Settings are invalid: one line per problem, each naming the host, the setting,
-    the value and the fix."""
+    the value and the fix. ``service_env``'s values and URL credentials are redacted
+    (bringup/redact.py): the message reaches stderr, the log and reports/summary.json.
+
+    >>> print(ConfigError("n1", [("service_env", {"HF_TOKEN": "hf_secret123"}, "bad")]))
+    n1: setting service_env={'HF_TOKEN': '<redacted>'} is invalid: bad
+    """
 
     def __init__(self, host, problems):
         self.host, self.problems = host, problems
-        super().__init__("\n".join(f"{host}: setting {key}={value!r} is invalid: {fix}"
-                                   for key, value, fix in problems))
+        super().__init__("\n".join(self._line(host, *problem) for problem in problems))
+
+    @staticmethod
+    def _line(host, key, value, fix):
+        shown, fix = redact.setting(key, value, fix)
+        return f"{host}: setting {key}={shown!r} is invalid: {fix}"
 
 
 class PrewarmModule(checks.Check):
@@ -288,7 +298,10 @@ the service and the pre-warm never run as root
                              f"keeps venvs/, locks/ and tools/ beside it), not {parent}: use e.g. "
                              f"{parent.rstrip('/')}/sglang/venv, or set venv_managed: false for a venv built "
                              "by someone else"))
-        for key, _ in values.get("service_env", ()):
+        for key, value in values.get("service_env", ()):
+            if envfile.writable(key, value):
+                problems.append(("service_env", data["service_env"], f"{envfile.writable(key, value)} "
+                                 "(the env file must read the same in systemd and in the node's reader)"))
             if key in PLANNED_ENV_KEYS:
                 problems.append(("service_env", data["service_env"], f"{key} is decided by the plan; set only "
                                  "variables of your own (the plan manages "
@@ -328,5 +341,11 @@ the service and the pre-warm never run as root
         return Version(self.stack_flashinfer)
 
     def as_dict(self):
-        """The settings as plain data (for reports)."""
-        return {item.name: getattr(self, item.name) for item in fields(self)}
+        """The settings as plain data (for reports): ``service_env``'s values and URL
+        credentials redacted (bringup/redact.py).
+
+        >>> Config(service_env=(("HF_TOKEN", "hf_abc"),)).as_dict()["service_env"]
+        (('HF_TOKEN', '<redacted>'),)
+        """
+        values = {item.name: getattr(self, item.name) for item in fields(self)}
+        return redact.data({**values, "service_env": redact.pairs(self.service_env)})

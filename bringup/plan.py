@@ -25,7 +25,7 @@ import yaml
 from packaging.version import Version
 
 from bringup import cuda as cuda_table
-from bringup import explain, facts_schema, systemd
+from bringup import explain, facts_schema, redact, systemd
 from bringup.caches import cache_env
 from bringup.deep_gemm import deep_gemm_decision, deep_gemm_request
 from bringup import flashinfer as fi
@@ -242,12 +242,18 @@ class NodePlan:
         return [f.code for f in self.findings if severity is None or f.severity == severity]
 
     def as_dict(self):
-        return {
+        """The plan as plain data, as it is printed and saved (reports, the summary, the
+        planner's JSON): the env values that are not the plan's own and URL credentials
+        redacted (bringup/redact.py). The tasks act on the NodePlan itself, real values."""
+        service = asdict(self.service) if self.service else {}
+        if service:
+            service["env"] = redact.env(service["env"])
+        return redact.data({
             "ok": self.ok,
             "findings": [finding.as_dict() for finding in self.findings],
             "toolkit": asdict(self.toolkit) if self.toolkit else {},
             "arch_list": self.arch_list,
-            "env": self.env,
+            "env": redact.env(self.env),
             "repo": asdict(self.repo) if self.repo else {},
             "torch_cuda": self.torch_cuda,
             "session_path": self.session_path,
@@ -256,11 +262,11 @@ class NodePlan:
             "venv": asdict(self.venv) if self.venv else {},
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
             "deep_gemm": asdict(self.deep_gemm) if self.deep_gemm else {},
-            "service": asdict(self.service) if self.service else {},
+            "service": service,
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),
             "apt_lock_timeout": self.apt_lock_timeout,
-        }
+        })
 
 
 def plan(facts, config, locks=None):
@@ -344,18 +350,26 @@ def service_env(config, home, arch_list):
 
 
 def managed_env_keys(config):
-    """The keys deploy manages in the service env file (the probe reports their values).
+    """The keys of the service env file whose values the probe reports: those the plan
+    decides itself. Never ``service_env``'s (deploy manages them too, but their values
+    are the operator's secrets: pyinfra prints a fact's output at -vvv), so a changed
+    one is reset without being reported.
 
-    >>> managed_env_keys(Config())[:3]
-    ('CUDA_HOME', 'PATH', 'FLASHINFER_CUDA_ARCH_LIST')
+    >>> managed_env_keys(Config(service_env=(("HF_TOKEN", "hf_x"),)))[:3], "HF_TOKEN" in managed_env_keys(
+    ...     Config(service_env=(("HF_TOKEN", "hf_x"),)))
+    (('CUDA_HOME', 'PATH', 'FLASHINFER_CUDA_ARCH_LIST'), False)
     """
-    return tuple(service_env(config, "", ""))
+    operators = dict(config.service_env)
+    return tuple(key for key in service_env(config, "", "") if key not in operators)
 
 
 def _check_service_env(facts, config, env, add):
-    """A managed key the operator changed in the env file is reset by deploy: say so first."""
+    """A managed key the operator changed in the env file is reset by deploy: say so first.
+    The values of keys that are not the plan's own (``service_env``'s: tokens) are never
+    shown, neither the file's nor the setting's (bringup/redact.py)."""
     found = facts.get("service_env") or {}
-    changed = [f"{key}={found[key]} (deploy sets {env[key]})" for key in env
+    shown_found, shown_env = redact.env(found), redact.env(env)
+    changed = [f"{key}={shown_found[key]} (deploy sets {shown_env[key]})" for key in env
                if key in found and found[key] != env[key]]
     if changed:
         add(Finding("SERVICE_ENV_OVERRIDDEN", FIX,

@@ -7,6 +7,7 @@ import json
 import sys
 from types import SimpleNamespace
 
+from bringup import redact
 from bringup.findings import SEVERITIES
 
 MARKS = {"blocker": "BLOCKER", "fix": "FIX", "warning": "WARN", "info": "INFO"}
@@ -28,7 +29,8 @@ def _gpu_lines(facts):
 
 
 def render(host, facts, node):
-    """The report ``validate.py`` prints for one host.
+    """The report ``validate.py`` prints for one host (URL credentials redacted: the
+    repository's URL is printed; env values reach it redacted through the findings).
 
     + host: the host's name
     + facts: the facts document
@@ -66,7 +68,7 @@ def render(host, facts, node):
     for finding in ordered:
         lines.append(f"  [{MARKS[finding.severity]:7}] {finding.code}: {finding.message}")
         lines.append(f"            fix: {finding.fix}")
-    return "\n".join(lines)
+    return redact.urls("\n".join(lines))
 
 
 def _namespace(value):

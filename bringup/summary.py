@@ -16,6 +16,7 @@ Operation status: ``changed``, ``unchanged``, ``error`` or ``not run``.
 
 import re
 
+from bringup import redact
 from bringup.findings import BLOCKER, FIX
 
 # Verdicts, in the order the table groups them: what went well first, so the
@@ -175,7 +176,9 @@ def host_row(outcome, executed=True):
 
 
 def summary_document(purpose, outcomes, executed=True, stopped=""):
-    """The run's summary: rows grouped by verdict, counts, and ``ok`` (every host good).
+    """The run's summary: rows grouped by verdict, counts, and ``ok`` (every host good);
+    redacted (bringup/redact.py: an operation's error line may quote a URL's credentials),
+    for the printed table and reports/summary.json alike.
 
     + purpose: "validate" or "deploy"
     + outcomes: every targeted host's outcome
@@ -187,14 +190,14 @@ def summary_document(purpose, outcomes, executed=True, stopped=""):
     counts = {}
     for row in rows:
         counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
-    return {
+    return redact.data({
         "purpose": purpose,
         "executed": executed,
         "stopped": stopped,
         "ok": bool(rows) and all(row["verdict"] in GOOD for row in rows) and not stopped,
         "counts": counts,
         "hosts": rows,
-    }
+    })
 
 
 COLUMNS = (("host", "host"), ("gpus", "GPUs"), ("driver", "driver"), ("toolkit", "CUDA now -> plan"),

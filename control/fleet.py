@@ -19,11 +19,11 @@ How a pyinfra 3.10 run reaches us:
   ``--fail-percent``, no host left).
 
 The summary goes to stderr (stdout stays pure JSON under ``pyinfra --json``) and to
-``reports/summary.json`` (control/reports.py; written whole).
+``reports/summary.json`` (control/reports.py; written whole, 0600); both are redacted
+(bringup/redact.py, through ``summary.summary_document``).
 """
 
 import atexit
-import json
 import sys
 
 from pyinfra.api.exceptions import ConnectError
@@ -33,8 +33,7 @@ from pyinfra.context import ctx_state
 
 from bringup import summary
 from control import hostkeys
-from control.atomic import atomic_write
-from control.reports import reports_dir
+from control.reports import reports_dir, save
 
 STAGE_WORDS = {StateStage.Setup: "while loading the inventory", StateStage.Connect: "while connecting",
                StateStage.Prepare: "while preparing operations", StateStage.Execute: "while executing operations"}
@@ -228,7 +227,7 @@ def write_summary(argv=None):
     reports = reports_dir()
     summary_file = reports / "summary.json"
     try:
-        atomic_write(summary_file, json.dumps(document, indent=2) + "\n")
+        save(summary_file, document)
         where = f"written to {summary_file}"
     except OSError as error:
         where = f"could not be written to {summary_file}: {error.strerror}"

@@ -8,7 +8,6 @@ full per-host report is printed as the host is planned with ``-v`` (or the host'
 ``report_detail`` setting), and always saved in reports/<host>.json.
 """
 
-import json
 import sys
 
 from pyinfra import host, logger, state
@@ -18,8 +17,7 @@ from bringup.config import Config, ConfigError
 from bringup.plan import managed_env_keys, plan
 from bringup.report import render
 from control import fleet
-from control.atomic import atomic_write
-from control.reports import reports_dir
+from control import reports
 from facts.node import NodeFacts
 
 
@@ -74,11 +72,8 @@ def gather(config):
 
 
 def write_report(facts, config, node):
-    """Write reports/<host>.json (control/reports.py) whole (write, then rename)."""
-    target = reports_dir() / f"{host.name}.json"
-    document = {"host": host.name, "facts": facts, "settings": config.as_dict(), "plan": node.as_dict()}
-    atomic_write(target, json.dumps(document, indent=2) + "\n")
-    return target
+    """Write reports/<host>.json (control/reports.py: whole, 0600, secrets redacted)."""
+    return reports.save_host_report(host.name, facts, config.as_dict(), node.as_dict())
 
 
 def summary_facts(facts):

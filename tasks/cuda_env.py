@@ -3,12 +3,18 @@
 import posixpath
 
 from pyinfra.api import deploy
+from pyinfra.operations import server
 
 from tasks.operations.cuda import cuda_alternative
 from tasks.operations.files import directory_if_missing, shared_env_file, whole_template
 
 TEMPLATES = "files/templates"
 HEADER = "# Managed by gpu-bringup (tasks/cuda_env.py): it sets the keys below; lines of your own stay."
+# The service env file holds the operator's secrets (HF_TOKEN...): root writes it, the
+# service's group reads it (the pre-warm and the DeepGEMM compile load it as the service
+# user, through files/with-service-env; systemd itself reads it as root), nobody else.
+# An operator's stricter mode (0600) stays (tasks/operations/files.py kept_mode).
+SERVICE_ENV_MODE = "0640"
 
 
 @deploy("CUDA environment")
@@ -22,12 +28,16 @@ def cuda_environment(node):
     home, version, layout = node.toolkit.home, node.toolkit.version, node.layout
     whole_template(name="CUDA_HOME and PATH for login shells", src=f"{TEMPLATES}/cuda-home.sh.j2",
                    dest=layout.profile_script, home=home, version=version)
+    # /etc/environment: root:root, 0644 or the stricter mode it has.
     shared_env_file(name="CUDA_HOME and PATH for SSH sessions", path=layout.pam_environment,
                     managed={"CUDA_HOME": home}, header=HEADER, quoted=["PATH"], path_entry=f"{home}/bin",
                     default_path=node.session_path)
     directory_if_missing(name="Service environment directory", path=posixpath.dirname(node.service.env_file))
+    # The account step (after this one) creates the user into this group (tasks/service_account.py).
+    server.group(name=f"Service group {node.service.user}", group=node.service.user, system=True)
     env_file = shared_env_file(name="Service environment file", path=node.service.env_file,
-                               managed=node.service.env, header=HEADER)
+                               managed=node.service.env, header=HEADER, user="root", group=node.service.user,
+                               mode=SERVICE_ENV_MODE)
     if node.manage_alternative:
         cuda_alternative(name="Point /usr/local/cuda at the chosen toolkit", home=home)
     return [env_file]

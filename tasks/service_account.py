@@ -17,7 +17,11 @@ def service_account(node):
     + node: the NodePlan (``layout``, ``service``)
     """
     layout, service = node.layout, node.service
-    server.user(name=f"Service user {service.user}", user=service.user, system=True,
+    # Its own group, which reads the service env file (tasks/cuda_env.py creates it when
+    # the env step runs first; useradd refuses to make a group that exists).
+    if not node.runs("env"):
+        server.group(name=f"Service group {service.user}", group=service.user, system=True)
+    server.user(name=f"Service user {service.user}", user=service.user, group=service.user, system=True,
                 home=service.home, create_home=True, shell="/usr/sbin/nologin")
     files.directory(name="Helper scripts directory", path=layout.libexec, user="root", group="root", mode="0755")
     for script in layout.helpers:

@@ -4,7 +4,7 @@ import posixpath
 import shlex
 from io import StringIO
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.api.util import get_file_sha1, get_template
 from pyinfra.facts.files import Directory
@@ -112,13 +112,48 @@ def whole_template(src, dest, user="root", group="root", mode="0644", **data):
     yield from whole_file._inner(src=StringIO(rendered), dest=dest, user=user, group=group, mode=mode)
 
 
+def kept_mode(found, mode):
+    """The mode a shared file ends up with: ``mode`` at most, and never looser than the
+    file's own (an operator's 0600 env file holding a token stays 0600; a 0666 one
+    becomes 0640).
+
+    >>> kept_mode({"kind": "file", "mode": "600"}, "0640"), kept_mode({"kind": "file", "mode": "666"}, "0640")
+    ('0600', '0640')
+    >>> kept_mode({"kind": None, "mode": None}, "0640"), kept_mode({"kind": "link", "mode": None}, "0644")
+    ('0640', '0644')
+    """
+    if found.get("kind") != "file" or not found.get("mode"):
+        return mode
+    return f"{int(found['mode'], 8) & int(mode, 8):04o}"
+
+
+def _read_unprinted(path):
+    """The ``ManagedFile`` fact of ``path`` with its text, its output kept out of
+    pyinfra's log: at -vvv pyinfra prints every fact's output, and this one is the whole
+    file (an env file's HF_TOKEN, base64-encoded). Other hosts' facts read meanwhile are
+    not printed either (one switch for the whole state)."""
+    saved = getattr(state, "print_fact_output", False)  # pyinfra-testing's state has none
+    state.print_fact_output = False
+    try:
+        return host.get_fact(ManagedFile, path=path, text=True)
+    finally:
+        state.print_fact_output = saved
+
+
+def _attributes_ok(found, user, group, mode):
+    return found.get("kind") == "file" and (found["user"], found["group"]) == (user, group) \
+        and found["mode"] is not None and int(found["mode"], 8) == int(mode, 8)
+
+
 @operation()
 def shared_env_file(path, managed, header, quoted=(), path_entry="", default_path="", user="root", group="root",
                     mode="0644"):
     """
     Set the keys the plan manages in a ``KEY=value`` file shared with the operator
     (the service's EnvironmentFile, ``/etc/environment``), keeping every other line
-    (control/envfile.py), and write it whole.
+    (control/envfile.py), and write it whole. A file holding a line systemd reads
+    otherwise than the deploy (a continued line, an escape, an open quote) fails the
+    host, naming the line and its key (never a value), nothing changed.
 
     + path: the file
     + managed: key -> value
@@ -126,6 +161,8 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
     + quoted: keys whose values are written in double quotes
     + path_entry: put this entry first on the file's PATH, keeping its others
     + default_path: the PATH to start from when the file has none
+    + user, group: the file's owner
+    + mode: the loosest mode the file may have; a stricter one found stays (``kept_mode``)
 
     **Example**:
 
@@ -136,15 +173,21 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
                         default_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     """
     # Content, kind, owner and mode in one round trip (whole_file reuses it).
-    found = host.get_fact(ManagedFile, path=path, text=True)
+    found = _read_unprinted(path)
     text = found["text"] or ""
     if text and not text.endswith("\n"):
         text += "\n"
     values = dict(managed)
     if path_entry:
         values["PATH"] = envfile.path_first(envfile.parse_env_file(text).get("PATH"), path_entry, default_path)
-    merged = envfile.merge(text, values, header, quoted)
-    if merged == text:
+    try:
+        merged = envfile.merge(text, values, header, quoted)
+    except envfile.EnvFileError as error:
+        message = f"{host.name}: {path} {error}; nothing changed"
+        yield f"echo {shlex.quote(message)} >&2; exit 1"
+        return
+    mode = kept_mode(found, mode)
+    if merged == text and _attributes_ok(found, user, group, mode):
         host.noop(f"{path} holds {', '.join(values)} as planned")
         return
     yield from whole_file._inner(src=StringIO(merged), dest=path, user=user, group=group, mode=mode, found=found)

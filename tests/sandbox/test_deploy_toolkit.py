@@ -85,7 +85,9 @@ def test_files_are_root_owned_and_not_world_writable(deployed, sandbox_ssh):
     paths = (f"{NVIDIA_KEYRING} {NVIDIA_LIST} "
              "/etc/apt/preferences.d/nvidia-cuda /etc/profile.d/zz-cuda-home.sh /etc/sglang/sglang.env")
     out = sandbox_ssh(entry, f"stat -c '%n %U:%G %a' {paths}").stdout.splitlines()
-    assert all(line.endswith(" root:root 644") for line in out), out
+    # The service env file holds the operator's secrets: root's, read by the service's group only.
+    assert all(line.endswith(" root:sglang 640" if line.startswith("/etc/sglang/") else " root:root 644")
+               for line in out), out
 
 
 def test_apt_source_is_signed_and_pinned(deployed, sandbox_ssh, apt_repo):

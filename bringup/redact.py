@@ -1,0 +1,144 @@
+"""The one redaction of everything the tool prints or saves (reports/<host>.json,
+reports/summary.json, the per-host report, the planner's JSON, settings errors): the
+values of the service env file and of ``service_env`` (an ``HF_TOKEN``, a password)
+become ``<redacted>``, their keys stay; credentials in URLs
+(``https://user:pw@host``) become ``https://<redacted>@host``.
+
+The values of the keys the plan decides itself (bringup.config.PLANNED_ENV_KEYS:
+CUDA_HOME, PATH, the arch list, the cache directories, CXX) are not secret and the
+findings need them; they stay. The plan the tasks act on keeps every real value:
+only what is printed or saved passes through here.
+"""
+
+import re
+import shlex
+
+REDACTED = "<redacted>"
+# scheme://userinfo@ : everything between the scheme and the first "@" of the
+# authority (no "/", "?", "#" or space before it).
+USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+# Values this short are no secret, and blanking them in a message would blank words.
+SHORTEST_SECRET = 4
+
+
+def planned_keys():
+    """The env keys whose values are the plan's own (not secret)."""
+    from bringup.config import PLANNED_ENV_KEYS  # bringup.config prints through this module
+
+    return PLANNED_ENV_KEYS
+
+
+def urls(text):
+    """``text`` with the userinfo of every URL in it replaced.
+
+    >>> urls("index https://alice:s3cret@pypi.example/simple and http://mirror/x")
+    'index https://<redacted>@pypi.example/simple and http://mirror/x'
+    """
+    return USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)
+
+
+def data(value):
+    """Plain data (dicts, lists, tuples, strings) with ``urls`` applied to every string.
+
+    >>> data({"venv": {"sources": ["--index-url", "https://u:p@m/simple"]}, "n": 1})
+    {'venv': {'sources': ['--index-url', 'https://<redacted>@m/simple']}, 'n': 1}
+    """
+    if isinstance(value, str):
+        return urls(value)
+    if isinstance(value, dict):
+        return {key: data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(data(item) for item in value)
+    return value
+
+
+def env(values, keep=None):
+    """An env mapping (the plan's service env, the env file's values the probe saw)
+    with every value redacted but those of ``keep`` (default: the planned keys).
+
+    >>> env({"CUDA_HOME": "/usr/local/cuda-13.0", "HF_TOKEN": "hf_abc"})
+    {'CUDA_HOME': '/usr/local/cuda-13.0', 'HF_TOKEN': '<redacted>'}
+    """
+    keep = planned_keys() if keep is None else keep
+    return {key: (value if key in keep else REDACTED) for key, value in (values or {}).items()}
+
+
+def pairs(assignments):
+    """The ``service_env`` setting's (key, value) pairs with every value redacted.
+
+    >>> pairs((("HF_TOKEN", "hf_abc"),))
+    (('HF_TOKEN', '<redacted>'),)
+    """
+    return tuple((key, REDACTED) for key, _ in assignments)
+
+
+def _raw_assignments(value):
+    """A raw ``service_env`` value (YAML mapping or ``--data`` words) redacted as well as
+    it can be read: keys stay, everything else goes."""
+    if isinstance(value, dict):
+        return {key: REDACTED for key in value}
+    try:
+        words = shlex.split(str(value))
+    except ValueError:
+        return REDACTED
+    return " ".join(f"{word.split('=', 1)[0]}={REDACTED}" if "=" in word else REDACTED for word in words)
+
+
+def _secrets_of(value):
+    """The pieces of a raw ``service_env`` value that may be secret (every value, and
+    every word that is not KEY=value), for scrubbing them out of a message."""
+    if isinstance(value, dict):
+        return [str(item) for item in value.values()]
+    text = str(value)
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    return [text] + [word.split("=", 1)[1] if "=" in word else word for word in words] + [text]
+
+
+def scrub(text, secrets):
+    """``text`` with every secret of at least SHORTEST_SECRET characters replaced
+    (longest first, so a value inside another is not left half-shown).
+
+    >>> scrub("got 'hf_abc' and 'x'", ["x", "hf_abc"])
+    "got '<redacted>' and 'x'"
+    """
+    for secret in sorted({s for s in secrets if len(s) >= SHORTEST_SECRET}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+# Settings whose raw values are env values.
+ENV_SETTINGS = ("service_env",)
+
+
+def setting(key, value, message=""):
+    """A setting's raw value and the message about it, as they may be printed:
+    ``service_env``'s values redacted (in the value and wherever they appear in the
+    message), URL credentials redacted everywhere.
+
+    >>> setting("service_env", {"HF_TOKEN": "hf_secret123", "CUDA_HOME": "/x"}, "CUDA_HOME is decided by the plan")
+    ({'HF_TOKEN': '<redacted>', 'CUDA_HOME': '<redacted>'}, 'CUDA_HOME is decided by the plan')
+    >>> setting("service_env", "HF_TOKEN=hf_secret123 'oops", "bad words in HF_TOKEN=hf_secret123 'oops")
+    ('<redacted>', 'bad words in <redacted>')
+    >>> setting("venv_index_url", "https://u:pw@mirror/simple", "no")
+    ('https://<redacted>@mirror/simple', 'no')
+    """
+    if key in ENV_SETTINGS:
+        message = scrub(message, _secrets_of(value))
+        value = _raw_assignments(value)
+    return data(value), urls(message)
+
+
+def facts(document):
+    """A facts document as it may be saved: the env file's values the probe reported
+    (``service_env``) redacted but the planned keys', URL credentials redacted.
+
+    >>> facts({"service_env": {"CUDA_HOME": "/c", "HF_TOKEN": "hf_abc"}, "gpus": []})
+    {'service_env': {'CUDA_HOME': '/c', 'HF_TOKEN': '<redacted>'}, 'gpus': []}
+    """
+    document = dict(document or {})
+    if isinstance(document.get("service_env"), dict):
+        document["service_env"] = env(document["service_env"])
+    return data(document)
