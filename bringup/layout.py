@@ -37,6 +37,9 @@ PAM_ENVIRONMENT = "/etc/environment"
 APT_KEYRING = "/etc/apt/keyrings/nvidia-cuda.gpg"
 APT_SOURCE = "/etc/apt/sources.list.d/nvidia-cuda.sources"
 APT_PREFERENCE = "/etc/apt/preferences.d/nvidia-cuda"
+# One deploy at a time on a node (tasks/deploy_lock.py, files/deploy-lock): the lock
+# and its record (<lock>.json) in a directory only root writes, gone at reboot.
+DEPLOY_LOCK = "/run/gpu-bringup/deploy.lock"
 
 # Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
 MANIFEST = "prewarm/manifest.json"
