@@ -53,6 +53,11 @@ def node(tmp_path):
     for name in ("ln", "mv"):
         (bin_dir / name).write_text(INTERRUPTIBLE.replace("@real@", shutil.which(name)))
         (bin_dir / name).chmod(0o755)
+    if os.geteuid() != 0:
+        # `install -o root -g root` needs root; the directories are what matters here.
+        (bin_dir / "install").write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -d) ;; -m|-o|-g) shift ;; '
+                                         '*) mkdir -p "$1" ;; esac; shift; done\n')
+        (bin_dir / "install").chmod(0o755)
     root = tmp_path / "opt"
     (root / "locks").mkdir(parents=True)
     log = tmp_path / "uv.log"

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from pyinfra.context import ctx_host, ctx_state
@@ -207,3 +208,12 @@ def test_the_lock_is_released_only_when_the_run_runs():
     running, host = run_operation(deploy_lock_released, {"released": True}, executing=True, lock="/l",
                                   run_id="mine-4")
     assert running == [] and host.asked[0]["action"] == "release"
+
+
+def test_two_runs_never_share_a_stage_name():
+    """Each control run (one process) names its uploads' stage files with an id of its own."""
+    script = "from tasks.operations.files import _upload_stage; print(_upload_stage('/etc/sglang/sglang.env'))"
+    names = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[2]).stdout.strip() for _ in range(2)}
+    assert len(names) == 2, names
+    assert all(name.startswith("/etc/sglang/.sglang.env.gpu-bringup-new-") for name in names)
