@@ -143,6 +143,14 @@ def test_stale_stage_files_of_killed_runs_are_removed_under_the_lock_and_the_run
     assert all(path.exists() for path in kept) and (etc / ".dir.gpu-bringup-new-x").is_dir()
 
 
+def test_a_lock_that_cannot_be_opened_is_one_answer(lock):
+    (lock["dir"] / "run").write_text("not a directory")
+    run = subprocess.run(["sh", "-c", acquire(lock, "run-one")], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0 and run.stderr == ""
+    answer = json.loads(run.stdout)
+    assert answer == {"held": False, "error": f"File exists: {lock['dir'] / 'run'}"}
+
+
 # -------------------------------------------------------------- the operations' decisions
 
 
