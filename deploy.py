@@ -13,6 +13,7 @@ from tasks.apt_locks import apt_locks
 from tasks.cuda_env import cuda_environment
 from tasks.cuda_repo import cuda_repository
 from tasks.cuda_toolkit import cuda_toolkit
+from tasks.deploy_lock import deploy_lock, deploy_lock_check, deploy_lock_release
 from tasks.prewarm import deep_gemm_precompile, flashinfer_prewarm
 from tasks.service import sglang_service
 from tasks.service_account import service_account
@@ -21,19 +22,35 @@ from tasks.sglang_venv import sglang_venv
 node = planned_host("deploy")
 
 if node:
+    # One deploy at a time on a node, for the whole run: taken first (a host whose lock
+    # stays another deploy's fails unchanged), checked before each step, let go last.
+    deploy_lock(node)
     # Before anything is written: a host whose apt stays locked fails unchanged.
     if node.uses_apt:
         apt_locks(node)
-    repo_changes = cuda_repository(node) if node.runs("repo") else []
+    repo_changes = env_changes = venv_changes = []
+    if node.runs("repo"):
+        deploy_lock_check("repo")
+        repo_changes = cuda_repository(node)
     if node.runs("toolkit"):
+        deploy_lock_check("toolkit")
         cuda_toolkit(node, repo_changes)
-    env_changes = cuda_environment(node) if node.runs("env") else []
+    if node.runs("env"):
+        deploy_lock_check("env")
+        env_changes = cuda_environment(node)
     if node.runs("account"):
+        deploy_lock_check("account")
         service_account(node)
-    venv_changes = sglang_venv(node) if node.runs("venv") else []
+    if node.runs("venv"):
+        deploy_lock_check("venv")
+        venv_changes = sglang_venv(node)
     if node.runs("prewarm"):
+        deploy_lock_check("prewarm")
         flashinfer_prewarm(node)
         if node.deep_gemm.run:
+            deploy_lock_check("deep_gemm")
             deep_gemm_precompile(node)
     if node.runs("service"):
+        deploy_lock_check("service")
         sglang_service(node, changes=[*env_changes, *venv_changes])
+    deploy_lock_release()

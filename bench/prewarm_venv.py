@@ -51,8 +51,9 @@ def venv_build(node, installer, target, sources):
     lock = "$(ls -t /opt/sglang/locks/*.txt | grep -v /uv- | head -1)"
     if installer == "uv":
         command = (f"cd / && rm -rf {target} && runuser -u sglang -- env HOME=/var/lib/sglang UV_CACHE_DIR=/opt/sglang/cache/uv "
-                   f"sh -c '/opt/sglang/tools/bin/uv venv -q --python /usr/bin/python3 {target} && "
-                   f"/opt/sglang/tools/bin/uv pip sync -q --python {target}/bin/python --require-hashes {sources} {lock}'")
+                   # uv lives in tools/<uv lock digest>/ (files/build-venv.sh): the one there.
+                   f"sh -c 'uv=$(ls -d /opt/sglang/tools/*/bin/uv | head -n 1) && \"$uv\" venv -q --python /usr/bin/python3 {target} && "
+                   f"\"$uv\" pip sync -q --python {target}/bin/python --require-hashes {sources} {lock}'")
     else:
         command = (f"cd / && rm -rf {target} && runuser -u sglang -- env HOME=/var/lib/sglang PIP_CACHE_DIR=/opt/sglang/cache/pip "
                    f"sh -c 'python3 -m venv {target} && {target}/bin/pip install -q --disable-pip-version-check "

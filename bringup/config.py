@@ -122,6 +122,7 @@ SCHEMA = {
     "target_sms": checks.ListOf(_KNOWN_SM),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS)),
     "deploy_apt_lock_timeout": checks.Seconds(),
+    "deploy_lock_timeout": checks.Seconds(),
     "report_detail": checks.Bool(),
 }
 
@@ -264,6 +265,10 @@ class Config:
     # How long deploy waits for apt's and dpkg's locks (unattended-upgrades holds them
     # for minutes on a node's first boot) before it fails the host, nothing changed.
     deploy_apt_lock_timeout: int = 300
+    # How long a deploy waits while another deploy holds the node's deploy lock (one
+    # deploy at a time per node: tasks/deploy_lock.py) before it fails the host, nothing
+    # changed, naming the holder.
+    deploy_lock_timeout: int = 600
     # Print each host's full report (as pyinfra -v does) instead of its summary row only.
     report_detail: bool = False
 

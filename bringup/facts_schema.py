@@ -60,6 +60,10 @@ SCHEMA = {
                      # has the documented shape, and then adopts no source.
                      "keyrings": {}}),
     "apt_locks": Items({"lock": STR, "pid": INT, "command": STR}),
+    "account": Optional({"user": STR, "entry": Optional({"uid": INT, "gid": INT, "gecos": STR, "home": STR,
+                                                         "shell": STR}),
+                         "login_user": OPT_STR, "home": Optional({"path": STR, "user": STR, "mode": STR,
+                                                                  "kind": STR})}),
 }
 # Keys a document must have; the others may be absent (an older report).
 REQUIRED = ("os", "gpus")

@@ -44,6 +44,8 @@ CODES = {
     "APT_SOURCE_CONFLICT": "Another apt source serves the CUDA repository: adopted when its key is the pinned one, else disabled.",
     "SERVICE_ENV_OVERRIDDEN": "The service env file sets a key the plan manages to another value; deploy resets it.",
     "VENV_UNREADABLE": "The service user cannot read the external venv (a directory on its way is closed to others).",
+    "SERVICE_USER_FOREIGN": "service_user names an account deploy did not create (the SSH user, a system account) "
+                            "or a home already there: deploy never takes one over.",
     "UNSAFE_PATH": "A directory on the way to the managed venv or the env file can be changed by a non-root user.",
     "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
     "DEEP_GEMM_PRECOMPILE": "prewarm_deep_gemm is set: deploy compiles DeepGEMM's kernels for service_model on the GPUs.",

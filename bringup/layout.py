@@ -37,6 +37,12 @@ PAM_ENVIRONMENT = "/etc/environment"
 APT_KEYRING = "/etc/apt/keyrings/nvidia-cuda.gpg"
 APT_SOURCE = "/etc/apt/sources.list.d/nvidia-cuda.sources"
 APT_PREFERENCE = "/etc/apt/preferences.d/nvidia-cuda"
+# The GECOS of the service account deploy creates: an account without it is not ours,
+# and the deploy never takes it over (bringup/plan.py, tasks/service_account.py).
+SERVICE_ACCOUNT_MARK = "gpu-bringup service account"
+# One deploy at a time on a node (tasks/deploy_lock.py, files/deploy-lock): the lock
+# and its record (<lock>.json) in a directory only root writes, gone at reboot.
+DEPLOY_LOCK = "/run/gpu-bringup/deploy.lock"
 
 # Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
 MANIFEST = "prewarm/manifest.json"
@@ -132,6 +138,8 @@ class NodeLayout:
             "PROBE_SERVICE_PATH": SERVICE_BASE_PATH,
             "PROBE_UNIT": posixpath.basename(self.unit),
             "PROBE_TORCH_RECORD": self.torch_record,
+            "PROBE_SERVICE_USER": self.service_user,
+            "PROBE_SERVICE_HOME": self.service_home,
         }
 
     def as_dict(self):

@@ -32,7 +32,7 @@ from bringup import flashinfer as fi
 from bringup import locks as lockfiles
 from bringup.config import DEPLOY_STEPS, Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
-from bringup.layout import LIBEXEC, SERVICE_BASE_PATH, NodeLayout
+from bringup.layout import DEFAULT_SERVICE_USER, LIBEXEC, SERVICE_ACCOUNT_MARK, SERVICE_BASE_PATH, NodeLayout
 from bringup.platforms import distribution, repo_arch, repo_distro, repo_evidence, repo_location, venv_python
 from bringup.prewarm import prewarm_gap, prewarm_request
 from bringup.torch_builds import arch_list_for_build, covers_sm
@@ -310,6 +310,7 @@ def plan(facts, config, locks=None):
     _check_symlink(facts, config, home, add)
     _check_paths(facts, config, add)
     _check_venv_readable(facts, config, add)
+    _check_service_account(facts.get("account"), config.service_user, config.layout.service_home, add)
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, home, node.arch_list)
@@ -1068,6 +1069,54 @@ def _check_venv_readable(facts, config, add):
                         f"so moving it breaks them), open {entry['path']} to others (chmod o+{'rx' if needed == 5 else 'x'}) "
                         "if that is acceptable, or let deploy build a managed venv (venv_managed: true)"))
             return
+
+
+def service_account_problem(account, user, home):
+    """Why deploy may not make ``user`` (home ``home``) its service account, or None: the
+    account it runs as (the SSH user; a lockout: its shell set to nologin, its home moved),
+    an account it did not create (no ``SERVICE_ACCOUNT_MARK`` in its GECOS: ``sshd``,
+    ``nobody``, an operator's), or a home already there that is not the account's
+    (``/var/lib/dpkg`` for ``dpkg``). ``account`` is the facts' ``account`` (None: not
+    probed, nothing to say).
+
+    >>> ours = {"uid": 998, "gid": 998, "gecos": SERVICE_ACCOUNT_MARK, "home": "/var/lib/sglang",
+    ...         "shell": "/usr/sbin/nologin"}
+    >>> service_account_problem({"user": "sglang", "entry": ours, "login_user": "root",
+    ...     "home": {"path": "/var/lib/sglang", "user": "sglang", "mode": "755", "kind": "directory"}},
+    ...     "sglang", "/var/lib/sglang") is None
+    True
+    >>> service_account_problem({"user": "sshd", "entry": {"uid": 101, "gid": 65534, "gecos": "",
+    ...     "home": "/run/sshd", "shell": "/usr/sbin/nologin"}, "login_user": "root", "home": None},
+    ...     "sshd", "/var/lib/sshd")
+    'service_user sshd is an existing account gpu-bringup did not create (uid 101, shell /usr/sbin/nologin, home /run/sshd, GECOS empty): deploy would change its shell and home'
+    """
+    if not account:
+        return None
+    entry, found = account.get("entry"), account.get("home")
+    if account.get("login_user") == user:
+        where = f" (uid {entry['uid']}, shell {entry['shell']}, home {entry['home']})" if entry else ""
+        return (f"service_user {user} is the account this deploy logs in as{where}: deploy would set its shell "
+                "to nologin and move its home (a lockout)")
+    if entry and entry.get("gecos") != SERVICE_ACCOUNT_MARK:
+        gecos = repr(entry["gecos"]) if entry.get("gecos") else "empty"
+        return (f"service_user {user} is an existing account gpu-bringup did not create (uid {entry['uid']}, "
+                f"shell {entry['shell']}, home {entry['home']}, GECOS {gecos}): deploy would change its shell and "
+                "home")
+    if found and (not entry or found.get("user") != user or found.get("kind") != "directory"):
+        return (f"the service home {home} is already there ({found.get('kind')}, owner {found.get('user')}, mode "
+                f"{found.get('mode')}) and is not {'the account' if entry else 'an account'} gpu-bringup created: "
+                "deploy would make it the service user's")
+    return None
+
+
+def _check_service_account(account, user, home, add):
+    problem = service_account_problem(account, user, home)
+    if problem:
+        add(Finding("SERVICE_USER_FOREIGN", BLOCKER, problem,
+                    f"set service_user to a name of its own that no account or /var/lib directory has yet (the "
+                    f"default is {DEFAULT_SERVICE_USER}); if {user} is an earlier gpu-bringup install's account "
+                    f"(made before accounts were marked {SERVICE_ACCOUNT_MARK!r}), remove it first "
+                    f"(userdel {user})"))
 
 
 def _check_login_path(facts, home, add):

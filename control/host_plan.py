@@ -65,7 +65,8 @@ def gather(config):
     the probe gave nothing (pyinfra has then failed the host already)."""
     layout = config.layout
     facts = host.get_fact(NodeFacts, venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir,
-                          env_keys=" ".join(managed_env_keys(config)), venv_managed=config.venv_managed)
+                          env_keys=" ".join(managed_env_keys(config)), venv_managed=config.venv_managed,
+                          service_user=config.service_user)
     if facts is None:
         return None, None
     return facts, plan(facts, config)

@@ -56,6 +56,7 @@ class NodeFacts(FactBase):
     + env_keys: env file keys whose values to report (space-separated; the plan's keys)
     + venv_managed: whether the venv is ours (its torch's arch list is then read from the
       record inside it; an external venv's torch is imported)
+    + service_user: the service account (the probe reports it as found, and its home)
 
     .. code:: python
 
@@ -66,8 +67,8 @@ class NodeFacts(FactBase):
     keys = ()  # the document's keys this fact returns; () for all of them
 
     def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys="",
-                venv_managed=True):
-        layout = NodeLayout.for_settings(venv, env_file, cache_dir, DEFAULT_SERVICE_USER, managed=venv_managed)
+                venv_managed=True, service_user=DEFAULT_SERVICE_USER):
+        layout = NodeLayout.for_settings(venv, env_file, cache_dir, service_user, managed=venv_managed)
         return probe_command(layout, sections_for(*self.keys) if self.keys else (), env_keys.split())
 
     def process(self, output):
@@ -78,7 +79,16 @@ class NodeFacts(FactBase):
         return document[self.keys[0]] if len(self.keys) == 1 else document
 
 
-class GpuDevices(NodeFacts):
+class NarrowFacts(NodeFacts):
+    """A narrow fact: one key or a few of the document, from their sections only. None
+    of them is about the service account, so none takes ``service_user``."""
+
+    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys="",
+                venv_managed=True):
+        return NodeFacts.command(self, venv, env_file, cache_dir, env_keys, venv_managed)
+
+
+class GpuDevices(NarrowFacts):
     """
     Returns the GPUs nvidia-smi lists: ``[{"index", "name", "compute_cap", "memory_total_mib"}]``.
     """
@@ -90,7 +100,7 @@ class GpuDevices(NodeFacts):
         return []
 
 
-class Driver(NodeFacts):
+class Driver(NarrowFacts):
     """
     Returns ``{"version", "cuda_version"}`` of the loaded driver, or None without one.
     """
@@ -98,7 +108,7 @@ class Driver(NodeFacts):
     keys = ("driver",)
 
 
-class CudaToolkits(NodeFacts):
+class CudaToolkits(NarrowFacts):
     """
     Returns every installed toolkit: ``[{"home", "version", "nvcc_ok"}]``.
     """
@@ -110,7 +120,7 @@ class CudaToolkits(NodeFacts):
         return []
 
 
-class CudaResolution(NodeFacts):
+class CudaResolution(NarrowFacts):
     """
     Returns what FlashInfer/SGLang resolve in the service environment:
     ``{"cuda_home", "version", "via", ...}``.
@@ -119,7 +129,7 @@ class CudaResolution(NodeFacts):
     keys = ("resolution",)
 
 
-class VenvStack(NodeFacts):
+class VenvStack(NarrowFacts):
     """
     Returns the venv's ``{"torch", "flashinfer", "sglang"}`` (each None when absent).
     """
@@ -127,7 +137,7 @@ class VenvStack(NodeFacts):
     keys = ("torch", "flashinfer", "sglang")
 
 
-class AptLocks(NodeFacts):
+class AptLocks(NarrowFacts):
     """
     Returns who holds apt's and dpkg's locks now: ``[{"lock", "pid", "command"}]``.
     """
@@ -139,10 +149,19 @@ class AptLocks(NodeFacts):
         return []
 
 
-class JitCache(NodeFacts):
+class JitCache(NarrowFacts):
     """
     Returns the FlashInfer JIT modules compiled under the service's workspace and the
     pre-warm's state (its manifest, and the modules ninja would rebuild).
     """
 
     keys = ("jit_cache",)
+
+
+class ServiceAccount(NodeFacts):
+    """
+    Returns the service account as found (``service_user``): its passwd entry, the user
+    the probe ran for, and what is at its planned home (docs/facts.md ``account``).
+    """
+
+    keys = ("account",)

@@ -11,7 +11,8 @@
 #   VENV_DIGEST     the lock's digest: names the venv directory and marks it complete
 #   VENV_LOCK       the lock (pins with hashes) on the node
 #   VENV_UV_LOCK    the lock uv is bootstrapped from
-#   VENV_TOOLS      where uv is bootstrapped
+#   VENV_TOOLS      where uv is bootstrapped: tools/<uv lock digest>/, complete once it
+#                   holds .complete (written last); other tool directories are removed
 #   VENV_CACHE      the installers' download cache
 #   VENV_INSTALLER  uv or pip
 #   VENV_PYTHON     the interpreter the venv is built with
@@ -24,7 +25,8 @@
 #
 # The live venv and the one before it are kept (venvs/previous names the rollback);
 # a directory found at VENV_LINK (a hand-built venv) is moved to venvs/adopted-<time>
-# and becomes the rollback.
+# and becomes the rollback. An adopted venv is never removed: it is the operator's
+# own, built by hand, and no lock can build it again.
 set -eu
 umask 022
 target=$VENV_DIRS/$VENV_DIGEST
@@ -51,21 +53,35 @@ else
     log "building venv $VENV_DIGEST: $(grep -c '^[A-Za-z0-9]' "$VENV_LOCK") pinned packages with $VENV_INSTALLER" \
         "(minutes when the download cache is cold, seconds from it)"
     if [ "$VENV_INSTALLER" = uv ]; then
-        if [ ! -x "$VENV_TOOLS/bin/uv" ]; then
-            rm -rf "$VENV_TOOLS"
-            "$VENV_PYTHON" -m venv "$VENV_TOOLS"
-            if ! PIP_CACHE_DIR="$VENV_CACHE/pip" "$VENV_TOOLS/bin/pip" install -q --disable-pip-version-check \
+        # uv lives in a directory named by its lock's digest, complete once it holds the
+        # marker written last: a new uv lock bootstraps a new uv, and a bootstrap that
+        # did not finish is done again, never reused.
+        uv_digest=$(sha256sum "$VENV_UV_LOCK" | cut -c1-16)
+        tools=$VENV_TOOLS/$uv_digest
+        if [ ! -f "$tools/.complete" ] || [ "$(cat "$tools/.complete")" != "$uv_digest" ] || [ ! -x "$tools/bin/uv" ]; then
+            rm -rf "$tools"
+            install -d -m 0755 -o root -g root "$VENV_TOOLS"
+            "$VENV_PYTHON" -m venv "$tools"
+            if ! PIP_CACHE_DIR="$VENV_CACHE/pip" "$tools/bin/pip" install -q --disable-pip-version-check \
                     --require-hashes --no-deps --only-binary=:all: "$@" -r "$VENV_UV_LOCK"; then
-                rm -rf "$VENV_TOOLS"
+                rm -rf "$tools"
+                rmdir "$VENV_TOOLS" 2>/dev/null || true
                 log "uv could not be installed from the configured index with the hashes of $VENV_UV_LOCK;" \
                     "fix the index (venv_index_url, venv_find_links) or set venv_installer=pip"
                 exit 1
             fi
-            log "uv bootstrapped into $VENV_TOOLS"
+            printf '%s\n' "$uv_digest" > "$tools/.complete.tmp"
+            mv -f "$tools/.complete.tmp" "$tools/.complete"
+            log "uv bootstrapped into $tools"
         fi
-        UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" venv -q --python "$VENV_PYTHON" "$target"
+        # Older uvs (other lock digests, or the single tools/ venv of earlier releases).
+        for old in "$VENV_TOOLS"/* "$VENV_TOOLS"/.[!.]*; do
+            [ -e "$old" ] || [ -L "$old" ] || continue
+            [ "${old##*/}" = "$uv_digest" ] || rm -rf "$old"
+        done
+        UV_CACHE_DIR="$VENV_CACHE/uv" "$tools/bin/uv" venv -q --python "$VENV_PYTHON" "$target"
         # uv's own summary lines (resolved, prepared, installed, with times) show the phases.
-        UV_CACHE_DIR="$VENV_CACHE/uv" "$VENV_TOOLS/bin/uv" pip sync --no-progress --python "$target/bin/python" \
+        UV_CACHE_DIR="$VENV_CACHE/uv" "$tools/bin/uv" pip sync --no-progress --python "$target/bin/python" \
             --require-hashes --no-build --compile-bytecode "$@" "$VENV_LOCK"
         # uv leaves its lock file world-writable (0666); nothing in root's venv may be.
         rm -f "$target/.lock"
@@ -91,26 +107,33 @@ else
     log "venv $VENV_DIGEST built with $VENV_INSTALLER in $(( $(date +%s) - start ))s"
 fi
 
-# The rollback: the venv live until now, by name.
+# The rollback: the venv live until now, by name. A hand-built venv found at VENV_LINK
+# is named the rollback before it is moved under venvs/, so from the moment it is there
+# the cleanup below keeps it, however a run is interrupted (a re-run finds either the
+# directory still at VENV_LINK, or it under venvs/ and named by previous).
+set_previous() {
+    ln -sfn "$1" "$VENV_DIRS/previous.new"
+    mv -T "$VENV_DIRS/previous.new" "$VENV_DIRS/previous"
+}
 if [ -d "$VENV_LINK" ] && [ ! -L "$VENV_LINK" ]; then
     previous=adopted-$(date -u +%Y%m%dT%H%M%SZ)
+    set_previous "$previous"
     mv -T "$VENV_LINK" "$VENV_DIRS/$previous"
     log "kept the venv found at $VENV_LINK as $VENV_DIRS/$previous"
 else
     previous=$(readlink "$VENV_LINK" 2>/dev/null | sed -n 's|^venvs/||p')
-fi
-if [ -n "$previous" ] && [ "$previous" != "$VENV_DIGEST" ]; then
-    ln -sfn "$previous" "$VENV_DIRS/previous.new"
-    mv -T "$VENV_DIRS/previous.new" "$VENV_DIRS/previous"
+    if [ -n "$previous" ] && [ "$previous" != "$VENV_DIGEST" ]; then
+        set_previous "$previous"
+    fi
 fi
 ln -sfn "venvs/$VENV_DIGEST" "$VENV_LINK.new"
 mv -T "$VENV_LINK.new" "$VENV_LINK"
 log "$VENV_LINK -> venvs/$VENV_DIGEST"
 
-# Keep the live venv and the rollback; drop the others.
+# Keep the live venv, the rollback and every adopted venv; drop the others.
 rollback=$(readlink "$VENV_DIRS/previous" 2>/dev/null || true)
 for dir in "$VENV_DIRS"/*; do
     name=${dir##*/}
-    case $name in previous|"$VENV_DIGEST"|"$rollback") continue ;; esac
+    case $name in previous|"$VENV_DIGEST"|"$rollback"|adopted-*) continue ;; esac
     rm -rf "$dir"
 done

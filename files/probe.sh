@@ -14,6 +14,8 @@
 #   PROBE_ENV_KEYS      the env file keys whose values to report (the plan's, never the operator's)
 #   PROBE_UNIT          the service's systemd unit (sglang.service)
 #   PROBE_TORCH_RECORD  torch's recorded arch list inside a managed venv ("" for an external venv)
+#   PROBE_SERVICE_USER  the service account's name (service_user)
+#   PROBE_SERVICE_HOME  the home the deploy gives it (/var/lib/<user>)
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 LC_ALL=C
 export LC_ALL
@@ -271,6 +273,19 @@ $(base64 -w0 < "$keyring")" "file=$keyring"
     set +f
 }
 
+probe_account() {
+    # The service account as found (its passwd entry: the planner refuses an account
+    # gpu-bringup did not create, by the mark in its GECOS), who the probe runs for (the
+    # SSH user behind sudo or doas), and the planned home if something is there already.
+    capture account "user=$PROBE_SERVICE_USER" getent passwd "$PROBE_SERVICE_USER"
+    emit account-login 0 "${SUDO_USER:-${DOAS_USER:-$(id -un 2>/dev/null)}}"
+    if [ -e "$PROBE_SERVICE_HOME" ] || [ -L "$PROBE_SERVICE_HOME" ]; then
+        capture account-home "path=$PROBE_SERVICE_HOME" stat -c '%U %a %F' "$PROBE_SERVICE_HOME"
+    else
+        emit account-home 1 "" "path=$PROBE_SERVICE_HOME"
+    fi
+}
+
 probe_apt_locks() {
     # Whoever holds apt's or dpkg's locks now (files/apt-locks.sh): deploy waits for them.
     emit apt-locks 0 "$(apt_lock_holders)"
@@ -339,12 +354,12 @@ if [ -z "${PROBE_SECTIONS:-}" ] && tmp=$(mktemp -d 2>/dev/null); then
     { probe_os; probe_gpus; probe_toolkits; probe_unit; } > "$tmp/1" &
     { probe_packages; probe_login; probe_venv; } > "$tmp/2" &
     { probe_python; probe_service; probe_prewarm; } > "$tmp/3" &
-    { probe_jit_cache; probe_paths; probe_apt; probe_apt_locks; } > "$tmp/4"
+    { probe_jit_cache; probe_paths; probe_apt; probe_apt_locks; probe_account; } > "$tmp/4"
     wait
     cat "$tmp/1" "$tmp/2" "$tmp/3" "$tmp/4"
     rm -rf "$tmp"
 else
-    for section in ${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt apt_locks unit}; do
+    for section in ${PROBE_SECTIONS:-os gpus toolkits packages login service python venv prewarm jit_cache paths apt apt_locks account unit}; do
         "probe_$section"
     done
 fi

@@ -4,6 +4,8 @@ step (venv, pre-warm, service) needs, whether the venv is managed or not."""
 from pyinfra.api import deploy
 from pyinfra.operations import files, server
 
+from bringup.layout import SERVICE_ACCOUNT_MARK
+from tasks.operations.account import service_account_ours
 from tasks.operations.files import directory_if_missing, whole_file
 
 HELPER_SOURCES = "files"
@@ -17,12 +19,16 @@ def service_account(node):
     + node: the NodePlan (``layout``, ``service``)
     """
     layout, service = node.layout, node.service
+    # Never an account (or a home) deploy did not create: checked again as it runs.
+    service_account_ours(name=f"Service user {service.user} is gpu-bringup's own", user=service.user,
+                         home=service.home)
     # Its own group, which reads the service env file (tasks/cuda_env.py creates it when
     # the env step runs first; useradd refuses to make a group that exists).
     if not node.runs("env"):
         server.group(name=f"Service group {service.user}", group=service.user, system=True)
+    # The mark (GECOS) says the account is ours (bringup/plan.py SERVICE_USER_FOREIGN).
     server.user(name=f"Service user {service.user}", user=service.user, group=service.user, system=True,
-                home=service.home, create_home=True, shell="/usr/sbin/nologin")
+                home=service.home, create_home=True, shell="/usr/sbin/nologin", comment=SERVICE_ACCOUNT_MARK)
     files.directory(name="Helper scripts directory", path=layout.libexec, user="root", group="root", mode="0755")
     for script in layout.helpers:
         whole_file(name=f"Install {script}", src=f"{HELPER_SOURCES}/{script}", dest=layout.helper(script),

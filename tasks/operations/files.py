@@ -10,7 +10,7 @@ from pyinfra.api.util import get_file_sha1, get_template
 from pyinfra.facts.files import Directory
 from pyinfra.facts.server import Home
 
-from control import envfile
+from control import envfile, run
 from facts.files import ManagedFile
 
 
@@ -39,9 +39,16 @@ def directory_if_missing(path, user="root", group="root", mode="0755"):
 
 def _upload_stage(dest):
     """Where an upload lands first: beside ``dest`` (one file system, so the final
-    rename is atomic), in a directory only root writes."""
+    rename is atomic), in a directory only root writes, under a name of this run's own
+    (control/run.py): another run's upload to the same destination never shares it.
+
+    >>> from unittest import mock
+    >>> with mock.patch("control.run.RUN_ID", "0123456789abcdef"):
+    ...     _upload_stage("/etc/sglang/sglang.env")
+    '/etc/sglang/.sglang.env.gpu-bringup-new-0123456789abcdef'
+    """
     directory, name = posixpath.split(dest)
-    return f"{directory}/.{name}.gpu-bringup-new"
+    return f"{directory}/.{name}.{run.STAGE_MARK}-{run.run_id()}"
 
 
 def _privileged():
@@ -88,7 +95,7 @@ def whole_file(src, dest, user="root", group="root", mode="0644", found=None):
     if _privileged():
         private = f"{host.get_fact(Home, _sudo=False, _su_user=None, _doas=False)}/.cache/gpu-bringup-upload"
         yield StringCommand("mkdir", "-p", "-m", "0700", private, _sudo=False, _su_user=None, _doas=False)
-        yield FileUploadCommand(src, stage, remote_temp_filename=f"{private}/{posixpath.basename(dest)}")
+        yield FileUploadCommand(src, stage, remote_temp_filename=f"{private}/{posixpath.basename(stage)}")
     else:
         yield FileUploadCommand(src, stage)
     yield " && ".join([shlex.join(["chown", f"{user}:{group}", stage]), shlex.join(["chmod", mode, stage]),

@@ -51,7 +51,7 @@ def test_pip_builds_the_venv_from_the_lock(node):
     target, version, _ = live(node)
     assert target.startswith("venvs/") and version == "26.4"
     # pip alone: nothing was bootstrapped.
-    assert run_ssh(node, "test -e /opt/sglang/tools/bin/uv", check=False).returncode != 0
+    assert run_ssh(node, "test -e /opt/sglang/tools", check=False).returncode != 0
     again = deploy(node, f"venv_lock={OPERATOR_LOCK}", "venv_installer=pip", json_output=True)
     assert again.returncode == 0, again.output[-3000:]
     assert changed_operations(again) == []
@@ -82,5 +82,8 @@ def test_uv_builds_the_next_venv_and_keeps_the_pip_one_as_rollback(node, second_
     assert previous == first_target.removeprefix("venvs/")
     assert held == sorted([previous, target.removeprefix("venvs/"), "previous"])
     # Built by root, read-only to the service account.
-    owner = run_ssh(node, "stat -c '%U %a' /opt/sglang/venv/ /opt/sglang/tools/bin/uv").stdout.split()
+    # uv in tools/<its lock's digest>/, complete (files/build-venv.sh), the only one there.
+    owner = run_ssh(node, "stat -c '%U %a' /opt/sglang/venv/ /opt/sglang/tools/*/bin/uv; "
+                          "ls -A /opt/sglang/tools; cat /opt/sglang/tools/*/.complete").stdout.split()
     assert owner[0] == "root" and owner[2] == "root", owner
+    assert len(owner) == 6 and owner[4] == owner[5] and len(owner[4]) == 16, owner

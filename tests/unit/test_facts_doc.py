@@ -85,6 +85,12 @@ NRestarts=2
 |RuntimeError: FlashInfer requires GPUs with sm75 or higher
 @@ apt-locks rc=0
 /var/lib/dpkg/lock-frontend 812 /usr/bin/python3 /usr/bin/unattended-upgrade
+@@ account rc=0 user=sglang
+sglang:x:998:998:gpu-bringup service account:/var/lib/sglang:/usr/sbin/nologin
+@@ account-login rc=0
+ops
+@@ account-home rc=0 path=/var/lib/sglang
+sglang 755 directory
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 

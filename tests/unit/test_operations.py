@@ -16,6 +16,8 @@ with mock.patch.object(monkey, "patch_all"):
     import pyinfra_testing.operations as harness
 from pyinfra_testing.util import FakeFact, FakeHost  # noqa: E402
 
+from control import run  # noqa: E402
+
 CASES = Path(__file__).resolve().parent / "operations"
 HOST = "gpu-node-01"
 
@@ -27,6 +29,8 @@ def _named_host(state, facts=None):
 
 
 harness.create_host = _named_host
+# Stage names carry the run's id (control/run.py): one fixed id for the cases.
+run.RUN_ID = "0123456789abcdef"
 # An empty fact (no dpkg work, no keys) must read as empty, as the real value does.
 FakeFact.__bool__ = lambda self: bool(self.data)
 

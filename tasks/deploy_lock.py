@@ -1,0 +1,67 @@
+"""One deploy at a time per node: the node-wide deploy lock, taken before anything else
+and held for the whole run (files/deploy-lock: a holder process that lives as long as
+the run's SSH connection), checked before each step, let go at the end."""
+
+import getpass
+import posixpath
+import socket
+
+from pyinfra import host
+from pyinfra.api import deploy
+
+from bringup.config import Config
+from bringup.layout import DEPLOY_LOCK
+from control import run
+from tasks.operations.lock import deploy_lock_held, deploy_lock_released, deploy_lock_taken
+
+
+def control_identity():
+    """Who runs this deploy, for the lock's record: ``user@control-host``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+def stage_dirs(layout):
+    """The directories the deploy's stage files land in (tasks/operations/files.py:
+    beside each file it writes whole).
+
+    >>> from bringup.layout import DEFAULT_LAYOUT
+    >>> stage_dirs(DEFAULT_LAYOUT)[:3]
+    ['/etc', '/etc/apt', '/etc/apt/keyrings']
+    """
+    files = (layout.env_file, layout.profile_script, layout.pam_environment, layout.apt_keyring, layout.apt_source,
+             layout.apt_preference, layout.unit, "/etc/apt/sources.list")
+    return sorted({*(posixpath.dirname(path) for path in files), layout.libexec, layout.venv_locks})
+
+
+def lock_timeout():
+    """This host's ``deploy_lock_timeout`` (its settings were validated when it was planned)."""
+    return Config.from_data(host.data.dict(), host=host.name).deploy_lock_timeout
+
+
+@deploy("Deploy lock")
+def deploy_lock(node):
+    """
+    Take the node's deploy lock for this run (wait at most ``deploy_lock_timeout`` s
+    for another deploy's, then fail the host, nothing changed, naming the holder).
+
+    + node: the NodePlan (``layout``)
+    """
+    deploy_lock_taken(name="Take the node's deploy lock", lock=DEPLOY_LOCK, run_id=run.run_id(),
+                      timeout=lock_timeout(), control=control_identity(), stage_mark=run.STAGE_MARK,
+                      stage_dirs=stage_dirs(node.layout))
+
+
+def deploy_lock_check(step):
+    """Before ``step``: the lock is still this run's, or the host stops here."""
+    deploy_lock_held(name=f"Deploy lock still this run's ({step})", lock=DEPLOY_LOCK, run_id=run.run_id(),
+                     before=step)
+
+
+@deploy("Deploy lock released")
+def deploy_lock_release():
+    """Let go of the node's deploy lock at the end of the run."""
+    deploy_lock_released(name="Let go of the node's deploy lock", lock=DEPLOY_LOCK, run_id=run.run_id())

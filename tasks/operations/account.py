@@ -1,0 +1,36 @@
+"""The service account: never one the deploy did not create."""
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from bringup.plan import service_account_problem
+from facts.node import ServiceAccount
+
+
+@operation()
+def service_account_ours(user, home):
+    """
+    Go on only when ``user`` is absent or an account deploy created (marked in its
+    GECOS), is not the account the deploy logs in as, and ``home`` is absent or the
+    account's: checked when it runs (an account made between validate and deploy is
+    seen), with the planner's own rule (``bringup.plan.service_account_problem``).
+    Else fail the host before the account is touched.
+
+    + user: the service user
+    + home: its planned home
+
+    **Example**:
+
+    .. code:: python
+
+        service_account_ours(user="sglang", home="/var/lib/sglang")
+    """
+    problem = service_account_problem(host.get_fact(ServiceAccount, service_user=user), user, home)
+    if problem is None:
+        host.noop(f"{user} is absent or gpu-bringup's own service account")
+        return
+    message = (f"{host.name}: {problem}; nothing of it was changed. Set service_user to a name no account or "
+               f"/var/lib directory has yet (SERVICE_USER_FOREIGN), then run deploy again")
+    yield f"echo {shlex.quote(message)} >&2; exit 1"
