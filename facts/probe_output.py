@@ -202,6 +202,7 @@ def resolution(by_name, torch):
         "via": via,
         "nvcc_ok": version is not None,
         "env_file": values.get("env_file") == "present",
+        "env_file_refused": values.get("env_file") == "refused",
         "path": values.get("PATH"),
         "arch_list_env": values.get("FLASHINFER_CUDA_ARCH_LIST"),
         "workspace_base": values.get("FLASHINFER_WORKSPACE_BASE"),
