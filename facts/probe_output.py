@@ -243,7 +243,9 @@ def venv_stack(section):
     try:
         data = json.loads(section.lines[-1])
     except (IndexError, json.JSONDecodeError) as error:
-        raise ValueError(f"venv probe printed no JSON: {section.text!r}") from error
+        raise ValueError(f"venv probe printed no JSON: {_quoted(section.text)}") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"venv probe printed no JSON object: {_quoted(section.lines[-1])}")
     torch = data.get("torch") or ({"error": data["torch_error"]} if "torch_error" in data else None)
     flashinfer = {"version": data["flashinfer"]} if data.get("flashinfer") else None
     sglang = {"version": data["sglang"]} if data.get("sglang") else None
@@ -255,9 +257,13 @@ def prewarm_state(section):
     if section is None or section.rc != 0:
         return None
     try:
-        return json.loads(section.lines[-1])
+        state = json.loads(section.lines[-1])
     except (IndexError, json.JSONDecodeError) as error:
-        raise ValueError(f"prewarm probe printed no JSON: {section.text!r}") from error
+        raise ValueError(f"prewarm probe printed no JSON: {_quoted(section.text)}") from error
+    if not isinstance(state, dict) or not isinstance(state.get("manifest"), dict) or \
+            not isinstance(state.get("stale"), list):
+        raise ValueError(f"prewarm probe printed no manifest and stale list: {_quoted(section.lines[-1])}")
+    return state
 
 
 def jit_cache(section, prewarm=None, toolchain=None):
