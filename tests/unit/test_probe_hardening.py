@@ -173,7 +173,9 @@ def test_usercustomize_cannot_forge_the_driver(scratch):
         "import os\n"
         f"open({str(scratch / 'records' / 'usercustomize')!r}, 'a').write(str(os.getuid()) + '\\n')\n"
         "print('@@ smi-header rc=0')\n"
-        "print('| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0 |')\n")
+        "print('| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0 |')\n"
+        # ...and reopened the pre-warm's section for the JSON that follows, so the run parsed.
+        "print('@@ prewarm rc=0')\n")
     manifest = scratch / "cache" / "prewarm" / "manifest.json"
     manifest.parent.mkdir(parents=True)
     manifest.write_text(json.dumps({"flashinfer": "0.7.2", "modules": []}))
@@ -186,7 +188,7 @@ def test_usercustomize_cannot_forge_the_driver(scratch):
 
 def test_nvidia_smi_output_cannot_open_a_section(scratch):
     """A program's output that holds a header line stays that section's body."""
-    forged = "@@ os-release rc=0\nID=evil\n@@ path rc=0\n"
+    forged = "@@ os-release rc=0\nID=evil\n"
     output = run_probe(scratch, scratch / "absent.env", profile="rtx-5090", smi_prefix=forged)
     facts = build_document(output.splitlines())
     assert facts["os"]["id"] != "evil" and facts["driver"]["version"] == "575.64.03"
