@@ -930,7 +930,7 @@ def env_file_problem(entry, path):
 
     >>> env_file_problem({"path": "/etc/sglang/sglang.env", "user": "sglang", "mode": "666",
     ...                   "kind": "regular file"}, "/etc/sglang/sglang.env")
-    'owner sglang, mode 666: a non-root user can change what root reads'
+    'writable by a non-root user: root would load what that user wrote'
     >>> env_file_problem({"path": "/etc/sglang/sglang.env", "user": "root", "mode": "640",
     ...                   "kind": "regular file"}, "/etc/sglang/sglang.env") is None
     True
@@ -938,11 +938,11 @@ def env_file_problem(entry, path):
     if entry is None or entry["path"] != path:
         return None
     if entry["kind"] == "symbolic link":
-        return f"a symbolic link (owner {entry['user']}): root would read whatever it points at"
+        return "a symbolic link: root would read whatever it points at"
     if entry["kind"] not in REGULAR_FILE:
-        return f"a {entry['kind']}, not a regular file"
+        return "not a regular file"
     if _writable_by_others(entry):
-        return f"owner {entry['user']}, mode {entry['mode']}: a non-root user can change what root reads"
+        return "writable by a non-root user: root would load what that user wrote"
     return None
 
 
@@ -954,7 +954,7 @@ def cache_dir_problem(entry, path, service_user):
 
     >>> cache_dir_problem({"path": "/data/c", "user": "bob", "mode": "777", "kind": "symbolic link"},
     ...                   "/data/c", "sglang")
-    'a symbolic link (owner bob): deploy would hand whatever it points at to sglang'
+    'a symbolic link: deploy would hand whatever it points at to sglang'
     >>> cache_dir_problem({"path": "/var/cache/sglang", "user": "sglang", "mode": "755", "kind": "directory"},
     ...                   "/var/cache/sglang", "sglang") is None
     True
@@ -962,13 +962,13 @@ def cache_dir_problem(entry, path, service_user):
     if entry is None or entry["path"] != path:
         return None
     if entry["kind"] == "symbolic link":
-        return f"a symbolic link (owner {entry['user']}): deploy would hand whatever it points at to {service_user}"
+        return f"a symbolic link: deploy would hand whatever it points at to {service_user}"
     if entry["kind"] != "directory":
-        return f"a {entry['kind']}, not a directory"
+        return "not a directory"
     if entry["user"] not in ("root", service_user):
-        return f"owned by {entry['user']}, who could plant the modules {service_user} loads"
+        return f"another user's, who could plant the modules {service_user} loads"
     if int(entry["mode"], 8) & 0o002:
-        return f"mode {entry['mode']}: any user could plant the modules {service_user} loads"
+        return f"writable by any user, who could plant the modules {service_user} loads"
     return None
 
 
@@ -978,7 +978,7 @@ def _check_paths(facts, config, add):
     (rename, replace, plant) the env file or any directory on the way to them."""
     chains = facts.get("paths") or {}
     roles = [("env_file", config.service_env_file, "the service env file"),
-             ("cache_dir", config.service_cache_dir, f"the JIT cache it gives {config.service_user}")]
+             ("cache_dir", config.service_cache_dir, f"the JIT cache deploy gives to {config.service_user}")]
     if config.venv_managed:
         roles.append(("venv", config.venv_path, "the managed venv"))
     for role, setting, what in roles:

@@ -49,12 +49,12 @@ def unsafe(paths, settings=None):
     (chain(("/etc/sglang", "sglang", "755", "directory"), *ROOT_DIRS), "/etc/sglang (directory, owner sglang"),
     # The finding: the service user's, 0666, planned ok and root loaded it.
     (env_chain((ENV, "sglang", "666", "regular file")), f"the service env file {ENV} (regular file, owner sglang"),
-    (env_chain((ENV, "root", "666", "regular file")), "mode 666: a non-root user can change what root reads"),
+    (env_chain((ENV, "root", "666", "regular file")), "(regular file, owner root, mode 666) is writable by a non-root user"),
     (env_chain((ENV, "root", "620", "regular file")), "mode 620"),
     (env_chain((ENV, "ubuntu", "600", "regular file")), "owner ubuntu, mode 600"),
     # A link there (stat without -L: the link's own owner and mode) is followed by root.
-    (env_chain((ENV, "root", "777", "symbolic link")), "is a symbolic link (owner root): root would read"),
-    (env_chain((ENV, "root", "755", "directory")), "is a directory, not a regular file"),
+    (env_chain((ENV, "root", "777", "symbolic link")), "(symbolic link, owner root, mode 777) is a symbolic link: root would read"),
+    (env_chain((ENV, "root", "755", "directory")), "(directory, owner root, mode 755) is not a regular file"),
 ], ids=["root-0640", "root-empty", "absent", "dir-of-service-user", "service-user-0666", "root-0666",
         "group-writable", "other-owner", "link", "directory"])
 def test_env_file_itself_is_checked(env_file, named):
@@ -78,9 +78,9 @@ def test_env_file_itself_is_checked(env_file, named):
     (chain(("/data/c", "bob", "777", "symbolic link"), ("/data", "root", "755", "directory"),
            ("/", "root", "755", "directory")), {"service_cache_dir": "/data/c"},
      "the cache directory /data/c (symbolic link, owner bob, mode 777) is a symbolic link"),
-    (cache_chain((CACHE, "ubuntu", "755", "directory")), {}, "owned by ubuntu, who could plant"),
-    (cache_chain((CACHE, "sglang", "777", "directory")), {}, "mode 777: any user could plant"),
-    (cache_chain((CACHE, "root", "644", "regular file")), {}, "a regular file, not a directory"),
+    (cache_chain((CACHE, "ubuntu", "755", "directory")), {}, "(directory, owner ubuntu, mode 755) is another user's, who could plant"),
+    (cache_chain((CACHE, "sglang", "777", "directory")), {}, "(directory, owner sglang, mode 777) is writable by any user"),
+    (cache_chain((CACHE, "root", "644", "regular file")), {}, "(regular file, owner root, mode 644) is not a directory"),
 ], ids=["deploys-own", "absent", "under-a-home", "link-in-sticky-data", "link", "other-owner", "world-writable",
         "file"])
 def test_cache_dir_chain_is_checked(cache_dir, settings, named):
