@@ -243,13 +243,13 @@ home=}; service_home=${service_home%%
 
 probe_python() {
     if command -v python3 >/dev/null 2>&1; then
-        capture python "" python3 --version
+        capture python "" python3 -I --version
     else
         emit python 127 ""
     fi
     # Every versioned CPython of the distribution (python3.11 beside a 3.10 python3).
     for interpreter in /usr/bin/python3.[0-9] /usr/bin/python3.[0-9][0-9]; do
-        [ -x "$interpreter" ] && capture python-alt "path=$interpreter" "$interpreter" --version
+        [ -x "$interpreter" ] && capture python-alt "path=$interpreter" "$interpreter" -I --version
     done
 }
 
