@@ -74,9 +74,24 @@ class NodeFacts(FactBase):
     def process(self, output):
         try:
             document = build_document(output, self.keys or None)
-        except (ValueError, KeyError, TypeError) as error:
-            raise FactProcessError(f"could not parse the node probe: {error}") from error
+        except Exception as error:
+            # Whatever a node printed, a parse failure is that host's one line (pyinfra
+            # prints a FactProcessError as "could not process fact"), never a traceback.
+            raise FactProcessError(f"could not parse the node probe: {parse_error_line(error)}") from error
         return document[self.keys[0]] if len(self.keys) == 1 else document
+
+
+def parse_error_line(error, limit=300):
+    """One bounded line for a parse failure; a bug's type is named (it is no ValueError).
+
+    >>> parse_error_line(IndexError("tuple index out of range"))
+    'IndexError: tuple index out of range'
+    >>> len(parse_error_line(ValueError("x" * 1000)))
+    300
+    """
+    text = " ".join(str(error).split()) if isinstance(error, ValueError) else \
+        f"{type(error).__name__}: {' '.join(str(error).split())}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class NarrowFacts(NodeFacts):

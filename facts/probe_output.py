@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 from facts.apt_sources import keyring_fingerprints, source_entries
 
 SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
+# The probe writes every body line behind this mark (files/probe.sh emit): a line a
+# program printed can never start a section, whatever it holds.
+BODY_MARK = "|"
+# Longest piece of a bad line quoted in an error (one line per host, never a dump).
+QUOTE_LIMIT = 120
 NVCC_RELEASE = re.compile(r"release (\d+\.\d+),")
 SMI_HEADER = re.compile(r"Driver Version:\s*(?P<driver>\S+)\s+CUDA Version:\s*(?P<cuda>\S+)")
 
@@ -32,23 +37,48 @@ class Section:
     def text(self):
         return "\n".join(self.lines)
 
+    def attribute(self, key):
+        """The header's ``key=value``, which this section must have.
+
+        >>> Section("path", 0, ("role", "venv")).attribute("role")
+        'venv'
+        """
+        if not self.attr or self.attr[0] != key:
+            raise ValueError(f"probe section {self.name} has no {key}= in its header")
+        return self.attr[1]
+
+
+def _quoted(line):
+    """A line as an error quotes it: repr, cut to QUOTE_LIMIT characters.
+
+    >>> _quoted("x" * 200)[-4:]
+    "...'"
+    """
+    return repr(line[:QUOTE_LIMIT]) if len(line) <= QUOTE_LIMIT else repr(line[:QUOTE_LIMIT])[:-1] + "...'"
+
 
 def split_sections(lines):
-    """Split probe output into Sections; text before the first header is an error.
+    """Split probe output into Sections: a header (``@@ name rc=N [key=value]``), then
+    its body lines, each behind ``|`` (stripped here). An unmarked line, a marked line
+    before the first header or a malformed header is an error: no program the probe
+    runs can open a section or hide its output among the probe's.
 
-    >>> [s.name for s in split_sections(["@@ uname rc=0", "x86_64"])]
-    ['uname']
+    >>> [(s.name, s.lines) for s in split_sections(["@@ uname rc=0", "|x86_64"])]
+    [('uname', ['x86_64'])]
     """
     sections = []
-    for line in lines:
-        match = SECTION_HEADER.match(line)
-        if match:
+    for number, line in enumerate(lines, 1):
+        if line.startswith(BODY_MARK) and sections:
+            sections[-1].lines.append(line[len(BODY_MARK):])
+        elif line.startswith("@@ "):
+            match = SECTION_HEADER.match(line)
+            if not match:
+                raise ValueError(f"probe output line {number} is a malformed section header: {_quoted(line)}")
             attr = (match["key"], match["value"]) if match["key"] else ()
             sections.append(Section(match["name"], int(match["rc"]), attr))
-        elif sections:
-            sections[-1].lines.append(line)
         elif line.strip():
-            raise ValueError(f"probe output does not start with a section header: {line!r}")
+            where = "does not start with a section header" if not sections else "has a line outside the probe's framing"
+            raise ValueError(f"probe output {where} (line {number}): {_quoted(line)}")
     return sections
 
 
@@ -172,6 +202,7 @@ def resolution(by_name, torch):
         "via": via,
         "nvcc_ok": version is not None,
         "env_file": values.get("env_file") == "present",
+        "env_file_refused": values.get("env_file") == "refused",
         "path": values.get("PATH"),
         "arch_list_env": values.get("FLASHINFER_CUDA_ARCH_LIST"),
         "workspace_base": values.get("FLASHINFER_WORKSPACE_BASE"),
@@ -200,7 +231,7 @@ def login_path_nvcc(by_name):
     section = by_name.get("path-nvcc")
     if section is None:
         return None
-    return {"path": section.attr[1], "version": parse_nvcc_release(section.text) if section.rc == 0 else None}
+    return {"path": section.attribute("path"), "version": parse_nvcc_release(section.text) if section.rc == 0 else None}
 
 
 def venv_stack(section):
@@ -212,7 +243,9 @@ def venv_stack(section):
     try:
         data = json.loads(section.lines[-1])
     except (IndexError, json.JSONDecodeError) as error:
-        raise ValueError(f"venv probe printed no JSON: {section.text!r}") from error
+        raise ValueError(f"venv probe printed no JSON: {_quoted(section.text)}") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"venv probe printed no JSON object: {_quoted(section.lines[-1])}")
     torch = data.get("torch") or ({"error": data["torch_error"]} if "torch_error" in data else None)
     flashinfer = {"version": data["flashinfer"]} if data.get("flashinfer") else None
     sglang = {"version": data["sglang"]} if data.get("sglang") else None
@@ -224,9 +257,13 @@ def prewarm_state(section):
     if section is None or section.rc != 0:
         return None
     try:
-        return json.loads(section.lines[-1])
+        state = json.loads(section.lines[-1])
     except (IndexError, json.JSONDecodeError) as error:
-        raise ValueError(f"prewarm probe printed no JSON: {section.text!r}") from error
+        raise ValueError(f"prewarm probe printed no JSON: {_quoted(section.text)}") from error
+    if not isinstance(state, dict) or not isinstance(state.get("manifest"), dict) or \
+            not isinstance(state.get("stale"), list):
+        raise ValueError(f"prewarm probe printed no manifest and stale list: {_quoted(section.lines[-1])}")
+    return state
 
 
 def jit_cache(section, prewarm=None, toolchain=None):
@@ -252,14 +289,20 @@ def path_chains(by_name):
     """
     chains = {}
     for section in by_name.get("path", []):
+        role = section.attribute("role")
+        if role in chains:
+            raise ValueError(f"probe output has two path sections for {role}")
         chain = []
         for line in section.lines:
             if "|" not in line:
                 continue
             attributes, _, path = line.partition("|")
-            user, mode, kind = attributes.split(" ", 2)
+            fields = attributes.split(" ", 2)
+            if len(fields) != 3 or not fields[1].isdigit():
+                raise ValueError(f"unexpected path line for {role}: {_quoted(line)}")
+            user, mode, kind = fields
             chain.append({"path": path, "user": user, "mode": mode, "kind": kind})
-        chains[section.attr[1]] = chain
+        chains[role] = chain
     return chains
 
 
@@ -270,7 +313,7 @@ def service_unit(by_name):
 
     >>> service_unit({"unit": Section("unit", 0, ("name", "sglang.service"), ["LoadState=loaded",
     ...     "ActiveState=failed", "SubState=failed", "Result=exit-code", "NRestarts=0"]),
-    ...     "unit-journal": Section("unit-journal", 0, (), ["|RuntimeError: x"])})["journal"]
+    ...     "unit-journal": Section("unit-journal", 0, (), ["RuntimeError: x"])})["journal"]
     ['RuntimeError: x']
     """
     section = by_name.get("unit")
@@ -281,8 +324,7 @@ def service_unit(by_name):
         return None
     restarts = values.get("NRestarts") or ""
     journal = by_name.get("unit-journal")
-    # The probe marks each journal line with "|" (files/probe.sh probe_unit).
-    lines = [line[1:] if line.startswith("|") else line for line in journal.lines] if journal else []
+    lines = list(journal.lines) if journal else []
     while lines and not lines[-1]:
         lines.pop()
     return {
@@ -324,22 +366,25 @@ def apt_keyring(section):
 def apt_state(by_name):
     """The node's apt sources (every enabled entry), the fingerprints of the keyrings
     they name (None for one that could not be read) and who may change each keyring."""
-    files = {section.attr[1]: section.text for section in by_name.get("apt-source", [])}
-    keyrings = {section.attr[1]: apt_keyring(section) for section in by_name.get("apt-keyring", [])}
+    files = {section.attribute("file"): section.text for section in by_name.get("apt-source", [])}
+    keyrings = {section.attribute("file"): apt_keyring(section) for section in by_name.get("apt-keyring", [])}
     return {"sources": source_entries(files), "keyrings": {path: keys for path, (keys, _) in keyrings.items()},
             "keyring_paths": {path: chain for path, (_, chain) in keyrings.items()}}
 
 
 def index_sections(lines):
     """Probe output lines -> {section name: Section}, toolkits as a list under "toolkit".
+    A second section of a name the probe writes once is an error (never "the last wins").
 
-    >>> sorted(index_sections(["@@ uname rc=0", "x86_64", "@@ toolkit rc=127 home=/usr/local/cuda-12.8"]))
+    >>> sorted(index_sections(["@@ uname rc=0", "|x86_64", "@@ toolkit rc=127 home=/usr/local/cuda-12.8"]))
     ['apt-keyring', 'apt-source', 'path', 'python-alt', 'toolkit', 'uname']
     """
     by_name = {name: [] for name in REPEATED}
     for section in split_sections(lines):
         if section.name in REPEATED:
             by_name[section.name].append(section)
+        elif section.name in by_name:
+            raise ValueError(f"probe output has two {section.name} sections")
         else:
             by_name[section.name] = section
     return by_name
@@ -362,8 +407,8 @@ def python_interpreters(sections):
     >>> python_interpreters([Section("python-alt", 0, ("path", "/usr/bin/python3.11"), ["Python 3.11.0rc1"])])
     [{'path': '/usr/bin/python3.11', 'version': '3.11.0rc1'}]
     """
-    return [{"path": s.attr[1], "version": s.text.split()[-1]}
-            for s in sections if s.rc == 0 and s.attr and s.text.strip()]
+    return [{"path": s.attribute("path"), "version": s.text.split()[-1]}
+            for s in sections if s.rc == 0 and s.text.strip()]
 
 
 def deb_packages(section):

@@ -1,7 +1,15 @@
 # Read-only facts probe for a GPU node: prints raw sections ("@@ <name> rc=<exit>
-# [key=value]") for the control side to parse (facts/probe_output.py, docs/facts.md).
-# It changes nothing. facts/node.py ships it in one remote command, after
-# files/service-env.sh (load_service_env) and files/apt-locks.sh (apt_lock_holders), under sh.
+# [key=value]", then each body line behind "|") for the control side to parse
+# (facts/probe_output.py, docs/facts.md). It changes nothing.
+#
+# Root runs nothing another user chose: the service env file is read into shell
+# variables for the report (read_service_env), never exported, and only when it is
+# root's alone (env_file_state); a program the settings or the env file name (nvcc,
+# CXX, a venv's python, ninja) runs with a clean environment (the base PATH and LC_ALL:
+# no LD_*, PYTHON*, HOME), as its owner when another user could change it (code_owner,
+# as_user); helpers run with the system's /usr/bin/python3 -I.
+# facts/node.py ships it in one remote command, after files/service-env.sh
+# (read_service_env) and files/apt-locks.sh (apt_lock_holders), under sh.
 #
 # Inputs (environment; bringup/layout.py NodeLayout.probe_inputs):
 #   PROBE_SECTIONS      which parts to run (default: all; narrow facts run one or two)
@@ -19,10 +27,27 @@
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 LC_ALL=C
 export LC_ALL
+NL='
+'
+# The PATH every program runs with: systemd's base PATH for services, root's directories.
+CLEAN_PATH=${PROBE_SERVICE_PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
+PROBE_UID=$(id -u)
 
 emit() {
-    printf '@@ %s rc=%s%s\n' "$1" "$2" "${4:+ $4}"
-    if [ -n "$3" ]; then printf '%s\n' "$3"; fi
+    # emit NAME RC BODY [ATTR]: the one way a section is written. Each line of BODY
+    # goes out behind "|" (the parser requires it), so nothing a program printed can
+    # pass for a header; ATTR is cut at a newline for the same reason. Shell
+    # expansions only: no process per section.
+    emit_attr=${4%%"$NL"*}
+    printf '@@ %s rc=%s%s\n' "$1" "$2" "${emit_attr:+ $emit_attr}"
+    [ -n "$3" ] || return 0
+    emit_rest=$3
+    while :; do
+        case $emit_rest in
+            *"$NL"*) printf '|%s\n' "${emit_rest%%"$NL"*}"; emit_rest=${emit_rest#*"$NL"} ;;
+            *) printf '|%s\n' "$emit_rest"; return 0 ;;
+        esac
+    done
 }
 
 capture() {
@@ -47,21 +72,55 @@ unprivileged_owner() {
     done
 }
 
+code_owner() {
+    # code_owner FILE: the user to run the program FILE as, judged on what it really is
+    # (links resolved): nothing (root) when it and every directory above it are root's
+    # and writable by root only; else the owner of the first that is not, or nobody for
+    # a root-owned one others may write. A sticky directory (/tmp) lets no one rename
+    # root's entries in it, so it does not count against the root-owned one below it.
+    co_path=$(readlink -f -- "$1" 2>/dev/null) || co_path=$1
+    set --
+    while :; do
+        set -- "$@" "$co_path"
+        [ "$co_path" = / ] && break
+        co_path=${co_path%/*}
+        co_path=${co_path:-/}
+    done
+    # One stat for the whole chain, the file first; a file that is not there runs nothing.
+    stat -c '%U %a %F' -- "$@" 2>/dev/null | while read -r co_user co_mode co_kind; do
+        if [ "$co_user" != root ]; then
+            printf '%s\n' "$co_user"
+            break
+        fi
+        case $co_kind:$co_mode in
+            directory:[1357]???) ;;
+            *:*[2367]? | *:*[2367]) printf 'nobody\n'; break ;;
+        esac
+    done
+}
+
 as_user() {
-    # as_user USER COMMAND...: run COMMAND as USER (as is when USER is empty or we are not root).
-    user=$1
+    # as_user USER COMMAND...: run COMMAND with a clean environment (CLEAN_PATH and
+    # LC_ALL only), as USER when one is given and we are root. runuser itself gets
+    # the clean environment too, and its own HOME/USER are dropped again after it.
+    as_user_name=$1
     shift
-    if [ -n "$user" ] && [ "$(id -u)" = 0 ]; then
-        runuser -u "$user" -- "$@"
+    if [ -n "$as_user_name" ] && [ "$PROBE_UID" = 0 ]; then
+        env -i PATH="$CLEAN_PATH" LC_ALL=C runuser -u "$as_user_name" -- env -i PATH="$CLEAN_PATH" LC_ALL=C "$@"
     else
-        "$@"
+        env -i PATH="$CLEAN_PATH" LC_ALL=C "$@"
     fi
 }
 
+run_program() {
+    # run_program FILE ARG...: FILE with a clean environment, as whoever code_owner names.
+    as_user "$(code_owner "$1")" "$@"
+}
+
 nvcc_section() {
-    # nvcc_section SECTION HOME: the version an nvcc under HOME reports.
+    # nvcc_section SECTION HOME: the version an nvcc under HOME reports (run as its owner).
     if [ -x "$2/bin/nvcc" ]; then
-        capture "$1" "home=$2" "$2/bin/nvcc" --version
+        capture "$1" "home=$2" run_program "$2/bin/nvcc" --version
     else
         emit "$1" 127 "" "home=$2"
     fi
@@ -103,38 +162,72 @@ probe_login() {
     # Its last line is "nvcc=<path>" (the shell's own expansion: no process for it).
     case $login in *nvcc=*) login_nvcc=${login##*nvcc=} ;; *) login_nvcc= ;; esac
     if [ -n "$login_nvcc" ]; then
-        capture path-nvcc "path=$login_nvcc" "$login_nvcc" --version
+        capture path-nvcc "path=$login_nvcc" run_program "$login_nvcc" --version
+    fi
+}
+
+env_file_state() {
+    # env_file_state FILE: present (a regular file of root's that only root may write:
+    # the one kind root reads), absent, or refused (a link, another user's file, one
+    # group or others may write: never read; bringup/plan.py names it as UNSAFE_PATH).
+    if [ -L "$1" ]; then
+        echo refused
+    elif [ ! -e "$1" ]; then
+        echo absent
+    elif [ -f "$1" ]; then
+        case $(stat -c '%u %a' -- "$1" 2>/dev/null) in
+            "0 "*[2367]? | "0 "*[2367]) echo refused ;;
+            "0 "*) echo present ;;
+            *) echo refused ;;
+        esac
+    else
+        echo refused
+    fi
+}
+
+read_env_file() {
+    # read_env_file FILE KEY...: forget the KEYs' service_env_* variables (none may come
+    # from this shell's environment), then read FILE into them when it may be read
+    # (env_file_state); prints nothing, sets env_state.
+    env_file=$1
+    shift
+    for key in PATH CUDA_HOME CUDA_PATH CXX FLASHINFER_CUDA_ARCH_LIST FLASHINFER_WORKSPACE_BASE "$@"; do
+        case $key in "" | [0-9]* | *[!A-Za-z0-9_]*) continue ;; esac
+        unset "service_env_$key"
+    done
+    env_state=$(env_file_state "$env_file")
+    if [ "$env_state" = present ]; then
+        read_service_env "$env_file"
     fi
 }
 
 probe_service() {
     # The service's environment (systemd's default PATH, then the env file), then
     # FlashInfer's own search order (flashinfer/jit/cpp_ext.py get_cuda_path):
-    # CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda.
-    env_file=$PROBE_ENV_FILE base_path=$PROBE_SERVICE_PATH env_keys=$PROBE_ENV_KEYS
+    # CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda. Read, not exported: nothing
+    # runs with it; nvcc is looked up on its PATH by the shell's own search.
+    base_path=$PROBE_SERVICE_PATH
     service=$(
-        # A service inherits nothing: drop every exported variable first.
-        for name in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
-            unset "$name" 2>/dev/null
-        done
-        PATH=$base_path
-        export PATH
-        state=absent
-        if [ -r "$env_file" ]; then
-            state=present
-            load_service_env "$env_file"
-        fi
-        if [ -n "$CUDA_HOME" ]; then home=$CUDA_HOME; via=CUDA_HOME
-        elif [ -n "$CUDA_PATH" ]; then home=$CUDA_PATH; via=CUDA_PATH
-        elif nvcc=$(command -v nvcc); then home=${nvcc%/bin/*}; via=PATH
+        read_env_file "$PROBE_ENV_FILE" $PROBE_ENV_KEYS
+        service_path=${service_env_PATH-$base_path}
+        service_env_PATH=$service_path
+        cuda_home=${service_env_CUDA_HOME-} cuda_path=${service_env_CUDA_PATH-}
+        if [ -n "$cuda_home" ]; then home=$cuda_home; via=CUDA_HOME
+        elif [ -n "$cuda_path" ]; then home=$cuda_path; via=CUDA_PATH
+        elif nvcc=$(PATH=$service_path; command -v nvcc); then home=${nvcc%/bin/*}; via=PATH
         elif [ -e /usr/local/cuda ]; then home=/usr/local/cuda; via=default
         else home=; via=none
         fi
-        printf "env_file=%s\nCUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\n" "$state" "$CUDA_HOME" "$CUDA_PATH" "$PATH"
-        printf "FLASHINFER_CUDA_ARCH_LIST=%s\nFLASHINFER_WORKSPACE_BASE=%s\n" "$FLASHINFER_CUDA_ARCH_LIST" "$FLASHINFER_WORKSPACE_BASE"
+        printf "env_file=%s\nCUDA_HOME=%s\nCUDA_PATH=%s\nPATH=%s\n" "$env_state" "$cuda_home" "$cuda_path" "$service_path"
+        printf "FLASHINFER_CUDA_ARCH_LIST=%s\nFLASHINFER_WORKSPACE_BASE=%s\n" \
+            "${service_env_FLASHINFER_CUDA_ARCH_LIST-}" "${service_env_FLASHINFER_WORKSPACE_BASE-}"
         printf "home=%s\nvia=%s\n" "$home" "$via"
-        for key in $env_keys; do
-            if value=$(printenv "$key"); then printf "env.%s=%s\n" "$key" "$value"; fi
+        for key in $PROBE_ENV_KEYS; do
+            case $key in "" | [0-9]* | *[!A-Za-z0-9_]*) continue ;; esac
+            # Set (even empty) in the file, or PATH: reported as the service sees it.
+            if eval "[ -n \"\${service_env_$key+set}\" ]"; then
+                eval "printf 'env.%s=%s\n' \"\$key\" \"\$service_env_$key\""
+            fi
         done
     )
     emit service-env $? "$service"
@@ -152,13 +245,13 @@ home=}; service_home=${service_home%%
 
 probe_python() {
     if command -v python3 >/dev/null 2>&1; then
-        capture python "" python3 --version
+        capture python "" python3 -I --version
     else
         emit python 127 ""
     fi
     # Every versioned CPython of the distribution (python3.11 beside a 3.10 python3).
     for interpreter in /usr/bin/python3.[0-9] /usr/bin/python3.[0-9][0-9]; do
-        [ -x "$interpreter" ] && capture python-alt "path=$interpreter" "$interpreter" --version
+        [ -x "$interpreter" ] && capture python-alt "path=$interpreter" "$interpreter" -I --version
     done
 }
 
@@ -178,20 +271,24 @@ probe_venv() {
     fi
     # Versions from package metadata and torch/version.py, no import; torch's arch list
     # from the record beside a managed venv's torch, imported only without a current one.
+    # An external venv's bin/python is a link to some interpreter: judged by what it is.
     runner=$(unprivileged_owner "$PROBE_VENV" "$PROBE_VENV/bin" "$PROBE_VENV/lib" "$PROBE_VENV"/lib/python3*/site-packages)
+    [ -n "$runner" ] || runner=$(code_owner "$PROBE_VENV/bin/python")
     capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -I -c "$TORCH_INFO" \
         --record "$PROBE_TORCH_RECORD"
 }
 
 probe_prewarm() {
     # The pre-warm manifest and whether ninja has work for any module it lists.
-    if [ ! -r "$PROBE_MANIFEST" ] || ! command -v python3 >/dev/null 2>&1; then
+    if [ ! -r "$PROBE_MANIFEST" ] || [ ! -x /usr/bin/python3 ]; then
         emit prewarm 127 ""
         return
     fi
-    # ninja runs in the cache's module directories: as the cache's owner.
+    # ninja runs in the cache's module directories: as the cache's owner (or ninja's).
+    # The system's python, isolated (-I: no user site, no PYTHON* variables).
     runner=$(unprivileged_owner "$PROBE_CACHE_DIR" "$PROBE_VENV" "$PROBE_VENV/bin")
-    capture prewarm "${runner:+user=$runner}" as_user "$runner" python3 -c '
+    [ -n "$runner" ] || runner=$(code_owner "$PROBE_VENV/bin/ninja")
+    capture prewarm "${runner:+user=$runner}" as_user "$runner" /usr/bin/python3 -I -c '
 import json, os, subprocess, sys
 manifest = json.load(open(sys.argv[1]))
 stale = []
@@ -298,17 +395,22 @@ probe_jit_cache() {
     # would compile again at start. The compilers' output and the versions of the
     # packages that ship them and their headers stand for that, in the service's
     # environment; the pre-warm records the same digest in its manifest.
-    env_file=$PROBE_ENV_FILE base_path=$PROBE_SERVICE_PATH
+    # The compilers are looked up as the service would (its env file's CUDA_HOME, CXX
+    # and PATH) and run as their owners, with a clean environment.
     toolchain=$(
-        for name in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
-            unset "$name" 2>/dev/null
-        done
-        PATH=$base_path
-        export PATH
-        if [ -r "$env_file" ]; then load_service_env "$env_file"; fi
+        read_env_file "$PROBE_ENV_FILE"
+        service_path=${service_env_PATH-$PROBE_SERVICE_PATH}
+        cxx=${service_env_CXX:-c++}
+        case $cxx in
+            */*) ;;
+            *) cxx=$(PATH=$service_path; command -v "$cxx") || cxx="${service_env_CXX:-c++}: not found" ;;
+        esac
         {
-            "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version 2>&1
-            "${CXX:-c++}" --version 2>&1
+            run_program "${service_env_CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version 2>&1
+            case $cxx in
+                *": not found") printf '%s\n' "$cxx" ;;
+                *) run_program "$cxx" --version 2>&1 ;;
+            esac
             dpkg-query -W -f '${db:Status-Abbrev}${Package}=${Version}\n' 'cuda-*' 'libcu*' 'libc6-dev' \
                 'libstdc++*-dev' 'g++*' 'gcc*' 2>/dev/null | sed -n 's/^ii //p' | LC_ALL=C sort
         } | sha256sum | cut -c1-64
@@ -338,10 +440,10 @@ probe_unit() {
     sub=$(printf '%s\n' "$state" | sed -n 's/^SubState=//p')
     restarts=$(printf '%s\n' "$state" | sed -n 's/^NRestarts=\([0-9][0-9]*\)$/\1/p')
     if [ "$active" = failed ] || [ "$sub" = auto-restart ] || [ "${restarts:-0}" -gt 0 ]; then
-        # The last 200 lines hold the latest try's traceback and the lines before it.
-        # Each line is marked with "|" so that no journal line can pass for a section header.
+        # The last 200 lines hold the latest try's traceback and the lines before it
+        # (framed by emit like every body: no journal line can pass for a header).
         out=$(journalctl -u "$PROBE_UNIT" --no-pager -o cat -n 200 2>&1); rc=$?
-        emit unit-journal "$rc" "$(printf '%s\n' "$out" | sed 's/^/|/')"
+        emit unit-journal "$rc" "$out"
     fi
 }
 

@@ -6,7 +6,28 @@
 #                           around the line trimmed, one pair of surrounding quotes
 #                           removed, nothing expanded ($VAR stays literal), lines
 #                           that are no valid NAME=value ignored.
+#   read_service_env FILE   the same assignments as shell variables service_env_NAME,
+#                           exported to nothing: the probe reports them, and root never
+#                           runs a program with an environment an env file chose.
 load_service_env() {
+    each_service_env "$1" export_service_env
+}
+
+export_service_env() {
+    export "$1=$2"
+}
+
+read_service_env() {
+    each_service_env "$1" keep_service_env
+}
+
+keep_service_env() {
+    # NAME is [A-Za-z_][A-Za-z0-9_]* (each_service_env checked it): safe to name a variable.
+    eval "service_env_$1=\$2"
+}
+
+each_service_env() {
+    # each_service_env FILE FUNCTION: FUNCTION NAME VALUE for each assignment of FILE.
     while IFS= read -r line || [ -n "$line" ]; do
         # Trimmed by the shell itself (no sed per line: the probe runs this on every call).
         line=${line#"${line%%[![:space:]]*}"}
@@ -19,6 +40,6 @@ load_service_env() {
             \"*\") value=${value#\"}; value=${value%\"} ;;
             \'*\') value=${value#\'}; value=${value%\'} ;;
         esac
-        export "$key=$value"
+        "$2" "$key" "$value"
     done < "$1"
 }

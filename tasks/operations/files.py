@@ -19,7 +19,10 @@ def directory_if_missing(path, user="root", group="root", mode="0755"):
     """
     Create ``path`` (and missing parents) with this owner and mode, only if it does
     not exist: a directory found there is the node's own and keeps its owner and mode
-    (``/home/ubuntu``, a data disk's mount point).
+    (``/home/ubuntu``, a data disk's mount point). A link or a file there is refused,
+    never followed (``install -d -o`` would hand a link's target to ``user``), when
+    the facts are read and again when the command runs, since the node may change
+    between the two.
 
     + path: the directory
     + user, group, mode: for the directory created
@@ -30,11 +33,22 @@ def directory_if_missing(path, user="root", group="root", mode="0755"):
 
         directory_if_missing(path="/var/cache/sglang", user="sglang", group="sglang")
     """
-    if host.get_fact(Directory, path=path):
+    found = host.get_fact(Directory, path=path)
+    if found:
         host.noop(f"{path} exists; its owner and mode are left as they are")
         return
-    yield (f"install -d -m {shlex.quote(mode)} -o {shlex.quote(user)} -g {shlex.quote(group)} "
-           f"{shlex.quote(path)}")
+    quoted = shlex.quote(path)
+    refusal = shlex.quote(f"{host.name}: {path} is a link or a file, not a directory; move it away so the deploy "
+                          "can create the directory (a link is never followed)")
+    if found is False:
+        yield f"echo {refusal} >&2; exit 1"
+        return
+    # mkdir makes the directory itself (it fails on anything there, a link included: no
+    # follow), chown -h never follows one; the parents are root's, made as install -d did.
+    yield (f"if [ -L {quoted} ] || {{ [ -e {quoted} ] && [ ! -d {quoted} ]; }}; then echo {refusal} >&2; exit 1; fi; "
+           f"[ -d {quoted} ] || {{ mkdir -p -- {shlex.quote(posixpath.dirname(path) or '/')} && "
+           f"mkdir -m {shlex.quote(mode)} -- {quoted} && "
+           f"chown -h -- {shlex.quote(f'{user}:{group}')} {quoted}; }}")
 
 
 def _upload_stage(dest):

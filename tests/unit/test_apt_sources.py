@@ -143,8 +143,8 @@ def test_keyring_fingerprints_match_gpg():
 
 def test_probe_output_to_apt_facts():
     key = base64.b64encode(Path("/usr/share/keyrings/debian-archive-keyring.gpg").read_bytes()).decode()
-    lines = ["@@ os-release rc=0", "ID=debian", f"@@ apt-source rc=0 file={NVIDIA_LIST}",
-             f"deb [signed-by={NVIDIA_KEYRING}] {URL} /", f"@@ apt-keyring rc=0 file={NVIDIA_KEYRING}", key]
+    lines = ["@@ os-release rc=0", "|ID=debian", f"@@ apt-source rc=0 file={NVIDIA_LIST}",
+             f"|deb [signed-by={NVIDIA_KEYRING}] {URL} /", f"@@ apt-keyring rc=0 file={NVIDIA_KEYRING}", f"|{key}"]
     apt = build_document(lines, ["apt"])["apt"]
     assert apt["sources"][0]["signed_by"] == NVIDIA_KEYRING and apt["sources"][0]["uris"] == [URL]
     assert "1F89983E0081FDE018F3CC9673A4F27B8DD47936" in apt["keyrings"][NVIDIA_KEYRING]

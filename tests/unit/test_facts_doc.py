@@ -82,7 +82,7 @@ SubState=auto-restart
 Result=exit-code
 NRestarts=2
 @@ unit-journal rc=0
-|RuntimeError: FlashInfer requires GPUs with sm75 or higher
+RuntimeError: FlashInfer requires GPUs with sm75 or higher
 @@ apt-locks rc=0
 /var/lib/dpkg/lock-frontend 812 /usr/bin/python3 /usr/bin/unattended-upgrade
 @@ account rc=0 user=sglang
@@ -93,6 +93,13 @@ ops
 sglang 755 directory
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
+
+
+
+
+def framed(text):
+    """Raw sections as files/probe.sh emits them: headers as they are, each body line behind "|"."""
+    return [line if line.startswith("@@ ") else f"|{line}" for line in text.splitlines()]
 
 
 # Objects whose keys are data, not the document's keys: the manifest, package names.
@@ -132,7 +139,7 @@ def documented_paths():
 
 
 def emitted_paths():
-    documents = [build_document(FULL_OUTPUT.splitlines()), build_document(BROKEN_TORCH.splitlines(), ["torch"]),
+    documents = [build_document(framed(FULL_OUTPUT)), build_document(framed(BROKEN_TORCH), ["torch"]),
                  json.loads((ROOT / "tests" / "fixtures" / "facts" / "incident.json").read_text())]
     paths = set()
     for document in documents:

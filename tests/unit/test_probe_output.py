@@ -21,10 +21,15 @@ Cuda compilation tools, release 11.8, V11.8.89
 Build cuda_11.8.r11.8/compiler.31833905_0"""
 
 
+def framed(section):
+    """One section as files/probe.sh emits it: its header line, then each body line behind "|"."""
+    header, *body = section.split("\n")
+    return [header] + ["|" + line for line in body]
+
+
 def probe_text(*sections):
-    head = ["@@ os-release rc=0", 'ID=debian', 'VERSION_ID="12"', "@@ uname rc=0", "x86_64",
-            "@@ smi-query rc=127"]
-    return head + [line for section in sections for line in section.splitlines()]
+    head = ['@@ os-release rc=0\nID=debian\nVERSION_ID="12"', "@@ uname rc=0\nx86_64", "@@ smi-query rc=127"]
+    return [line for section in head + list(sections) for line in framed(section)]
 
 
 def test_incident_toolkits_and_resolution():
@@ -83,7 +88,7 @@ def test_garbage_before_first_section_is_an_error():
 
 
 def test_malformed_gpu_row_is_an_error():
-    lines = ["@@ os-release rc=0", "ID=debian", "@@ smi-query rc=0", "0, NVIDIA B200"]
+    lines = ["@@ os-release rc=0", "|ID=debian", "@@ smi-query rc=0", "|0, NVIDIA B200"]
     with pytest.raises(ValueError, match="unexpected nvidia-smi row"):
         build_document(lines)
 
@@ -102,8 +107,8 @@ UNIT_FAILED = "@@ unit rc=0 name=sglang.service\nLoadState=loaded\nActiveState=f
      "NRestarts=0",
      {"name": "sglang.service", "active_state": "active", "sub_state": "running", "result": "success",
       "restarts": 0, "journal": []}),
-    # Journal lines come marked with "|": a line that looks like a section header stays a line.
-    (UNIT_FAILED + "\n@@ unit-journal rc=0\n|Traceback (most recent call last):\n|@@ venv rc=0\n|\n|RuntimeError: x",
+    # Journal lines are framed like every body: a line that looks like a section header stays a line.
+    ((UNIT_FAILED, "@@ unit-journal rc=0\nTraceback (most recent call last):\n@@ venv rc=0\n\nRuntimeError: x"),
      {"name": "sglang.service", "active_state": "failed", "sub_state": "failed", "result": "exit-code",
       "restarts": 0, "journal": ["Traceback (most recent call last):", "@@ venv rc=0", "", "RuntimeError: x"]}),
     # systemd older than 235 has no NRestarts.
@@ -113,5 +118,5 @@ UNIT_FAILED = "@@ unit rc=0 name=sglang.service\nLoadState=loaded\nActiveState=f
       "restarts": 0, "journal": []}),
 ], ids=["no-systemd", "no-unit", "running", "failed-with-journal", "no-nrestarts"])
 def test_service_unit(sections, expected):
-    facts = build_document(probe_text(sections), ["service_unit"])
+    facts = build_document(probe_text(*([sections] if isinstance(sections, str) else sections)), ["service_unit"])
     assert facts["service_unit"] == expected
