@@ -24,7 +24,7 @@ import yaml
 from packaging.version import Version
 
 from bringup import cuda as cuda_table
-from bringup import explain, facts_schema, systemd
+from bringup import explain, facts_schema, systemd, yamlload
 from bringup.caches import cache_env
 from bringup.deep_gemm import deep_gemm_decision, deep_gemm_request
 from bringup import flashinfer as fi
@@ -966,7 +966,7 @@ def load_facts(path):
 def load_settings(path):
     """Settings from a YAML file (a mapping of bringup.config keys)."""
     with open(path, encoding="utf-8") as handle:
-        settings = yaml.safe_load(handle) or {}
+        settings = yamlload.load(handle) or {}  # an alias bomb is refused as it loads
     if not isinstance(settings, dict):
         raise ValueError(f"{path}: expected a mapping of settings, got {type(settings).__name__}")
     return settings
