@@ -79,7 +79,7 @@ class _Shown(reprlib.Repr):
     def __init__(self, limit):
         super().__init__()
         self.limit = limit
-        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxset = 3, 8, 8, 8, 8
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxset = 3, 6, 6, 6, 6
         self.maxother = limit
 
     def repr_str(self, value, level):
@@ -91,17 +91,17 @@ class _Shown(reprlib.Repr):
 
 def shown(value, limit=SHOWN_CHARS):
     """How a setting's value appears in an error line: its repr, at most about ``limit``
-    characters per string (the cut marked), lists and mappings cut after a few items
-    and levels, and any URL's user and password replaced.
+    characters per string and twice that in all (each cut marked), lists and mappings cut
+    after a few items and levels, and any URL's user and password replaced.
 
     >>> shown("x" * 500, limit=4)
     "'xxxx'... (496 more characters)"
     >>> shown("https://u:pw@mirror/")
     "'https://***@mirror/'"
     >>> shown([[1] * 20])
-    '[[1, 1, 1, 1, 1, 1, 1, 1, ...]]'
+    '[[1, 1, 1, 1, 1, 1, ...]]'
     """
-    return _Shown(limit).repr(value)
+    return cut(_Shown(limit).repr(value), 2 * max(limit, SHOWN_CHARS))
 
 
 def text(value):
