@@ -255,3 +255,63 @@ def test_inventory_refuses_bad_hosts_files(tmp_path, content, message):
 
 def test_the_table_is_big_enough():
     assert len(PYINFRA_DATA) + len(USERINFO) + len(PLAN_CONFIG) + len(PLAN_FACTS) + len(HOSTS_FILES) + 1 >= 110
+
+
+# Two hosts in one pyinfra run without SSH: @local, and @chroot// (pyinfra's chroot
+# connector on "/", the same machine: pyinfra allows a single @local). Each host's own
+# data comes from an inventory file, so one host's bad input is that host's alone.
+GOOD_HOST = "@local"
+SECOND_HOST = "@chroot//"
+
+
+def run_two_hosts(tmp_path, second_data):
+    inventory = tmp_path / "two_hosts.py"
+    inventory.write_text(f"hosts = [({GOOD_HOST!r}, {{'target_sms': '12.0'}}), "
+                         f"({SECOND_HOST!r}, {{'target_sms': '12.0', **{second_data!r}}})]\n")
+    reports = tmp_path / "reports"
+    result = run([PYINFRA, "-y", str(inventory), "validate.py"],
+                 env={**__import__("os").environ, "GPU_BRINGUP_REPORTS": str(reports)})
+    summary = json.loads((reports / "summary.json").read_text()) if (reports / "summary.json").exists() else None
+    return result, reports, summary
+
+
+def test_one_hosts_bad_url_fails_that_host_alone_and_the_other_is_summarised(tmp_path):
+    """http://[::1/x made urlsplit raise: a traceback ended the run, no host planned, no summary."""
+    result, reports, summary = run_two_hosts(tmp_path, {"cuda_repo_url": "http://[::1/x"})
+    assert_clean_error(result, f"{SECOND_HOST}: setting cuda_repo_url='http://[::1/x' is invalid", "Invalid IPv6 URL")
+    assert summary is not None, result.output[-3000:]
+    rows = {row["host"]: row for row in summary["hosts"]}
+    assert rows[SECOND_HOST]["verdict"] == "failed", rows
+    assert rows[GOOD_HOST]["verdict"] in ("ready", "needs deploy"), rows
+    assert "== fleet summary: validate.py, 2 host(s)" in result.stderr
+    assert (reports / f"{GOOD_HOST}.json").exists(), "the good host is planned and reported"
+    assert json.loads((reports / f"{GOOD_HOST}.json").read_text())["plan"]["arch_list"] == "12.0f"
+
+
+def test_a_manifest_of_another_shape_is_a_cold_cache_and_the_other_host_carries_on(tmp_path):
+    """A manifest the service user wrote whose modules' requests are not names: TypeError
+    in bringup/prewarm.py ended the run. Now: that host's cache is cold (the pre-warm
+    rewrites the manifest), both hosts planned and summarised."""
+    # A cache directory outside /tmp (the settings refuse shared trees), read by the real probe.
+    cache = ROOT / "reports" / f"cli-bad-input-cache-{tmp_path.name}"
+    (cache / "prewarm").mkdir(parents=True, exist_ok=True)
+    try:
+        (cache / "prewarm" / "manifest.json").write_text(json.dumps({
+            "flashinfer": "0.7.2", "arch_list": "12.0f", "toolchain": None,
+            "request": {"modules": ["norm"], "head_dims": [128], "dtypes": ["bf16"]},
+            "modules": [{"kind": "sglang", "request": 5, "library": "/nonexistent"}]}))
+        result, reports, summary = run_two_hosts(tmp_path, {"service_cache_dir": str(cache),
+                                                            "prewarm_modules": "norm"})
+        assert "Traceback" not in result.output, result.output[-3000:]
+        assert summary is not None, result.output[-3000:]
+        assert {row["host"] for row in summary["hosts"]} == {GOOD_HOST, SECOND_HOST}
+        second = json.loads((reports / "@chroot" / ".json").read_text()
+                            if (reports / "@chroot" / ".json").exists() else (reports / f"{SECOND_HOST}.json").read_text())
+        cold = [f for f in second["plan"]["findings"] if f["code"] == "JIT_CACHE_COLD"]
+        assert cold and "not as files/prewarm.py writes it" in cold[0]["message"], second["plan"]["findings"]
+        assert json.loads((reports / f"{GOOD_HOST}.json").read_text())["plan"]["arch_list"] == "12.0f"
+        # validate changed nothing: the manifest is as planted.
+        assert json.loads((cache / "prewarm" / "manifest.json").read_text())["modules"][0]["request"] == 5
+    finally:
+        import shutil
+        shutil.rmtree(cache, ignore_errors=True)
