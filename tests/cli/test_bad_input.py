@@ -292,8 +292,9 @@ def test_a_manifest_of_another_shape_is_a_cold_cache_and_the_other_host_carries_
     """A manifest the service user wrote whose modules' requests are not names: TypeError
     in bringup/prewarm.py ended the run. Now: that host's cache is cold (the pre-warm
     rewrites the manifest), both hosts planned and summarised."""
-    # A cache directory outside /tmp (the settings refuse shared trees), read by the real probe.
-    cache = ROOT / "reports" / f"cli-bad-input-cache-{tmp_path.name}"
+    # A cache directory outside /tmp (the settings refuse shared trees) wherever the checkout
+    # is, read by the real probe; removed at the end. (The chroot connector needs root too.)
+    cache = Path("/var/cache") / f"gpu-bringup-test-{tmp_path.name}"
     (cache / "prewarm").mkdir(parents=True, exist_ok=True)
     try:
         (cache / "prewarm" / "manifest.json").write_text(json.dumps({
