@@ -24,7 +24,7 @@ import yaml
 from packaging.version import Version
 
 from bringup import cuda as cuda_table
-from bringup import explain, facts_schema, systemd, yamlload
+from bringup import checks, explain, facts_schema, systemd, yamlload
 from bringup.caches import cache_env
 from bringup.deep_gemm import deep_gemm_decision, deep_gemm_request
 from bringup import flashinfer as fi
@@ -1000,7 +1000,11 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ValueError as error:
-        print(f"error: {args.host}: {error}", file=sys.stderr)
+        print(f"error: {args.host}: {checks.cut(str(error))}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback (control/host_plan.py does the same)
+        print(f"error: {args.host}: planning failed: {type(error).__name__}: {checks.cut(' '.join(str(error).split()))}"
+              "; this is a bug of this tool: report it with the facts document", file=sys.stderr)
         return 2
     print(json.dumps(node.as_dict(), indent=2))
     return 0
