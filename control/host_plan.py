@@ -116,7 +116,7 @@ def failure_line(name, purpose, error):
         fix = f"the node's facts do not fit docs/facts.md: check the probe's output (pyinfra {name} fact facts.node.NodeFacts)"
     else:
         fix = ("an unexpected failure of this tool: the other hosts carry on; pyinfra --debug prints its traceback, "
-               "report it with the facts (pyinfra <host> fact facts.node.NodeFacts)")
+               f"report it with the facts (pyinfra {name} fact facts.node.NodeFacts)")
     return f"{name}: {purpose} refused, nothing changed: planning failed: {type(error).__name__}: {message}: fix: {fix}"
 
 
