@@ -2,18 +2,31 @@
 
 ``bringup.config`` declares one check per setting; a check turns the raw value (YAML
 or ``--data`` text) into the setting's value or raises ``Invalid`` with the fix to
-tell the operator. No string of any kind may hold a control character: settings
-reach shells, unit files, apt sources and environment files.
+tell the operator. No string of any kind may hold a control character or a line
+separator: settings reach shells, unit files, apt sources and environment files, all
+read line by line. ``shown`` is how a value appears in an error line: bounded, with
+any URL's user and password replaced.
 """
 
 import posixpath
 import re
+import reprlib
 import shlex
 from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# C0 controls (\v \f \x1c-\x1e among them), DEL, and the other characters
+# str.splitlines() ends a line at: NEL (U+0085), LINE and PARAGRAPH SEPARATOR.
+CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+# RFC 3986's characters: unreserved, reserved and %; a URL holding any other (a quote,
+# a space, <>, \, ^, `, {|}, non-ASCII) is refused, never escaped on its way.
+URL_CHARS = re.compile(r"^[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
+BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# A URL's user[:password]@ part, wherever a URL appears in a text.
+USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]*@")
+# The longest a value is shown in an error line (an alias bomb expands to megabytes).
+SHOWN_CHARS = 200
 # What a node path may be made of: no spaces, quotes, globs or shell syntax.
 PATH_CHARS = re.compile(r"^[A-Za-z0-9._+@/-]+$")
 # Directories a setting must never name or place files directly in: the deploy
@@ -27,6 +40,12 @@ SYSTEM_DIRS = frozenset({
 # Trees anyone may write into: a root-built venv or a service cache there can be
 # raced or planted by another user.
 SHARED_TREES = ("/tmp", "/var/tmp", "/dev/shm", "/run/user")
+# Trees root reads configuration or programs from: a directory handed to the service
+# account (its cache) must not be in one.
+ROOT_TREES = ("/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys",
+              "/dev", "/run", "/root", "/var/lib/dpkg", "/var/lib/apt", "/var/lib/systemd", "/var/spool/cron")
+# A URL's host: a DNS name or IPv4 address (an IPv6 one is bracketed and checked by urlsplit).
+HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 # POSIX portable user names, as useradd accepts them on Debian and Ubuntu.
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
@@ -35,13 +54,64 @@ class Invalid(ValueError):
     """A value does not fit its setting; the message is the fix."""
 
 
+def without_userinfo(text):
+    """``text`` with every URL's ``user:password@`` replaced, so no error line shows it.
+
+    >>> without_userinfo("https://bob:s3cret@mirror/cuda and http://h/")
+    'https://***@mirror/cuda and http://h/'
+    """
+    return USERINFO.sub(r"\1***@", text)
+
+
+def cut(text, limit=SHOWN_CHARS):
+    """``text`` cut to ``limit`` characters, the cut marked.
+
+    >>> cut("x" * 500, limit=4)
+    'xxxx... (496 more characters)'
+    """
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+class _Shown(reprlib.Repr):
+    """repr() bounded in depth, items and characters (a YAML alias bomb is a few lines
+    that expand to millions of items); a cut string says how much was left out."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.limit = limit
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxset = 3, 6, 6, 6, 6
+        self.maxother = limit
+
+    def repr_str(self, value, level):
+        value = without_userinfo(value)
+        if len(value) <= self.limit:
+            return repr(value)
+        return repr(value[:self.limit]) + f"... ({len(value) - self.limit} more characters)"
+
+
+def shown(value, limit=SHOWN_CHARS):
+    """How a setting's value appears in an error line: its repr, at most about ``limit``
+    characters per string and twice that in all (each cut marked), lists and mappings cut
+    after a few items and levels, and any URL's user and password replaced.
+
+    >>> shown("x" * 500, limit=4)
+    "'xxxx'... (496 more characters)"
+    >>> shown("https://u:pw@mirror/")
+    "'https://***@mirror/'"
+    >>> shown([[1] * 20])
+    '[[1, 1, 1, 1, 1, 1, ...]]'
+    """
+    return cut(_Shown(limit).repr(value), 2 * max(limit, SHOWN_CHARS))
+
+
 def text(value):
-    """A value as text, refusing containers and control characters."""
+    """A value as text, refusing containers, control characters and line separators."""
     if isinstance(value, (dict, list, tuple, set)):
         raise Invalid("use a single value, not a list or mapping")
     value = "" if value is None else str(value)
     if CONTROL.search(value):
-        raise Invalid("remove the control characters (newlines, tabs, escapes)")
+        raise Invalid("remove the control characters and line separators (newlines, tabs, escapes, "
+                      "U+0085, U+2028, U+2029)")
     return value
 
 
@@ -105,6 +175,10 @@ class Release(Check):
         if version.local or str(version) != version.public:
             raise Invalid(f"use the public release {version.public}; a build such as +cu130 "
                           "is stack_torch_cuda")
+        if str(version) != value:
+            # The venv's packages report the canonical form: any other spelling would read
+            # as drift on every run.
+            raise Invalid(f"write it as {version}, the release's canonical form (packaging.version)")
         return value
 
 
@@ -183,8 +257,65 @@ class NodePath(Check):
         return value
 
 
+def inside(path, tree):
+    """Whether ``path`` is ``tree`` or below it (normalised absolute paths).
+
+    >>> inside("/opt/sglang/locks", "/opt/sglang"), inside("/opt/sglangx", "/opt/sglang")
+    (True, False)
+    """
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+class ServiceDir(NodePath):
+    """A directory handed to the service account (``install -d -o <service user>``): a
+    node path outside the trees root reads configuration or programs from."""
+
+    def parse(self, value):
+        value = super().parse(value)
+        tree = next((tree for tree in ROOT_TREES if inside(value, tree)), None)
+        if tree:
+            raise Invalid(f"the service account gets this directory, and {tree} is where root reads configuration "
+                          "or programs from; use a directory of its own such as /var/cache/sglang")
+        return value
+
+
+class OwnDirFile(NodePath):
+    """A file in a directory of its own: some directory of its path is named for
+    ``owner`` (``/etc/sglang/sglang.env``), and none is a drop-in directory (``*.d``).
+
+    Why a rule by name rather than a list of directories to avoid: every ``*.d`` and
+    many other directories under /etc are read as configuration by some program
+    (sudoers.d, cron.d and cron.daily, profile.d, apt/, systemd/, pam.d, security/,
+    ld.so.conf.d, modprobe.d, udev/, logrotate.d ...), and no list is complete; a
+    directory named for the service is the deploy's own, read by nobody else (its
+    unit's drop-in directory, ``sglang.service.d``, is a ``*.d``).
+    """
+
+    def __init__(self, owner):
+        super().__init__(own_dir=True)
+        self.owner = owner
+
+    def parse(self, value):
+        value = super().parse(value)
+        directories = value.split("/")[1:-1]
+        if any(part.endswith(".d") for part in directories) or not any(self.owner in part for part in directories):
+            raise Invalid(f"put it in a directory of its own, named for {self.owner} (such as /etc/{self.owner}/"
+                          f"{posixpath.basename(value)}): other programs read the files of {posixpath.dirname(value)} "
+                          "or of a *.d directory as their configuration (sudoers.d, cron.d, apt, systemd, pam.d ...)")
+        return value
+
+
 class Url(Check):
-    """An http(s) or file URL, without whitespace, query or fragment."""
+    """An http(s) or file URL of RFC 3986's characters, without user or password,
+    query or fragment; its host a DNS name or an IP address.
+
+    >>> Url()("https://[::1]:8443/cuda")
+    'https://[::1]:8443/cuda'
+    >>> Url()("http://[::1/x")
+    Traceback (most recent call last):
+    ...
+    bringup.checks.Invalid: use an http://, https:// or file:/ URL without spaces, query or fragment (Invalid IPv6 URL)
+    """
 
     def __init__(self, optional=False, paths=False):
         self.optional, self.paths = optional, paths
@@ -195,12 +326,26 @@ class Url(Check):
             return value
         if self.paths and value.startswith("/") and PATH_CHARS.match(value):
             return value
-        parts = urlsplit(value)
         fix = "use an http://, https:// or file:/ URL without spaces, query or fragment" + (
             ", or an absolute directory" if self.paths else "")
-        if re.search(r"\s", value) or parts.query or parts.fragment:
+        if not URL_CHARS.match(value) or BAD_PERCENT.search(value):
+            # A quote would end apt's `Pin: origin "..."`, a space a deb822 field.
+            raise Invalid(f"{fix}, of RFC 3986's characters only (no quotes, spaces, <>, \\, ^, `, {{|}} or "
+                          "non-ASCII; %XX for them)")
+        try:
+            parts = urlsplit(value)
+            host, _ = parts.hostname, parts.port
+        except ValueError as error:  # a bad [IPv6] host, a port out of range
+            raise Invalid(f"{fix} ({error})") from None
+        if "@" in parts.netloc:
+            raise Invalid("remove the user and password from the URL: it is written into the apt source, the "
+                          "reports and the venv build's command line; give them to apt in /etc/apt/auth.conf.d/ "
+                          "(apt_auth.conf(5)) and to pip/uv in root's ~/.netrc")
+        if parts.query or parts.fragment:
             raise Invalid(fix)
-        if parts.scheme in ("http", "https") and parts.hostname:
+        if parts.scheme in ("http", "https") and host and not ("[" in parts.netloc or HOST_NAME.match(host)):
+            raise Invalid(f"{fix}, its host a DNS name or an IP address (not {host!r})")
+        if parts.scheme in ("http", "https") and host:
             return value
         if parts.scheme == "file" and parts.path.startswith("/") and not parts.netloc:
             return value
@@ -228,10 +373,11 @@ class Arguments(Check):
 
 
 class ListOf(Check):
-    """A list (YAML) or comma/space separated text (``--data``) of ``item`` values."""
+    """A list (YAML) or comma/space separated text (``--data``) of ``item`` values;
+    ``empty``: the fix when an empty list means nothing to do (refused)."""
 
-    def __init__(self, item):
-        self.item = item
+    def __init__(self, item, empty=None):
+        self.item, self.empty = item, empty
 
     def parse(self, value):
         if isinstance(value, str):
@@ -242,6 +388,8 @@ class ListOf(Check):
             items = []
         else:
             items = [value]
+        if not items and self.empty:
+            raise Invalid(self.empty)
         return tuple(self.item(item) for item in items)
 
 
@@ -289,5 +437,5 @@ class Assignments(Check):
             pairs = [tuple(word.split("=", 1)) if "=" in word else (word, None) for word in words]
         for key, item in pairs:
             if not self.NAME.match(key) or item is None:
-                raise Invalid(f"use KEY=value with KEY a variable name (got {key!r})")
+                raise Invalid(f"use KEY=value with KEY a variable name (got {shown(key)})")
         return tuple(pairs)

@@ -49,8 +49,10 @@ class ConfigError(ValueError):
 
     @staticmethod
     def _line(host, key, value, fix):
-        shown, fix = redact.setting(key, value, fix)
-        return f"{host}: setting {key}={shown!r} is invalid: {fix}"
+        # redact: service_env's values and URL credentials never shown; checks.shown: a
+        # value is bounded (an alias bomb expands to megabytes).
+        value, fix = redact.setting(key, value, fix)
+        return f"{host}: setting {checks.cut(str(key))}={checks.shown(value)} is invalid: {checks.cut(fix, 600)}"
 
 
 class PrewarmModule(checks.Check):
@@ -99,8 +101,8 @@ SCHEMA = {
     "venv_no_index": checks.Bool(),
     "venv_installer": checks.Choice("uv", "pip"),
     "service_user": checks.UserName(),
-    "service_env_file": checks.NodePath(own_dir=True),
-    "service_cache_dir": checks.NodePath(),
+    "service_env_file": checks.OwnDirFile("sglang"),
+    "service_cache_dir": checks.ServiceDir(),
     "service_model": checks.Pattern(r"^[A-Za-z0-9._/:@+-]+$", "use a model path or hub name of letters, digits "
                                     "and . _ / : @ + - (no spaces)", optional=True),
     "service_port": checks.Port(),
@@ -120,7 +122,9 @@ SCHEMA = {
     "cuda_toolkit_lock": Lock(),
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
-    "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS)),
+    "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS), empty=(
+        f"name at least one step ({', '.join(DEPLOY_STEPS)}; all by default): with none deploy has nothing "
+        "to do (validate.py checks a node without changing it)")),
     "deploy_apt_lock_timeout": checks.Seconds(),
     "deploy_lock_timeout": checks.Seconds(),
     "report_detail": checks.Bool(),
@@ -181,6 +185,29 @@ class KeylessArguments(checks.Arguments):
 
 
 SCHEMA |= {"service_host": BindAddress(), "service_api_key_file": ApiKeyFile(), "service_args": KeylessArguments()}
+
+
+def _cache_overlaps(config, data):
+    """The problem (at most one) of a cache directory that shares a path with what root
+    manages: the cache is handed to the service user (``install -d -o``), so a venv root,
+    lock or env file inside it, or it inside one of them, would be the service's to swap.
+
+    >>> _cache_overlaps(Config(service_cache_dir="/opt/sglang/locks"), {})[0][2].split(":")[0]
+    'it is inside the venv root /opt/sglang (venv_path)'
+    """
+    cache = config.service_cache_dir
+    for role, (path, setting) in config.layout.managed_paths(managed=config.venv_managed).items():
+        if checks.inside(cache, path) or checks.inside(path, cache):
+            where = "is" if cache == path else "is inside" if checks.inside(cache, path) else "holds"
+            why = (f"the service user ({config.service_user}) gets the cache, so it may share no path with what "
+                   "root manages")
+            if "service_cache_dir" in data or setting not in data:
+                return [("service_cache_dir", data.get("service_cache_dir", cache),
+                         f"it {where} the {role} {path} ({setting}): {why}; use a directory of its own, such as "
+                         f"{DEFAULT_CACHE_DIR if cache != DEFAULT_CACHE_DIR else '/srv/sglang-cache'}")]
+            return [(setting, data[setting], f"the {role} {path} would be in or hold the service's cache {cache} "
+                     f"(service_cache_dir): {why}; place it outside {cache}")]
+    return []
 
 
 @dataclass(frozen=True)
@@ -311,6 +338,9 @@ the service and the pre-warm never run as root
                 problems.append(("service_env", data["service_env"], f"{key} is decided by the plan; set only "
                                  "variables of your own (the plan manages "
                                  f"{', '.join(PLANNED_ENV_KEYS)})"))
+        if not any(key in ("venv_path", "venv_managed", "service_env_file", "service_cache_dir", "service_user")
+                   for key, _, _ in problems):
+            problems += _cache_overlaps(replace(cls(), **values), data)
         if problems:
             raise ConfigError(host, problems)
         return replace(cls(), **values)

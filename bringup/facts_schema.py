@@ -4,11 +4,17 @@ field, never a traceback deep in the planner.
 
 ``SCHEMA`` mirrors docs/facts.md's tables (tests/unit/test_facts_doc.py keeps them
 together): a key maps to its type, or to a nested schema; ``Optional`` marks a value
-that may be null, ``Items`` a list of that schema; keys not listed are allowed (a
-newer probe may add some).
+that may be null, ``Items`` a list of that schema, ``Values`` an object of any keys whose
+values fit that schema, ``VERSION`` a string ``packaging.version`` parses (the planner
+compares every version so: "three point eleven" must not read as an old python); keys
+not listed are allowed (a newer probe may add some).
 """
 
 from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from bringup.checks import shown
 
 
 class FactsError(ValueError):
@@ -25,30 +31,38 @@ class Items:
     kind: object
 
 
+@dataclass(frozen=True)
+class Values:
+    kind: object
+
+
 STR, INT, BOOL, ANY = str, int, bool, object
-OPT_STR = Optional(STR)
+VERSION = "version"
+OPT_STR, OPT_VERSION = Optional(STR), Optional(VERSION)
 
 SCHEMA = {
     "os": {"id": OPT_STR, "version_id": OPT_STR, "arch": OPT_STR},
-    "driver": Optional({"version": STR, "cuda_version": OPT_STR}),
+    "driver": Optional({"version": VERSION, "cuda_version": OPT_VERSION}),
     "nvidia_smi": {"present": BOOL, "error": OPT_STR},
     "gpus": Items({"index": INT, "name": STR, "compute_cap": STR, "memory_total_mib": Optional(INT)}),
-    "toolkits": Items({"home": STR, "version": OPT_STR, "nvcc_ok": BOOL}),
+    "toolkits": Items({"home": STR, "version": OPT_VERSION, "nvcc_ok": BOOL}),
     "cuda_symlink": OPT_STR,
-    "path_nvcc": Optional({"path": STR, "version": OPT_STR}),
-    "login_env": {},
-    "resolution": {"cuda_home": OPT_STR, "version": OPT_STR, "via": STR, "nvcc_ok": BOOL, "env_file": BOOL,
+    "path_nvcc": Optional({"path": STR, "version": OPT_VERSION}),
+    "login_env": Values(OPT_STR),
+    "resolution": {"cuda_home": OPT_STR, "version": OPT_VERSION, "via": STR, "nvcc_ok": BOOL, "env_file": BOOL,
                    "arch_list_env": OPT_STR},
-    "service_env": Optional({}),
-    "python": Optional({"version": STR}),
-    "python_interpreters": Items({"path": STR, "version": STR}),
-    "cuda_packages": Optional({}),
-    "torch": Optional({"version": STR, "cuda": OPT_STR, "arch_list": Items(STR), "arch_list_from": STR,
+    "service_env": Optional(Values(OPT_STR)),
+    "python": Optional({"version": VERSION}),
+    "python_interpreters": Items({"path": STR, "version": VERSION}),
+    "cuda_packages": Optional(Values(STR)),
+    "torch": Optional({"version": VERSION, "cuda": OPT_VERSION, "arch_list": Items(STR), "arch_list_from": STR,
                        "error": STR}),
-    "flashinfer": Optional({"version": STR}),
-    "sglang": Optional({"version": STR}),
+    "flashinfer": Optional({"version": VERSION}),
+    "sglang": Optional({"version": VERSION}),
     "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
-                           "prewarm": Optional({"manifest": {}, "stale": Items(ANY)}), "toolchain": OPT_STR}),
+                           # The manifest is the service user's file: its shape is the
+                           # planner's to judge (bringup/prewarm.py), a gap, not a refusal.
+                           "prewarm": Optional({"manifest": ANY, "stale": ANY}), "toolchain": OPT_STR}),
     "paths": Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
                        for role in ("venv", "env_file", "cache_dir")}),
     "service_unit": Optional({"name": STR, "active_state": STR, "sub_state": STR, "result": STR,
@@ -58,7 +72,7 @@ SCHEMA = {
                      # keyring_paths (keyring -> its path chain, as in paths) is not listed: an
                      # older report has none; bringup/plan.py reads it as "not probed" unless it
                      # has the documented shape, and then adopts no source.
-                     "keyrings": {}}),
+                     "keyrings": Values(Optional(Items(STR)))}),
     "apt_locks": Items({"lock": STR, "pid": INT, "command": STR}),
     "account": Optional({"user": STR, "entry": Optional({"uid": INT, "gid": INT, "gecos": STR, "home": STR,
                                                          "shell": STR}),
@@ -76,6 +90,19 @@ def _type_name(kind):
 
 
 def _check(value, kind, where, partial):
+    if kind == VERSION:
+        try:
+            Version(value if isinstance(value, str) else "")
+        except InvalidVersion:
+            raise FactsError(f"{where}: expected a version such as 3.11.2 or 580.95.05 (packaging.version), got "
+                             f"{type(value).__name__} {shown(value)}") from None
+        return
+    if isinstance(kind, Values):
+        if not isinstance(value, dict):
+            raise FactsError(f"{where}: expected an object, got {type(value).__name__}")
+        for key, item in value.items():
+            _check(item, kind.kind, f"{where}[{shown(key)}]", partial)
+        return
     if isinstance(kind, Optional):
         if value is not None:
             _check(value, kind.kind, where, partial)
@@ -99,7 +126,7 @@ def _check(value, kind, where, partial):
         return
     # bool is an int in Python: keep them apart.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise FactsError(f"{where}: expected {_type_name(kind)}, got {type(value).__name__} {value!r}")
+        raise FactsError(f"{where}: expected {_type_name(kind)}, got {type(value).__name__} {shown(value)}")
 
 
 def check(document):
@@ -112,7 +139,13 @@ def check(document):
     >>> check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], "driver": {"version": 580}})
     Traceback (most recent call last):
     ...
-    bringup.facts_schema.FactsError: facts.driver.version: expected a string, got int 580
+    bringup.facts_schema.FactsError: facts.driver.version: expected a version such as 3.11.2 or 580.95.05 \
+(packaging.version), got int 580
+    >>> check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [],
+    ...        "apt": {"sources": [], "keyrings": {"/k.gpg": 5}}})
+    Traceback (most recent call last):
+    ...
+    bringup.facts_schema.FactsError: facts.apt.keyrings['/k.gpg']: expected a list, got int
     """
     if not isinstance(document, dict):
         raise FactsError(f"facts: expected an object (docs/facts.md), got {type(document).__name__}")

@@ -123,6 +123,37 @@ class NodeLayout:
         """The node path of a helper script (``HELPERS``)."""
         return f"{self.libexec}/{name}"
 
+    def managed_paths(self, managed=True):
+        """What root manages outside the service's cache, as role -> (path, the setting
+        that places it): the venv (and, for a managed one, its root with venvs/, locks/,
+        tools/ and cache/), the env file and its directory, the helpers, the unit, the
+        service's home, and the files of the toolkit's environment and apt source. No
+        path of these may lie in the cache, nor the cache in one (the service user owns it).
+
+        >>> sorted(DEFAULT_LAYOUT.managed_paths())[:3]
+        ['PAM environment', 'apt keyring', 'apt preference']
+        >>> DEFAULT_LAYOUT.managed_paths()["venv root"]
+        ('/opt/sglang', 'venv_path')
+        """
+        paths = {"venv": (self.venv, "venv_path")}
+        if managed:
+            paths |= {"venv root": (self.venv_root, "venv_path"), "venvs": (self.venvs, "venv_path"),
+                      "venv locks": (self.venv_locks, "venv_path"), "venv tools": (self.venv_tools, "venv_path"),
+                      "venv download cache": (self.venv_download_cache, "venv_path")}
+        paths |= {
+            "env file": (self.env_file, "service_env_file"),
+            "env file's directory": (posixpath.dirname(self.env_file), "service_env_file"),
+            "helpers directory": (self.libexec, "fixed"),
+            "unit": (self.unit, "fixed"),
+            "service home": (self.service_home, "service_user"),
+            "profile script": (self.profile_script, "fixed"),
+            "PAM environment": (self.pam_environment, "fixed"),
+            "apt keyring": (self.apt_keyring, "fixed"),
+            "apt source": (self.apt_source, "fixed"),
+            "apt preference": (self.apt_preference, "fixed"),
+        }
+        return paths
+
     def probe_inputs(self):
         """The environment files/probe.sh reads: what to look at on the node.
 

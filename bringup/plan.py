@@ -25,7 +25,7 @@ import yaml
 from packaging.version import Version
 
 from bringup import cuda as cuda_table
-from bringup import explain, facts_schema, redact, systemd
+from bringup import checks, explain, facts_schema, redact, systemd, yamlload
 from bringup.caches import cache_env
 from bringup.deep_gemm import deep_gemm_decision, deep_gemm_request
 from bringup import flashinfer as fi
@@ -1241,7 +1241,7 @@ def load_facts(path):
 def load_settings(path):
     """Settings from a YAML file (a mapping of bringup.config keys)."""
     with open(path, encoding="utf-8") as handle:
-        settings = yaml.safe_load(handle) or {}
+        settings = yamlload.load(handle) or {}  # an alias bomb is refused as it loads
     if not isinstance(settings, dict):
         raise ValueError(f"{path}: expected a mapping of settings, got {type(settings).__name__}")
     return settings
@@ -1275,7 +1275,11 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ValueError as error:
-        print(f"error: {args.host}: {error}", file=sys.stderr)
+        print(f"error: {args.host}: {checks.cut(str(error))}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback (control/host_plan.py does the same)
+        print(f"error: {args.host}: planning failed: {type(error).__name__}: {checks.cut(' '.join(str(error).split()))}"
+              "; this is a bug of this tool: report it with the facts document", file=sys.stderr)
         return 2
     print(json.dumps(node.as_dict(), indent=2))
     return 0

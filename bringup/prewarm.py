@@ -1,6 +1,11 @@
 """What the JIT pre-warm must build, and whether a node's cache already holds it."""
 
+from bringup.checks import shown
 from bringup.versions import parse
+
+# What files/prewarm.py writes into its manifest: key -> the types its value may have.
+MANIFEST_SHAPE = {"flashinfer": (str,), "arch_list": (str,), "request": (dict,), "toolchain": (str, type(None)),
+                  "modules": (list,)}
 
 
 def prewarm_request(config):
@@ -15,6 +20,26 @@ def prewarm_request(config):
         "head_dims": [int(head_dim) for head_dim in config.prewarm_head_dims],
         "dtypes": list(config.prewarm_dtypes),
     }
+
+
+def manifest_problem(state):
+    """What is wrong with the shape of a pre-warm state (``{"manifest", "stale"}``), or "".
+    The manifest is a file the service user can write: any shape may arrive.
+
+    >>> manifest_problem({"manifest": ["x"], "stale": []})
+    'the manifest is a list, not an object'
+    >>> manifest_problem({"manifest": {"flashinfer": 7}, "stale": []})
+    'its flashinfer is int 7'
+    """
+    manifest, stale = state.get("manifest"), state.get("stale", [])
+    if not isinstance(manifest, dict):
+        return f"the manifest is a {type(manifest).__name__}, not an object"
+    for key, kinds in MANIFEST_SHAPE.items():
+        if key in manifest and not isinstance(manifest[key], kinds):
+            return f"its {key} is {type(manifest[key]).__name__} {shown(manifest[key], 40)}"
+    if not isinstance(stale, list) or not all(isinstance(name, str) for name in stale):
+        return f"its stale modules are {shown(stale, 40)}, not names"
+    return ""
 
 
 def prewarm_gap(state, request, flashinfer, arch_list, toolchain=None):
@@ -32,6 +57,9 @@ def prewarm_gap(state, request, flashinfer, arch_list, toolchain=None):
     """
     if not state or not state.get("manifest"):
         return "no pre-warm manifest"
+    problem = manifest_problem(state) if isinstance(state, dict) else "the state is not an object"
+    if problem:
+        return f"the pre-warm manifest is not as files/prewarm.py writes it ({problem}): the pre-warm rewrites it"
     manifest = state["manifest"]
     if parse(manifest.get("flashinfer")) != flashinfer:
         return f"built by FlashInfer {manifest.get('flashinfer')}, serving with {flashinfer}"

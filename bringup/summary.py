@@ -8,7 +8,7 @@ facts and plan, each operation's outcome) and calls ``summary_document`` and
 A host's outcome (``HostOutcome`` as plain data)::
 
     {"host": "gpu-01", "purpose": "deploy", "reached": True, "connect_error": "",
-     "settings_error": "", "probe_failed": False, "facts": {...}, "plan": {...NodePlan.as_dict()},
+     "settings_error": "", "plan_error": "", "probe_failed": False, "facts": {...}, "plan": {...NodePlan.as_dict()},
      "operations": [{"name": "CUDA toolkit | Install ...", "status": "changed", "error": ""}]}
 
 Operation status: ``changed``, ``unchanged``, ``error`` or ``not run``.
@@ -127,6 +127,8 @@ def verdict(outcome, executed=True):
         return UNREACHABLE, outcome.get("connect_error") or "could not connect"
     if outcome.get("settings_error"):
         return FAILED, outcome["settings_error"].splitlines()[0]
+    if outcome.get("plan_error"):
+        return FAILED, outcome["plan_error"]
     plan = outcome.get("plan")
     if plan is None:
         if outcome.get("probe_failed"):

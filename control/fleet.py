@@ -133,7 +133,8 @@ def watch_connections():
 
 def record(host, purpose, **fields):
     """Record what ``purpose`` ("validate", "deploy") saw of ``host``: settings_error,
-    probe_failed, facts, plan (NodePlan.as_dict())."""
+    plan_error (any other failure while planning it, one line), probe_failed, facts, plan
+    (NodePlan.as_dict())."""
     RUN.purpose = purpose
     _register_exit_hook()
     state = _current_state()
@@ -190,7 +191,8 @@ def outcomes(state, run=RUN):
         outcome["reached"] = reached
         outcome["connect_error"] = run.connect_errors.get(host.name, "")
         outcome["failed"] = host in state.failed_hosts
-        if reached and not (outcome.get("plan") or outcome.get("settings_error")) and outcome["failed"]:
+        if reached and not (outcome.get("plan") or outcome.get("settings_error") or outcome.get("plan_error")) \
+                and outcome["failed"]:
             outcome.setdefault("probe_failed", True)
         operations = operations_of(state, host, run.lost_connections.get(host.name))
         outcome["operations"] = [op for op in operations if not op["name"].startswith("Refuse ")]

@@ -6,14 +6,22 @@ the node, so it changes nothing while other hosts carry on. What each host showe
 recorded for the fleet summary printed at the end of the run (control/fleet.py); the
 full per-host report is printed as the host is planned with ``-v`` (or the host's
 ``report_detail`` setting), and always saved in reports/<host>.json.
+
+Whatever else fails while one host is planned (a facts document of an unexpected shape,
+a bug) refuses that host alone with one bounded line: pyinfra would re-raise it and end
+the whole run, every other host unplanned and no summary.
 """
 
 import sys
+import traceback
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
+from pyinfra.api.exceptions import PyinfraError
 
+from bringup.checks import cut
 from bringup.config import Config, ConfigError
+from bringup.facts_schema import FactsError
 from bringup.plan import managed_env_keys, plan
 from bringup.report import render
 from control import fleet
@@ -90,12 +98,44 @@ def blockers_text(node):
     return "\n".join(lines)
 
 
+def failure_line(name, purpose, error):
+    """The one line that refuses host ``name`` after ``error`` while planning it: the
+    error's class and message (on one line, cut to checks.SHOWN_CHARS) and the fix.
+
+    >>> failure_line("n1", "validate", TypeError("x" * 300))[:78]
+    'n1: validate refused, nothing changed: planning failed: TypeError: xxxxxxxxxxx'
+    >>> failure_line("n1", "deploy", FactsError("facts.python.version: expected a version")).split(": fix: ")[1]
+    "the node's facts do not fit docs/facts.md: check the probe's output (pyinfra n1 fact facts.node.NodeFacts)"
+    """
+    message = cut(" ".join(str(error).split()) or "(no message)")
+    if isinstance(error, FactsError):
+        fix = f"the node's facts do not fit docs/facts.md: check the probe's output (pyinfra {name} fact facts.node.NodeFacts)"
+    else:
+        fix = ("an unexpected failure of this tool: the other hosts carry on; pyinfra --debug prints its traceback, "
+               f"report it with the facts (pyinfra {name} fact facts.node.NodeFacts)")
+    return f"{name}: {purpose} refused, nothing changed: planning failed: {type(error).__name__}: {message}: fix: {fix}"
+
+
 def planned_host(purpose):
     """Settings, facts and plan of this host, with the report printed and saved.
 
     Returns the NodePlan when the host may proceed, else None after refusing it.
     ``purpose`` names the run in the refusal ("validate", "deploy").
     """
+    try:
+        return _planned_host(purpose)
+    except PyinfraError:
+        raise  # pyinfra's own: no host left, --fail-percent exceeded
+    except Exception as error:  # noqa: BLE001 - one host's failure must not end the others' run
+        logger.debug("".join(traceback.format_exception(error)))
+        line = failure_line(host.name, purpose, error)
+        print(f"== {host.name}: PLANNING FAILED\n  {line}", file=sys.stderr)
+        fleet.record(host.name, purpose, plan_error=line)
+        refuse(line)
+        return None
+
+
+def _planned_host(purpose):
     config = load_config(purpose)
     if config is None:
         return None

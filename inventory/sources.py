@@ -11,6 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from bringup import yamlload
+from bringup.checks import cut, shown
+
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS_FILE = Path(os.environ.get("GPU_BRINGUP_HOSTS", ROOT / "inventory" / "hosts.yml"))
 SANDBOX_NODES = ROOT / ".sandbox" / "nodes.yaml"
@@ -29,14 +32,17 @@ class InventoryError(SystemExit):
 
 
 def read_yaml(path):
-    """A YAML mapping from ``path``, {} when the file is absent or empty."""
+    """A YAML mapping from ``path``, {} when the file is absent or empty; a document whose
+    aliases expand beyond bringup.yamlload's budget (an alias bomb) is refused as it loads."""
     if not Path(path).exists():
         return {}
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
+            data = yamlload.load(handle) or {}
+    except yamlload.TooLarge as error:
+        raise InventoryError(f"{path}: refused while loading: {error}") from None
     except yaml.YAMLError as error:
-        raise InventoryError(f"{path}: not valid YAML: {error}".replace("\n", " ")) from None
+        raise InventoryError(cut(f"{path}: not valid YAML: {error}".replace("\n", " "), 400)) from None
     if not isinstance(data, dict):
         raise InventoryError(f"{path}: expected a mapping at the top level (all:, hosts:), got {type(data).__name__}")
     return data
@@ -62,14 +68,14 @@ def operator_hosts(data, source="inventory/hosts.yml"):
     hosts = []
     for name, host_data in hosts_data.items():
         if not HOST_NAME.match(str(name)):
-            raise InventoryError(f"{source}: host {name!r}: use a name of letters, digits and . _ @ -")
+            raise InventoryError(f"{source}: host {shown(name)}: use a name of letters, digits and . _ @ -")
         if host_data is not None and not isinstance(host_data, dict):
             raise InventoryError(f"{source}: host {name}: expected a mapping of settings (ssh_hostname: ...), "
-                                 f"got {type(host_data).__name__} {host_data!r}")
+                                 f"got {type(host_data).__name__} {shown(host_data)}")
         merged = {**SSH_DEFAULTS, **common, **(host_data or {})}
         checking = str(merged["ssh_strict_host_key_checking"]).lower()
         if checking not in CHECKED_HOST_KEYS:
-            raise InventoryError(f"{source}: host {name}: ssh_strict_host_key_checking={merged['ssh_strict_host_key_checking']!r} "
+            raise InventoryError(f"{source}: host {name}: ssh_strict_host_key_checking={shown(merged['ssh_strict_host_key_checking'])} "
                                  "turns host key checking off; host keys are always checked: remove it, or use "
                                  "accept-new to record a new host's key on first contact")
         hosts.append((str(name), merged))

@@ -2,6 +2,7 @@
 host, the setting (or field), the value and the fix, and writes nothing (no report, no
 plan, no change on the node). Never a traceback."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
+
+def alias_bomb(levels, key="stack_torch"):
+    """A "billion laughs" YAML document: ``levels`` lists of nine aliases of the one below."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]" for level in range(1, levels)]
+    return "\n".join(lines) + f"\n{key}: *l{levels - 1}\n"
+
+
+ALIAS_BOMB = alias_bomb(9)  # 9**9 scalars: MemoryError before
+SMALL_BOMB = alias_bomb(4)  # 9**4 scalars, within the budget: a bounded line
 
 # setting, value (as --data gives it), fragment of the fix
 PYINFRA_DATA = [
@@ -32,6 +43,37 @@ PYINFRA_DATA = [
     ("deploy_steps", "repo,everything", "use one of"),
     ("deploy_apt_lock_timeout", "5m", "whole seconds"),
     ("report_detail", "maybe", "true or false"),
+    # Line separators str.splitlines() splits on: the env file and the unit are line-based.
+    ("service_model", "org/m\u2028CUDA_HOME=/opt/evil", "line separators"),
+    ("service_args", "--tp 8\x85--x", "line separators"),
+    ("service_env", "NOTE=a\u2029b", "line separators"),
+    ("service_model", "m\x1cx", "line separators"),
+    ("service_args", "--a\x0b--b", "line separators"),
+    # urlsplit's ValueError used to end the whole run with a traceback.
+    ("cuda_repo_url", "http://[::1/x", "Invalid IPv6 URL"),
+    ("cuda_repo_url", "http://mirror:99999/cuda", "Port out of range"),
+    ("cuda_repo_url", 'http://a"b/', "RFC 3986"),
+    ("cuda_repo_url", "http://a$b/", "DNS name or an IP address"),
+    ("venv_index_url", "https://mirror/simple\\x", "RFC 3986"),
+    ("stack_torch", "v2.14.1", "write it as 2.14.1"),
+    ("stack_sglang", " 0.5.23", "write it as 0.5.23"),
+    ("service_env_file", "/etc/sudoers.d/sglang", "directory of its own"),
+    ("service_env_file", "/etc/cron.d/sglang.env", "directory of its own"),
+    ("service_env_file", "/etc/systemd/system/sglang.service.d/env", "directory of its own"),
+    ("service_cache_dir", "/opt/sglang", "holds the venv /opt/sglang/venv"),
+    ("service_cache_dir", "/opt/sglang/locks", "inside the venv root /opt/sglang"),
+    ("service_cache_dir", "/var/lib/sglang", "the service home /var/lib/sglang"),
+    ("service_cache_dir", "/etc/sglang", "/etc is where root reads configuration"),
+    ("deploy_steps", "", "name at least one step"),
+]
+
+# A URL's user and password: refused, and never shown (--data value, fragment of the fix).
+USERINFO = [
+    ("cuda_repo_url", "https://bob:Hunter2pw@mirror/cuda"),
+    ("cuda_repo_key_url", "https://bob:Hunter2pw@mirror/key.pub"),
+    ("venv_index_url", "https://bob:Hunter2pw@pypi.mirror/simple"),
+    ("venv_extra_index_urls", "https://bob:Hunter2pw@pypi.mirror/simple"),
+    ("venv_find_links", "https://bob:Hunter2pw@wheels.mirror/"),
 ]
 
 # settings file content (YAML), fragment of the message
@@ -65,6 +107,23 @@ PLAN_CONFIG = [
     ('stack_sglang: "0.5.23 extra"\n', "release number"),
     ("- just\n- a list\n", "expected a mapping of settings"),
     ("stack_torch: [unclosed\n", "not valid YAML"),
+    ('cuda_repo_url: "http://[::1/x"\n', "Invalid IPv6 URL"),
+    ('cuda_repo_url: "http://a\\"b/"\n', "RFC 3986"),
+    ('cuda_repo_url: "https://user:pw@mirror/cuda"\n', "/etc/apt/auth.conf.d/"),
+    ('stack_torch: "v2.14.1"\n', "write it as 2.14.1"),
+    ('stack_sglang: " 0.5.23"\n', "write it as 0.5.23"),
+    ('service_env_file: "/etc/sudoers.d/x"\n', "directory of its own"),
+    ('service_env: {"NOTE": "a\\x85b"}\n', "line separators"),
+    ('service_env: {"X": "v\\u2028CUDA_HOME=/opt/evil"}\n', "line separators"),
+    ('service_cache_dir: "/opt/sglang/venvs"\n', "inside the venv root /opt/sglang"),
+    ('venv_path: "/srv/sglang/venv"\nservice_cache_dir: "/srv/sglang"\n', "holds the venv /srv/sglang/venv"),
+    ('venv_path: "/var/cache/sglang/venv"\n', "the service's cache /var/cache/sglang"),
+    ('service_cache_dir: "/usr/local/libexec/gpu-bringup"\n', "/usr is where root reads"),
+    ("deploy_steps: []\n", "name at least one step"),
+    (ALIAS_BOMB, "alias bomb"),
+    ("a: &a [*a]\n", "recursive document"),
+    # Under the budget, still long: the line shows a bounded value.
+    (SMALL_BOMB, "more characters"[:0] + "is invalid: use a single value"),
 ]
 
 # facts document content, fragment of the message
@@ -72,13 +131,42 @@ PLAN_FACTS = [
     ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [{"index": 0, "name": "G"}]}',
      "facts.gpus[0]: missing 'name'"[:0] + "facts.gpus[0]: missing 'compute_cap'"),
     ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], "driver": {"version": 580}}',
-     "facts.driver.version: expected a string"),
+     "facts.driver.version: expected a version"),
     ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": {}}', "facts.gpus: expected a list"),
     ('{"gpus": []}', "facts: missing 'os'"),
     ('["not", "an", "object"]', "facts: expected an object"),
     ('{"os": {"id": 12, "version_id": "12", "arch": "x86_64"}, "gpus": []}', "facts.os.id: expected a string"),
     ('{"facts": {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}}}', "facts: missing 'gpus'"),
     ("{not json", "is not JSON"),
+]
+
+
+def facts_with(**fields):
+    """The incident's facts with top-level fields replaced."""
+    document = json.loads(INCIDENT.read_text())
+    document.update(fields)
+    return json.dumps(document)
+
+
+KEYRING_SOURCE = {"file": "/etc/apt/sources.list.d/cuda-debian12-x86_64.list", "format": "one-line",
+                  "uris": ["https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"],
+                  "suites": ["/"], "signed_by": "/usr/share/keyrings/cuda-archive-keyring.gpg", "trusted": False}
+# Version fields that do not parse, and values of the wrong type that raised TypeError deep in the planner.
+PLAN_FACTS += [
+    (facts_with(python={"version": "three point eleven"}), "facts.python.version: expected a version"),
+    (facts_with(driver={"version": "580.95.05", "cuda_version": "thirteen"}), "facts.driver.cuda_version"),
+    (facts_with(torch={"version": "latest", "cuda": "13.0", "arch_list": []}), "facts.torch.version"),
+    (facts_with(flashinfer={"version": "0.7.2 beta"}), "facts.flashinfer.version"),
+    (facts_with(sglang={"version": ""}), "facts.sglang.version"),
+    (facts_with(python_interpreters=[{"path": "/usr/bin/python3.11", "version": "3.x"}]),
+     "facts.python_interpreters[0].version"),
+    (facts_with(toolkits=[{"home": "/usr/local/cuda-12.8", "version": "twelve", "nvcc_ok": True}]),
+     "facts.toolkits[0].version"),
+    (facts_with(apt={"sources": [KEYRING_SOURCE], "keyrings": {KEYRING_SOURCE["signed_by"]: 5}}),
+     "facts.apt.keyrings['/usr/share/keyrings/cuda-archive-keyring.gpg']: expected a list"),
+    (facts_with(apt={"sources": [KEYRING_SOURCE], "keyrings": {KEYRING_SOURCE["signed_by"]: [5]}}),
+     "expected a string, got int 5"),
+    (facts_with(cuda_packages={"cuda-nvcc-13-0": 13}), "facts.cuda_packages['cuda-nvcc-13-0']"),
 ]
 
 # inventory/hosts.yml content, fragment of the message
@@ -89,6 +177,10 @@ HOSTS_FILES = [
     ("all: [1]\nhosts: {}\n", "all: expected a mapping of settings"),
     ("hosts: {gpu: [\n", "not valid YAML"),
     ("- a\n- b\n", "expected a mapping at the top level"),
+    # Refused while loading, before any value is built or shown (9 levels: MemoryError before).
+    ("all:\n" + "".join(f"  {line}\n" for line in ALIAS_BOMB.splitlines()) + "hosts:\n  gpu-node-01: {}\n",
+     "refused while loading: its aliases expand it"),
+    ("all: &a {x: [*a]}\nhosts:\n  gpu-node-01: {}\n", "recursive document"),
 ]
 
 
@@ -100,10 +192,12 @@ def run(command, env=None):
 
 
 def assert_clean_error(result, *fragments):
-    assert result.returncode != 0, result.output
-    assert "Traceback" not in result.output, result.output
+    assert result.returncode != 0, result.output[-3000:]
+    assert "Traceback" not in result.output, result.output[-3000:]
     lines = [line for line in result.output.splitlines() if all(fragment in line for fragment in fragments)]
     assert lines, f"no line with {fragments}:\n{result.output[-3000:]}"
+    # Bounded: the longest line is the unknown-setting one, which lists every setting.
+    assert max(len(line) for line in result.output.splitlines()) < 2500, max(result.output.splitlines(), key=len)
 
 
 @pytest.mark.parametrize("key,value,fix", PYINFRA_DATA, ids=[f"{k}={v!r}" for k, v, _ in PYINFRA_DATA])
@@ -113,6 +207,18 @@ def test_pyinfra_refuses_bad_settings(key, value, fix):
     result = run([PYINFRA, "-y", "@local", "--data", f"{key}={value}", "--data", "target_sms=12.0", "validate.py"])
     assert_clean_error(result, "@local: setting", key, fix)
     assert not report.exists(), "a refused host must leave no report"
+
+
+@pytest.mark.parametrize("key,value", USERINFO, ids=[k for k, _ in USERINFO])
+def test_a_url_with_a_password_is_refused_and_the_password_never_shown(key, value):
+    report = ROOT / "reports" / "@local.json"
+    report.unlink(missing_ok=True)
+    result = run([PYINFRA, "-y", "@local", "--data", f"{key}={value}", "--data", "target_sms=12.0", "validate.py"])
+    assert_clean_error(result, "@local: setting", key, "https://***@", "remove the user and password", "auth.conf")
+    assert "Hunter2pw" not in result.output and "bob" not in result.output
+    assert not report.exists(), "a refused host must leave no report"
+    summary = ROOT / "reports" / "summary.json"
+    assert "Hunter2pw" not in (summary.read_text() if summary.exists() else "")
 
 
 @pytest.mark.parametrize("content,message", PLAN_CONFIG, ids=[c.strip()[:40] for c, _ in PLAN_CONFIG])
@@ -148,4 +254,65 @@ def test_inventory_refuses_bad_hosts_files(tmp_path, content, message):
 
 
 def test_the_table_is_big_enough():
-    assert len(PYINFRA_DATA) + len(PLAN_CONFIG) + len(PLAN_FACTS) + len(HOSTS_FILES) + 1 >= 40
+    assert len(PYINFRA_DATA) + len(USERINFO) + len(PLAN_CONFIG) + len(PLAN_FACTS) + len(HOSTS_FILES) + 1 >= 110
+
+
+# Two hosts in one pyinfra run without SSH: @local, and @chroot// (pyinfra's chroot
+# connector on "/", the same machine: pyinfra allows a single @local). Each host's own
+# data comes from an inventory file, so one host's bad input is that host's alone.
+GOOD_HOST = "@local"
+SECOND_HOST = "@chroot//"
+
+
+def run_two_hosts(tmp_path, second_data):
+    inventory = tmp_path / "two_hosts.py"
+    inventory.write_text(f"hosts = [({GOOD_HOST!r}, {{'target_sms': '12.0'}}), "
+                         f"({SECOND_HOST!r}, {{'target_sms': '12.0', **{second_data!r}}})]\n")
+    reports = tmp_path / "reports"
+    result = run([PYINFRA, "-y", str(inventory), "validate.py"],
+                 env={**__import__("os").environ, "GPU_BRINGUP_REPORTS": str(reports)})
+    summary = json.loads((reports / "summary.json").read_text()) if (reports / "summary.json").exists() else None
+    return result, reports, summary
+
+
+def test_one_hosts_bad_url_fails_that_host_alone_and_the_other_is_summarised(tmp_path):
+    """http://[::1/x made urlsplit raise: a traceback ended the run, no host planned, no summary."""
+    result, reports, summary = run_two_hosts(tmp_path, {"cuda_repo_url": "http://[::1/x"})
+    assert_clean_error(result, f"{SECOND_HOST}: setting cuda_repo_url='http://[::1/x' is invalid", "Invalid IPv6 URL")
+    assert summary is not None, result.output[-3000:]
+    rows = {row["host"]: row for row in summary["hosts"]}
+    assert rows[SECOND_HOST]["verdict"] == "failed", rows
+    assert rows[GOOD_HOST]["verdict"] in ("ready", "needs deploy"), rows
+    assert "== fleet summary: validate.py, 2 host(s)" in result.stderr
+    assert (reports / f"{GOOD_HOST}.json").exists(), "the good host is planned and reported"
+    assert json.loads((reports / f"{GOOD_HOST}.json").read_text())["plan"]["arch_list"] == "12.0f"
+
+
+def test_a_manifest_of_another_shape_is_a_cold_cache_and_the_other_host_carries_on(tmp_path):
+    """A manifest the service user wrote whose modules' requests are not names: TypeError
+    in bringup/prewarm.py ended the run. Now: that host's cache is cold (the pre-warm
+    rewrites the manifest), both hosts planned and summarised."""
+    # A cache directory outside /tmp (the settings refuse shared trees) wherever the checkout
+    # is, read by the real probe; removed at the end. (The chroot connector needs root too.)
+    cache = Path("/var/cache") / f"gpu-bringup-test-{tmp_path.name}"
+    (cache / "prewarm").mkdir(parents=True, exist_ok=True)
+    try:
+        (cache / "prewarm" / "manifest.json").write_text(json.dumps({
+            "flashinfer": "0.7.2", "arch_list": "12.0f", "toolchain": None,
+            "request": {"modules": ["norm"], "head_dims": [128], "dtypes": ["bf16"]},
+            "modules": [{"kind": "sglang", "request": 5, "library": "/nonexistent"}]}))
+        result, reports, summary = run_two_hosts(tmp_path, {"service_cache_dir": str(cache),
+                                                            "prewarm_modules": "norm"})
+        assert "Traceback" not in result.output, result.output[-3000:]
+        assert summary is not None, result.output[-3000:]
+        assert {row["host"] for row in summary["hosts"]} == {GOOD_HOST, SECOND_HOST}
+        second = json.loads((reports / "@chroot" / ".json").read_text()
+                            if (reports / "@chroot" / ".json").exists() else (reports / f"{SECOND_HOST}.json").read_text())
+        cold = [f for f in second["plan"]["findings"] if f["code"] == "JIT_CACHE_COLD"]
+        assert cold and "not as files/prewarm.py writes it" in cold[0]["message"], second["plan"]["findings"]
+        assert json.loads((reports / f"{GOOD_HOST}.json").read_text())["plan"]["arch_list"] == "12.0f"
+        # validate changed nothing: the manifest is as planted.
+        assert json.loads((cache / "prewarm" / "manifest.json").read_text())["modules"][0]["request"] == 5
+    finally:
+        import shutil
+        shutil.rmtree(cache, ignore_errors=True)

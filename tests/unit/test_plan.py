@@ -14,6 +14,8 @@ from tests.unit.scenarios import HOME, RTX_PRO, FIXTURES, converged, gpus, incid
 STALE_12_8 = {"cuda_home": "/usr/local/cuda-12.8", "version": "12.8", "via": "PATH", "nvcc_ok": True,
               "env_file": False, "arch_list_env": None}
 
+APT_HOLDER = {"lock": "/var/lib/dpkg/lock-frontend", "pid": 812, "command": "/usr/bin/python3 /usr/bin/unattended-upgrade"}
+
 # name, facts, settings, blockers, fixes (subset that must be there), arch_list
 SCENARIOS = [
     ("converged", converged(), {}, [], [], "12.0f"),
@@ -89,6 +91,8 @@ SCENARIOS = [
     ("another toolkit beside the planned one",
      varied(converged(), toolkits=converged()["toolkits"] + [{"home": "/usr/local/cuda-12.8", "version": "12.8",
                                                              "nvcc_ok": True}]), {}, [], [], "12.0f"),
+    # unattended-upgrades on a first boot: deploy waits for it, nothing is blocked.
+    ("apt locked", varied(converged(), apt_locks=[APT_HOLDER]), {"deploy_apt_lock_timeout": "120"}, [], [], "12.0f"),
 ]
 
 # Every finding of every scenario, code and severity: nothing more, nothing less.
@@ -143,6 +147,7 @@ EXACT_FINDINGS = {
                                          "FLASHINFER_ARCH_TRAP:fix", "PATH_SHADOWS_CUDA_HOME:fix",
                                          "CUDA_SYMLINK_DRIFT:fix", "JIT_CACHE_COLD:fix"],
     "another toolkit beside the planned one": ["OTHER_TOOLKITS:info"],
+    "apt locked": ["APT_LOCKED:warning"],
 }
 
 
@@ -254,6 +259,22 @@ def test_plan_cli_on_the_incident():
     assert {"TOOLKIT_TORCH_MISMATCH", "FLASHINFER_ARCH_TRAP"} <= codes
     assert printed["ok"] is True and printed["arch_list"] == "12.0f"
     assert printed["toolkit"]["version"] == "13.0" and "cuda-nvcc-13-0" in printed["toolkit"]["packages"]
+
+
+def test_plan_cli_names_the_apt_lock_holder(tmp_path):
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(varied(converged(), apt_locks=[APT_HOLDER])))
+    config = tmp_path / "settings.yaml"
+    config.write_text("deploy_apt_lock_timeout: 120\n")
+    result = run_plan_cli(str(facts), "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    locked, = [f for f in printed["findings"] if f["code"] == "APT_LOCKED"]
+    assert locked["severity"] == "warning" and printed["ok"] is True
+    assert locked["message"] == ("apt is in use: pid 812 (/usr/bin/python3 /usr/bin/unattended-upgrade) holds "
+                                 "/var/lib/dpkg/lock-frontend")
+    assert "deploy waits up to 120 s (deploy_apt_lock_timeout)" in locked["fix"]
+    assert printed["apt_locks"] == [APT_HOLDER] and printed["apt_lock_timeout"] == 120
 
 
 def test_plan_cli_with_config(tmp_path):
