@@ -32,7 +32,7 @@ def pyinfra(reports, *args):
 def fresh(name):
     """(reports directory, env file) of test ``name``: the directory absent, the env
     file the operator's (another value for service_env's key), 0600."""
-    reports, env_dir = BASE / name / "reports", BASE / name / "etc"
+    reports, env_dir = BASE / name / "reports", BASE / name / "etc-sglang"
     shutil.rmtree(BASE / name, ignore_errors=True)
     env_dir.mkdir(parents=True)
     (env_dir / "sglang.env").write_text(ENV_TEXT)
