@@ -1191,7 +1191,7 @@ def service_account_problem(account, user, home):
         where = f" (uid {entry['uid']}, shell {entry['shell']}, home {entry['home']})" if entry else ""
         return (f"service_user {user} is the account this deploy logs in as{where}: deploy would set its shell "
                 "to nologin and move its home (a lockout)")
-    if entry and entry.get("gecos") != SERVICE_ACCOUNT_MARK:
+    if entry and entry.get("gecos") != SERVICE_ACCOUNT_MARK and not _earlier_install(entry, user, home):
         gecos = repr(entry["gecos"]) if entry.get("gecos") else "empty"
         return (f"service_user {user} is an existing account gpu-bringup did not create (uid {entry['uid']}, "
                 f"shell {entry['shell']}, home {entry['home']}, GECOS {gecos}): deploy would change its shell and "
@@ -1201,6 +1201,23 @@ def service_account_problem(account, user, home):
                 f"{found.get('mode')}) and is not {'the account' if entry else 'an account'} gpu-bringup created: "
                 "deploy would make it the service user's")
     return None
+
+
+def _earlier_install(entry, user, home):
+    """Whether an unmarked account is the one an earlier release made before accounts were
+    marked: the default name, a system uid, the planned home, nologin and an empty GECOS,
+    exactly what ``server.user(system=True)`` gave it. The next deploy marks it; every
+    other unmarked account (``sshd``, ``nobody``, an operator's, another service's) stays
+    refused.
+
+    >>> old = {"uid": 998, "gid": 998, "gecos": "", "home": "/var/lib/sglang", "shell": "/usr/sbin/nologin"}
+    >>> _earlier_install(old, "sglang", "/var/lib/sglang"), _earlier_install(old, "redis", "/var/lib/redis")
+    (True, False)
+    >>> _earlier_install({**old, "uid": 1000}, "sglang", "/var/lib/sglang")
+    False
+    """
+    return (user == DEFAULT_SERVICE_USER and 0 < entry.get("uid", 0) < 1000 and entry.get("home") == home
+            and entry.get("shell") == "/usr/sbin/nologin" and not entry.get("gecos"))
 
 
 def _check_service_account(account, user, home, add):

@@ -74,7 +74,13 @@ def test_an_absent_account_plans_ok():
     ("sglang", None, False),                                                            # an older probe: nothing to say
     ("sglang", {"entry": None, "login_user": "root", "home": None}, False),             # created by deploy
     ("sglang", {"entry": OURS, "login_user": "root", "home": OUR_HOME}, False),         # ours, from an earlier deploy
-    ("sglang", {"entry": {**OURS, "gecos": ""}, "login_user": "root", "home": OUR_HOME}, True),  # unmarked
+    # unmarked, as an earlier release made it (default name, system uid, its home, nologin): marked by deploy
+    ("sglang", {"entry": {**OURS, "gecos": ""}, "login_user": "root", "home": OUR_HOME}, False),
+    ("sglang", {"entry": {**OURS, "gecos": "", "uid": 1001}, "login_user": "root", "home": OUR_HOME}, True),
+    ("sglang", {"entry": {**OURS, "gecos": "", "shell": "/bin/bash"}, "login_user": "root", "home": OUR_HOME}, True),
+    ("sglang", {"entry": {**OURS, "gecos": "Someone"}, "login_user": "root", "home": OUR_HOME}, True),
+    ("redis", {"entry": {**OURS, "gecos": "", "home": "/var/lib/redis"}, "login_user": "root",
+               "home": {**OUR_HOME, "path": "/var/lib/redis", "user": "redis"}}, True),  # another service's
     ("sshd", {"entry": SSHD, "login_user": "root", "home": None}, True),
     ("ops", {"entry": OPS, "login_user": "ops", "home": None}, True),                   # the SSH user
     ("ops", {"entry": None, "login_user": "ops", "home": None}, True),                  # the SSH user, sudo
