@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from bringup.layout import DEFAULT_LAYOUT, SERVICE_BASE_PATH  # noqa: E402
 
-AS_SERVICE = (f"runuser -u sglang -- env HOME={DEFAULT_LAYOUT.service_home} {DEFAULT_LAYOUT.helper('with-service-env')} "
+AS_SERVICE = (f"{DEFAULT_LAYOUT.helper('with-service-env')} --as sglang {DEFAULT_LAYOUT.service_home} "
               f"{SERVICE_BASE_PATH} {DEFAULT_LAYOUT.env_file} ")
 DEFAULT_MODULES = "sampling,rope,norm,activation:silu,activation:gelu,page,cascade,prefill,decode"
 

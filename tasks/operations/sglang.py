@@ -129,7 +129,9 @@ def jit_prewarm(prewarm: PrewarmPlan):
     if not gap:
         host.noop(f"JIT cache holds {', '.join(prewarm.request['modules'])} for {prewarm.arch_list}")
         return
-    service = [*as_service_user(prewarm.user, prewarm.home), prewarm.runner, prewarm.base_path, prewarm.env_file]
+    # with-service-env --as: root reads the env file (an operator's 0600 one too) and starts
+    # runuser with a clean environment; the command runs as the service user.
+    service = [prewarm.runner, "--as", prewarm.user, prewarm.home, prewarm.base_path, prewarm.env_file]
     command = [
         f"{prewarm.venv}/bin/python", prewarm.script,
         "--modules", ",".join(prewarm.request["modules"]),
@@ -192,7 +194,7 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
         return
     why = "no DeepGEMM manifest" if recorded is None else f"the manifest records {json.dumps(recorded)}"
     service = as_service_user(deep_gemm.user, deep_gemm.home)
-    in_env = [deep_gemm.runner, deep_gemm.base_path, deep_gemm.env_file]
+    in_env = [deep_gemm.runner, "--as", deep_gemm.user, deep_gemm.home, deep_gemm.base_path, deep_gemm.env_file]
     unit = shlex.quote(deep_gemm.unit)
     # It dies with its SSH session (files/session-bound); the manifest, written last and
     # whole (renamed into place), stays the old one when it fails or times out, so a
@@ -202,7 +204,7 @@ def deep_gemm_compiled(deep_gemm: DeepGemmPlan):
     bound = [SYSTEM_PYTHON, "-I", deep_gemm.session_bound]
     # In the unit's WorkingDirectory (the service's home): a relative model path, or a
     # hub name SGLang first stats as a local path, resolves as it does for the service.
-    compile_command = (f"cd {shlex.quote(deep_gemm.home)} && {shlex.join(bound + service + in_env)} "
+    compile_command = (f"cd {shlex.quote(deep_gemm.home)} && {shlex.join(bound + in_env)} "
                        f"env PYTHONDONTWRITEBYTECODE=1 {shlex.join(deep_gemm.command)}")
     # A running service is stopped for the compile (its GPUs, its port) and started again
     # after it, failed or not: a failed compile fails the host before the service step,

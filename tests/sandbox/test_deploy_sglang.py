@@ -26,7 +26,7 @@ MODULES = dict(item.split("=", 1) for item in DEPLOY_DATA)["prewarm_modules"]
 CACHE = "/var/cache/sglang"
 MANIFEST = f"{CACHE}/prewarm/manifest.json"
 SERVICE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-AS_SERVICE = ("runuser -u sglang -- env HOME=/var/lib/sglang /usr/local/libexec/gpu-bringup/with-service-env "
+AS_SERVICE = ("/usr/local/libexec/gpu-bringup/with-service-env --as sglang /var/lib/sglang "
               f"{SERVICE_PATH} /etc/sglang/sglang.env ")
 
 pytestmark = pytest.mark.sandbox

@@ -3,8 +3,10 @@ exact commands are the JSON cases under tests/unit/operations/, which
 test_operations.py checks against the operations themselves): root starts only the
 system's ``/usr/bin/python3 -I`` (files/session-bound is stdlib only); the venv's
 python, which another user may own (``venv_managed: false``) and whose site-packages
-``.pth`` files run even under ``-I``, runs only after ``runuser -u <service user>``,
-through files/with-service-env."""
+``.pth`` files run even under ``-I``, runs only as the service user: after ``runuser -u
+<service user>``, or through ``files/with-service-env --as <service user>``, which reads
+the env file as root and runs the command after its own runuser (its behaviour:
+tests/unit/test_with_service_env.py)."""
 
 import json
 import re
@@ -45,13 +47,20 @@ def segments(command):
     return found + ([current] if current else [])
 
 
-def root_runs(words):
+def drops_at(words, runner):
+    """Where a simple command drops to the service user: its ``runuser`` or its
+    ``with-service-env --as`` (len(words) when it does not)."""
+    for at, word in enumerate(words):
+        if word == "runuser" or (word == runner and words[at + 1:at + 2] == ["--as"]):
+            return at
+    return len(words)
+
+
+def root_runs(words, runner):
     """The interpreters a root shell starts in one simple command: the program itself,
-    and a python named before any ``runuser`` (which drops to the service user)."""
+    and a python named before it drops to the service user."""
     started = []
-    for word in words:
-        if word == "runuser":
-            break
+    for word in words[:drops_at(words, runner)]:
         if word.endswith("/bin/python") or "python3" in word.rsplit("/", 1)[-1]:
             started.append(word)
     return started
@@ -77,9 +86,10 @@ def test_there_are_launch_lines_to_check():
 def test_root_starts_only_the_system_python_and_the_venv_runs_as_the_service_user(plan, command):
     venv_python = f"{plan['venv']}/bin/python" if "venv" in plan else plan["command"][0]
     for words in segments(command):
-        assert venv_python not in root_runs(words), f"root runs {venv_python}: {words}"
-        assert set(root_runs(words)) <= {SYSTEM_PYTHON}, words
+        assert venv_python not in root_runs(words, plan["runner"]), f"root runs {venv_python}: {words}"
+        assert set(root_runs(words, plan["runner"])) <= {SYSTEM_PYTHON}, words
         if venv_python in words:
-            at = words.index("runuser")
-            assert words[at:at + 4] == ["runuser", "-u", plan["user"], "--"], words
+            at = drops_at(words, plan["runner"])
+            assert words[at:at + 4] in (["runuser", "-u", plan["user"], "--"],
+                                        [plan["runner"], "--as", plan["user"], plan["home"]]), words
             assert plan["runner"] in words[at:words.index(venv_python)], "the service env comes from with-service-env"

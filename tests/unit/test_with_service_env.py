@@ -1,0 +1,77 @@
+"""files/with-service-env run for real (sh, as root here): ``--as`` reads an env file
+only root may read (an operator's 0600 file, which deploy never loosens), runs the
+command as the service user with exactly the file's assignments, and root never runs a
+program with the PATH or loader variables the file chose."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+FILES = Path(__file__).resolve().parents[2] / "files"
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+RECORDER = "#!/bin/sh\n/usr/bin/id -u >> {record}\n"
+
+
+
+@pytest.fixture
+def scratch():
+    """libexec (the two scripts), a directory another user owns holding programs that
+    record who ran them, and a 0600 root:root env file pointing PATH there."""
+    if os.geteuid() != 0:
+        pytest.fail("runs as root (runuser), as make test does", pytrace=False)
+    # Not pytest's tmp_path: its parents are root's 0700, closed to the service user.
+    tmp_path = Path(tempfile.mkdtemp(prefix="with-service-env-"))
+    tmp_path.chmod(0o755)
+    libexec = tmp_path / "libexec"
+    libexec.mkdir()
+    for name in ("with-service-env", "service-env.sh"):
+        shutil.copy(FILES / name, libexec / name)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    record = tmp_path / "record"
+    record.touch()
+    record.chmod(0o666)
+    for program in ("runuser", "env", "sh", "id", "cat"):
+        (planted / program).write_text(RECORDER.format(record=record))
+        (planted / program).chmod(0o755)
+    os.chown(planted, 65534, 65534)
+    env_file = tmp_path / "sglang.env"
+    env_file.write_text(f'PATH={planted}:{BASE_PATH}\nLD_LIBRARY_PATH={planted}\nHF_TOKEN="hf a  b"\nX=1\nX=2\n')
+    env_file.chmod(0o600)
+    yield libexec, env_file, record
+    shutil.rmtree(tmp_path)
+
+
+def run(libexec, *args):
+    return subprocess.run(["sh", str(libexec / "with-service-env"), *args], capture_output=True, text=True,
+                          env={"PATH": BASE_PATH}, timeout=30)
+
+
+def test_as_reads_a_root_only_env_file_and_runs_the_command_as_the_user(scratch):
+    libexec, env_file, record = scratch
+    result = run(libexec, "--as", "nobody", "/nonexistent", BASE_PATH, str(env_file),
+                 "/bin/sh", "-c", 'printf "%s|" "$(/usr/bin/id -un)" "$HF_TOKEN" "$X" "$HOME" "$LD_LIBRARY_PATH"')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("|")[:4] == ["nobody", "hf a  b", "2", "/nonexistent"]
+    assert result.stdout.split("|")[4].endswith("/planted")
+
+
+def test_root_never_runs_a_program_the_env_files_path_names(scratch):
+    libexec, env_file, record = scratch
+    # "env" and "sh" are found on the env file's PATH only by the service user's env.
+    result = run(libexec, "--as", "nobody", "/nonexistent", BASE_PATH, str(env_file), "id", "-u")
+    assert result.returncode == 0, result.stderr
+    assert "0" not in record.read_text().split(), record.read_text()
+    assert record.read_text().split() == ["65534"], "the command ran from the env file's PATH, as the user"
+
+
+def test_without_as_the_reader_is_the_caller_and_a_file_it_cannot_read_is_one_line(scratch):
+    libexec, env_file, _ = scratch
+    result = subprocess.run(["runuser", "-u", "nobody", "--", "sh", str(libexec / "with-service-env"), BASE_PATH,
+                             str(env_file), "true"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"with-service-env: cannot read {env_file}"
