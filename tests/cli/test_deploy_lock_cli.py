@@ -46,7 +46,8 @@ def lock(tmp_path):
                "TEST_OUT": str(tmp_path / "out"), "TEST_TAG": tag, "TEST_TIMEOUT": str(timeout),
                "TEST_SLEEP": str(sleep), "GPU_BRINGUP_REPORTS": str(tmp_path / f"reports-{tag}")}
         process = subprocess.Popen([PYINFRA, "-y", *(["--json"] if json_output else []), "@local", str(deploy_file)],
-                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
         processes.append(process)
         return process
 
@@ -71,8 +72,11 @@ def lock(tmp_path):
 
     yield {"start": start, "record": record, "wait_for_holder": wait_for_holder, "state": state, "out": out}
     for process in processes:
-        if process.poll() is None:
-            process.kill()
+        # Its whole group: a killed pyinfra leaves its @local commands (the sleep) behind.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         process.communicate()
 
 
