@@ -309,6 +309,23 @@ print(json.dumps({"manifest": manifest, "stale": stale}))
 ' "$PROBE_MANIFEST" "$PROBE_VENV/bin/ninja"
 }
 
+path_chain() {
+    # path_chain PATH: "owner mode kind|path" of PATH (a link not followed) and of each
+    # directory above it up to /, those that exist; one stat for all of them (no process
+    # per component).
+    path=$1
+    set --
+    while :; do
+        if [ -e "$path" ] || [ -L "$path" ]; then
+            set -- "$@" "$path"
+        fi
+        [ "$path" = / ] && break
+        path=${path%/*}
+        path=${path:-/}
+    done
+    stat -c '%U %a %F|%n' "$@" 2>/dev/null
+}
+
 probe_paths() {
     # Who may change the places root writes into or runs code from: every existing
     # component of each path, from the path up to /.
@@ -318,17 +335,7 @@ probe_paths() {
             env_file) path=$PROBE_ENV_FILE ;;
             cache_dir) path=$PROBE_CACHE_DIR ;;
         esac
-        # Collected first, then one stat for all of them (no process per component).
-        set --
-        while :; do
-            if [ -e "$path" ] || [ -L "$path" ]; then
-                set -- "$@" "$path"
-            fi
-            [ "$path" = / ] && break
-            path=${path%/*}
-            path=${path:-/}
-        done
-        emit path 0 "$(stat -c '%U %a %F|%n' "$@")" "role=$role"
+        emit path 0 "$(path_chain "$path")" "role=$role"
     done
 }
 
@@ -349,17 +356,7 @@ probe_apt() {
             /*) ;;
             *) emit apt-keyring 1 "" "file=$keyring"; continue ;;  # a fingerprint or a relative name
         esac
-        set --
-        path=$keyring
-        while :; do
-            if [ -e "$path" ] || [ -L "$path" ]; then
-                set -- "$@" "$path"
-            fi
-            [ "$path" = / ] && break
-            path=${path%/*}
-            path=${path:-/}
-        done
-        chain=$(stat -c '%U %a %F|%n' "$@" 2>/dev/null)
+        chain=$(path_chain "$keyring")
         if [ -f "$keyring" ] && [ ! -L "$keyring" ] && [ -r "$keyring" ] && [ "$(wc -c < "$keyring")" -lt 1048576 ]; then
             emit apt-keyring 0 "$chain
 $(base64 -w0 < "$keyring")" "file=$keyring"
