@@ -6,8 +6,10 @@ summary); bad values are refused in one line with no report."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 REPORTS = ROOT / "reports" / "cli-exposure"
+# Root's, outside every shared tree, wherever the checkout is (a clone under /tmp too).
+NODE_FILES = "/var/lib"
 REPORT = REPORTS / "@local.json"
 
 
@@ -39,8 +43,11 @@ def test_open_server_is_a_warning():
 
 def test_a_keyed_server_names_the_file_and_never_the_key():
     secret = "sk-exposure-test-9f8e7d6c5b4a"
+    # It stands for the node's file (validate never reads it), in a directory of its own
+    # outside the checkout: service_api_key_file may not be under /tmp, where a clone may be.
     REPORTS.mkdir(parents=True, exist_ok=True)
-    key_file = REPORTS / "api-key.yaml"  # stands for the node's file: validate never reads it
+    key_dir = Path(tempfile.mkdtemp(prefix="cli-exposure-", dir=NODE_FILES))
+    key_file = key_dir / "api-key.yaml"
     key_file.write_text(f"api-key: {secret}\n")
     key_file.chmod(0o640)
     result = validate("service_host=0.0.0.0", "service_model=m", f"service_api_key_file={key_file}",
@@ -51,6 +58,7 @@ def test_a_keyed_server_names_the_file_and_never_the_key():
     assert "SERVICE_OPEN" not in [f["code"] for f in report["plan"]["findings"]]
     assert report["plan"]["service"]["exec_line"].endswith(f"--host 0.0.0.0 --port 30000 --config {key_file}")
     summary = (REPORTS / "summary.json").read_text()
+    shutil.rmtree(key_dir)
     for where, text in (("output", result.output), ("report", report_text), ("summary", summary)):
         assert secret not in text, f"the key is in the {where}"
 

@@ -10,16 +10,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
-# Each test's own reports directory and stand-in env file (service_env_file may not be
-# under /tmp, so both live in the ignored reports/ tree; one per test, for pytest -n).
-BASE = ROOT / "reports" / "cli-secrets"
+# Each test's own reports directory and stand-in env file, one per test (pytest -n), in
+# root's /var/lib: service_env_file may not be under /tmp, and a clone may be there.
+BASE = Path("/var/lib/gpu-bringup-cli-secrets")
 SECRETS = ("hf_secret123", "hf_filesecret456", "pw_secret789")
 ENV_TEXT = "HF_TOKEN=hf_filesecret456\nNOTE=kept\n"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remove_base():
+    yield
+    shutil.rmtree(BASE, ignore_errors=True)
 
 
 def pyinfra(reports, *args):
