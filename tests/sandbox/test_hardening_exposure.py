@@ -12,6 +12,7 @@
 Each test puts the node back as the suites share it (a deploy with DEPLOY_DATA)."""
 
 import json
+import shlex
 import time
 
 import pytest
@@ -23,7 +24,9 @@ pytestmark = pytest.mark.sandbox
 OWNER = "venvowner"
 EXTERNAL = "/srv/venvowner-venv"
 RECORD = "/tmp/exposure-pth-ran-as-"
-PLANT = f"import os; open('{RECORD}' + str(os.getuid()), 'w')\n"
+# One line of a .pth: printed with its newline by printf (json's "\\n" stayed a literal
+# backslash-n, a syntax error, so the plant never ran).
+PLANT = f"import os; open('{RECORD}' + str(os.getuid()), 'w')"
 KEY_FILE = "/etc/sglang/api-key.yaml"
 SECRET = "sk-sandbox-exposure-5f1e2d3c4b5a69788796"
 
@@ -50,14 +53,15 @@ def test_the_pre_warm_never_runs_an_external_venvs_python_as_root(node):
         site=$(ls -d {EXTERNAL}/lib/python3*/site-packages)
         managed=$(ls -d /opt/sglang/venv/lib/python3*/site-packages)
         echo "$managed" | runuser -u {OWNER} -- tee "$site/managed.pth" >/dev/null
-        printf %s {json.dumps(PLANT)} | runuser -u {OWNER} -- tee "$site/zz-record-uid.pth" >/dev/null
+        printf '%s\\n' {shlex.quote(PLANT)} | runuser -u {OWNER} -- tee "$site/zz-record-uid.pth" >/dev/null
         id -u sglang""").stdout.split()[-1]
     external = ("venv_managed=false", f"venv_path={EXTERNAL}", "deploy_steps=prewarm", "prewarm_modules=sampling")
     try:
         result = deploy(node, *external)
         assert result.returncode == 0, result.output[-4000:]
         ran = run_ssh(node, f"ls {RECORD}* 2>/dev/null; true").stdout.split()
-        assert f"{RECORD}{uid}" in ran, f"the pre-warm did not run the external venv as sglang: {ran}"
+        assert f"{RECORD}{uid}" in ran, \
+            f"the pre-warm did not run the external venv as sglang: {ran}\n{result.output[-4000:]}"
         assert f"{RECORD}0" not in ran, f"root ran the external venv's python: {ran}"
     finally:
         run_ssh(node, f"rm -rf {EXTERNAL} {RECORD}*; userdel {OWNER} 2>/dev/null; true")

@@ -6,6 +6,7 @@ key is pinned."""
 
 import json
 import os
+import shlex
 import subprocess
 
 import pytest
@@ -15,7 +16,9 @@ from tests.sandbox_fixtures import DEPLOY_DATA, PYINFRA, REPO_ROOT, node_suite, 
 
 pytestmark = pytest.mark.sandbox
 
-PLANT = ("import os; open('/tmp/pth-ran-as-' + str(os.getuid()), 'w')\n")
+# One line of a .pth, printed with its newline by printf (json's "\\n" stayed a literal
+# backslash-n, a syntax error, so the plant never ran anywhere).
+PLANT = "import os; open('/tmp/pth-ran-as-' + str(os.getuid()), 'w')"
 OTHER_FINGERPRINT = "0123456789ABCDEF0123456789ABCDEF01234567"
 
 
@@ -34,10 +37,10 @@ def test_a_pth_the_service_user_plants_never_runs_as_root(node, tmp_path):
         site=/var/lib/sglang/.local/lib/python3.11/site-packages
         runuser -u sglang -- mkdir -p "$site"
         for dir in "$site" /var/cache/sglang /var/cache/sglang/xdg /tmp; do
-            printf %s {json.dumps(PLANT)} | runuser -u sglang -- tee "$dir/zz-planted.pth" >/dev/null
+            printf '%s\\n' {shlex.quote(PLANT)} | runuser -u sglang -- tee "$dir/zz-planted.pth" >/dev/null
         done
         venv_site=$(ls -d /opt/sglang/venv/lib/python3*/site-packages)
-        printf %s {json.dumps(PLANT)} | runuser -u sglang -- tee "$venv_site/zz-planted.pth" >/dev/null 2>&1 \\
+        printf '%s\\n' {shlex.quote(PLANT)} | runuser -u sglang -- tee "$venv_site/zz-planted.pth" >/dev/null 2>&1 \\
             && echo venv-writable || echo venv-refused
         rm -f /tmp/pth-ran-as-*""")
     assert "venv-refused" in planted.stdout
