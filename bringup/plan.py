@@ -30,11 +30,12 @@ from bringup.caches import cache_env
 from bringup.deep_gemm import deep_gemm_decision, deep_gemm_request
 from bringup import flashinfer as fi
 from bringup import locks as lockfiles
-from bringup.config import DEPLOY_STEPS, Config, ConfigError
+from bringup.config import Config, ConfigError
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.layout import DEFAULT_SERVICE_USER, LIBEXEC, SERVICE_ACCOUNT_MARK, SERVICE_BASE_PATH, NodeLayout
 from bringup.platforms import distribution, repo_arch, repo_distro, repo_evidence, repo_location, venv_python
 from bringup.prewarm import prewarm_gap, prewarm_request
+from bringup.steps import APT_STEPS, DEPLOY_STEPS
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.venv import index_options
 from bringup.versions import major_minor, parse, same_major_minor
@@ -50,8 +51,6 @@ TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cu
 VENV_SYSTEM_PACKAGES = ("python3-venv", "g++")
 HOST_CXX = "/usr/bin/g++"
 SYSTEM_PYTHON = "/usr/bin/python3"
-# deploy.py's steps that install packages with apt.
-APT_STEPS = ("repo", "toolkit", "venv")
 # Packages the repository step needs to fetch and check the key.
 KEY_TOOLS = ("ca-certificates", "curl", "gpg")
 
@@ -222,7 +221,7 @@ class NodePlan:
     apt_lock_timeout: int = 300
 
     def runs(self, step):
-        """Whether deploy.py runs ``step`` (bringup.config.DEPLOY_STEPS) on this node."""
+        """Whether deploy.py runs ``step`` (bringup.steps.DEPLOY_STEPS) on this node."""
         return step in self.steps
 
     @property

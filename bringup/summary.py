@@ -18,6 +18,7 @@ import re
 
 from bringup import redact
 from bringup.findings import BLOCKER, FIX
+from bringup.steps import STEP_OF_TASK
 
 # Verdicts, in the order the table groups them: what went well first, so the
 # hosts that need a look end the table, just above the lines that say why.
@@ -28,18 +29,6 @@ VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, DEPLOYED, BLOCKED, FAILED, STOPPED, UN
 # host deploy can bring up (nothing blocks it).
 GOOD = (READY, NEEDS_DEPLOY, DRY_RUN, DEPLOYED)
 
-# deploy.py's task names (the @deploy decorators of tasks/) -> the step they belong
-# to (bringup.config.DEPLOY_STEPS, plus the apt-lock check that precedes them).
-STEP_OF_TASK = {
-    "apt locks": "apt",
-    "NVIDIA CUDA apt repository": "repo",
-    "CUDA toolkit": "toolkit",
-    "CUDA environment": "env",
-    "Service account and helpers": "account",
-    "SGLang venv": "venv",
-    "FlashInfer JIT pre-warm": "prewarm",
-    "SGLang service": "service",
-}
 CHANGED, UNCHANGED, ERROR, NOT_RUN = "changed", "unchanged", "error", "not run"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

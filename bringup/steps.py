@@ -1,0 +1,43 @@
+"""deploy.py's steps: the one table the settings' ``deploy_steps``, the plan's steps
+and apt steps, and the fleet summary's step of each task derive from.
+
+A step is a value of ``deploy_steps``, the titles of its tasks (the ``@deploy``
+decorators in tasks/; ``tests/unit/test_steps.py`` fails on a title with no row) and
+whether it installs packages with apt (deploy then waits for apt's locks first).
+Adding a step: a row here, its task file in tasks/, its call in deploy.py and its part
+of the plan.
+
+    >>> DEPLOY_STEPS[:3], APT_STEPS
+    (('repo', 'toolkit', 'env'), ('repo', 'toolkit', 'venv'))
+    >>> STEP_OF_TASK["DeepGEMM pre-compile"]
+    'prewarm'
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of deploy.py, in the order they run."""
+
+    name: str
+    tasks: tuple
+    apt: bool = False
+
+
+STEPS = (
+    Step("repo", ("NVIDIA CUDA apt repository",), apt=True),
+    Step("toolkit", ("CUDA toolkit",), apt=True),
+    Step("env", ("CUDA environment",)),
+    Step("account", ("Service account and helpers",)),
+    Step("venv", ("SGLang venv",), apt=True),
+    Step("prewarm", ("FlashInfer JIT pre-warm", "DeepGEMM pre-compile")),
+    Step("service", ("SGLang service",)),
+)
+# Tasks around the steps on every deploy (no deploy_steps value of their own): the
+# summary counts them under these names.
+GUARDS = {"apt locks": "apt", "Deploy lock": "lock", "Deploy lock released": "lock"}
+
+DEPLOY_STEPS = tuple(step.name for step in STEPS)
+APT_STEPS = tuple(step.name for step in STEPS if step.apt)
+STEP_OF_TASK = {**{title: step.name for step in STEPS for title in step.tasks}, **GUARDS}

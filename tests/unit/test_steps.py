@@ -1,0 +1,51 @@
+"""The step table (bringup/steps.py) covers every task deploy.py runs, in the order
+deploy.py runs them, and the README's settings row and step list say the same."""
+
+import ast
+import re
+from pathlib import Path
+
+from bringup import steps
+from bringup.summary import step_of
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def task_titles():
+    """Every ``@deploy("...")`` title in tasks/, with its file."""
+    for path in sorted((ROOT / "tasks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                for decorator in node.decorator_list:
+                    if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", "") == "deploy":
+                        yield path.name, decorator.args[0].value
+
+
+def test_every_task_title_has_a_step():
+    titles = list(task_titles())
+    assert len(titles) >= len(steps.STEPS)
+    missing = [(file, title) for file, title in titles if title not in steps.STEP_OF_TASK]
+    assert missing == [], f"tasks with no row in bringup/steps.py: {missing}"
+    # And the summary counts a task's operations under its step.
+    assert step_of("DeepGEMM pre-compile | Compile DeepGEMM") == "prewarm"
+
+
+def test_every_step_row_names_tasks_that_exist():
+    titles = {title for _, title in task_titles()}
+    assert {title for step in steps.STEPS for title in step.tasks} <= titles
+
+
+def test_deploy_py_runs_the_steps_in_the_tables_order():
+    source = (ROOT / "deploy.py").read_text()
+    ran = re.findall(r'node\.runs\("([a-z_]+)"\)', source)
+    assert ran == list(steps.DEPLOY_STEPS)
+
+
+def test_the_readme_lists_the_steps_as_the_table_does():
+    default = re.search(r"^\| `deploy_steps` \| `([^`]+)` \|", README, re.M)
+    assert default and default[1].split(", ") == list(steps.DEPLOY_STEPS)
+    deploy_section = README[README.index("## What deploy.py does"):README.index("## Nodes as found")]
+    listed = re.findall(r"^\d+\. \*\*[^*]+\*\* \(`tasks/([a-z_]+)\.py`", deploy_section, re.M)
+    files = {path.name[:-3] for path in (ROOT / "tasks").glob("*.py")}
+    assert listed and set(listed) <= files
