@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from facts.apt_sources import keyring_fingerprints, source_entries
+from bringup.apt_sources import keyring_fingerprints, source_entries
 
 SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
 # The probe writes every body line behind this mark (files/probe.sh emit): a line a

@@ -8,7 +8,7 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.files import FileContents
 
-from control import aptsources
+from bringup import aptsources
 
 from facts.dpkg import DpkgUnfinished
 from facts.keyring import KeyringFingerprints
@@ -147,7 +147,7 @@ def cuda_alternative(home, priority=100):
 @operation()
 def apt_source_disabled(path, uri, reason):
     """
-    Disable the entries of ``path`` that serve ``uri`` (control/aptsources.py): the file
+    Disable the entries of ``path`` that serve ``uri`` (bringup/aptsources.py): the file
     is renamed when they are all it holds, else rewritten whole with them disabled;
     nothing else of the operator's file changes, and a result apt could not read (or
     a file apt cannot read now) fails the host with one line, the file untouched.

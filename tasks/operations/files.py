@@ -10,7 +10,8 @@ from pyinfra.api.util import get_file_sha1, get_template
 from pyinfra.facts.files import Directory
 from pyinfra.facts.server import Home
 
-from control import envfile, run
+from bringup import envfile
+from control import run
 from facts.files import ManagedFile
 
 
@@ -172,7 +173,7 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
     """
     Set the keys the plan manages in a ``KEY=value`` file shared with the operator
     (the service's EnvironmentFile, ``/etc/environment``), keeping every other line
-    (control/envfile.py), and write it whole. A file holding a line systemd reads
+    (bringup/envfile.py), and write it whole. A file holding a line systemd reads
     otherwise than the deploy (a continued line, an escape, an open quote) fails the
     host, naming the line and its key (never a value), nothing changed.
 

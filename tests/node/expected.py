@@ -3,7 +3,7 @@
 planner (bringup.plan). Nothing here hard-codes a version, a path or an arch.
 
 Also the small parsers the checks share (unit file syntax; EnvironmentFile syntax is
-control/envfile.py's) and the command that reproduces the service's environment.
+bringup/envfile.py's) and the command that reproduces the service's environment.
 """
 
 import json

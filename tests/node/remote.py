@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from control.envfile import parse_env_file
+from bringup.envfile import parse_env_file
 from tests.node.expected import service_command, unit_environment
 
 
@@ -91,7 +91,7 @@ def service_environment(host, expected):
     """What the service process gets, or ``(None, why)``: asked of systemd where it
     runs the node (a transient unit with the unit's environment prints ``env``, as the
     service user: see ``snippet_user``), else the unit's Environment= overridden by the
-    env file, read as systemd would (control/envfile.py), nothing run."""
+    env file, read as systemd would (bringup/envfile.py), nothing run."""
     text = read_text(host, expected.layout.env_file)
     if text is None:
         return None, f"no service env file {expected.layout.env_file}"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from control.envfile import parse_env_file
+from bringup.envfile import parse_env_file
 from sandbox import aptrepo
 from sandbox.gpu_standin import NODE_GPU_DATA
 from tests.sandbox_fixtures import REPO_ROOT, pyinfra_cli, run_ssh, validate

@@ -1,6 +1,6 @@
 """Disabling the CUDA repository's entries in a shared apt source file: the editor
-(control/aptsources.py) edits by the stanzas and lines of the one parser
-(facts/apt_sources.py), and every result is read back by that parser and by apt itself
+(bringup/aptsources.py) edits by the stanzas and lines of the one parser
+(bringup/apt_sources.py), and every result is read back by that parser and by apt itself
 (``apt-get update --print-uris`` on a scratch configuration: offline, it parses the
 sources and prints the index URIs it would fetch, or fails with "Malformed stanza")."""
 
@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from control.aptsources import SourceEditError, disabled
-from facts.apt_sources import deb822_problems, source_entries, source_problems
+from bringup.aptsources import SourceEditError, disabled
+from bringup.apt_sources import deb822_problems, source_entries, source_problems
 
 CUDA = "https://r.example/cuda/debian12/x86_64/"
 DEBIAN = "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\n"

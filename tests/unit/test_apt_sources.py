@@ -7,8 +7,8 @@ import pytest
 
 from bringup.config import Config
 from bringup.plan import plan
-from control.aptsources import disabled
-from facts.apt_sources import key_fingerprints
+from bringup.aptsources import disabled
+from bringup.apt_sources import key_fingerprints
 from facts.probe_output import build_document
 from tests.unit.scenarios import converged, varied
 

@@ -1,5 +1,5 @@
 """The env file as its three readers see it: systemd (a line-by-line port of
-``parse_env_file_internal``, systemd's src/basic/env-file.c, below), control/envfile.py
+``parse_env_file_internal``, systemd's src/basic/env-file.c, below), bringup/envfile.py
 and files/service-env.sh (run here under sh). Every value the deploy writes reads back
 exactly in all three; every operator file either reads alike in all three or is
 refused, naming the line and key, never the value."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from control import envfile
+from bringup import envfile
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_ENV_SH = ROOT / "files" / "service-env.sh"

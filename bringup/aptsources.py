@@ -3,13 +3,13 @@ operator's file recoverable: a file of those entries only is renamed (apt reads 
 ``*.list`` and ``*.sources`` in sources.list.d), a shared file keeps its other entries
 and gets the conflicting ones commented out (one-line) or ``Enabled: no`` (deb822).
 
-The edit works on the lines and stanza spans of facts/apt_sources.py's parser (the one
+The edit works on the lines and stanza spans of bringup/apt_sources.py's parser (the one
 that reads the node's sources for the plan, modelled on apt's own), and the result is
 parsed again before it is returned: apt must read it, and its entries must be the old
 ones less those disabled. Anything else is a SourceEditError, never a file apt cannot read.
 """
 
-from facts.apt_sources import deb822_stanzas, one_line_records, source_entries, source_problems
+from bringup.apt_sources import deb822_stanzas, one_line_records, source_entries, source_problems
 
 DISABLED_SUFFIX = ".disabled-by-gpu-bringup"
 
