@@ -235,7 +235,8 @@ def test_ssh_killed_during_the_pre_warm_keeps_the_cache_and_converges(node, mani
     more = tuple(f"prewarm_modules={MODULES},activation:gelu" if item.startswith("prewarm_modules=") else item
                  for item in DEPLOY_DATA)
     before = sandbox_ssh(node, f"stat -c %Y {MANIFEST}; cat {MANIFEST}").stdout
-    killer = session_killer(node, "[s]ession-bound runuser", "pgrep -x cicc >/dev/null")
+    killer = session_killer(node, "[s]ession-bound /usr/local/libexec/gpu-bringup/with-service-env --as",
+                            "pgrep -x cicc >/dev/null")
     first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=more)
     assert killer.wait(timeout=300) == 0 and killer.stdout.read().strip() == "killed"
     assert first.returncode == 1
