@@ -296,12 +296,7 @@ def path_chains(by_name):
         for line in section.lines:
             if "|" not in line:
                 continue
-            attributes, _, path = line.partition("|")
-            fields = attributes.split(" ", 2)
-            if len(fields) != 3 or not fields[1].isdigit():
-                raise ValueError(f"unexpected path line for {role}: {_quoted(line)}")
-            user, mode, kind = fields
-            chain.append({"path": path, "user": user, "mode": mode, "kind": kind})
+            chain.append(_stat_line(line, f"path line for {role}"))
         chains[role] = chain
     return chains
 
@@ -341,10 +336,18 @@ def service_unit(by_name):
 REPEATED = ("toolkit", "path", "python-alt", "apt-source", "apt-keyring")
 
 
-def _stat_line(line):
-    """``owner mode kind|path`` (stat -c '%U %a %F|%n') -> {"path", "user", "mode", "kind"}."""
+def _stat_line(line, what):
+    """``owner mode kind|path`` (probe.sh's path_chain: stat -c '%U %a %F|%n') ->
+    {"path", "user", "mode", "kind"}; ``what`` names the line in the error.
+
+    >>> _stat_line("root 755 directory|/opt", "path line")
+    {'path': '/opt', 'user': 'root', 'mode': '755', 'kind': 'directory'}
+    """
     attributes, _, path = line.partition("|")
-    user, mode, kind = attributes.split(" ", 2)
+    fields = attributes.split(" ", 2)
+    if len(fields) != 3 or not fields[1].isdigit():
+        raise ValueError(f"unexpected {what}: {_quoted(line)}")
+    user, mode, kind = fields
     return {"path": path, "user": user, "mode": mode, "kind": kind}
 
 
@@ -357,7 +360,8 @@ def apt_keyring(section):
     (None, [{'path': '/k.gpg', 'user': 'alice', 'mode': '644', 'kind': 'regular file'}, \
 {'path': '/', 'user': 'root', 'mode': '755', 'kind': 'directory'}])
     """
-    chain = [_stat_line(line) for line in section.lines if "|" in line]
+    chain = [_stat_line(line, f"keyring path line for {section.attribute('file')}") for line in section.lines
+             if "|" in line]
     keys = [line.strip() for line in section.lines if line.strip() and "|" not in line]
     fingerprints = keyring_fingerprints(keys[-1]) if section.rc == 0 and keys else None
     return fingerprints, chain
