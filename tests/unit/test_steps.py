@@ -1,5 +1,6 @@
 """The step table (bringup/steps.py) covers every task deploy.py runs, in the order
-deploy.py runs them, and the README's settings row and step list say the same."""
+deploy.py runs them, and the docs' settings row and step list (docs/settings.md,
+docs/deploy.md) say the same."""
 
 import ast
 import re
@@ -9,7 +10,8 @@ from bringup import steps
 from bringup.summary import step_of
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+SETTINGS = (ROOT / "docs" / "settings.md").read_text()
+DEPLOY = (ROOT / "docs" / "deploy.md").read_text()
 
 
 def task_titles():
@@ -42,10 +44,9 @@ def test_deploy_py_runs_the_steps_in_the_tables_order():
     assert ran == list(steps.DEPLOY_STEPS)
 
 
-def test_the_readme_lists_the_steps_as_the_table_does():
-    default = re.search(r"^\| `deploy_steps` \| `([^`]+)` \|", README, re.M)
+def test_the_docs_list_the_steps_as_the_table_does():
+    default = re.search(r"^\| `deploy_steps` \| `([^`]+)` \|", SETTINGS, re.M)
     assert default and default[1].split(", ") == list(steps.DEPLOY_STEPS)
-    deploy_section = README[README.index("## What deploy.py does"):README.index("## Nodes as found")]
-    listed = re.findall(r"^\d+\. \*\*[^*]+\*\* \(`tasks/([a-z_]+)\.py`", deploy_section, re.M)
+    listed = re.findall(r"^\d+\. \*\*[^*]+\*\* \(`tasks/([a-z_]+)\.py`", DEPLOY, re.M)
     files = {path.name[:-3] for path in (ROOT / "tasks").glob("*.py")}
     assert listed and set(listed) <= files
