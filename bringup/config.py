@@ -4,7 +4,7 @@ Settings come from pyinfra host data (``inventory/hosts.yml``: ``all:`` and per-
 overrides; ``--data`` on the command line wins). Each is named with the prefix of
 its concern: ``stack_`` (what the venv runs), ``venv_``, ``service_``,
 ``cuda_repo_`` / ``cuda_`` (toolkit source and layout), ``target_`` (builders).
-The README's settings table repeats these defaults.
+docs/settings.md's table repeats these defaults.
 """
 
 import ipaddress

@@ -1,6 +1,6 @@
 """Findings: the stable codes a plan reports, their severities and what each means.
 
-The README's findings table is this registry; tests check that every code used
+docs/findings.md's table is this registry; tests check that every code used
 here is documented there. A code may also name the cause of a failed start that
 ``python -m bringup.explain`` found in a log (bringup/explain.py): ``CUDA_UNAVAILABLE``
 is only that, never a finding of its own; the planner reports a failing unit as

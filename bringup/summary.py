@@ -234,7 +234,7 @@ def render(document):
 
 
 def outcome_line(document):
-    """What the run's exit status says (README: exit status).
+    """What the run's exit status says (docs/fleets.md: exit status).
 
     >>> outcome_line({"ok": True, "purpose": "deploy", "hosts": [{"verdict": "deployed"}]})
     'every host deployed (exit status 0)'

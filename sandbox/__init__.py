@@ -1,7 +1,7 @@
 """Sandbox GPU nodes: throwaway Debian 12 or 13 hosts (amd64, or arm64 through QEMU)
 served over real SSH on loopback.
 
-Stand-in for GPU servers on machines without a GPU (README, "The sandbox").
+Stand-in for GPU servers on machines without a GPU (docs/contributing.md, "The sandbox").
 Only the GPU driver (nvidia-smi, libcuda) is faked, and, with ``--toolkit
 incident``, the incident's old CUDA 12.8 toolkit; see sandbox.gpu_standin.
 ``--state`` puts real field states under the node as cached layers (apt from

@@ -1,6 +1,6 @@
 """Hardware and toolkit stand-ins written into a sandbox node before it starts.
 
-These are the only fakes in the sandbox (README, "The sandbox"):
+These are the only fakes in the sandbox (docs/contributing.md, "The sandbox"):
 
 * the GPU driver: ``/usr/bin/nvidia-smi`` replaying an output recorded on a
   real machine (tests/fixtures/gpus/<profile>/), and an empty

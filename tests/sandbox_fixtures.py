@@ -166,7 +166,7 @@ def sandbox_node(sandbox_host):
 DEPLOY_DATA = ("prewarm_modules=sampling,norm,sglang-activation", "service_model=Qwen/Qwen3-0.6B",
                "service_enable=false", "cuda_toolkit_lock=tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt")
 DEPLOYED = "deployed"
-# The shared node is found as nodes are (README "Nodes as found"): the seeds' incident
+# The shared node is found as nodes are (docs/nodes-as-found.md): the seeds' incident
 # (NVIDIA's apt source, CUDA 12.8 by apt, a hand-built venv), the operator's marks and
 # Debian's own toolkit.
 DEPLOYED_STATES = ("incident", "operator", "distro-cuda")

@@ -1,1 +1,1 @@
-"""testinfra end-state suite: proves a node is serving-ready (see README.md here)."""
+"""testinfra end-state suite: proves a node is serving-ready (see docs/node-suite.md)."""

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.sandbox
 NAME = "arm1"
 DATA = ("deploy_steps=repo,toolkit,env",)
 TOOLKIT_LOCK = "files/locks/cuda-13.0-debian12-aarch64.txt"
-# The node suite's checks of what those three steps bring (tests/README: the checks).
+# The node suite's checks of what those three steps bring (docs/node-suite.md: the checks).
 CHECKS = ("test_driver or test_toolkit or test_resolution or test_service_env or "
           "(test_deployed_file_not_world_writable and (apt or profile or pam or service-env-file))")
 # e_machine of an ELF file (bytes 18-19, little endian): 183 is EM_AARCH64.

@@ -1,5 +1,5 @@
 """validate.py explains a unit that keeps failing, over real SSH to a sandbox node with
-real systemd (README: "Explain a failed start").
+real systemd (docs/findings.md: "Explain a failed start").
 
 The node gets the toolkit, the environment and the unit from deploy.py (no venv: too
 slow for CI), with a model set so the unit is enabled and started. Its start first

@@ -1,4 +1,4 @@
-"""Nodes as they are found (README "Nodes as found"), on sandbox nodes started in field
+"""Nodes as they are found (docs/nodes-as-found.md), on sandbox nodes started in field
 states: NVIDIA's own apt source adopted, never doubled; the incident's trap shown with
 FlashInfer's own code before deploy and gone after; an external hand-built venv used
 without changing a file of it; the operator's marks kept; a deploy killed in the

@@ -1,7 +1,7 @@
 """Field states as cached layers (sandbox.field_states, sandbox.layers), and Debian 13 nodes.
 
 Every layer is built once per machine and then reused: the first run on a
-machine builds them (see README, "The sandbox": minutes, mostly the hand-built
+machine builds them (see docs/contributing.md, "The sandbox": minutes, mostly the hand-built
 venv's torch and Debian's nvidia-cuda-toolkit); afterwards each node starts in
 about a second. Nodes live at 127.0.0.8x (SANDBOX_TEST_NET moves them).
 """
