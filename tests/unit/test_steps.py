@@ -1,6 +1,6 @@
 """The step table (bringup/steps.py) covers every task deploy.py runs, in the order
 deploy.py runs them, and the docs' settings row and step list (docs/settings.md,
-docs/deploy.md) say the same."""
+docs/deploy.md) and the README's step names say the same."""
 
 import ast
 import re
@@ -50,3 +50,10 @@ def test_the_docs_list_the_steps_as_the_table_does():
     listed = re.findall(r"^\d+\. \*\*[^*]+\*\* \(`tasks/([a-z_]+)\.py`", DEPLOY, re.M)
     files = {path.name[:-3] for path in (ROOT / "tasks").glob("*.py")}
     assert listed and set(listed) <= files
+
+
+def test_the_readme_names_the_steps_in_the_tables_order():
+    readme = (ROOT / "README.md").read_text()
+    bullet = re.search(r"^- \*\*`deploy\.py`\*\*.*?(?=^- |^#)", readme, re.M | re.S)
+    assert bullet, "README: no '- **`deploy.py`**' item under 'The two commands'"
+    assert re.findall(r"`([a-z_]+)` \(", bullet[0]) == list(steps.DEPLOY_STEPS)
