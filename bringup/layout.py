@@ -178,3 +178,12 @@ class NodeLayout:
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)
+
+
+def toolkit_home(cuda):
+    """Where NVIDIA's packages install the CUDA toolkit ``cuda`` (X.Y): its ``CUDA_HOME``.
+
+    >>> toolkit_home("13.0")
+    '/usr/local/cuda-13.0'
+    """
+    return f"/usr/local/cuda-{cuda}"
