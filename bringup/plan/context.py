@@ -6,8 +6,8 @@ find through its ``add`` and return what they decide.
 
     >>> from bringup.config import Config
     >>> context = PlanContext.of({"os": {"arch": "aarch64"}}, Config(), locks=None, add=print)
-    >>> context.machine, context.torch_cuda, context.home
-    ('aarch64', <Version('13.0')>, '/usr/local/cuda-13.0')
+    >>> context.machine, context.torch_cuda, context.home == toolkit_home("13.0")
+    ('aarch64', <Version('13.0')>, True)
 """
 
 from dataclasses import dataclass

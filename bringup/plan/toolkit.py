@@ -6,8 +6,8 @@ CUDA_HOME, FlashInfer's arch trap, a login shell's nvcc and the ``/usr/local/cud
     >>> from bringup.plan.context import PlanContext
     >>> found = []
     >>> check_toolkits(PlanContext.of({"toolkits": []}, Config(), None, found.append))
-    >>> [(finding.code, finding.message) for finding in found]
-    [('TOOLKIT_MISSING', 'no CUDA 13.0 toolkit at /usr/local/cuda-13.0 (installed: none)')]
+    >>> [finding.code for finding in found], "(installed: none)" in found[0].message
+    (['TOOLKIT_MISSING'], True)
 """
 
 from dataclasses import replace
