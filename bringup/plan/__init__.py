@@ -30,18 +30,19 @@ from bringup.plan import account, gpus, paths, prewarm, repository, service, too
 from bringup.plan.account import service_account_problem
 from bringup.plan.cli import load_facts, load_settings, main
 from bringup.plan.context import PlanContext
-from bringup.plan.model import (HOST_CXX, KEY_TOOLS, MIN_PYTHON, SYSTEM_PYTHON, TOOLKIT_PACKAGES,
-                                VENV_SYSTEM_PACKAGES, DeepGemmPlan, NodePlan, PrewarmPlan, RepoPlan, ServicePlan,
-                                ToolkitPlan, VenvPlan)
+from bringup.plan.model import (MIN_PYTHON, SYSTEM_PYTHON, TOOLKIT_PACKAGES, DeepGemmPlan, NodePlan, PrewarmPlan,
+                                RepoPlan, ServicePlan, ToolkitPlan, VenvPlan)
 from bringup.plan.paths import cache_dir_problem, env_file_problem
 from bringup.plan.service import exposure_findings, listen_address, loopback_only, managed_env_keys, service_env
 from bringup.steps import DEPLOY_STEPS
 
+# The planner's surface for the rest of the project (control/, tasks/, tests/), as it
+# was when the planner was one module.
 __all__ = [
-    "plan", "PlanContext", "NodePlan", "RepoPlan", "ToolkitPlan", "VenvPlan", "PrewarmPlan", "DeepGemmPlan",
-    "ServicePlan", "MIN_PYTHON", "TOOLKIT_PACKAGES", "VENV_SYSTEM_PACKAGES", "HOST_CXX", "SYSTEM_PYTHON",
-    "KEY_TOOLS", "service_env", "managed_env_keys", "listen_address", "loopback_only", "exposure_findings",
-    "service_account_problem", "env_file_problem", "cache_dir_problem", "load_facts", "load_settings", "main",
+    "plan", "NodePlan", "RepoPlan", "ToolkitPlan", "VenvPlan", "PrewarmPlan", "DeepGemmPlan", "ServicePlan",
+    "MIN_PYTHON", "TOOLKIT_PACKAGES", "SYSTEM_PYTHON", "service_env", "managed_env_keys", "listen_address",
+    "loopback_only", "exposure_findings", "service_account_problem", "env_file_problem", "cache_dir_problem",
+    "load_facts", "load_settings", "main",
 ]
 
 
@@ -72,8 +73,9 @@ def plan(facts, config, locks=None):
     node.toolkit = toolkit.toolkit(context, node.repo)
     toolkit.check_toolkit_lock(context, node.toolkit)
     gpus.check_driver(context)
-    # The driver layer's concern (its module's findings) is called here, beside the
-    # driver's floors and before anything is built for the GPUs.
+    # The driver layer (issue 22: its kernel module, user space, Fabric Manager...)
+    # reports here, beside the driver's floors, before anything is built for the GPUs:
+    # driver_layer_findings(context.facts, context.config, context.add).
     context = replace(context, targets=gpus.arch_targets(context))
     node.arch_list = " ".join(context.targets)
     node.venv = venv.venv_plan(context)

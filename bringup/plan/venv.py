@@ -97,15 +97,15 @@ def _venv_locks(context, python):
                         "run `make lock` (it writes every supported CPython and CPU from files/locks/*.in), "
                         "or set venv_lock to a lock made for this node"))
             return lock, uv_lock
-    _check_lock_omissions(context, lock, locks.read(lock))
+    _check_lock_omissions(context, lock)
     return lock, uv_lock
 
 
-def _check_lock_omissions(context, lock, text):
+def _check_lock_omissions(context, lock):
     """What the venv lock leaves out (its ``omits`` header) and what the node then cannot do."""
     config, add = context.config, context.add
     known = {omission.package: omission for group in lockfiles.OMISSIONS.values() for omission in group}
-    for package in lockfiles.read_header(text)["omits"]:
+    for package in lockfiles.read_header(context.locks.read(lock))["omits"]:
         omission = known.get(package)
         if omission is None:
             add(Finding("LOCK_OMITS_PACKAGE", INFO, f"{lock} omits {package}", "nothing to do unless you need it"))
