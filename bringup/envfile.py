@@ -241,8 +241,8 @@ def path_first(current, first, default):
     """A PATH value with ``first`` in front and every entry of ``current`` kept after
     it (``default`` when there is no current PATH).
 
-    >>> path_first("/usr/bin:/snap/bin:/usr/local/cuda-13.0/bin", "/usr/local/cuda-13.0/bin", "/usr/bin")
-    '/usr/local/cuda-13.0/bin:/usr/bin:/snap/bin'
+    >>> path_first("/usr/bin:/snap/bin:/opt/cuda/bin", "/opt/cuda/bin", "/usr/bin")
+    '/opt/cuda/bin:/usr/bin:/snap/bin'
     >>> path_first(None, "/c/bin", "/usr/bin:/bin")
     '/c/bin:/usr/bin:/bin'
     """

@@ -13,7 +13,7 @@ means for the node, and the fix; the fix names the toolkit and env file of the
 default settings, or of ``--config``.
 
 The planner runs the same table on the service's journal (the ``service_unit`` fact)
-and reports a ``SERVICE_FAILED`` finding naming the cause (bringup/plan.py).
+and reports a ``SERVICE_FAILED`` finding naming the cause (bringup/plan/service.py).
 
 Exit status: 0 when at least one known cause was found; 1 when none was ("no known
 cause", an empty log included); 2 when the log or the settings cannot be read.
@@ -28,6 +28,7 @@ import yaml
 
 from bringup.config import Config, ConfigError
 from bringup.findings import CODES
+from bringup.layout import toolkit_home
 
 EXIT_FOUND, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2
 # Colour codes some loggers write even into files and the journal.
@@ -68,7 +69,7 @@ class Context:
     @classmethod
     def from_config(cls, config):
         cuda = ".".join(config.stack_torch_cuda.split(".")[:2])
-        return cls(home=f"/usr/local/cuda-{cuda}", cuda=cuda, env_file=config.service_env_file)
+        return cls(home=toolkit_home(cuda), cuda=cuda, env_file=config.service_env_file)
 
     def values(self):
         arch = (f'FLASHINFER_CUDA_ARCH_LIST="{self.arch_list}"' if self.arch_list

@@ -70,7 +70,7 @@ SCHEMA = {
     "apt": Optional({"sources": Items({"file": STR, "format": STR, "uris": Items(STR), "suites": Items(STR),
                                        "signed_by": OPT_STR, "trusted": BOOL}),
                      # keyring_paths (keyring -> its path chain, as in paths) is not listed: an
-                     # older report has none; bringup/plan.py reads it as "not probed" unless it
+                     # older report has none; bringup/plan/repository.py reads it as "not probed" unless it
                      # has the documented shape, and then adopts no source.
                      "keyrings": Values(Optional(Items(STR)))}),
     "apt_locks": Items({"lock": STR, "pid": INT, "command": STR}),

@@ -38,7 +38,7 @@ APT_KEYRING = "/etc/apt/keyrings/nvidia-cuda.gpg"
 APT_SOURCE = "/etc/apt/sources.list.d/nvidia-cuda.sources"
 APT_PREFERENCE = "/etc/apt/preferences.d/nvidia-cuda"
 # The GECOS of the service account deploy creates: an account without it is not ours,
-# and the deploy never takes it over (bringup/plan.py, tasks/service_account.py).
+# and the deploy never takes it over (bringup/plan/account.py, tasks/service_account.py).
 SERVICE_ACCOUNT_MARK = "gpu-bringup service account"
 # One deploy at a time on a node (tasks/deploy_lock.py, files/deploy-lock): the lock
 # and its record (<lock>.json) in a directory only root writes, gone at reboot.
@@ -178,3 +178,12 @@ class NodeLayout:
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)
+
+
+def toolkit_home(cuda):
+    """Where NVIDIA's packages install the CUDA toolkit ``cuda`` (X.Y): its ``CUDA_HOME``.
+
+    >>> toolkit_home("13.0")
+    '/usr/local/cuda-13.0'
+    """
+    return f"/usr/local/cuda-{cuda}"

@@ -56,8 +56,8 @@ def env(values, keep=None):
     """An env mapping (the plan's service env, the env file's values the probe saw)
     with every value redacted but those of ``keep`` (default: the planned keys).
 
-    >>> env({"CUDA_HOME": "/usr/local/cuda-13.0", "HF_TOKEN": "hf_abc"})
-    {'CUDA_HOME': '/usr/local/cuda-13.0', 'HF_TOKEN': '<redacted>'}
+    >>> env({"CXX": "/usr/bin/g++", "HF_TOKEN": "hf_abc"})
+    {'CXX': '/usr/bin/g++', 'HF_TOKEN': '<redacted>'}
     """
     keep = planned_keys() if keep is None else keep
     return {key: (value if key in keep else REDACTED) for key, value in (values or {}).items()}

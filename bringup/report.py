@@ -83,8 +83,9 @@ def _namespace(value):
 def render_saved(document):
     """The report of a saved reports/<host>.json, as validate.py printed it.
 
+    >>> from bringup.layout import toolkit_home
     >>> render_saved({"host": "n1", "facts": {"gpus": []}, "plan": {"ok": False, "torch_cuda": "13.0",
-    ...     "toolkit": {"version": "13.0", "home": "/usr/local/cuda-13.0", "lock": ""}, "arch_list": "", "repo": {},
+    ...     "toolkit": {"version": "13.0", "home": toolkit_home("13.0"), "lock": ""}, "arch_list": "", "repo": {},
     ...     "venv": {}, "findings": [{"code": "NO_GPU", "severity": "blocker", "message": "m", "fix": "f"}]}}
     ...     ).splitlines()[0]
     '== n1: BLOCKED'

@@ -5,7 +5,8 @@ A step is a value of ``deploy_steps``, the titles of its tasks (the ``@deploy``
 decorators in tasks/; ``tests/unit/test_steps.py`` fails on a title with no row) and
 whether it installs packages with apt (deploy then waits for apt's locks first).
 Adding a step: a row here, its task file in tasks/, its call in deploy.py and its part
-of the plan.
+of the plan (a module of bringup/plan/, its plan class in bringup/plan/model.py, called
+from ``bringup.plan.plan``).
 
     >>> DEPLOY_STEPS[:3], APT_STEPS
     (('repo', 'toolkit', 'env'), ('repo', 'toolkit', 'venv'))

@@ -169,7 +169,7 @@ probe_login() {
 env_file_state() {
     # env_file_state FILE: present (a regular file of root's that only root may write:
     # the one kind root reads), absent, or refused (a link, another user's file, one
-    # group or others may write: never read; bringup/plan.py names it as UNSAFE_PATH).
+    # group or others may write: never read; bringup/plan/paths.py names it as UNSAFE_PATH).
     if [ -L "$1" ]; then
         echo refused
     elif [ ! -e "$1" ]; then

@@ -26,7 +26,7 @@ def service_account(node):
     # the env step runs first; useradd refuses to make a group that exists).
     if not node.runs("env"):
         server.group(name=f"Service group {service.user}", group=service.user, system=True)
-    # The mark (GECOS) says the account is ours (bringup/plan.py SERVICE_USER_FOREIGN).
+    # The mark (GECOS) says the account is ours (bringup/plan/account.py SERVICE_USER_FOREIGN).
     server.user(name=f"Service user {service.user}", user=service.user, group=service.user, system=True,
                 home=service.home, create_home=True, shell="/usr/sbin/nologin", comment=SERVICE_ACCOUNT_MARK)
     files.directory(name="Helper scripts directory", path=layout.libexec, user="root", group="root", mode="0755")

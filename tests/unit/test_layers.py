@@ -1,6 +1,7 @@
 """Layers in a line: the planner (bringup/) is pure and imports nothing of the layers
 that observe, act or stand in (control/, facts/, tasks/, sandbox/); no product module
-imports the sandbox."""
+imports the sandbox; the plan package's decisions (bringup/plan/ but its CLI) read and
+write nothing."""
 
 import ast
 from pathlib import Path
@@ -21,6 +22,27 @@ def imported(path):
     return found
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "bringup").glob("*.py")), ids=lambda path: path.name)
+def called(path):
+    """The names ``path`` calls directly (``open(...)``, ``print(...)``)."""
+    return {node.func.id for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bringup").rglob("*.py")),
+                         ids=lambda path: str(path.relative_to(ROOT / "bringup")))
 def test_the_planner_imports_no_io_layer(path):
     assert imported(path) & {"control", "facts", "tasks", "sandbox", "inventory"} == set()
+
+
+# What a decision of the plan package may use: the planner's own modules, packaging,
+# and the standard library's modules that compute without reading or writing anything.
+PURE = {"bringup", "packaging", "dataclasses", "typing", "re", "shlex", "ipaddress", "posixpath", "urllib"}
+# The plan package's edges: its CLI reads the files it is given and prints the plan.
+PLAN_EDGES = ("cli.py", "__main__.py")
+
+
+@pytest.mark.parametrize("path", [path for path in sorted((ROOT / "bringup" / "plan").glob("*.py"))
+                                  if path.name not in PLAN_EDGES], ids=lambda path: path.name)
+def test_the_plan_decisions_do_no_io(path):
+    assert imported(path) <= PURE, f"{path.name} imports {sorted(imported(path) - PURE)}"
+    assert called(path) & {"open", "print", "input", "exec", "eval", "__import__"} == set()

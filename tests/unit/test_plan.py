@@ -517,3 +517,20 @@ def test_report_shows_the_unit_and_its_explanation(fact, shown):
         return
     assert shown + "\n" in text
     assert ("[WARN   ] SERVICE_FAILED: sglang.service" in text) is (fact["restarts"] > 0)
+
+
+def test_each_decision_reads_one_context():
+    """The plan package's decisions take the PlanContext and at most the one step plan
+    they build on (bringup/plan/context.py), never the long positional lists of old."""
+    import inspect
+
+    from bringup.plan import account, gpus, paths, prewarm, repository, service, toolkit, venv
+
+    taking_context = []
+    for module in (account, gpus, paths, prewarm, repository, service, toolkit, venv):
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            parameters = list(inspect.signature(function).parameters)
+            if function.__module__ == module.__name__ and parameters[:1] == ["context"]:
+                taking_context.append(name)
+                assert len(parameters) <= 2, f"{module.__name__}.{name}{inspect.signature(function)}"
+    assert {"check_resolution", "repo", "target_sms", "venv_plan", "check_service_unit"} <= set(taking_context)

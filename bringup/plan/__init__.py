@@ -1,0 +1,99 @@
+"""The node plan: facts + settings -> every decision the deploy acts on, with findings.
+
+    python -m bringup.plan FACTS.json [--config CONFIG.yaml]
+
+prints the NodePlan as JSON (bringup/plan/cli.py). The tasks (tasks/) take the NodePlan
+and nothing else: every path, version, package, option and file content they need is
+in it, decided here once.
+
+``plan()`` below runs the decisions in the order their findings are reported; each
+concern is a module of its own, its decisions pure functions of one ``PlanContext``
+(context.py):
+
+- model.py: the NodePlan, the plan of each step, the planner's constants
+- repository.py: NVIDIA's apt repository, the node's sources and keyrings, apt's locks
+- gpus.py: the SMs, the driver's floors, FlashInfer's arch list
+- toolkit.py: the toolkit and its lock, how the node resolves CUDA today
+- venv.py: the venv's CPython and locks, the venv the node has
+- paths.py: the paths root writes or hands over (UNSAFE_PATH)
+- account.py: the service account
+- service.py: the service's env file, unit and exposure, a failing unit's cause
+- prewarm.py: FlashInfer's JIT pre-warm, DeepGEMM's kernels
+"""
+
+from dataclasses import replace
+
+from bringup import facts_schema
+from bringup import locks as lockfiles
+from bringup.layout import SERVICE_BASE_PATH
+from bringup.plan import account, gpus, paths, prewarm, repository, service, toolkit, venv
+from bringup.plan.account import service_account_problem
+from bringup.plan.cli import load_facts, load_settings, main
+from bringup.plan.context import PlanContext
+from bringup.plan.model import (MIN_PYTHON, SYSTEM_PYTHON, TOOLKIT_PACKAGES, DeepGemmPlan, NodePlan, PrewarmPlan,
+                                RepoPlan, ServicePlan, ToolkitPlan, VenvPlan)
+from bringup.plan.paths import cache_dir_problem, env_file_problem
+from bringup.plan.service import exposure_findings, listen_address, loopback_only, managed_env_keys, service_env
+from bringup.steps import DEPLOY_STEPS
+
+# The planner's surface for the rest of the project (control/, tasks/, tests/), as it
+# was when the planner was one module.
+__all__ = [
+    "plan", "NodePlan", "RepoPlan", "ToolkitPlan", "VenvPlan", "PrewarmPlan", "DeepGemmPlan", "ServicePlan",
+    "MIN_PYTHON", "TOOLKIT_PACKAGES", "SYSTEM_PYTHON", "service_env", "managed_env_keys", "listen_address",
+    "loopback_only", "exposure_findings", "service_account_problem", "env_file_problem", "cache_dir_problem",
+    "load_facts", "load_settings", "main",
+]
+
+
+def plan(facts, config, locks=None):
+    """Decide what a node needs.
+
+    + facts: the facts document (docs/facts.md)
+    + config: a validated ``Config``
+    + locks: where the control side's lock files are read (``bringup.locks.LockFiles``;
+      default: the current directory, the repository root)
+
+    >>> from bringup.config import Config
+    >>> facts = {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [],
+    ...          "python": {"version": "3.11.2"}}
+    >>> plan(facts, Config()).codes("blocker")
+    ['NO_GPU']
+    """
+    facts_schema.check(facts)
+    node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative,
+                    steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps),
+                    apt_locks=list(facts.get("apt_locks") or []), apt_lock_timeout=config.deploy_apt_lock_timeout)
+    context = PlanContext.of(facts, config, locks if locks is not None else lockfiles.LockFiles(),
+                             node.findings.append)
+    node.torch_cuda = str(context.torch_cuda)
+    repository.check_apt_locks(context)
+    node.repo = repository.repo(context)
+    context = replace(context, sms=gpus.target_sms(context))
+    node.toolkit = toolkit.toolkit(context, node.repo)
+    toolkit.check_toolkit_lock(context, node.toolkit)
+    gpus.check_driver(context)
+    # The driver layer (issue 22: its kernel module, user space, Fabric Manager...)
+    # reports here, beside the driver's floors, before anything is built for the GPUs:
+    # driver_layer_findings(context.facts, context.config, context.add).
+    context = replace(context, targets=gpus.arch_targets(context))
+    node.arch_list = " ".join(context.targets)
+    node.venv = venv.venv_plan(context)
+    venv.check_venv(context)
+    toolkit.check_toolkits(context)
+    toolkit.check_resolution(context)
+    toolkit.check_login_path(context)
+    toolkit.check_symlink(context)
+    paths.check_paths(context)
+    venv.check_venv_readable(context)
+    account.check_service_account(context)
+    # SSH sessions get the toolkit but not the venv; the service gets both.
+    node.session_path = f"{context.home}/bin:{SERVICE_BASE_PATH}"
+    node.env = service_env(config, context.home, node.arch_list)
+    service.check_service_env(context, node.env)
+    node.prewarm = prewarm.prewarm_plan(context)
+    node.service = service.service_plan(context, node.env)
+    node.findings.extend(exposure_findings(node.service, config.service_args, config.service_port))
+    node.deep_gemm = prewarm.deep_gemm_plan(context)
+    service.check_service_unit(context)
+    return node

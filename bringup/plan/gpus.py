@@ -1,0 +1,125 @@
+"""The GPUs and what is built for them: the SMs (the GPUs' own, else ``target_sms``),
+the driver's floors for torch's CUDA build and for each GPU, and FlashInfer's arch
+target of each SM (the plan's ``arch_list``, FLASHINFER_CUDA_ARCH_LIST).
+
+    >>> from dataclasses import replace
+    >>> from bringup.config import Config
+    >>> from bringup.plan.context import PlanContext
+    >>> found = []
+    >>> context = PlanContext.of({"gpus": [{"index": 0, "name": "NVIDIA B200", "compute_cap": "10.0"}]}, Config(),
+    ...                          None, found.append)
+    >>> sms = target_sms(context)
+    >>> arch_targets(replace(context, sms=sms)), found
+    (('10.0a',), [])
+"""
+
+from packaging.version import Version
+
+from bringup import cuda as cuda_table
+from bringup import flashinfer as fi
+from bringup.findings import BLOCKER, INFO, WARNING, Finding
+from bringup.torch_builds import arch_list_for_build, covers_sm
+from bringup.versions import parse
+
+
+def target_sms(context):
+    """The SMs to build for, sorted: the GPUs' (SM_UNKNOWN for one that reports none,
+    MIXED_GPUS for several), else ``target_sms`` on a GPU-less image builder; none
+    (NO_GPU, DRIVER_NOT_LOADED) otherwise."""
+    facts, config, add = context.facts, context.config, context.add
+    gpus = facts.get("gpus") or []
+    smi = facts.get("nvidia_smi") or {}
+    if gpus:
+        for gpu in gpus:
+            if parse(gpu["compute_cap"]) is None:
+                add(Finding("SM_UNKNOWN", BLOCKER,
+                            f"GPU {gpu['index']} ({gpu['name']}) reports compute capability {gpu['compute_cap']!r}",
+                            "check the GPU with nvidia-smi -q (a GPU in a bad state or a driver too old to "
+                            "know it reports [N/A]); nothing can be built for it until it reports X.Y"))
+        sms = sorted({parse(gpu["compute_cap"]) for gpu in gpus if parse(gpu["compute_cap"])})
+        if len(sms) > 1:
+            add(Finding("MIXED_GPUS", WARNING,
+                        f"GPUs of SMs {', '.join(str(sm) for sm in sms)} share this node",
+                        "nothing to do: every SM is in the arch list"))
+        return tuple(sms)
+    if config.target_sms:
+        sms = sorted({Version(sm) for sm in config.target_sms})
+        add(Finding("TARGET_SMS_FROM_CONFIG", INFO,
+                    f"no GPU visible; building for target_sms {' '.join(str(sm) for sm in sms)}",
+                    "nothing to do on an image builder"))
+        return tuple(sms)
+    if smi.get("present") and smi.get("error"):
+        add(Finding("DRIVER_NOT_LOADED", BLOCKER,
+                    f"nvidia-smi fails: {smi['error']}",
+                    "install or reload the NVIDIA driver (check dmesg, nvidia kernel module), or "
+                    "set target_sms for a GPU-less image builder"))
+    else:
+        reason = smi.get("error") or "nvidia-smi lists no GPU"
+        add(Finding("NO_GPU", BLOCKER, f"no NVIDIA GPU visible ({reason})",
+                    "install the NVIDIA driver on a GPU node, or set target_sms (e.g. [\"12.0\"]) "
+                    "to build for a GPU-less image builder"))
+    return ()
+
+
+def check_driver(context):
+    """The driver against torch's CUDA build and each GPU's floor (bringup/cuda.py)."""
+    facts, torch_cuda, add = context.facts, context.torch_cuda, context.add
+    driver = facts.get("driver")
+    if not driver:
+        return
+    if not cuda_table.driver_runs_cuda(driver["version"], torch_cuda):
+        floor = cuda_table.driver_floor_for_cuda(torch_cuda)
+        add(Finding("DRIVER_TOO_OLD", BLOCKER,
+                    f"driver {driver['version']} cannot run CUDA {torch_cuda} code (needs >= {floor})",
+                    f"upgrade the NVIDIA driver to {floor} or newer, or use a torch build "
+                    f"for an older CUDA (stack_torch_cuda)"))
+    for name in sorted({gpu["name"] for gpu in facts.get("gpus") or []}):
+        floor = cuda_table.driver_floor_for_gpu(name)
+        if floor and parse(driver["version"]) and parse(driver["version"]) < floor:
+            add(Finding("DRIVER_TOO_OLD", BLOCKER,
+                        f"driver {driver['version']} is below the {name} floor {floor}",
+                        f"upgrade the NVIDIA driver to {floor} or newer"))
+    driver_cuda = parse(driver.get("cuda_version"))
+    if driver_cuda and driver_cuda < torch_cuda and cuda_table.driver_runs_cuda(driver["version"], torch_cuda):
+        add(Finding("DRIVER_CUDA_BELOW_TOOLKIT", WARNING,
+                    f"driver {driver['version']} supports CUDA {driver_cuda}, toolkit is {torch_cuda}: "
+                    "runs under minor-version compatibility, without PTX JIT of newer code",
+                    f"upgrade the driver to {cuda_table.GA_DRIVER_FOR_CUDA.get(torch_cuda, 'the toolkit GA driver')} "
+                    "for full support"))
+
+
+def arch_targets(context):
+    """FlashInfer's arch target of each of ``context.sms`` that torch's CUDA build (and
+    an external venv's torch) can serve; the SMs it cannot are blockers."""
+    config, torch_cuda, add = context.config, context.torch_cuda, context.add
+    targets = []
+    arch_list = _torch_arch_list(context)
+    for sm in context.sms:
+        if sm not in cuda_table.FIRST_CUDA_FOR_SM:
+            add(Finding("SM_UNKNOWN", BLOCKER, f"compute capability {sm} is not in this release's tables",
+                        "upgrade this tool, or report the GPU model"))
+            continue
+        if not cuda_table.cuda_supports_sm(torch_cuda, sm):
+            first = cuda_table.FIRST_CUDA_FOR_SM[sm]
+            add(Finding("SM_NEEDS_NEWER_CUDA", BLOCKER,
+                        f"SM {sm} needs CUDA >= {first}; torch is built for CUDA {torch_cuda}",
+                        f"use a torch build for CUDA {first} or newer (stack_torch_cuda)"))
+            continue
+        if arch_list is not None and not covers_sm(arch_list, sm):
+            add(Finding("TORCH_LACKS_SM", BLOCKER,
+                        f"torch (CUDA {torch_cuda}) carries {' '.join(arch_list)}, nothing for SM {sm}",
+                        "use a torch build whose arch list covers this GPU"))
+        try:
+            targets.append(fi.normalize_arch(config.flashinfer, torch_cuda, sm))
+        except fi.ArchError as error:
+            add(Finding("SM_NEEDS_NEWER_CUDA", BLOCKER, f"FlashInfer {config.flashinfer}: {error}",
+                        "use a torch build (and so a toolkit) for CUDA 12.9 or newer"))
+    return tuple(targets)
+
+
+def _torch_arch_list(context):
+    """The SMs torch carries: an external venv's own, as probed; the build's otherwise."""
+    torch = context.facts.get("torch") or {}
+    if not context.config.venv_managed and torch.get("arch_list"):
+        return torch["arch_list"]
+    return arch_list_for_build(context.torch_cuda)

@@ -1,0 +1,243 @@
+"""What a plan holds: the node's plan (``NodePlan``) and the plan of each step, plain
+frozen data the tasks act on, and the planner's constants.
+
+    >>> NodePlan(steps=("repo", "env")).uses_apt, NodePlan().ok
+    (True, True)
+"""
+
+from dataclasses import asdict, dataclass, field
+
+from packaging.version import Version
+
+from bringup import redact
+from bringup.findings import BLOCKER
+from bringup.layout import LIBEXEC, NodeLayout
+from bringup.prewarm import prewarm_gap
+from bringup.steps import APT_STEPS
+
+MIN_PYTHON = Version("3.11")  # sglang 0.5.23: Requires-Python >=3.11
+# Dev headers and stubs FlashInfer's JIT compiles and links against, beside nvcc.
+# cuBLAS headers: FlashInfer 0.7.2's norm module includes cublasLt.h. The toolkit lock
+# (files/locks/cuda-X.Y-<distro>-<machine>.txt) pins these and what they depend on.
+TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cuda-cccl",
+                    "cuda-driver-dev", "libcurand-dev", "libcublas-dev")
+# What the managed venv's build needs from the distribution: venv support, and the
+# host compiler FlashInfer's JIT uses (CXX in the service env).
+VENV_SYSTEM_PACKAGES = ("python3-venv", "g++")
+HOST_CXX = "/usr/bin/g++"
+SYSTEM_PYTHON = "/usr/bin/python3"
+# Packages the repository step needs to fetch and check the key.
+KEY_TOOLS = ("ca-certificates", "curl", "gpg")
+
+
+@dataclass(frozen=True)
+class RepoPlan:
+    """NVIDIA's CUDA apt repository (or a mirror) as the node will use it."""
+
+    url: str
+    key_url: str
+    fingerprint: str
+    distro: str
+    arch: str
+    keyring: str
+    source_file: str
+    preference_file: str
+    pin_origin: str
+    key_tools: tuple = KEY_TOOLS
+    # A source of the node's own serves the repository with the pinned key: deploy
+    # uses it (and its keyring) instead of adding a second one.
+    adopt: bool = False
+    # Files whose entries for ``url`` deploy disables first (they would conflict).
+    disable: tuple = ()
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class ToolkitPlan:
+    """The toolkit matching torch's CUDA build: ``version`` X.Y, its ``home`` and packages.
+
+    ``lock`` is the toolkit lock the versions come from ("" without one); ``pins`` are
+    apt's arguments, ``name=version`` for every locked package (a bare name otherwise).
+    """
+
+    version: str
+    home: str
+    packages: tuple
+    lock: str = ""
+    pins: tuple = ()
+    # The pins dpkg did not have (at that version) when the node was probed; None when
+    # the probe could not tell (no dpkg-query): deploy then asks dpkg itself.
+    missing: tuple = None
+
+
+@dataclass(frozen=True)
+class VenvPlan:
+    """The SGLang venv: built from ``lock`` (a control-side file) with ``python`` (CPython
+    ``python_version``) into ``dirs/<lock digest>`` and linked at ``path`` when
+    ``managed``; only used otherwise."""
+
+    managed: bool
+    path: str
+    dirs: str
+    locks: str
+    tools: str
+    cache: str
+    python: str
+    lock: str
+    uv_lock: str
+    installer: str
+    sources: tuple
+    builder: str
+    system_packages: tuple = VENV_SYSTEM_PACKAGES
+    python_version: str = ""
+    # torch's arch list is recorded here, inside the venv (files/torch_info.py), and
+    # whether the probe found a current record (then deploy checks nothing more).
+    torch_record: str = ""
+    torch_recorded: bool = False
+    torch_info: str = f"{LIBEXEC}/torch_info.py"
+    # Runs the build so that it dies with its SSH session (files/session-bound).
+    session_bound: str = f"{LIBEXEC}/session-bound"
+
+
+@dataclass(frozen=True)
+class PrewarmPlan:
+    """FlashInfer's JIT modules to compile before the service starts, and where.
+
+    ``gap`` says why the node's cache does not hold them at planning time ("" when
+    it does); the deploy re-checks with ``gap_for`` when it gets there.
+    """
+
+    request: dict
+    flashinfer: str
+    arch_list: str
+    venv: str
+    env_file: str
+    cache_dir: str
+    manifest: str
+    user: str
+    home: str
+    base_path: str
+    runner: str
+    script: str
+    gap: str = ""
+    # Runs the pre-warm so that it dies with its SSH session (files/session-bound).
+    session_bound: str = f"{LIBEXEC}/session-bound"
+
+    def gap_for(self, state, toolchain=None):
+        """Why ``state`` (the JitCache fact's ``prewarm``) does not hold the request, or "";
+        ``toolchain`` is its ``toolchain``.
+
+        >>> PrewarmPlan({"modules": ["norm"]}, "0.7.2", "12.0f", "/v", "/e", "/c", "/c/m", "u", "/h",
+        ...             "/p", "/r", "/s").gap_for(None)
+        'no pre-warm manifest'
+        """
+        return prewarm_gap(state, self.request, Version(self.flashinfer), self.arch_list, toolchain)
+
+
+@dataclass(frozen=True)
+class DeepGemmPlan:
+    """DeepGEMM's kernels for the service's model (bringup/deep_gemm.py): whether deploy
+    compiles them here (``run``) and why, the request its manifest records, and the
+    command, run as the service user with the service's environment."""
+
+    run: bool
+    why: str
+    request: dict
+    manifest: str
+    command: tuple
+    user: str
+    home: str
+    env_file: str
+    base_path: str
+    runner: str
+    unit: str
+    session_bound: str
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """The SGLang service: its account, environment file content and unit."""
+
+    user: str
+    home: str
+    env_file: str
+    env: dict
+    unit: str
+    exec_start: tuple
+    exec_line: str
+    description: str
+    enable: bool
+    # Where it listens (sglang serve --host) and the node's file with its API key,
+    # given as --config (empty: no key); the key itself is in no plan or report.
+    host: str = "127.0.0.1"
+    api_key_file: str = ""
+
+
+@dataclass
+class NodePlan:
+    """What a node needs. ``ok`` is False when any finding is a blocker."""
+
+    findings: list = field(default_factory=list)
+    toolkit: ToolkitPlan = None
+    arch_list: str = ""
+    env: dict = field(default_factory=dict)
+    repo: RepoPlan = None
+    torch_cuda: str = ""
+    session_path: str = ""
+    layout: NodeLayout = None
+    venv: VenvPlan = None
+    prewarm: PrewarmPlan = None
+    deep_gemm: DeepGemmPlan = None
+    service: ServicePlan = None
+    manage_alternative: bool = True
+    steps: tuple = ()
+    # Who held apt's locks when the node was probed, and how long deploy waits for them.
+    apt_locks: list = field(default_factory=list)
+    apt_lock_timeout: int = 300
+
+    def runs(self, step):
+        """Whether deploy.py runs ``step`` (bringup.steps.DEPLOY_STEPS) on this node."""
+        return step in self.steps
+
+    @property
+    def uses_apt(self):
+        """Whether a step deploy.py runs here installs packages (and so needs apt's locks)."""
+        return any(step in self.steps for step in APT_STEPS)
+
+    @property
+    def ok(self):
+        return not self.blockers
+
+    @property
+    def blockers(self):
+        return [finding for finding in self.findings if finding.severity == BLOCKER]
+
+    def codes(self, severity=None):
+        return [f.code for f in self.findings if severity is None or f.severity == severity]
+
+    def as_dict(self):
+        """The plan as plain data, as it is printed and saved (reports, the summary, the
+        planner's JSON): the env values that are not the plan's own and URL credentials
+        redacted (bringup/redact.py). The tasks act on the NodePlan itself, real values."""
+        service = asdict(self.service) if self.service else {}
+        if service:
+            service["env"] = redact.env(service["env"])
+        return redact.data({
+            "ok": self.ok,
+            "findings": [finding.as_dict() for finding in self.findings],
+            "toolkit": asdict(self.toolkit) if self.toolkit else {},
+            "arch_list": self.arch_list,
+            "env": redact.env(self.env),
+            "repo": asdict(self.repo) if self.repo else {},
+            "torch_cuda": self.torch_cuda,
+            "session_path": self.session_path,
+            "manage_alternative": self.manage_alternative,
+            "layout": self.layout.as_dict() if self.layout else {},
+            "venv": asdict(self.venv) if self.venv else {},
+            "prewarm": asdict(self.prewarm) if self.prewarm else {},
+            "deep_gemm": asdict(self.deep_gemm) if self.deep_gemm else {},
+            "service": service,
+            "steps": list(self.steps),
+            "apt_locks": list(self.apt_locks),
+            "apt_lock_timeout": self.apt_lock_timeout,
+        })
