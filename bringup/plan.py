@@ -28,6 +28,7 @@ from bringup import cuda as cuda_table
 from bringup import checks, explain, facts_schema, redact, systemd, yamlload
 from bringup.caches import cache_env
 from bringup.deep_gemm import deep_gemm_decision, deep_gemm_request
+from bringup.driver_layer import driver_layer_findings
 from bringup import flashinfer as fi
 from bringup import locks as lockfiles
 from bringup.config import Config, ConfigError
@@ -298,6 +299,7 @@ def plan(facts, config, locks=None):
     node.toolkit = replace(node.toolkit, missing=_missing_pins(node.toolkit.pins, facts.get("cuda_packages")))
     _check_toolkit_lock(facts, node.toolkit, add)
     _check_driver(facts, torch_cuda, add)
+    driver_layer_findings(facts, config, add)
     targets = _check_sms(sms, facts, config, torch_cuda, add)
     node.arch_list = " ".join(targets)
     python = _check_python(facts, config, add)
