@@ -141,13 +141,15 @@ def _check_open_module(facts, config, layer, version, add):
 
 
 def _user_space_versions(layer):
-    """The user-space driver versions the node has: its libnvidia-ml.so.<version> files, else
-    the upstream versions of its user-space driver packages."""
-    found = {upstream(version) for version in layer.get("nvml_libraries") or []}
+    """The user-space driver versions the node has, as {Version: the text seen}: its
+    libnvidia-ml.so.<version> files, else the upstream versions of its user-space packages."""
+    found = {upstream(text): text for text in layer.get("nvml_libraries") or []}
     if not found:
-        found = {upstream(package["version"]) for package in layer.get("packages") or []
-                 if USER_SPACE.match(package["name"])}
-    return sorted(found - {None})
+        found = {upstream(package["version"]): UPSTREAM.match(package["version"]).group(1)
+                 for package in layer.get("packages") or []
+                 if USER_SPACE.match(package["name"]) and upstream(package["version"])}
+    found.pop(None, None)
+    return found
 
 
 def _check_library_mismatch(layer, add):
@@ -157,7 +159,7 @@ def _check_library_mismatch(layer, add):
     if loaded is None or not libraries or loaded in libraries:
         return
     # NVIDIA/ubuntu-packaging-nvidia-driver#3: "Failed to initialize NVML: Driver/library version mismatch".
-    shown = ", ".join(str(version) for version in libraries)
+    shown = ", ".join(libraries[version] for version in sorted(libraries))
     add(Finding("DRIVER_LIBRARY_MISMATCH", BLOCKER,
                 f"the loaded kernel module is {module.get('version')} but the user-space driver (libnvidia-ml) is "
                 f"{shown}: NVML and CUDA refuse a module of another version (\"Failed to initialize NVML: "
