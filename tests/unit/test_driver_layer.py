@@ -2,60 +2,20 @@
 node's ``driver_layer`` (docs/facts.md), one trap at a time, each cleared by changing its
 fact back, and traps together."""
 
-import copy
-
 import pytest
 
 from bringup.config import Config
 from bringup.driver_layer import driver_layer_findings, requested_gpus
 from bringup.findings import BLOCKER, FIX, WARNING
+from tests.fixtures.facts.driver_layer.make import changed as apply
+from tests.fixtures.facts.driver_layer.make import healthy_layer as healthy
+from tests.fixtures.facts.driver_layer.make import hgx_layer, PROPRIETARY_BANNER
 from tests.unit.scenarios import RTX_PRO, converged, gpus
-
-VERSION = "580.95.05"
-
-
-def layer_gpus(count, **fields):
-    return [{"index": i, "bus_id": f"0000:{0x17 + i:02x}:00.0", "persistence_mode": "Enabled", "mig_mode": "Disabled",
-             "fabric_state": "N/A", "fabric_status": None, **fields} for i in range(count)]
-
-
-def healthy(count=8):
-    """The driver layer of an 8x RTX PRO 6000 node (PCIe only) that is as it should be."""
-    return {
-        "module": {"loaded": True, "version": VERSION, "flavour": "open",
-                   "banner": f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {VERSION}  Release Build"},
-        "installed_module": {"version": VERSION, "license": "Dual MIT/GPL", "flavour": "open"},
-        "nvml_libraries": [VERSION],
-        "packages": [{"name": "nvidia-open", "version": f"{VERSION}-1", "held": True},
-                     {"name": "libnvidia-compute", "version": f"{VERSION}-1", "held": True}],
-        "nouveau": {"loaded": False, "blacklisted": True},
-        "nvswitch_count": 0,
-        "units": {"nvidia-persistenced": {"load_state": "loaded", "active_state": "active", "unit_file_state": "enabled"},
-                  "nvidia-fabricmanager": {"load_state": "not-found", "active_state": "inactive", "unit_file_state": ""},
-                  "nvlsm": {"load_state": "not-found", "active_state": "inactive", "unit_file_state": ""}},
-        "gpus": layer_gpus(count),
-        "kernel": {"release": "6.1.0-28-amd64", "headers": True},
-        "dkms": [{"module": "nvidia", "version": VERSION, "kernel": "6.1.0-28-amd64", "status": "installed"}],
-        "reboot_required": {"required": False, "packages": []},
-        "iommu_args": [],
-        "acs": [{"gpu_bus_id": "0000:17:00.0", "bridge": "0000:16:00.0", "ctl": "SrcValid+ ReqRedir- CmpltRedir-",
-                 "redirect": False}],
-        "topology": [{"a": a, "b": b, "link": "PXB" if b == a + 1 else "SYS"} for a in range(count)
-                     for b in range(a + 1, count)],
-    }
 
 
 def hgx(sm="10.0", name="NVIDIA B200"):
-    """An 8-GPU NVSwitch node, Fabric Manager (and NVLSM) at the driver's version, fabric completed."""
-    layer = healthy()
-    layer["nvswitch_count"] = 4
-    layer["packages"] += [{"name": "nvidia-fabricmanager", "version": f"{VERSION}-1", "held": True},
-                          {"name": "nvlsm", "version": "2025.06.1-1", "held": True}]
-    layer["units"]["nvidia-fabricmanager"] = {"load_state": "loaded", "active_state": "active", "unit_file_state": "enabled"}
-    layer["units"]["nvlsm"] = {"load_state": "loaded", "active_state": "active", "unit_file_state": "enabled"}
-    layer["gpus"] = layer_gpus(8, fabric_state="Completed", fabric_status="Success")
-    layer["topology"] = [{"a": a, "b": b, "link": "NV18"} for a in range(8) for b in range(a + 1, 8)]
-    return layer, gpus(name, sm, 8)
+    """An 8-GPU NVSwitch node of GPUs ``name`` (make.hgx_layer) and its gpus facts."""
+    return hgx_layer(), gpus(name, sm, 8)
 
 
 def found(layer, node_gpus=None, settings=None):
@@ -71,16 +31,6 @@ def codes(findings):
     return sorted(f"{finding.code}:{finding.severity}" for finding in findings)
 
 
-def changed(base, path, value):
-    """A deep copy of ``base`` with the value at ``path`` (keys and indexes) replaced."""
-    layer = copy.deepcopy(base)
-    target = layer
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
-    return layer
-
-
 def test_healthy_nodes_have_no_finding():
     assert found(healthy()) == []
     layer, node_gpus = hgx()
@@ -92,7 +42,6 @@ def test_an_older_report_says_nothing(layer):
     assert found(layer) == []
 
 
-PROPRIETARY_BANNER = f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {VERSION}  Release Build"
 HGX, HGX_GPUS = hgx()
 H100, H100_GPUS = hgx("9.0", "NVIDIA H100 80GB HBM3")
 
@@ -142,13 +91,6 @@ NVSWITCH_TRAPS = [
     ("fabric in progress", HGX, HGX_GPUS, [(("gpus", 2, "fabric_state"), "In Progress")],
      ["FABRIC_NOT_READY:blocker"]),
 ]
-
-
-def apply(base, changes):
-    layer = base
-    for path, value in changes:
-        layer = changed(layer, path, value)
-    return layer
 
 
 @pytest.mark.parametrize("name,changes,node_gpus,settings,expected", TRAPS, ids=[t[0] for t in TRAPS])
