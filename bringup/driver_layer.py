@@ -225,7 +225,9 @@ def _check_fabric(facts, layer, version, add):
                     "Manager cannot bring up the NVLink5 fabric without NVLSM (and its InfiniBand modules)",
                     "`apt-get install nvlsm` (NVIDIA's CUDA repository) and load the InfiniBand modules "
                     "(`modprobe ib_umad`), then `systemctl restart nvidia-fabricmanager`"))
-    waiting = [gpu for gpu in layer.get("gpus") or [] if gpu.get("fabric_state") not in (None, "Completed")]
+    # "N/A": a GPU that does not report a fabric state (A100 under NVSwitch gen 2 has none
+    # in nvidia-smi -q; Fabric Manager's own state is the unit's then).
+    waiting = [gpu for gpu in layer.get("gpus") or [] if gpu.get("fabric_state") not in (None, "N/A", "Completed")]
     if waiting:
         states = ", ".join(f"GPU {gpu['index']} {gpu['fabric_state']}"
                            + (f" ({gpu['fabric_status']})" if gpu.get("fabric_status") else "") for gpu in waiting)

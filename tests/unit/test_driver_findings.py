@@ -108,6 +108,12 @@ def test_each_nvswitch_trap_alone(name, base, node_gpus, changes, expected):
     assert found(base, node_gpus) == []
 
 
+def test_a_gpu_without_a_fabric_state_is_not_waiting():
+    """A100s under NVSwitches report no fabric state ("N/A"): nothing to wait for."""
+    a100 = apply(H100, [(("gpus", i, "fabric_state"), "N/A") for i in range(8)])
+    assert found(a100, gpus("NVIDIA A100-SXM4-80GB", "8.0", 8)) == []
+
+
 def test_nvlsm_is_not_asked_of_hopper():
     layer = apply(H100, [(("packages",), H100["packages"][:3]), (("units", "nvlsm", "load_state"), "not-found")])
     assert found(layer, H100_GPUS) == []
