@@ -130,14 +130,18 @@ def _check_open_module(facts, config, layer, version, add):
     seen = ((layer.get("module") or {}).get("banner") or (layer.get("installed_module") or {}).get("license")
             or "proprietary")
     line = branch(version)
+    # NVIDIA's driver installation guide, "Switching between Driver Module Flavors"
+    # (docs.nvidia.com/datacenter/tesla/driver-installation-guide/advanced-options.html):
+    # Debian "apt install --autoremove --purge nvidia-open", Ubuntu "... nvidia-open nvidia-driver-open".
+    ubuntu = (facts.get("os") or {}).get("id") == "ubuntu"
+    switch = f"apt-get install --autoremove --purge nvidia-open{' nvidia-driver-open' if ubuntu else ''}"
     add(Finding("DRIVER_OPEN_MODULE_REQUIRED", BLOCKER,
                 f"the proprietary NVIDIA kernel module is {where} ({seen}) on a Blackwell GPU (compute capability "
                 f"{sms}): Blackwell runs only on NVIDIA's open kernel modules; with the proprietary one nvidia-smi "
                 "says \"No devices were found\" and the kernel log \"requires use of the NVIDIA open kernel modules\"",
-                f"install the open modules of the {line} branch (NVIDIA's driver installation guide, Ubuntu/Debian: "
-                f"`apt-get install nvidia-open-{line}` from NVIDIA's CUDA repository, which replaces the "
-                f"proprietary cuda-drivers/nvidia-kernel-dkms packages; Ubuntu's archive: `apt-get install "
-                f"nvidia-driver-{line}-open`), then reboot; `modinfo -F license nvidia` then says Dual MIT/GPL"))
+                f"switch to the open modules of the {line} branch from NVIDIA's CUDA repository (NVIDIA's driver "
+                f"installation guide, \"Switching between Driver Module Flavors\"): `{switch}`, then reboot; "
+                "`modinfo -F license nvidia` then says Dual MIT/GPL"))
 
 
 def _user_space_versions(layer):

@@ -207,9 +207,9 @@ SIGNATURES = (
         "The GPU (Blackwell: compute capability 10.x or 12.x) runs only on NVIDIA's open kernel modules, and "
         "the proprietary module is loaded: it does not initialise the GPU, nvidia-smi says \"No devices were "
         "found\" and CUDA sees no device.",
-        "install the open modules of the driver's branch (`apt-get install nvidia-open-<branch>` from NVIDIA's "
-        "CUDA repository; Ubuntu's archive: `nvidia-driver-<branch>-open`) and reboot; validate.py reports "
-        f"DRIVER_OPEN_MODULE_REQUIRED with the branch, {RESTART}"),
+        "switch to the open modules (NVIDIA's driver installation guide: Debian `apt-get install --autoremove "
+        "--purge nvidia-open`, Ubuntu `apt-get install --autoremove --purge nvidia-open nvidia-driver-open`) and "
+        f"reboot; validate.py reports DRIVER_OPEN_MODULE_REQUIRED with the branch, {RESTART}"),
     Signature(
         "rm-init-adapter-failed", "DRIVER_NOT_LOADED",
         "the kernel module failed to initialise a GPU",
@@ -220,8 +220,8 @@ SIGNATURES = (
         "start. The line before it in the kernel log says why: the proprietary module on a GPU that needs the "
         "open ones (DRIVER_OPEN_MODULE_REQUIRED), or GSP firmware that did not boot (\"Cannot initialize GSP "
         "firmware RM\").",
-        "read the kernel log around it (`journalctl -k -b | grep NVRM`); for the open-modules line install "
-        "`nvidia-open-<branch>`; otherwise reboot (a cold power cycle for firmware errors) and update the driver, "
+        "read the kernel log around it (`journalctl -k -b | grep NVRM`); for the open-modules line switch to "
+        "the open modules (`apt-get install --autoremove --purge nvidia-open`); otherwise reboot (a cold power cycle for firmware errors) and update the driver, "
         f"{RESTART}"),
     Signature(
         "nvml-library-mismatch", "DRIVER_LIBRARY_MISMATCH",

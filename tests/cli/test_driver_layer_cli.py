@@ -22,7 +22,7 @@ DRIVER_CODES = {"DRIVER_OPEN_MODULE_REQUIRED", "DRIVER_LIBRARY_MISMATCH", "FABRI
 SCENARIOS = [
     ("healthy-rtx-pro-6000", {}, [], None),
     ("healthy-b200-hgx", {}, [], None),
-    ("proprietary-module", {}, ["DRIVER_OPEN_MODULE_REQUIRED:blocker"], "apt-get install nvidia-open-580"),
+    ("proprietary-module", {}, ["DRIVER_OPEN_MODULE_REQUIRED:blocker"], "apt-get install --autoremove --purge nvidia-open`"),
     ("library-mismatch", {}, ["DRIVER_LIBRARY_MISMATCH:blocker"], "modprobe -r nvidia_uvm"),
     ("fabric-manager-missing", {}, ["FABRIC_MANAGER_MISSING:blocker", "FABRIC_NOT_READY:blocker"],
      "apt-get install 'nvidia-fabricmanager=580.95.05*'"),

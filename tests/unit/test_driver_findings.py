@@ -159,7 +159,7 @@ def test_fixes_name_the_command():
         (("module", "flavour"), "proprietary"), (("nvml_libraries",), ["580.105.08"]),
         (("packages", 1, "held"), False), (("gpus", 0, "persistence_mode"), "Disabled"),
         (("acs", 0, "redirect"), True), (("gpus", 1, "mig_mode"), "Enabled")]), settings={"service_args": "--tp 8"})}
-    assert "apt-get install nvidia-open-580" in by_code["DRIVER_OPEN_MODULE_REQUIRED"].fix
+    assert "apt-get install --autoremove --purge nvidia-open`" in by_code["DRIVER_OPEN_MODULE_REQUIRED"].fix
     assert "reboot" in by_code["DRIVER_LIBRARY_MISMATCH"].fix and "modprobe -r" in by_code["DRIVER_LIBRARY_MISMATCH"].fix
     assert "580.105.08" in by_code["DRIVER_LIBRARY_MISMATCH"].message
     assert "apt-mark hold libnvidia-compute" in by_code["DRIVER_NOT_HELD"].fix
@@ -203,3 +203,14 @@ def test_requested_gpus(args, expected):
 def test_severities_are_the_documented_ones():
     assert {BLOCKER, FIX, WARNING} >= {finding.severity for finding in found(apply(healthy(), [
         (("nouveau", "blacklisted"), False)]))}
+
+
+def test_the_open_module_switch_is_the_distributions():
+    """NVIDIA's guide switches flavours with nvidia-open on Debian, and nvidia-driver-open beside it on Ubuntu."""
+    layer = apply(healthy(), [(("module", "flavour"), "proprietary")])
+    debian = found(layer)[0].fix
+    facts = dict(converged(), os={"id": "ubuntu", "version_id": "24.04", "arch": "x86_64"}, driver_layer=layer)
+    ubuntu = []
+    driver_layer_findings(facts, Config(), ubuntu.append)
+    assert "`apt-get install --autoremove --purge nvidia-open`" in debian
+    assert "`apt-get install --autoremove --purge nvidia-open nvidia-driver-open`" in ubuntu[0].fix
