@@ -169,11 +169,23 @@ def _check_library_mismatch(layer, add):
                 f"{shown}: NVML and CUDA refuse a module of another version (\"Failed to initialize NVML: "
                 "Driver/library version mismatch\"); user space was upgraded (unattended-upgrades) under a "
                 "running module",
-                f"reboot, which loads the installed module ({shown}); or, when no process uses the GPUs "
-                "(`nvidia-smi` lists none), reload the modules without a reboot: `systemctl stop sglang "
-                "nvidia-persistenced nvidia-fabricmanager; modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia "
-                "&& modprobe nvidia nvidia_uvm`; then hold the driver's packages (DRIVER_NOT_HELD) so it does not "
-                "happen again"))
+                _mismatch_fix(layer, loaded, libraries, shown)))
+
+
+def _mismatch_fix(layer, loaded, libraries, shown):
+    """A reboot loads the installed module: that cures the mismatch only when the installed
+    module is the user space's version (modinfo's; unknown counts as the usual case, the
+    whole driver upgraded under a running module)."""
+    installed = upstream((layer.get("installed_module") or {}).get("version"))
+    if installed is not None and installed not in libraries:
+        return (f"the installed module ({installed}) is not the user space's version either: install the driver's "
+                f"packages at one version (`apt-get install` its kernel module package at {shown}, or the user "
+                f"space back at {loaded}), then reboot")
+    return (f"reboot, which loads the installed module ({shown}); or, when no process uses the GPUs "
+            "(`nvidia-smi` lists none), reload the modules without a reboot: `systemctl stop sglang "
+            "nvidia-persistenced nvidia-fabricmanager; modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia "
+            "&& modprobe nvidia nvidia_uvm`; then hold the driver's packages (DRIVER_NOT_HELD) so it does not "
+            "happen again")
 
 
 def _package(layer, pattern):

@@ -157,7 +157,7 @@ def test_open_module_on_blackwell_that_lists_no_gpu_is_known_from_target_sms():
 def test_fixes_name_the_command():
     by_code = {finding.code: finding for finding in found(apply(healthy(), [
         (("module", "flavour"), "proprietary"), (("nvml_libraries",), ["580.105.08"]),
-        (("packages", 1, "held"), False), (("gpus", 0, "persistence_mode"), "Disabled"),
+        (("installed_module", "version"), "580.105.08"), (("packages", 1, "held"), False), (("gpus", 0, "persistence_mode"), "Disabled"),
         (("acs", 0, "redirect"), True), (("gpus", 1, "mig_mode"), "Enabled")]), settings={"service_args": "--tp 8"})}
     assert "apt-get install --autoremove --purge nvidia-open`" in by_code["DRIVER_OPEN_MODULE_REQUIRED"].fix
     assert "reboot" in by_code["DRIVER_LIBRARY_MISMATCH"].fix and "modprobe -r" in by_code["DRIVER_LIBRARY_MISMATCH"].fix
@@ -203,6 +203,17 @@ def test_requested_gpus(args, expected):
 def test_severities_are_the_documented_ones():
     assert {BLOCKER, FIX, WARNING} >= {finding.severity for finding in found(apply(healthy(), [
         (("nouveau", "blacklisted"), False)]))}
+
+
+def test_a_mismatch_a_reboot_cannot_cure_says_so():
+    """User space moved, the installed module did not: a reboot loads the old module again."""
+    moved = apply(healthy(), [(("nvml_libraries",), ["580.105.08"])])
+    assert "reboot, which loads the installed module" not in found(moved)[0].fix
+    assert "not the user space's version" in found(moved)[0].fix
+    both = apply(moved, [(("installed_module", "version"), "580.105.08")])
+    assert "reboot, which loads the installed module (580.105.08)" in found(both)[0].fix
+    unknown = apply(moved, [(("installed_module",), None)])
+    assert "modprobe -r" in found(unknown)[0].fix
 
 
 def test_the_open_module_switch_is_the_distributions():
