@@ -195,6 +195,88 @@ SIGNATURES = (
         "and that runtime is not loadable in the service.",
         f"drop FLASHINFER_NVCC from {{env_file}} and {SERVICE_TOOLKIT} ({BY_DEPLOY}); the JIT relinks its "
         f"modules for the new CUDA home; {RESTART}"),
+    # The driver layer (issue 22). Nothing here could record these (no node of this project
+    # has the hardware): each pattern is a text quoted from the public report cited beside it,
+    # and its sample in tests/fixtures/failures/public-*.log says so in its header.
+    Signature(
+        "open-module-required", "DRIVER_OPEN_MODULE_REQUIRED",
+        "the proprietary kernel module refused a GPU that needs the open modules",
+        # The kernel log of a Blackwell GPU under the proprietary module (awslabs/amazon-eks-ami#2769,
+        # NVIDIA/open-gpu-kernel-modules#862): "NVRM: installed in this system requires use of the
+        # NVIDIA open kernel modules."
+        (r"requires use of the NVIDIA open kernel modules",),
+        "The GPU (Blackwell: compute capability 10.x or 12.x) runs only on NVIDIA's open kernel modules, and "
+        "the proprietary module is loaded: it does not initialise the GPU, nvidia-smi says \"No devices were "
+        "found\" and CUDA sees no device.",
+        "switch to the open modules (NVIDIA's driver installation guide: Debian `apt-get install --autoremove "
+        "--purge nvidia-open`, Ubuntu `apt-get install --autoremove --purge nvidia-open nvidia-driver-open`) and "
+        f"reboot; validate.py reports DRIVER_OPEN_MODULE_REQUIRED with the branch, {RESTART}"),
+    Signature(
+        "rm-init-adapter-failed", "DRIVER_NOT_LOADED",
+        "the kernel module failed to initialise a GPU",
+        # "NVRM: GPU 0000:57:00.0: RmInitAdapter failed! (0x22:0x56:897)" (awslabs/amazon-eks-ami#2769;
+        # NVIDIA/open-gpu-kernel-modules#326, #789 for other causes).
+        (r"RmInitAdapter failed!",),
+        "The NVIDIA module is loaded but could not bring the GPU up: nvidia-smi lists no device and CUDA cannot "
+        "start. The line before it in the kernel log says why: the proprietary module on a GPU that needs the "
+        "open ones (DRIVER_OPEN_MODULE_REQUIRED), or GSP firmware that did not boot (\"Cannot initialize GSP "
+        "firmware RM\").",
+        "read the kernel log around it (`journalctl -k -b | grep NVRM`); for the open-modules line switch to "
+        "the open modules (`apt-get install --autoremove --purge nvidia-open`); otherwise reboot (a cold power cycle for firmware errors) and update the driver, "
+        f"{RESTART}"),
+    Signature(
+        "nvml-library-mismatch", "DRIVER_LIBRARY_MISMATCH",
+        "the user-space driver and the loaded kernel module are of different versions",
+        # nvidia-smi after an unattended upgrade of the driver's user space
+        # (NVIDIA/ubuntu-packaging-nvidia-driver#3; illinois-scicomp/machine-shop-maintenance#70).
+        (r"Failed to initialize NVML: Driver/library version mismatch",),
+        "The driver's libraries (libnvidia-ml, libcuda) were upgraded while the older kernel module stayed "
+        "loaded: NVML and CUDA refuse a module of another version until the installed module is loaded.",
+        "reboot; or, with nothing using the GPUs, `systemctl stop sglang nvidia-persistenced; modprobe -r "
+        "nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia nvidia_uvm`; then `apt-mark hold` the "
+        f"driver's packages (validate.py names them: DRIVER_NOT_HELD), {RESTART}"),
+    Signature(
+        "fabric-manager-version", "FABRIC_MANAGER_VERSION",
+        "Fabric Manager is at another version than the driver",
+        # nv-fabricmanager's refusal (NVIDIA/gpu-operator#544: "don't"; NVIDIA/nvtrust#55 quotes it
+        # with a typographic apostrophe; later releases print "doesn't").
+        (r"fabric manager NVIDIA GPU driver interface version \S+ do(?:n.t|esn.t) match with driver version",),
+        "nvidia-fabricmanager refused to start: its version is not the loaded driver's. On an NVSwitch node the "
+        "GPUs' fabric is then never set up and CUDA fails with \"Error 802: system not yet initialized\".",
+        "install Fabric Manager at exactly the driver's version (`apt-get install 'nvidia-fabricmanager=<driver "
+        "version>*'` and `apt-mark hold nvidia-fabricmanager`), `systemctl restart nvidia-fabricmanager`, "
+        f"{RESTART}"),
+    Signature(
+        "cuda-system-not-initialized", "FABRIC_NOT_READY",
+        "CUDA found the system not yet initialised (error 802)",
+        # torch on an NVSwitch node whose Fabric Manager is not running (dstackai/dstack#2348).
+        (r"Error 802: system not yet initialized",),
+        "CUDA error 802 (cudaErrorSystemNotReady): on an NVSwitch node (HGX H100/H200/B200) the GPUs' fabric is "
+        "not set up, because nvidia-fabricmanager is missing, inactive, or at another version than the driver "
+        "(NVLink5 also needs NVLSM); nvidia-smi still lists the GPUs.",
+        "`systemctl status nvidia-fabricmanager` and `journalctl -u nvidia-fabricmanager`; install or start it at "
+        "the driver's version (validate.py reports FABRIC_MANAGER_*), wait for `nvidia-smi -q` to show Fabric "
+        f"State: Completed on every GPU, {RESTART}"),
+    Signature(
+        "mig-device-ordinal", "MIG_ENABLED",
+        "a rank asked for a CUDA device a MIG process cannot see",
+        # pytorch/pytorch#130181 (two MIG slices, one process per rank): "device >= 0 && device <
+        # num_gpus INTERNAL ASSERT FAILED".
+        (r"device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",),
+        "With MIG on, a CUDA process enumerates one MIG device only: the ranks of a tensor- or data-parallel "
+        "server ask for devices 1, 2, ... that do not exist for them. SGLang's NCCL needs whole GPUs.",
+        "turn MIG off on the service's GPUs (`nvidia-smi -i <gpus> -mig 0`, then reset or reboot), or run the "
+        f"server on one GPU or slice (no --tp-size/--dp-size above 1), {RESTART}"),
+    Signature(
+        "nccl-duplicate-gpu", "MIG_ENABLED",
+        "NCCL found two ranks on one physical GPU",
+        # NCCL's init (NVIDIA/nccl#1241, NVIDIA/Megatron-LM#661): "Duplicate GPU detected : rank 3 and
+        # rank 0 both on CUDA device f000"; NCCL identifies a MIG slice by its parent GPU (NVIDIA/nccl#1716).
+        (r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device",),
+        "Two ranks of one communicator sit on the same physical GPU: MIG slices of one GPU (NCCL sees their "
+        "parent device, and MIG has no P2P), or two ranks given the same device (CUDA_VISIBLE_DEVICES).",
+        "give each rank a whole GPU of its own: turn MIG off (`nvidia-smi -i <gpus> -mig 0`) and check "
+        f"CUDA_VISIBLE_DEVICES in the service's environment, {RESTART}"),
     Signature(
         "no-accelerator", "CUDA_UNAVAILABLE",
         "SGLang found no usable GPU",

@@ -57,6 +57,28 @@ CODES = {
                     "can use the GPUs.",
     "SERVICE_ARGS_CONFLICT": "service_args has a --config of its own beside service_api_key_file; SGLang takes one.",
     "CUDA_UNAVAILABLE": "A failed start's log shows torch finding no usable GPU, whatever nvidia-smi lists (explain only).",
+    # The driver layer (bringup/plan/driver.py, issue 22).
+    "DRIVER_OPEN_MODULE_REQUIRED": "A Blackwell GPU (compute capability 10.x or 12.x) with the proprietary kernel module "
+                                   "loaded or installed: it runs only on NVIDIA's open kernel modules.",
+    "DRIVER_LIBRARY_MISMATCH": "The loaded kernel module's version differs from the user-space driver's (NVML): "
+                               "NVML and CUDA refuse to start until a reboot or a module reload.",
+    "FABRIC_MANAGER_MISSING": "An NVSwitch node without Fabric Manager: CUDA fails with Error 802 (system not yet "
+                              "initialized).",
+    "FABRIC_MANAGER_VERSION": "Fabric Manager's version differs from the loaded driver's: it refuses to start.",
+    "FABRIC_MANAGER_INACTIVE": "Fabric Manager is installed on an NVSwitch node but its unit is not active.",
+    "NVLSM_MISSING": "An NVLink5 node (NVSwitch, compute capability 10.x) without NVLSM.",
+    "FABRIC_NOT_READY": "A GPU's NVSwitch fabric state is not Completed: CUDA cannot start on it yet.",
+    "NOUVEAU_LOADED": "The nouveau module is loaded and holds the GPUs.",
+    "NOUVEAU_NOT_BLACKLISTED": "nouveau is not blacklisted: a boot that loads it leaves no GPU for the NVIDIA module.",
+    "DRIVER_NOT_HELD": "The driver's packages are not held: an unattended upgrade moves user space past the loaded "
+                       "module.",
+    "PERSISTENCE_OFF": "Persistence mode is off: every CUDA start pays the GPUs' initialisation.",
+    "DKMS_NOT_BUILT": "DKMS has not built the NVIDIA module for the running kernel.",
+    "KERNEL_HEADERS_MISSING": "No headers for the running kernel: DKMS cannot build the NVIDIA module.",
+    "REBOOT_PENDING": "A reboot is pending for the driver's (or the kernel's) packages.",
+    "P2P_ACS_REDIRECT": "ACS redirects P2P traffic between the GPUs of a multi-GPU PCIe node to the root complex.",
+    "P2P_IOMMU": "The IOMMU translates the GPUs' P2P traffic on a multi-GPU PCIe node (no iommu=pt).",
+    "MIG_ENABLED": "MIG is on for a GPU: SGLang's NCCL cannot use the slices.",
 }
 
 

@@ -27,6 +27,7 @@ from bringup import facts_schema
 from bringup import locks as lockfiles
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.plan import account, gpus, paths, prewarm, repository, service, toolkit, venv
+from bringup.plan.driver import driver_layer_findings
 from bringup.plan.account import service_account_problem
 from bringup.plan.cli import load_facts, load_settings, main
 from bringup.plan.context import PlanContext
@@ -73,9 +74,9 @@ def plan(facts, config, locks=None):
     node.toolkit = toolkit.toolkit(context, node.repo)
     toolkit.check_toolkit_lock(context, node.toolkit)
     gpus.check_driver(context)
-    # The driver layer (issue 22: its kernel module, user space, Fabric Manager...)
-    # reports here, beside the driver's floors, before anything is built for the GPUs:
-    # driver_layer_findings(context.facts, context.config, context.add).
+    # The layer below CUDA (kernel module, user space, Fabric Manager, P2P path, MIG)
+    # reports beside the driver's floors, before anything is built for the GPUs.
+    driver_layer_findings(context.facts, context.config, context.add)
     context = replace(context, targets=gpus.arch_targets(context))
     node.arch_list = " ".join(context.targets)
     node.venv = venv.venv_plan(context)

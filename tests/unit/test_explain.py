@@ -1,6 +1,8 @@
 """``python -m bringup.explain`` on the recorded failure corpus (tests/fixtures/failures/,
 each log made by tests/fixtures/failures/record_failures.py running the failing configuration on
-a sandbox node), through the real CLI.
+a sandbox node), through the real CLI. The driver layer's failures cannot be made here (no
+node has the hardware): their samples, public-*.log, quote public reports, cited in each
+header.
 
 Every recorded log must name exactly its causes (a log of one failure matching another
 signature fails here), every signature and every pattern of it must be met by some
@@ -36,7 +38,19 @@ EXPECTED = {
     "sglang-jit-nvcc-wrapper": (["cudart-not-found"], "cannot find -lcudart"),
     "sglang-jit-cuda-home-missing": (["nvcc-not-found"], "/bin/sh: 1:"),
     "service-start-no-gpu": (["no-accelerator"], "No accelerator"),
+    # Quoted from public reports (each header cites its source).
+    "public-open-module-required": (["open-module-required", "rm-init-adapter-failed"],
+                                    "requires use of the NVIDIA open kernel modules"),
+    "public-nvml-library-mismatch": (["nvml-library-mismatch"], "Failed to initialize NVML"),
+    "public-fabric-manager-version": (["fabric-manager-version"], "don't match with driver version"),
+    "public-cuda-802-fabric": (["cuda-system-not-initialized"], "Error 802"),
+    "public-mig-device-ordinal": (["mig-device-ordinal"], "INTERNAL ASSERT FAILED"),
+    "public-nccl-duplicate-gpu": (["nccl-duplicate-gpu"], "Duplicate GPU detected"),
 }
+RECORDED_HEADER = "# Recorded by tests/fixtures/failures/record_failures.py"
+QUOTED_HEADER = "# Quoted from public report"
+# A source as a header cites it: owner/repo#number.
+CITATION = re.compile(r"\b[\w.-]+/[\w.-]+#\d+\b")
 BY_NAME = {signature.name: signature for signature in explain.SIGNATURES}
 
 
@@ -83,10 +97,23 @@ def test_recorded_log_through_stdin(name):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_header_alone_explains_nothing(name):
     header = "".join(line for line in log_path(name).read_text().splitlines(keepends=True) if line.startswith("#"))
-    assert header.startswith("# Recorded by tests/fixtures/failures/record_failures.py")
+    assert header.startswith((RECORDED_HEADER, QUOTED_HEADER)), header[:80]
     result = run_cli("-", stdin=header)
     assert result.returncode == explain.EXIT_UNKNOWN, result.stdout
     assert "no known cause" in result.stdout
+
+
+@pytest.mark.parametrize("name", sorted(name for name in EXPECTED if name.startswith("public-")))
+def test_a_quoted_sample_cites_its_source(name):
+    first = log_path(name).read_text().splitlines()[0]
+    assert first.startswith(QUOTED_HEADER) and "not recorded here" in first, first
+    assert CITATION.search(first), f"{name}: its first line cites no repo#number: {first}"
+
+
+def test_only_public_samples_are_quoted():
+    for path in FAILURES.glob("*.log"):
+        quoted = path.read_text().startswith(QUOTED_HEADER)
+        assert quoted == path.stem.startswith("public-"), path.name
 
 
 def partial(text, key, how):
