@@ -44,6 +44,18 @@ SERVICE_ACCOUNT_MARK = "gpu-bringup service account"
 # and its record (<lock>.json) in a directory only root writes, gone at reboot.
 DEPLOY_LOCK = "/run/gpu-bringup/deploy.lock"
 
+# Node paths the tasks and facts name beside the layout's own (tests/unit/test_node_paths.py
+# keeps tasks/, facts/ and control/ from spelling one of them).
+# The link the ``cuda`` alternative manages (update-alternatives): the deploy points it
+# at the plan's toolkit, and FlashInfer falls back to it (flashinfer/jit/cpp_ext.py).
+CUDA_LINK = "/usr/local/cuda"
+# apt's one-line list: the deploy may disable a duplicate NVIDIA entry in it, written whole.
+APT_SOURCES_LIST = "/etc/apt/sources.list"
+# Where a service account's home lies (FHS /var/lib: never under a cache cleaning may wipe).
+SERVICE_HOMES = "/var/lib"
+# Below the SSH user's own home: files travel there before root moves them into place.
+UPLOAD_STAGE = ".cache/gpu-bringup-upload"
+
 # Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
 MANIFEST = "prewarm/manifest.json"
 DEEP_GEMM_MANIFEST = "prewarm/deep_gemm.json"
@@ -102,9 +114,7 @@ class NodeLayout:
             flashinfer_cache=f"{cache_dir}/{FLASHINFER_CACHE}",
             torch_record=f"{venv}/{TORCH_RECORD}" if managed else "",
             service_user=service_user,
-            # A system account's home under /var/lib (FHS), never under a cache that
-            # cleaning may wipe.
-            service_home=f"/var/lib/{service_user}",
+            service_home=f"{SERVICE_HOMES}/{service_user}",
             unit=SERVICE_UNIT,
             libexec=LIBEXEC,
             profile_script=PROFILE_SCRIPT,
@@ -122,6 +132,38 @@ class NodeLayout:
     def helper(self, name):
         """The node path of a helper script (``HELPERS``)."""
         return f"{self.libexec}/{name}"
+
+    # The directories and names the tasks derive from the layout's files: here, so that
+    # no task takes a path apart.
+    @property
+    def env_dir(self):
+        """The env file's directory (root's: the env step makes it).
+
+        >>> DEFAULT_LAYOUT.env_dir
+        '/etc/sglang'
+        """
+        return posixpath.dirname(self.env_file)
+
+    @property
+    def unit_name(self):
+        """The service's systemd unit by name (what systemctl takes).
+
+        >>> DEFAULT_LAYOUT.unit_name
+        'sglang.service'
+        """
+        return posixpath.basename(self.unit)
+
+    @property
+    def stage_dirs(self):
+        """The directories the deploy's stage files land in (tasks/operations/files.py:
+        beside each file it writes whole), which the deploy lock cleans of a killed run's.
+
+        >>> DEFAULT_LAYOUT.stage_dirs[:3]
+        ('/etc', '/etc/apt', '/etc/apt/keyrings')
+        """
+        files = (self.env_file, self.profile_script, self.pam_environment, self.apt_keyring, self.apt_source,
+                 self.apt_preference, self.unit, APT_SOURCES_LIST)
+        return tuple(sorted({*(posixpath.dirname(path) for path in files), self.libexec, self.venv_locks}))
 
     def managed_paths(self, managed=True):
         """What root manages outside the service's cache, as role -> (path, the setting
@@ -142,7 +184,7 @@ class NodeLayout:
                       "venv download cache": (self.venv_download_cache, "venv_path")}
         paths |= {
             "env file": (self.env_file, "service_env_file"),
-            "env file's directory": (posixpath.dirname(self.env_file), "service_env_file"),
+            "env file's directory": (self.env_dir, "service_env_file"),
             "helpers directory": (self.libexec, "fixed"),
             "unit": (self.unit, "fixed"),
             "service home": (self.service_home, "service_user"),
@@ -167,7 +209,7 @@ class NodeLayout:
             "PROBE_MANIFEST": self.manifest,
             "PROBE_JIT_ROOT": self.flashinfer_cache,
             "PROBE_SERVICE_PATH": SERVICE_BASE_PATH,
-            "PROBE_UNIT": posixpath.basename(self.unit),
+            "PROBE_UNIT": self.unit_name,
             "PROBE_TORCH_RECORD": self.torch_record,
             "PROBE_SERVICE_USER": self.service_user,
             "PROBE_SERVICE_HOME": self.service_home,

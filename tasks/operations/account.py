@@ -5,6 +5,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
+from bringup.layout import SERVICE_HOMES
 from bringup.plan import service_account_problem
 from facts.node import ServiceAccount
 
@@ -32,5 +33,5 @@ def service_account_ours(user, home):
         host.noop(f"{user} is absent or gpu-bringup's own service account")
         return
     message = (f"{host.name}: {problem}; nothing of it was changed. Set service_user to a name no account or "
-               f"/var/lib directory has yet (SERVICE_USER_FOREIGN), then run deploy again")
+               f"{SERVICE_HOMES} directory has yet (SERVICE_USER_FOREIGN), then run deploy again")
     yield f"echo {shlex.quote(message)} >&2; exit 1"
