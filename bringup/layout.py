@@ -4,7 +4,8 @@ Three roots are settings (``venv_path``, ``service_env_file``, ``service_cache_d
 and the service user names its home; everything else is fixed here or derived from
 those. The planner puts a ``NodeLayout`` into every plan, the tasks read their paths
 from the plan, the probe and the node-side scripts receive them as environment
-(``probe_inputs``), and the node suite checks the same layout.
+(``probe_inputs``; the node facts take one ready ``ProbeInputs``), and the node suite
+checks the same layout.
 
 Sources for the paths that are not ours:
 - systemd.exec(5), "Environment variables in spawned processes": the ``PATH`` a
@@ -217,6 +218,45 @@ class NodeLayout:
 
     def as_dict(self):
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProbeInputs:
+    """One node's probe inputs, ready: the layout files/probe.sh looks at and the env
+    file keys whose values it reports (the plan's, never the operator's). The caller
+    builds it from the host's settings (control/host_plan.py, a task from its plan's
+    layout); facts/node.py only turns it into the probe's environment.
+
+    >>> inputs = ProbeInputs(DEFAULT_LAYOUT, ("CUDA_HOME", "PATH"))
+    >>> inputs.environment(("gpus",))["PROBE_SECTIONS"], inputs.environment()["PROBE_ENV_KEYS"]
+    ('gpus', 'CUDA_HOME PATH')
+    >>> str(ProbeInputs.defaults())
+    'venv=/opt/sglang/venv (managed), env_file=/etc/sglang/sglang.env, cache_dir=/var/cache/sglang, service_user=sglang'
+    """
+
+    layout: NodeLayout
+    env_keys: tuple = ()
+
+    @classmethod
+    def defaults(cls):
+        """The inputs of a node with every setting at its default (a fact run from the
+        pyinfra CLI, which passes none)."""
+        return cls(DEFAULT_LAYOUT)
+
+    def environment(self, sections=()):
+        """The probe's environment: ``PROBE_SECTIONS`` (``sections``; none: all of them),
+        the layout's paths (``NodeLayout.probe_inputs``), ``PROBE_ENV_KEYS``."""
+        return {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **self.layout.probe_inputs(),
+                **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {})}
+
+    def __str__(self):
+        # pyinfra names a fact's arguments by str() (its log lines, and the operation
+        # cases' fact keys): the settings that place the layout, not its 21 paths.
+        layout = self.layout
+        managed = "managed" if layout.torch_record else "external"
+        keys = f", env_keys={' '.join(self.env_keys)}" if self.env_keys else ""
+        return (f"venv={layout.venv} ({managed}), env_file={layout.env_file}, cache_dir={layout.cache_dir}, "
+                f"service_user={layout.service_user}{keys}")
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

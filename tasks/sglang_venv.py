@@ -22,5 +22,5 @@ def sglang_venv(node):
                     packages=list(venv.system_packages), timeout=node.apt_lock_timeout)
     directory_if_missing(name="Venv root", path=node.layout.venv_root)
     built = venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)
-    torch_arch_recorded(name="Record torch's arch list in the venv", venv=venv)
+    torch_arch_recorded(name="Record torch's arch list in the venv", venv=venv, layout=node.layout)
     return [built]
