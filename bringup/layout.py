@@ -56,6 +56,8 @@ APT_SOURCES_LIST = "/etc/apt/sources.list"
 SERVICE_HOMES = "/var/lib"
 # Below the SSH user's own home: files travel there before root moves them into place.
 UPLOAD_STAGE = ".cache/gpu-bringup-upload"
+# In a built venv (venvs/<digest>/), written last by files/build-venv.sh: the lock's digest.
+VENV_COMPLETE = ".complete"
 
 # Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
 MANIFEST = "prewarm/manifest.json"

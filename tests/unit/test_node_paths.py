@@ -27,7 +27,7 @@ NODE_PATH = re.compile(r"(?<![\w.~-])/(?:opt|etc|var|usr/local|run|srv|home)(?:/
 # Names the layout places below its roots (the venv, the cache dir, a user's home), and
 # the unit's name (not the control side's template, sglang.service.j2).
 PLACED_NAMES = (layout.MANIFEST, layout.DEEP_GEMM_MANIFEST, layout.FLASHINFER_CACHE, layout.TORCH_RECORD,
-                layout.UPLOAD_STAGE)
+                layout.UPLOAD_STAGE, layout.VENV_COMPLETE)
 UNIT_NAME = re.compile(re.escape(layout.DEFAULT_LAYOUT.unit_name) + r"(?![\w.])")
 
 # The system's own paths, which the product reads and never places: (file, path) -> why.
