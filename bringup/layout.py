@@ -46,7 +46,7 @@ SERVICE_ACCOUNT_MARK = "gpu-bringup service account"
 DEPLOY_LOCK = "/run/gpu-bringup/deploy.lock"
 
 # Node paths the tasks and facts name beside the layout's own (tests/unit/test_node_paths.py
-# keeps tasks/, facts/ and control/ from spelling one of them).
+# keeps every module outside bringup/ from spelling one of them).
 # The link the ``cuda`` alternative manages (update-alternatives): the deploy points it
 # at the plan's toolkit, and FlashInfer falls back to it (flashinfer/jit/cpp_ext.py).
 CUDA_LINK = "/usr/local/cuda"
