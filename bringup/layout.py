@@ -4,7 +4,8 @@ Three roots are settings (``venv_path``, ``service_env_file``, ``service_cache_d
 and the service user names its home; everything else is fixed here or derived from
 those. The planner puts a ``NodeLayout`` into every plan, the tasks read their paths
 from the plan, the probe and the node-side scripts receive them as environment
-(``probe_inputs``), and the node suite checks the same layout.
+(``probe_inputs``; the node facts take one ready ``ProbeInputs``), and the node suite
+checks the same layout.
 
 Sources for the paths that are not ours:
 - systemd.exec(5), "Environment variables in spawned processes": the ``PATH`` a
@@ -43,6 +44,20 @@ SERVICE_ACCOUNT_MARK = "gpu-bringup service account"
 # One deploy at a time on a node (tasks/deploy_lock.py, files/deploy-lock): the lock
 # and its record (<lock>.json) in a directory only root writes, gone at reboot.
 DEPLOY_LOCK = "/run/gpu-bringup/deploy.lock"
+
+# Node paths the tasks and facts name beside the layout's own (tests/unit/test_node_paths.py
+# keeps every module outside bringup/ from spelling one of them).
+# The link the ``cuda`` alternative manages (update-alternatives): the deploy points it
+# at the plan's toolkit, and FlashInfer falls back to it (flashinfer/jit/cpp_ext.py).
+CUDA_LINK = "/usr/local/cuda"
+# apt's one-line list: the deploy may disable a duplicate NVIDIA entry in it, written whole.
+APT_SOURCES_LIST = "/etc/apt/sources.list"
+# Where a service account's home lies (FHS /var/lib: never under a cache cleaning may wipe).
+SERVICE_HOMES = "/var/lib"
+# Below the SSH user's own home: files travel there before root moves them into place.
+UPLOAD_STAGE = ".cache/gpu-bringup-upload"
+# In a built venv (venvs/<digest>/), written last by files/build-venv.sh: the lock's digest.
+VENV_COMPLETE = ".complete"
 
 # Below service_cache_dir: what files/prewarm.py records, and FlashInfer's own tree.
 MANIFEST = "prewarm/manifest.json"
@@ -102,9 +117,7 @@ class NodeLayout:
             flashinfer_cache=f"{cache_dir}/{FLASHINFER_CACHE}",
             torch_record=f"{venv}/{TORCH_RECORD}" if managed else "",
             service_user=service_user,
-            # A system account's home under /var/lib (FHS), never under a cache that
-            # cleaning may wipe.
-            service_home=f"/var/lib/{service_user}",
+            service_home=f"{SERVICE_HOMES}/{service_user}",
             unit=SERVICE_UNIT,
             libexec=LIBEXEC,
             profile_script=PROFILE_SCRIPT,
@@ -122,6 +135,38 @@ class NodeLayout:
     def helper(self, name):
         """The node path of a helper script (``HELPERS``)."""
         return f"{self.libexec}/{name}"
+
+    # The directories and names the tasks derive from the layout's files: here, so that
+    # no task takes a path apart.
+    @property
+    def env_dir(self):
+        """The env file's directory (root's: the env step makes it).
+
+        >>> DEFAULT_LAYOUT.env_dir
+        '/etc/sglang'
+        """
+        return posixpath.dirname(self.env_file)
+
+    @property
+    def unit_name(self):
+        """The service's systemd unit by name (what systemctl takes).
+
+        >>> DEFAULT_LAYOUT.unit_name
+        'sglang.service'
+        """
+        return posixpath.basename(self.unit)
+
+    @property
+    def stage_dirs(self):
+        """The directories the deploy's stage files land in (tasks/operations/files.py:
+        beside each file it writes whole), which the deploy lock cleans of a killed run's.
+
+        >>> DEFAULT_LAYOUT.stage_dirs[:3]
+        ('/etc', '/etc/apt', '/etc/apt/keyrings')
+        """
+        files = (self.env_file, self.profile_script, self.pam_environment, self.apt_keyring, self.apt_source,
+                 self.apt_preference, self.unit, APT_SOURCES_LIST)
+        return tuple(sorted({*(posixpath.dirname(path) for path in files), self.libexec, self.venv_locks}))
 
     def managed_paths(self, managed=True):
         """What root manages outside the service's cache, as role -> (path, the setting
@@ -142,7 +187,7 @@ class NodeLayout:
                       "venv download cache": (self.venv_download_cache, "venv_path")}
         paths |= {
             "env file": (self.env_file, "service_env_file"),
-            "env file's directory": (posixpath.dirname(self.env_file), "service_env_file"),
+            "env file's directory": (self.env_dir, "service_env_file"),
             "helpers directory": (self.libexec, "fixed"),
             "unit": (self.unit, "fixed"),
             "service home": (self.service_home, "service_user"),
@@ -167,7 +212,7 @@ class NodeLayout:
             "PROBE_MANIFEST": self.manifest,
             "PROBE_JIT_ROOT": self.flashinfer_cache,
             "PROBE_SERVICE_PATH": SERVICE_BASE_PATH,
-            "PROBE_UNIT": posixpath.basename(self.unit),
+            "PROBE_UNIT": self.unit_name,
             "PROBE_TORCH_RECORD": self.torch_record,
             "PROBE_SERVICE_USER": self.service_user,
             "PROBE_SERVICE_HOME": self.service_home,
@@ -175,6 +220,45 @@ class NodeLayout:
 
     def as_dict(self):
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProbeInputs:
+    """One node's probe inputs, ready: the layout files/probe.sh looks at and the env
+    file keys whose values it reports (the plan's, never the operator's). The caller
+    builds it from the host's settings (control/host_plan.py, a task from its plan's
+    layout); facts/node.py only turns it into the probe's environment.
+
+    >>> inputs = ProbeInputs(DEFAULT_LAYOUT, ("CUDA_HOME", "PATH"))
+    >>> inputs.environment(("gpus",))["PROBE_SECTIONS"], inputs.environment()["PROBE_ENV_KEYS"]
+    ('gpus', 'CUDA_HOME PATH')
+    >>> str(ProbeInputs.defaults())
+    'venv=/opt/sglang/venv (managed), env_file=/etc/sglang/sglang.env, cache_dir=/var/cache/sglang, service_user=sglang'
+    """
+
+    layout: NodeLayout
+    env_keys: tuple = ()
+
+    @classmethod
+    def defaults(cls):
+        """The inputs of a node with every setting at its default (a fact run from the
+        pyinfra CLI, which passes none)."""
+        return cls(DEFAULT_LAYOUT)
+
+    def environment(self, sections=()):
+        """The probe's environment: ``PROBE_SECTIONS`` (``sections``; none: all of them),
+        the layout's paths (``NodeLayout.probe_inputs``), ``PROBE_ENV_KEYS``."""
+        return {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **self.layout.probe_inputs(),
+                **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {})}
+
+    def __str__(self):
+        # pyinfra names a fact's arguments by str() (its log lines, and the operation
+        # cases' fact keys): the settings that place the layout, not its 21 paths.
+        layout = self.layout
+        managed = "managed" if layout.torch_record else "external"
+        keys = f", env_keys={' '.join(self.env_keys)}" if self.env_keys else ""
+        return (f"venv={layout.venv} ({managed}), env_file={layout.env_file}, cache_dir={layout.cache_dir}, "
+                f"service_user={layout.service_user}{keys}")
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

@@ -22,6 +22,7 @@ from pyinfra.api.exceptions import PyinfraError
 from bringup.checks import cut
 from bringup.config import Config, ConfigError
 from bringup.facts_schema import FactsError
+from bringup.layout import ProbeInputs
 from bringup.plan import managed_env_keys, plan
 from bringup.report import render
 from control import fleet
@@ -68,13 +69,22 @@ def load_config(purpose):
         return None
 
 
+def probe_inputs(config):
+    """What the probe is given for this host's settings: their layout and the env file
+    keys the plan manages (whose values it reports as the service sees them).
+
+    >>> from bringup.config import Config
+    >>> inputs = probe_inputs(Config.from_data({"venv_path": "/srv/venv", "venv_managed": False}))
+    >>> inputs.layout.venv, inputs.layout.torch_record, "CUDA_HOME" in inputs.env_keys
+    ('/srv/venv', '', True)
+    """
+    return ProbeInputs(config.layout, tuple(managed_env_keys(config)))
+
+
 def gather(config):
     """Run the probe once and plan: returns (facts, node_plan), or (None, None) when
     the probe gave nothing (pyinfra has then failed the host already)."""
-    layout = config.layout
-    facts = host.get_fact(NodeFacts, venv=layout.venv, env_file=layout.env_file, cache_dir=layout.cache_dir,
-                          env_keys=" ".join(managed_env_keys(config)), venv_managed=config.venv_managed,
-                          service_user=config.service_user)
+    facts = host.get_fact(NodeFacts, inputs=probe_inputs(config))
     if facts is None:
         return None, None
     return facts, plan(facts, config)

@@ -14,7 +14,7 @@ from pathlib import Path
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
+from bringup.layout import ProbeInputs
 from facts.probe_output import build_document, sections_for
 
 FILES = Path(__file__).resolve().parent.parent / "files"
@@ -24,14 +24,14 @@ PROBE_SOURCES = (FILES / "service-env.sh", FILES / "apt-locks.sh", FILES / "prob
 TORCH_INFO = FILES / "torch_info.py"
 
 
-def probe_command(layout, sections=(), env_keys=()):
-    """The one shell command that runs the probe (``sections``, default all) on a node.
+def probe_command(inputs, sections=()):
+    """The one shell command that runs the probe (``sections``, default all) on a node,
+    given its ``ProbeInputs`` (bringup/layout.py).
 
     The script travels compressed and base64-encoded so no quoting of its body can break,
     and runs under ``sh`` so a node without bash still answers.
 
-    >>> from bringup.layout import DEFAULT_LAYOUT
-    >>> probe_command(DEFAULT_LAYOUT, ("gpus",)).split(" | ")[3].split()[0]
+    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[0]
     'PROBE_SECTIONS=gpus'
     """
     script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
@@ -39,9 +39,7 @@ def probe_command(layout, sections=(), env_keys=()):
     # gzip'd (gzip is essential on Debian and Ubuntu): a third of the bytes to send to each
     # host, which is what a fleet's validate spends its control-side time on.
     encoded = base64.b64encode(gzip.compress(script, 9, mtime=0)).decode("ascii")
-    inputs = {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **layout.probe_inputs(),
-              **({"PROBE_ENV_KEYS": " ".join(env_keys)} if env_keys else {})}
-    assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.items())
+    assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.environment(sections).items())
     return f"echo {encoded} | base64 -d | gzip -dc | {assignments} sh"
 
 
@@ -50,26 +48,21 @@ class NodeFacts(FactBase):
     Returns the facts document of a GPU node (docs/facts.md: GPUs, driver, toolkits,
     resolution, venv stack, JIT cache).
 
-    + venv: the SGLang venv path
-    + env_file: the service's environment file
-    + cache_dir: the service's FlashInfer workspace base
-    + env_keys: env file keys whose values to report (space-separated; the plan's keys)
-    + venv_managed: whether the venv is ours (its torch's arch list is then read from the
-      record inside it; an external venv's torch is imported)
-    + service_user: the service account (the probe reports it as found, and its home)
+    + inputs: the node's ``ProbeInputs`` (bringup/layout.py: its layout, built from the
+      host's settings, and the env file keys to report); from the pyinfra CLI, which
+      passes none, those of a node with every setting at its default
 
     .. code:: python
 
-        facts = host.get_fact(NodeFacts, venv="/opt/sglang/venv")
+        facts = host.get_fact(NodeFacts, inputs=ProbeInputs(config.layout, managed_env_keys(config)))
         facts["gpus"][0]["compute_cap"]  # "12.0"
     """
 
     keys = ()  # the document's keys this fact returns; () for all of them
 
-    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys="",
-                venv_managed=True, service_user=DEFAULT_SERVICE_USER):
-        layout = NodeLayout.for_settings(venv, env_file, cache_dir, service_user, managed=venv_managed)
-        return probe_command(layout, sections_for(*self.keys) if self.keys else (), env_keys.split())
+    def command(self, inputs=None):
+        inputs = ProbeInputs.defaults() if inputs is None else inputs
+        return probe_command(inputs, sections_for(*self.keys) if self.keys else ())
 
     def process(self, output):
         try:
@@ -94,16 +87,7 @@ def parse_error_line(error, limit=300):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-class NarrowFacts(NodeFacts):
-    """A narrow fact: one key or a few of the document, from their sections only. None
-    of them is about the service account, so none takes ``service_user``."""
-
-    def command(self, venv=DEFAULT_VENV, env_file=DEFAULT_ENV_FILE, cache_dir=DEFAULT_CACHE_DIR, env_keys="",
-                venv_managed=True):
-        return NodeFacts.command(self, venv, env_file, cache_dir, env_keys, venv_managed)
-
-
-class GpuDevices(NarrowFacts):
+class GpuDevices(NodeFacts):
     """
     Returns the GPUs nvidia-smi lists: ``[{"index", "name", "compute_cap", "memory_total_mib"}]``.
     """
@@ -115,7 +99,7 @@ class GpuDevices(NarrowFacts):
         return []
 
 
-class Driver(NarrowFacts):
+class Driver(NodeFacts):
     """
     Returns ``{"version", "cuda_version"}`` of the loaded driver, or None without one.
     """
@@ -123,7 +107,7 @@ class Driver(NarrowFacts):
     keys = ("driver",)
 
 
-class CudaToolkits(NarrowFacts):
+class CudaToolkits(NodeFacts):
     """
     Returns every installed toolkit: ``[{"home", "version", "nvcc_ok"}]``.
     """
@@ -135,7 +119,7 @@ class CudaToolkits(NarrowFacts):
         return []
 
 
-class CudaResolution(NarrowFacts):
+class CudaResolution(NodeFacts):
     """
     Returns what FlashInfer/SGLang resolve in the service environment:
     ``{"cuda_home", "version", "via", ...}``.
@@ -144,7 +128,7 @@ class CudaResolution(NarrowFacts):
     keys = ("resolution",)
 
 
-class VenvStack(NarrowFacts):
+class VenvStack(NodeFacts):
     """
     Returns the venv's ``{"torch", "flashinfer", "sglang"}`` (each None when absent).
     """
@@ -152,7 +136,7 @@ class VenvStack(NarrowFacts):
     keys = ("torch", "flashinfer", "sglang")
 
 
-class AptLocks(NarrowFacts):
+class AptLocks(NodeFacts):
     """
     Returns who holds apt's and dpkg's locks now: ``[{"lock", "pid", "command"}]``.
     """
@@ -164,7 +148,7 @@ class AptLocks(NarrowFacts):
         return []
 
 
-class JitCache(NarrowFacts):
+class JitCache(NodeFacts):
     """
     Returns the FlashInfer JIT modules compiled under the service's workspace and the
     pre-warm's state (its manifest, and the modules ninja would rebuild).

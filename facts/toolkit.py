@@ -4,6 +4,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
+from bringup.layout import CUDA_LINK
 from facts.probe_output import parse_nvcc_release
 
 
@@ -37,7 +38,7 @@ class CudaLink(FactBase):
     """
 
     command = (
-        "printf 'target=%s\\n' \"$(readlink -f /usr/local/cuda 2>/dev/null)\"; "
+        f"printf 'target=%s\\n' \"$(readlink -f {CUDA_LINK} 2>/dev/null)\"; "
         "update-alternatives --query cuda 2>/dev/null | sed -n 's/^Alternative: /alternative=/p'; true"
     )
 

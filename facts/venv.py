@@ -4,6 +4,8 @@ import shlex
 
 from pyinfra.api import FactBase
 
+from bringup.layout import VENV_COMPLETE
+
 
 class VenvLink(FactBase):
     """
@@ -19,7 +21,7 @@ class VenvLink(FactBase):
     """
 
     def command(self, path):
-        quoted, marker = shlex.quote(path), shlex.quote(f"{path}/.complete")
+        quoted, marker = shlex.quote(path), shlex.quote(f"{path}/{VENV_COMPLETE}")
         return (f"printf 'target=%s\\n' \"$(readlink {quoted} 2>/dev/null)\"; "
                 f"printf 'complete=%s\\n' \"$(cat {marker} 2>/dev/null)\"")
 

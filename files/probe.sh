@@ -201,15 +201,22 @@ read_env_file() {
     fi
 }
 
+service_view() {
+    # service_view KEY...: the service's environment as it starts, in shell variables of
+    # this (sub)shell, exported to nothing: its env file read (read_env_file, the KEYs
+    # too) and service_path, the PATH it runs with (the env file's, else systemd's base
+    # PATH). Every section that looks at what the service sees starts here.
+    read_env_file "$PROBE_ENV_FILE" "$@"
+    service_path=${service_env_PATH-$PROBE_SERVICE_PATH}
+}
+
 probe_service() {
     # The service's environment (systemd's default PATH, then the env file), then
     # FlashInfer's own search order (flashinfer/jit/cpp_ext.py get_cuda_path):
     # CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda. Read, not exported: nothing
     # runs with it; nvcc is looked up on its PATH by the shell's own search.
-    base_path=$PROBE_SERVICE_PATH
     service=$(
-        read_env_file "$PROBE_ENV_FILE" $PROBE_ENV_KEYS
-        service_path=${service_env_PATH-$base_path}
+        service_view $PROBE_ENV_KEYS
         service_env_PATH=$service_path
         cuda_home=${service_env_CUDA_HOME-} cuda_path=${service_env_CUDA_PATH-}
         if [ -n "$cuda_home" ]; then home=$cuda_home; via=CUDA_HOME
@@ -395,8 +402,7 @@ probe_jit_cache() {
     # The compilers are looked up as the service would (its env file's CUDA_HOME, CXX
     # and PATH) and run as their owners, with a clean environment.
     toolchain=$(
-        read_env_file "$PROBE_ENV_FILE"
-        service_path=${service_env_PATH-$PROBE_SERVICE_PATH}
+        service_view
         cxx=${service_env_CXX:-c++}
         case $cxx in
             */*) ;;

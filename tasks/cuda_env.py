@@ -1,10 +1,9 @@
 """CUDA_HOME and PATH for login shells, non-interactive SSH commands and the service."""
 
-import posixpath
-
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
+from bringup.layout import CUDA_LINK
 from tasks.operations.cuda import cuda_alternative
 from tasks.operations.files import directory_if_missing, shared_env_file, whole_template
 
@@ -32,12 +31,12 @@ def cuda_environment(node):
     shared_env_file(name="CUDA_HOME and PATH for SSH sessions", path=layout.pam_environment,
                     managed={"CUDA_HOME": home}, header=HEADER, quoted=["PATH"], path_entry=f"{home}/bin",
                     default_path=node.session_path)
-    directory_if_missing(name="Service environment directory", path=posixpath.dirname(node.service.env_file))
+    directory_if_missing(name="Service environment directory", path=layout.env_dir)
     # The account step (after this one) creates the user into this group (tasks/service_account.py).
     server.group(name=f"Service group {node.service.user}", group=node.service.user, system=True)
     env_file = shared_env_file(name="Service environment file", path=node.service.env_file,
                                managed=node.service.env, header=HEADER, user="root", group=node.service.user,
                                mode=SERVICE_ENV_MODE)
     if node.manage_alternative:
-        cuda_alternative(name="Point /usr/local/cuda at the chosen toolkit", home=home)
+        cuda_alternative(name=f"Point {CUDA_LINK} at the chosen toolkit", home=home)
     return [env_file]

@@ -3,7 +3,6 @@ and held for the whole run (files/deploy-lock: a holder process that lives as lo
 the run's SSH connection), checked before each step, let go at the end."""
 
 import getpass
-import posixpath
 import socket
 
 from pyinfra import host
@@ -24,19 +23,6 @@ def control_identity():
     return f"{user}@{socket.gethostname()}"
 
 
-def stage_dirs(layout):
-    """The directories the deploy's stage files land in (tasks/operations/files.py:
-    beside each file it writes whole).
-
-    >>> from bringup.layout import DEFAULT_LAYOUT
-    >>> stage_dirs(DEFAULT_LAYOUT)[:3]
-    ['/etc', '/etc/apt', '/etc/apt/keyrings']
-    """
-    files = (layout.env_file, layout.profile_script, layout.pam_environment, layout.apt_keyring, layout.apt_source,
-             layout.apt_preference, layout.unit, "/etc/apt/sources.list")
-    return sorted({*(posixpath.dirname(path) for path in files), layout.libexec, layout.venv_locks})
-
-
 def lock_timeout():
     """This host's ``deploy_lock_timeout`` (its settings were validated when it was planned)."""
     return Config.from_data(host.data.dict(), host=host.name).deploy_lock_timeout
@@ -52,7 +38,7 @@ def deploy_lock(node):
     """
     deploy_lock_taken(name="Take the node's deploy lock", lock=DEPLOY_LOCK, run_id=run.run_id(),
                       timeout=lock_timeout(), control=control_identity(), stage_mark=run.STAGE_MARK,
-                      stage_dirs=stage_dirs(node.layout))
+                      stage_dirs=node.layout.stage_dirs)
 
 
 def deploy_lock_check(step):

@@ -11,9 +11,10 @@ def flashinfer_prewarm(node):
     """
     Build the plan's modules for its arch list into the service's cache.
 
-    + node: the NodePlan (``prewarm``)
+    + node: the NodePlan (``prewarm``, ``layout``)
     """
-    jit_prewarm(name=f"Pre-warm FlashInfer for {node.prewarm.arch_list}", prewarm=node.prewarm)
+    jit_prewarm(name=f"Pre-warm FlashInfer for {node.prewarm.arch_list}", prewarm=node.prewarm,
+                layout=node.layout)
 
 
 @deploy("DeepGEMM pre-compile")

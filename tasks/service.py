@@ -66,7 +66,7 @@ def sglang_service(node, changes=()):
     (a run with no change restarts nothing). Drop-ins (sglang.service.d/) are the
     operator's and stay as they are.
 
-    + node: the NodePlan (``service``)
+    + node: the NodePlan (``service``, ``layout``)
     + changes: operations of this run whose change the running service must pick up
     """
     service = node.service
@@ -77,8 +77,8 @@ def sglang_service(node, changes=()):
     if not (host.get_fact(Directory, path="/run/systemd/system") and service.enable):
         return
     systemd.daemon_reload(name="Reload systemd (the unit changed)", _if=unit.did_change)
-    started = systemd.service(name="Enable and start sglang", service="sglang.service", enabled=True,
-                              running=True)
+    unit_name = node.layout.unit_name
+    started = systemd.service(name="Enable and start sglang", service=unit_name, enabled=True, running=True)
     changed = any_changed(unit, *changes)
-    systemd.service(name="Restart sglang (its unit, environment or venv changed)", service="sglang.service",
+    systemd.service(name="Restart sglang (its unit, environment or venv changed)", service=unit_name,
                     restarted=True, _if=lambda: changed() and not started.did_change())

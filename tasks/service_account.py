@@ -20,8 +20,7 @@ def service_account(node):
     """
     layout, service = node.layout, node.service
     # Never an account (or a home) deploy did not create: checked again as it runs.
-    service_account_ours(name=f"Service user {service.user} is gpu-bringup's own", user=service.user,
-                         home=service.home)
+    service_account_ours(name=f"Service user {service.user} is gpu-bringup's own", layout=layout)
     # Its own group, which reads the service env file (tasks/cuda_env.py creates it when
     # the env step runs first; useradd refuses to make a group that exists).
     if not node.runs("env"):

@@ -9,6 +9,7 @@ from pyinfra.api import operation
 from pyinfra.facts.files import FileContents
 
 from bringup import aptsources
+from bringup.layout import CUDA_LINK
 
 from facts.dpkg import DpkgUnfinished
 from facts.keyring import KeyringFingerprints
@@ -136,11 +137,11 @@ def cuda_alternative(home, priority=100):
     """
     link = host.get_fact(CudaLink)
     if link["target"] == home and home in link["alternatives"]:
-        host.noop(f"/usr/local/cuda already points at {home}")
+        host.noop(f"{CUDA_LINK} already points at {home}")
         return
     quoted = shlex.quote(home)
     if home not in link["alternatives"]:
-        yield f"update-alternatives --install /usr/local/cuda cuda {quoted} {int(priority)}"
+        yield f"update-alternatives --install {CUDA_LINK} cuda {quoted} {int(priority)}"
     yield f"update-alternatives --set cuda {quoted}"
 
 

@@ -11,6 +11,7 @@ from pyinfra.facts.files import Directory
 from pyinfra.facts.server import Home
 
 from bringup import envfile
+from bringup.layout import UPLOAD_STAGE
 from control import run
 from facts.files import ManagedFile
 
@@ -108,7 +109,7 @@ def whole_file(src, dest, user="root", group="root", mode="0644", found=None):
         return
     stage = _upload_stage(dest)
     if _privileged():
-        private = f"{host.get_fact(Home, _sudo=False, _su_user=None, _doas=False)}/.cache/gpu-bringup-upload"
+        private = f"{host.get_fact(Home, _sudo=False, _su_user=None, _doas=False)}/{UPLOAD_STAGE}"
         yield StringCommand("mkdir", "-p", "-m", "0700", private, _sudo=False, _su_user=None, _doas=False)
         yield FileUploadCommand(src, stage, remote_temp_filename=f"{private}/{posixpath.basename(stage)}")
     else:

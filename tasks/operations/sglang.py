@@ -7,6 +7,7 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.util import get_file_sha256
 
+from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import SYSTEM_PYTHON, DeepGemmPlan, PrewarmPlan, VenvPlan
 from facts.files import ManagedFile
 from facts.node import JitCache, VenvStack
@@ -76,25 +77,26 @@ def venv_from_lock(venv: VenvPlan):
 
 
 @operation()
-def torch_arch_recorded(venv: VenvPlan):
+def torch_arch_recorded(venv: VenvPlan, layout: NodeLayout):
     """
     Record torch's compiled arch list inside the managed venv (files/torch_info.py), so
     the node probe reads it instead of importing torch: for a venv built before such
     records existed (files/build-venv.sh writes one into every venv it builds).
 
     + venv: the plan's ``VenvPlan``
+    + layout: the plan's ``NodeLayout`` (what the probe looks at)
 
     **Example**:
 
     .. code:: python
 
-        torch_arch_recorded(venv=node.venv)
+        torch_arch_recorded(venv=node.venv, layout=node.layout)
     """
-    venv = as_plan(VenvPlan, venv)
+    venv, layout = as_plan(VenvPlan, venv), as_plan(NodeLayout, layout)
     if venv.torch_recorded:
         host.noop(f"{venv.torch_record} recorded torch's arch list when the node was probed")
         return
-    stack = host.get_fact(VenvStack, venv=venv.path)
+    stack = host.get_fact(VenvStack, inputs=ProbeInputs(layout))
     torch = (stack or {}).get("torch")
     if not torch or torch.get("error"):
         host.noop(f"{venv.path} has no torch that imports: nothing to record")
@@ -108,22 +110,23 @@ def torch_arch_recorded(venv: VenvPlan):
 
 
 @operation()
-def jit_prewarm(prewarm: PrewarmPlan):
+def jit_prewarm(prewarm: PrewarmPlan, layout: NodeLayout):
     """
     Compile FlashInfer's JIT modules as the service user with the service's
     environment, unless the cache already holds them (manifest matches and ninja
     has no work: checked when this runs, after the venv step).
 
     + prewarm: the plan's ``PrewarmPlan``
+    + layout: the plan's ``NodeLayout`` (what the probe looks at)
 
     **Example**:
 
     .. code:: python
 
-        jit_prewarm(prewarm=node.prewarm)
+        jit_prewarm(prewarm=node.prewarm, layout=node.layout)
     """
-    prewarm = as_plan(PrewarmPlan, prewarm)
-    state = host.get_fact(JitCache, venv=prewarm.venv, env_file=prewarm.env_file, cache_dir=prewarm.cache_dir)
+    prewarm, layout = as_plan(PrewarmPlan, prewarm), as_plan(NodeLayout, layout)
+    state = host.get_fact(JitCache, inputs=ProbeInputs(layout))
     state = state or {}
     gap = prewarm.gap_for(state.get("prewarm"), state.get("toolchain"))
     if not gap:

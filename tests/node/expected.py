@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from bringup.config import Config
-from bringup.layout import SERVICE_BASE_PATH
+from bringup.layout import SERVICE_BASE_PATH, ProbeInputs
 from bringup.plan import managed_env_keys, plan
 from facts.node import probe_command
 from facts.probe_output import build_document
@@ -92,7 +92,7 @@ def gather(host, name, data):
         config = Config.from_data(data, host=name)
     except ValueError as error:
         raise NodeNotReady(f"{name}: invalid settings: {error}") from error
-    command = probe_command(config.layout, env_keys=managed_env_keys(config))
+    command = probe_command(ProbeInputs(config.layout, managed_env_keys(config)))
     try:
         result = host.run(command)
     except Exception as error:  # paramiko/socket errors: the host cannot be reached

@@ -21,7 +21,7 @@ import pytest
 from pyinfra.api.exceptions import FactProcessError
 
 from bringup.config import Config
-from bringup.layout import NodeLayout
+from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import plan
 from facts.node import NodeFacts, probe_command
 from facts.probe_output import build_document
@@ -79,7 +79,7 @@ def run_probe(scratch, env_file, profile="rtx-pro-6000-x8", smi_prefix="", home=
     smi_standin(bin_dir, profile, smi_prefix)
     layout = NodeLayout.for_settings(venv, str(env_file), str(scratch / "cache"), "sglang")
     environment = {"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin", **({"HOME": str(home)} if home else {})}
-    result = subprocess.run(["sh", "-c", probe_command(layout, env_keys=("CUDA_HOME", "PATH", "CXX"))],
+    result = subprocess.run(["sh", "-c", probe_command(ProbeInputs(layout, ("CUDA_HOME", "PATH", "CXX")))],
                             env=environment, capture_output=True, text=True, timeout=120, check=True)
     return result.stdout
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.layout import NodeLayout
+from bringup.layout import NodeLayout, ProbeInputs
 from facts.node import probe_command
 from facts.probe_output import build_document
 
@@ -50,7 +50,7 @@ def run_probe(tmp_path, profile=None, venv="/nonexistent", env_file="/nonexisten
         write_standin(bin_dir, profile)
     layout = NodeLayout.for_settings(venv, env_file, str(tmp_path / "cache"), "sglang")
     # The exact command the fact runs on a node.
-    result = subprocess.run(["sh", "-c", probe_command(layout)], env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    result = subprocess.run(["sh", "-c", probe_command(ProbeInputs(layout))], env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
                             capture_output=True, text=True, timeout=60, check=True)
     return build_document(result.stdout.splitlines())
 

@@ -14,7 +14,7 @@ from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.util import FakeHost, FakeState
 
 from bringup.config import Config
-from bringup.layout import SERVICE_ACCOUNT_MARK, NodeLayout
+from bringup.layout import SERVICE_ACCOUNT_MARK, NodeLayout, ProbeInputs
 from bringup.plan import plan, service_account_problem
 from facts.node import probe_command
 from facts.probe_output import build_document
@@ -33,7 +33,7 @@ OPS = {"uid": 1000, "gid": 1000, "gecos": "Ops", "home": "/home/ops", "shell": "
 def probe_account(user, **env):
     """The probe's account section for ``user``, run here as the fact runs it on a node."""
     layout = NodeLayout.for_settings("/nonexistent/venv", "/nonexistent/env", "/nonexistent/cache", user)
-    result = subprocess.run(["sh", "-c", probe_command(layout, ("account",))],
+    result = subprocess.run(["sh", "-c", probe_command(ProbeInputs(layout), ("account",))],
                             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **env}, capture_output=True, text=True,
                             timeout=60, check=True)
     return build_document(result.stdout.splitlines(), ["account"])["account"]
@@ -128,17 +128,21 @@ class AnsweringHost(FakeHost):
         return self.answer
 
 
+def account_layout(user):
+    return NodeLayout.for_settings("/opt/sglang/venv", "/etc/sglang/sglang.env", "/var/cache/sglang", user)
+
+
 def account_check(answer, user="sglang"):
     state = FakeState()
     host = AnsweringHost(state, answer)
     with ctx_state.use(state), ctx_host.use(host):
-        commands = [str(command) for command in service_account_ours._inner(user=user, home=f"/var/lib/{user}")]
+        commands = [str(command) for command in service_account_ours._inner(layout=account_layout(user))]
     return commands, host
 
 
 def test_deploy_goes_on_with_its_own_account():
     commands, host = account_check({"user": "sglang", "entry": OURS, "login_user": "root", "home": OUR_HOME})
-    assert commands == [] and host.asked == [("ServiceAccount", {"service_user": "sglang"})]
+    assert commands == [] and host.asked == [("ServiceAccount", {"inputs": ProbeInputs(account_layout("sglang"))})]
 
 
 def test_deploy_refuses_an_account_that_appeared_since_validate():
