@@ -217,8 +217,8 @@ def resolution(by_name, torch):
 def service_env_values(section):
     """The asked-for keys' values as the service's env file sets them (absent keys omitted).
 
-    >>> service_env_values(Section("service-env", 0, (), ["home=/x", "env.CUDA_HOME=/usr/local/cuda-12.8"]))
-    {'CUDA_HOME': '/usr/local/cuda-12.8'}
+    >>> service_env_values(Section("service-env", 0, (), ["home=/x", "env.CUDA_HOME=/opt/cuda-12.8"]))
+    {'CUDA_HOME': '/opt/cuda-12.8'}
     """
     if section is None:
         return {}
@@ -380,7 +380,7 @@ def index_sections(lines):
     """Probe output lines -> {section name: Section}, toolkits as a list under "toolkit".
     A second section of a name the probe writes once is an error (never "the last wins").
 
-    >>> sorted(index_sections(["@@ uname rc=0", "|x86_64", "@@ toolkit rc=127 home=/usr/local/cuda-12.8"]))
+    >>> sorted(index_sections(["@@ uname rc=0", "|x86_64", "@@ toolkit rc=127 home=/opt/cuda-12.8"]))
     ['apt-keyring', 'apt-source', 'path', 'python-alt', 'toolkit', 'uname']
     """
     by_name = {name: [] for name in REPEATED}

@@ -13,11 +13,11 @@ class NvccRelease(FactBase):
     Returns the ``X.Y`` release ``<home>/bin/nvcc --version`` prints, or None when
     that nvcc is missing or broken.
 
-    + home: the toolkit's home, e.g. ``/usr/local/cuda-13.0``
+    + home: the toolkit's home, e.g. ``toolkit_home("13.0")`` (bringup/layout.py)
 
     .. code:: python
 
-        host.get_fact(NvccRelease, home="/usr/local/cuda-13.0")  # "13.0"
+        host.get_fact(NvccRelease, home=toolkit_home("13.0"))  # "13.0"
     """
 
     def command(self, home):
@@ -34,7 +34,7 @@ class CudaLink(FactBase):
 
     .. code:: python
 
-        host.get_fact(CudaLink)  # {"target": "/usr/local/cuda-12.8", "alternatives": []}
+        host.get_fact(CudaLink)  # {"target": toolkit_home("12.8"), "alternatives": []}
     """
 
     command = (

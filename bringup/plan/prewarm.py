@@ -70,7 +70,7 @@ def deep_gemm_plan(context):
                              request=deep_gemm_request(config.stack_sglang, config.service_model, server_args, gpu_sms),
                              manifest=layout.deep_gemm_manifest, command=command, user=layout.service_user,
                              home=layout.service_home, env_file=layout.env_file, base_path=SERVICE_BASE_PATH,
-                             runner=layout.helper("with-service-env"), unit=posixpath.basename(layout.unit),
+                             runner=layout.helper("with-service-env"), unit=layout.unit_name,
                              session_bound=layout.helper("session-bound"))
     if not config.prewarm_deep_gemm:
         return deep_gemm

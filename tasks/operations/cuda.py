@@ -108,7 +108,7 @@ def nvcc_reports(home, release):
 
     .. code:: python
 
-        nvcc_reports(home="/usr/local/cuda-13.0", release="13.0")
+        nvcc_reports(home=toolkit_home("13.0"), release="13.0")
     """
     found = host.get_fact(NvccRelease, home=home)
     if found == release:
@@ -133,7 +133,7 @@ def cuda_alternative(home, priority=100):
 
     .. code:: python
 
-        cuda_alternative(home="/usr/local/cuda-13.0")
+        cuda_alternative(home=toolkit_home("13.0"))
     """
     link = host.get_fact(CudaLink)
     if link["target"] == home and home in link["alternatives"]:

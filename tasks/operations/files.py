@@ -129,7 +129,7 @@ def whole_template(src, dest, user="root", group="root", mode="0644", **data):
     .. code:: python
 
         whole_template(src="files/templates/cuda-home.sh.j2", dest="/etc/profile.d/zz-cuda-home.sh",
-                       home="/usr/local/cuda-13.0", version="13.0")
+                       home=toolkit_home("13.0"), version="13.0")
     """
     rendered = get_template(src).render({"host": host, **data})
     yield from whole_file._inner(src=StringIO(rendered), dest=dest, user=user, group=group, mode=mode)
@@ -191,8 +191,8 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
 
     .. code:: python
 
-        shared_env_file(path="/etc/environment", managed={"CUDA_HOME": "/usr/local/cuda-13.0"},
-                        header="# gpu-bringup", quoted=["PATH"], path_entry="/usr/local/cuda-13.0/bin",
+        shared_env_file(path="/etc/environment", managed={"CUDA_HOME": toolkit_home("13.0")},
+                        header="# gpu-bringup", quoted=["PATH"], path_entry=f"{toolkit_home('13.0')}/bin",
                         default_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     """
     # Content, kind, owner and mode in one round trip (whole_file reuses it).

@@ -100,3 +100,13 @@ def test_no_step_takes_a_node_path_apart(path):
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert imported & {"posixpath", "os.path", "os", "pathlib"} == set()
+
+
+def test_the_toolkit_home_is_spelled_only_in_the_layout():
+    """Issue 25's reader check: ``grep -rn /usr/local/cuda- bringup control facts tasks
+    inventory`` finds bringup/layout.py only (code, docstrings and examples alike)."""
+    product = [path for folder in ("bringup", "control", "facts", "tasks", "inventory")
+               for path in (ROOT / folder).rglob("*.py")]
+    product += [*(ROOT / "files").glob("*.py"), ROOT / "deploy.py", ROOT / "validate.py"]
+    spelled = sorted(str(path.relative_to(ROOT)) for path in product if "/usr/local/cuda-" in path.read_text())
+    assert spelled == ["bringup/layout.py"]
