@@ -81,6 +81,13 @@ def inventory_file(state: Path, default_state: Path, hosts_dir: Path = HOSTS_DIR
     return (Path(hosts_dir) if Path(state) == Path(default_state) else Path(state) / "hosts.d") / FILE_NAME
 
 
+def registered_file() -> Path:
+    """Where this state directory's nodes are registered (inventory_file)."""
+    from sandbox import node
+
+    return inventory_file(node.state_dir(), node.DEFAULT_STATE_DIR)
+
+
 def publish() -> Path:
     """Rewrite the registered host list from the node registry and the mirrors' state;
     returns its path.
@@ -91,7 +98,7 @@ def publish() -> Path:
     # Imported here: the node and mirror modules call publish() and import this module.
     from sandbox import aptrepo, node, pypimirror
 
-    path = inventory_file(node.state_dir(), node.DEFAULT_STATE_DIR)
+    path = registered_file()
     with file_lock(node.state_dir() / ".registration.lock"):
         write_inventory(path, inventory_document(node.read_registry(), aptrepo.running(), pypimirror.running()))
     return path

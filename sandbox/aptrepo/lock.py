@@ -10,6 +10,7 @@ Builds the repository first (a no-op when built); ``all`` means the platforms it
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from bringup.platforms import REPO_ARCH
 from control import locks as lockgen
@@ -25,10 +26,11 @@ def lock_source(log=sys.stderr) -> tuple[str, str]:
     return REPOS_DIR.as_uri(), built["fingerprint"]
 
 
-def served_platforms(repos=REPOS_DIR) -> set[tuple[str, str]]:
-    """(distro, machine) of every directory the built repository holds an index in."""
+def served_platforms(repos: Path) -> set[tuple[str, str]]:
+    """(distro, machine) of every directory under ``repos`` with a signed index
+    (``<distro>/<repository arch>/InRelease``)."""
     machines = {arch: machine for machine, (arch, _) in REPO_ARCH.items()}
-    return {(path.parent.parent.name, machines[path.parent.name]) for path in repos.glob("*/*/Packages")
+    return {(path.parent.parent.name, machines[path.parent.name]) for path in Path(repos).glob("*/*/InRelease")
             if path.parent.name in machines}
 
 
@@ -49,4 +51,4 @@ def lock_arguments(url: str, fingerprint: str, platforms: str, served) -> list[s
 def lock(platforms: str = "all", log=sys.stderr) -> int:
     """Build, then run control.locks on this repository; its exit status."""
     url, fingerprint = lock_source(log)
-    return lockgen.main(lock_arguments(url, fingerprint, platforms, served_platforms()))
+    return lockgen.main(lock_arguments(url, fingerprint, platforms, served_platforms(REPOS_DIR)))

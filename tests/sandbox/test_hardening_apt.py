@@ -88,7 +88,7 @@ def test_make_lock_reads_the_sandbox_repository_through_its_signature(tmp_path):
     file:// URL and fingerprint for control.locks; InRelease verified against the sandbox's
     own key, Packages.gz against its sha256, and the pins are the committed lock's."""
     url, fingerprint = aptrepo_lock.lock_source()
-    assert ("debian12", "x86_64") in aptrepo_lock.served_platforms()
+    assert ("debian12", "x86_64") in aptrepo_lock.served_platforms(aptrepo_lock.REPOS_DIR)
     (tmp_path / "files" / "locks").mkdir(parents=True)
     shutil.copyfile(REPO_ROOT / "files" / "locks" / "cuda-13.0.in", tmp_path / "files" / "locks" / "cuda-13.0.in")
     assert lockgen.cuda(url, [("debian12", "x86_64")], root=tmp_path, fingerprint=fingerprint) == 1

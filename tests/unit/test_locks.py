@@ -279,3 +279,26 @@ def test_platforms_argument():
     assert lockgen.parse_platforms("all", served={("debian12", "x86_64")}) == [("debian12", "x86_64")]
     with pytest.raises(locks.LockError, match="unknown platform 'rhel9-x86_64'"):
         lockgen.parse_platforms("rhel9-x86_64")
+
+
+def test_make_lock_from_the_sandbox_reads_it_as_any_mirror(tmp_path, signer, monkeypatch, capsys):
+    """``make lock CUDA_REPO_URL=sandbox`` (python -m sandbox.aptrepo lock): control.locks
+    gets the sandbox repository as a plain file:// --repo-url and --fingerprint; ``all``
+    is the platforms it serves (the one here), and control.locks' refusal of a tampered
+    index is its exit status: 2, one line, no lock changed."""
+    from sandbox.aptrepo import lock as aptrepo_lock
+
+    repos = tmp_path / "repos"
+    fingerprint = signed_repo(repos / "debian12" / "x86_64", signer, index_text(INDEX))
+    tamper(repos / "debian12" / "x86_64", fingerprint)
+    (repos / "debian12" / "ppc64el").mkdir()  # no repository arch of a supported CPU
+    (repos / "debian12" / "ppc64el" / "InRelease").write_text("")
+    monkeypatch.setattr(aptrepo_lock, "REPOS_DIR", repos)
+    monkeypatch.setattr(aptrepo_lock, "build", lambda log: {"fingerprint": fingerprint})
+    assert aptrepo_lock.served_platforms(repos) == {("debian12", "x86_64")}
+    before = {path: path.read_bytes() for path in TOOLKIT_LOCKS}
+    assert aptrepo_lock.lock("all") == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("make lock: error: files/locks/cuda-13.0-debian12-x86_64.txt")
+    assert "does not match the sha256" in error
+    assert {path: path.read_bytes() for path in TOOLKIT_LOCKS} == before
