@@ -108,7 +108,7 @@ def registered_hosts(files):
     return hosts
 
 
-def load_hosts(hosts_file=HOSTS_FILE, hosts_dir=HOSTS_DIR, log=sys.stderr):
+def load_hosts(hosts_file=HOSTS_FILE, hosts_dir=HOSTS_DIR, log=None):
     """The operator's hosts (``hosts_file``), or the hosts registered in ``hosts_dir``
     when the operator lists none."""
     hosts = operator_hosts(read_yaml(hosts_file), str(hosts_file))
@@ -117,5 +117,5 @@ def load_hosts(hosts_file=HOSTS_FILE, hosts_dir=HOSTS_DIR, log=sys.stderr):
         return registered_hosts(files)
     if files:
         print(f"inventory: the {len(hosts)} host(s) of {hosts_file} only; not read: {', '.join(map(str, files))} "
-              f"(registered hosts are used when {Path(hosts_file).name} lists none)", file=log)
+              f"(registered hosts are used when {Path(hosts_file).name} lists none)", file=log or sys.stderr)
     return hosts
