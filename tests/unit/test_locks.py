@@ -302,3 +302,17 @@ def test_make_lock_from_the_sandbox_reads_it_as_any_mirror(tmp_path, signer, mon
     assert error.count("\n") == 1 and error.startswith("make lock: error: files/locks/cuda-13.0-debian12-x86_64.txt")
     assert "does not match the sha256" in error
     assert {path: path.read_bytes() for path in TOOLKIT_LOCKS} == before
+
+
+@pytest.mark.parametrize("url,command", [
+    ("sandbox", "-m sandbox.aptrepo lock --platforms 'debian12-x86_64'"),
+    ("file:///srv/mirror/cuda/repos", "-m control.locks cuda --repo-url 'file:///srv/mirror/cuda/repos' "
+                                      "--platforms 'debian12-x86_64'"),
+])
+def test_make_lock_cuda_asks_the_sandbox_only_for_sandbox(url, command):
+    """The Makefile hands CUDA_REPO_URL=sandbox to the sandbox's CLI; control.locks only
+    ever gets a URL (``make -n``: the commands, none run)."""
+    run = subprocess.run(["make", "-n", "--no-print-directory", "lock-cuda", f"CUDA_REPO_URL={url}",
+                          "CUDA_PLATFORMS=debian12-x86_64"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1].endswith(command), run.stdout
