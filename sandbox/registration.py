@@ -26,6 +26,7 @@ import yaml
 from control.atomic import atomic_write
 from inventory.sources import HOSTS_DIR
 from sandbox.fsutil import file_lock
+from sandbox.httpserve import read_state
 
 FILE_NAME = "sandbox.yml"
 HEADER = "# Written by the sandbox (sandbox/registration.py) while its nodes run: do not edit.\n"
@@ -39,11 +40,11 @@ def mirror_settings(repo: dict | None, pypi: dict | None) -> dict:
     >>> mirror_settings({"url": "http://r/repos/", "key_url": "http://r/k.pub", "fingerprint": "F" * 40},
     ...                 {"url": "http://p/"})["venv_find_links"]
     ['http://p/']
-    >>> mirror_settings(None, None)
+    >>> mirror_settings({"url": "http://r/repos/"}, None)  # a server still starting: no key yet
     {}
     """
-    settings = {"venv_find_links": [pypi["url"]], "venv_no_index": True} if pypi else {}
-    if repo:
+    settings = {"venv_find_links": [pypi["url"]], "venv_no_index": True} if pypi and pypi.get("url") else {}
+    if repo and all(repo.get(key) for key in ("url", "key_url", "fingerprint")):
         settings |= {"cuda_repo_url": repo["url"], "cuda_repo_key_url": repo["key_url"],
                      "cuda_repo_fingerprint": repo["fingerprint"]}
     return settings
@@ -94,11 +95,16 @@ def publish() -> Path:
 
     Under a lock of its own, reading everything inside it: of two publishers, the later
     one reads the newest registry and mirrors (the node lock is not taken: ``up`` and
-    ``down`` call this while holding it)."""
+    ``down`` call this while holding it). The mirrors' state files are read as they are,
+    as a server writes them: their ``running()`` would remove the file of a server still
+    starting in another process (its lease), and the server with it; each server's own
+    ``serve`` publishes again once it is up.
+    """
     # Imported here: the node and mirror modules call publish() and import this module.
     from sandbox import aptrepo, node, pypimirror
 
     path = registered_file()
     with file_lock(node.state_dir() / ".registration.lock"):
-        write_inventory(path, inventory_document(node.read_registry(), aptrepo.running(), pypimirror.running()))
+        repo, pypi = read_state(aptrepo.SERVER_JSON), read_state(pypimirror.SERVER.state)
+        write_inventory(path, inventory_document(node.read_registry(), repo, pypi))
     return path

@@ -34,11 +34,14 @@ def entry(addr, state):
 
 @pytest.fixture
 def sandbox_state(tmp_path, monkeypatch):
-    """A private state directory with two registered fake nodes, mirrors "served"."""
+    """A private state directory with two registered fake nodes, and the mirrors' state
+    files as their servers write them (in scratch places; no server runs: pid 0 is none)."""
     state = tmp_path / "state"
     monkeypatch.setenv("SANDBOX_STATE_DIR", str(state))
-    monkeypatch.setattr(aptrepo, "running", lambda: REPO)
-    monkeypatch.setattr(pypimirror, "running", lambda: PYPI)
+    monkeypatch.setattr(aptrepo, "SERVER_JSON", tmp_path / "server.json")
+    monkeypatch.setattr(pypimirror.SERVER, "state", tmp_path / "pypimirror.json")
+    (tmp_path / "server.json").write_text(json.dumps({"pid": 0, "host": "127.0.0.1", "port": 8913, **REPO}))
+    (tmp_path / "pypimirror.json").write_text(json.dumps({"pid": 0, **PYPI}))
     registry = {"gpu-a": entry("127.0.0.201", state), "gpu-b": entry("127.0.0.202", state)}
     state.mkdir()
     (state / "nodes.yaml").write_text(yaml.safe_dump({"nodes": registry}))
@@ -88,9 +91,11 @@ def test_a_node_taken_down_leaves_the_inventory(sandbox_state, tmp_path):
     assert result.hosts == {} and "no hosts in" in result.output and "none registered in" in result.output
 
 
-def test_a_mirror_that_stops_leaves_the_settings(sandbox_state, monkeypatch):
-    monkeypatch.setattr(pypimirror, "running", lambda: None)
+def test_a_mirror_that_stops_leaves_the_settings(sandbox_state, tmp_path):
     path = registration.publish()
+    assert yaml.safe_load(path.read_text())["all"]["venv_find_links"] == [PYPI["url"]]
+    pypimirror.stop()
+    assert not (tmp_path / "pypimirror.json").exists()
     settings = yaml.safe_load(path.read_text())["all"]
     assert "venv_find_links" not in settings and settings["cuda_repo_url"] == REPO["url"]
 
