@@ -17,7 +17,7 @@ Arm servers (arm64 nodes) get ``.../debian12/sbsa/``: the 13.0 update 2 set re-m
 from NVIDIA's aarch64 wheels (``wheels-aarch64.lock``), ``Architecture: arm64``, in
 ``targets/sbsa-linux``.
 
-CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}``.
+CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels,lock}`` (``lock``: sandbox.aptrepo.lock).
 Python::
 
     from sandbox import aptrepo
