@@ -77,7 +77,8 @@ bench-fleet: setup
 # Regenerate files/locks/ from its .in files (control/locks.py): the venv locks for
 # every supported CPython and CPU (uv pip compile, PyPI), then the toolkit locks from
 # CUDA_REPO_URL's Packages index for CUDA_PLATFORMS (<distro>-<machine>,... or all).
-# CUDA_REPO_URL=sandbox reads the sandbox's apt repository (the platforms it serves).
+# CUDA_REPO_URL=sandbox reads the sandbox's apt repository (the platforms it serves):
+# its own CLI builds it and hands control.locks its file:// URL and signing key.
 # Nothing changes when the inputs and indexes did not.
 CUDA_REPO_URL ?= https://developer.download.nvidia.com/compute/cuda/repos
 CUDA_PLATFORMS ?= all
@@ -87,4 +88,8 @@ lock-venv: setup
 	$(PY) -m control.locks venv
 
 lock-cuda: setup
+ifeq ($(CUDA_REPO_URL),sandbox)
+	$(PY) -m sandbox.aptrepo lock --platforms '$(CUDA_PLATFORMS)'
+else
 	$(PY) -m control.locks cuda --repo-url '$(CUDA_REPO_URL)' --platforms '$(CUDA_PLATFORMS)'
+endif

@@ -35,8 +35,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from inventory.sources import sandbox_hosts  # noqa: E402
 from sandbox import aptrepo, node as sandbox_nodes  # noqa: E402
+from sandbox.registration import inventory_document  # noqa: E402
 
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 STEPS = "deploy_steps=repo,toolkit,env"
@@ -57,8 +57,8 @@ def start(count, net):
 
 def hosts_file(directory, hosts):
     """inventory/hosts.yml for these sandbox nodes, as inventory/gpu.py would give them."""
-    registry = {"nodes": {name: entry for name, entry in sandbox_nodes.read_registry().items() if name in hosts}}
-    document = {"hosts": dict(sandbox_hosts(registry, aptrepo.running()))}
+    registry = {name: entry for name, entry in sandbox_nodes.read_registry().items() if name in hosts}
+    document = inventory_document(registry, aptrepo.running())
     path = Path(directory) / f"hosts-{len(hosts)}-{hosts[0]}.yml"
     path.write_text(yaml.safe_dump(document))
     return path

@@ -1,6 +1,6 @@
 """The control side's one way to write a file: whole or not at all.
 
-Readers (pyinfra reading the sandbox registry, an operator tailing reports/, the
+Readers (pyinfra reading a registered host list, an operator tailing reports/, the
 apt repository's server) see the old file or the new one, never half of one.
 """
 

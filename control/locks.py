@@ -1,8 +1,7 @@
 """Regenerate files/locks/ from its ``.in`` files (``make lock``).
 
     python -m control.locks venv                 # every venv lock: each input x CPython x CPU
-    python -m control.locks cuda --repo-url URL [--platforms debian12-x86_64,...]
-    python -m control.locks cuda --repo-url sandbox   # the sandbox's apt repository (sandbox/aptrepo)
+    python -m control.locks cuda --repo-url URL [--platforms debian12-x86_64,...] [--fingerprint FPR]
 
 ``venv``: ``uv pip compile`` of each Python input (``sglang-<version>.in``, ``uv.in``)
 for every CPython a supported platform builds its venv with (bringup.platforms) and
@@ -14,9 +13,9 @@ per line) and each platform, reads ``<URL>/<distro>/<arch>/Packages(.gz)``, only
 that directory's ``InRelease`` (or ``Release`` + ``Release.gpg``) verified by gpgv
 against the pinned key and the sha256 it lists (control/signed_index.py), and writes
 ``cuda-<X.Y>-<distro>-<machine>.txt`` with the Debian version of each package
-(compared with ``dpkg --compare-versions``). ``sandbox`` builds the sandbox's apt
-repository (NVIDIA's package names and version numbers, made from NVIDIA's wheels) and
-reads it from disk, for the platforms it serves. Every lock starts with a header naming
+(compared with ``dpkg --compare-versions``). URL is NVIDIA's repos, or a mirror with
+their layout (``http(s)://`` or a ``file://`` directory on this machine) signed by
+NVIDIA's key or by the key ``--fingerprint`` names. Every lock starts with a header naming
 its input's sha256 (tests/unit/test_locks.py fails on a stale lock).
 
 A lock is written (whole, then renamed) only when its content changes. Errors are one
@@ -41,7 +40,6 @@ from control.atomic import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 NVIDIA_REPOS = "https://developer.download.nvidia.com/compute/cuda/repos"
-SANDBOX_REPOS = ROOT / ".sandbox" / "aptrepo" / "compute" / "cuda" / "repos"
 # The key NVIDIA signs its repositories with (bringup.config, cuda_repo_fingerprint).
 DEFAULT_FINGERPRINT = Config().cuda_repo_fingerprint
 
@@ -116,21 +114,12 @@ def fetch_index(url, fingerprint, key_url=""):
     return signed_index.signed_index(url, fingerprint, key_url)
 
 
-def sandbox_repos(log=sys.stderr):
-    """Build (a no-op when built) the sandbox's apt repository; its repos base as a file
-    URL and the fingerprint of the key that signs it (its own, generated once)."""
-    from sandbox import aptrepo
-
-    built = aptrepo.build(log=log)
-    return SANDBOX_REPOS.as_uri(), built["fingerprint"]
-
-
 def shown_url(url, root=ROOT):
     """An index URL as a lock's header shows it: a file under this checkout by its
     relative path, so the header does not depend on where the checkout is.
 
-    >>> shown_url("file:///co/.sandbox/aptrepo/x/Packages.gz", Path("/co"))
-    '.sandbox/aptrepo/x/Packages.gz'
+    >>> shown_url("file:///co/mirror/repos/debian12/x86_64/Packages.gz", Path("/co"))
+    'mirror/repos/debian12/x86_64/Packages.gz'
     """
     prefix = root.as_uri() + "/"
     return url[len(prefix):] if url.startswith(prefix) else url
@@ -179,23 +168,17 @@ def main(argv=None):
     sub.add_parser("venv", help="the venv locks (uv pip compile)")
     toolkit = sub.add_parser("cuda", help="the toolkit locks (a CUDA repository's Packages index)")
     toolkit.add_argument("--repo-url", default=NVIDIA_REPOS,
-                         help="NVIDIA's repos, a mirror with its layout, or sandbox (the sandbox's apt repository)")
+                         help="NVIDIA's repos, or a mirror with their layout (http(s):// or file://)")
     toolkit.add_argument("--platforms", default="all", help="all, or <distro>-<machine>[,...]")
     toolkit.add_argument("--fingerprint", default="",
-                         help="the repository's signing key (default: cuda_repo_fingerprint's default; "
-                              "the sandbox's own key for sandbox)")
+                         help="the fingerprint of the repository's signing key "
+                              "(default: cuda_repo_fingerprint's default, NVIDIA's)")
     toolkit.add_argument("--key-url", default="",
                          help="where that key is published (default: <repo dir>/<last 8 hex digits>.pub)")
     args = parser.parse_args(argv)
     try:
         if args.kind == "venv":
             venv()
-        elif args.repo_url == "sandbox":
-            url, fingerprint = sandbox_repos()
-            served = {(path.parent.parent.name, machine) for path in SANDBOX_REPOS.glob("*/*/Packages")
-                      for machine, (arch, _) in REPO_ARCH.items() if path.parent.name == arch}
-            cuda(url, parse_platforms(args.platforms, served), fingerprint=args.fingerprint or fingerprint,
-                 key_url=args.key_url)
         else:
             cuda(args.repo_url, parse_platforms(args.platforms), fingerprint=args.fingerprint or DEFAULT_FINGERPRINT,
                  key_url=args.key_url)

@@ -1,12 +1,21 @@
-"""Read the operator's host list (YAML) or the sandbox's, into pyinfra host tuples.
+"""Read the operator's host list (YAML), or the host lists other tools registered, into
+pyinfra host tuples.
+
+    inventory/hosts.yml     the operator's nodes ($GPU_BRINGUP_HOSTS names another file)
+    inventory/hosts.d/*.yml hosts registered by a tool, one file per tool, in the same
+                            format ($GPU_BRINGUP_HOSTS_DIR names another directory);
+                            git-ignored, read only when hosts.yml lists no host
+
+The two never mix in one run: an operator's list is the whole inventory, and a line on
+stderr names the registered files it leaves unread.
 
 Kept apart from inventory/gpu.py so it can be imported and tested; pyinfra treats
 every list at module level of an inventory file as a group.
 """
 
-import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import yaml
@@ -16,9 +25,7 @@ from bringup.checks import cut, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS_FILE = Path(os.environ.get("GPU_BRINGUP_HOSTS", ROOT / "inventory" / "hosts.yml"))
-SANDBOX_NODES = ROOT / ".sandbox" / "nodes.yaml"
-SANDBOX_REPO = ROOT / ".sandbox" / "aptrepo" / "server.json"
-SANDBOX_PYPI = ROOT / ".sandbox" / "pypimirror.json"
+HOSTS_DIR = Path(os.environ.get("GPU_BRINGUP_HOSTS_DIR", ROOT / "inventory" / "hosts.d"))
 
 # Host keys are always checked: an unknown or changed key fails the connection.
 SSH_DEFAULTS = {"ssh_strict_host_key_checking": "yes"}
@@ -82,32 +89,33 @@ def operator_hosts(data, source="inventory/hosts.yml"):
     return hosts
 
 
-def sandbox_hosts(nodes, repo, pypi=None):
-    """(name, data) tuples for running sandbox nodes, pointed at the sandbox's mirrors.
+def registered_files(folder=HOSTS_DIR):
+    """The host lists registered in ``folder`` (``*.yml``, by name), [] when there is none."""
+    return sorted(Path(folder).glob("*.yml"))
 
-    The apt repo is reached exactly like NVIDIA's: through the repo URL, key URL and
-    pinned fingerprint settings; the wheels through the find-links setting (a site
-    mirror uses the same ones).
-    """
-    repo_settings = {"venv_find_links": [pypi["url"]], "venv_no_index": True} if pypi else {}
-    if repo:
-        repo_settings |= {
-            "cuda_repo_url": repo["url"],
-            "cuda_repo_key_url": repo["key_url"],
-            "cuda_repo_fingerprint": repo["fingerprint"],
-        }
-    hosts = []
-    for name, node in (nodes.get("nodes") or {}).items():
-        ssh = {key: value for key, value in node.items() if key.startswith("ssh_")}
-        hosts.append((str(name), {**SSH_DEFAULTS, **repo_settings, **ssh}))
+
+def registered_hosts(files):
+    """(name, data) tuples of every registered file, each read as the operator's file is;
+    a host named in two files is refused (which one's settings would hold is a guess)."""
+    hosts, registered_in = [], {}
+    for path in files:
+        for name, data in operator_hosts(read_yaml(path), str(path)):
+            if name in registered_in:
+                raise InventoryError(f"{path}: host {name}: also registered in {registered_in[name]}; "
+                                     "register each host in one file")
+            registered_in[name] = path
+            hosts.append((name, data))
     return hosts
 
 
-def load_hosts():
-    """The operator's hosts, or the sandbox's when the operator lists none."""
-    hosts = operator_hosts(read_yaml(HOSTS_FILE), str(HOSTS_FILE))
-    if hosts:
-        return hosts
-    repo = json.loads(SANDBOX_REPO.read_text()) if SANDBOX_REPO.exists() else None
-    pypi = json.loads(SANDBOX_PYPI.read_text()) if SANDBOX_PYPI.exists() else None
-    return sandbox_hosts(read_yaml(SANDBOX_NODES), repo, pypi)
+def load_hosts(hosts_file=HOSTS_FILE, hosts_dir=HOSTS_DIR, log=None):
+    """The operator's hosts (``hosts_file``), or the hosts registered in ``hosts_dir``
+    when the operator lists none."""
+    hosts = operator_hosts(read_yaml(hosts_file), str(hosts_file))
+    files = registered_files(hosts_dir)
+    if not hosts:
+        return registered_hosts(files)
+    if files:
+        print(f"inventory: the {len(hosts)} host(s) of {hosts_file} only; not read: {', '.join(map(str, files))} "
+              f"(registered hosts are used when {Path(hosts_file).name} lists none)", file=log or sys.stderr)
+    return hosts

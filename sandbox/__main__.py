@@ -13,7 +13,7 @@ import time
 
 import yaml
 
-from sandbox import cpus, field_states, gpu_standin, image, layers, node
+from sandbox import cpus, field_states, gpu_standin, image, layers, node, registration
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +68,8 @@ def _cmd_up(args) -> int:
                     states=field_states.parse(args.state), os_name=args.os, machine=cpus.machine_of(args.arch))
     print(yaml.safe_dump({args.name: entry}, sort_keys=False), end="")
     print(f"sandbox: {args.name} up in {time.monotonic() - started:.1f} s "
-          f"(registry {node.registry_path()})", file=sys.stderr)
+          f"(registry {node.registry_path()}; inventory/gpu.py reads it from {registration.registered_file()})",
+          file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,8 @@ next ``up`` of that name) deletes.
 
 State, under the state directory (repo/.sandbox, or $SANDBOX_STATE_DIR):
 
-    nodes.yaml            registry read by inventory/gpu.py (atomic writes)
+    nodes.yaml            the node registry (atomic writes); each write also rewrites the
+                          nodes' host list for inventory/gpu.py (sandbox.registration)
     ssh/id_ed25519[.pub]  the one client keypair of the sandbox
     ssh/known_hosts       host keys of the running nodes (strict checking)
     nodes/NAME/           upper/ work/ root/ (overlay), node.log, state.json (with
@@ -41,11 +42,12 @@ from pathlib import Path
 
 import yaml
 
-from sandbox import cpus, field_states, gpu_standin, image
+from sandbox import cpus, field_states, gpu_standin, image, registration
 from control.atomic import atomic_write
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STATE_DIR = REPO_ROOT / ".sandbox"
 INIT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-init.sh"
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
@@ -71,11 +73,11 @@ class SandboxError(RuntimeError):
 def state_dir() -> Path:
     """The state directory: $SANDBOX_STATE_DIR, else <repo root>/.sandbox."""
     override = os.environ.get("SANDBOX_STATE_DIR")
-    return Path(override).resolve() if override else REPO_ROOT / ".sandbox"
+    return Path(override).resolve() if override else DEFAULT_STATE_DIR
 
 
 def registry_path() -> Path:
-    """The registry file inventory/gpu.py reads."""
+    """The node registry (sandbox.registration makes inventory/gpu.py's host list of it)."""
     return state_dir() / "nodes.yaml"
 
 
@@ -139,14 +141,17 @@ def read_registry() -> dict[str, dict]:
 
 
 def _write_registry(nodes: dict[str, dict]) -> None:
-    """Atomically replace the registry (the format is a contract, keep it)."""
+    """Atomically replace the registry (the format is a contract, keep it), then the host
+    list registered for inventory/gpu.py."""
     text = yaml.safe_dump({"nodes": nodes}, sort_keys=False, default_flow_style=False)
     atomic_write(registry_path(), text, 0o644)
+    registration.publish()
 
 
 def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str, os_name: str,
                     states: list[str], machine: str) -> dict:
-    """One node's registry entry, keys in the documented order (inventory/gpu.py reads ssh_*)."""
+    """One node's registry entry, keys in the documented order (the host list registered for
+    inventory/gpu.py takes the ssh_* ones)."""
     return {
         "ssh_hostname": addr,
         "ssh_port": port,

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from control.atomic import atomic_write
+from sandbox import registration
 from sandbox.fsutil import file_lock
 from sandbox.httpserve import StaticServer
 
@@ -171,15 +172,15 @@ def serve(port=DEFAULT_PORT):
     # workers of a parallel test run, released together by the build's lock) would each
     # start one, and the second's state file would retire the first while it was starting.
     with file_lock(STATE_DIR / "pypimirror.lock"):
-        state = running()
-        if state:
-            return state
-        return SERVER.start("127.0.0.1", port, any_port_if_busy=True)
+        state = running() or SERVER.start("127.0.0.1", port, any_port_if_busy=True)
+    registration.publish()  # the nodes' registered host list names the mirror
+    return state
 
 
 def stop():
     """Stop the mirror's server, if any."""
     SERVER.stop()
+    registration.publish()
 
 
 def main(argv):

@@ -7,9 +7,10 @@ Reusable by other suites (tests/node/...):
         entry = sandbox_node("t-gpu", "127.0.0.31", gpu="rtx-pro-6000-x8", toolkit="incident")
         out = sandbox_ssh(entry, "nvidia-smi -L").stdout
 
-``sandbox_node`` starts nodes in the default registry (.sandbox/nodes.yaml,
-the one inventory/gpu.py reads) and takes every node it started down at the
-end of the session.
+``sandbox_node`` starts nodes in the default registry (.sandbox/nodes.yaml; the
+sandbox registers them for inventory/gpu.py in inventory/hosts.d/sandbox.yml,
+sandbox/registration.py) and takes every node it started down at the end of the
+session.
 
 Engineers sharing one machine keep their nodes apart with SANDBOX_TEST_NET:
 ``SANDBOX_TEST_NET=127.0.5`` moves every test node's address into 127.0.5.0/24

@@ -17,7 +17,7 @@ Arm servers (arm64 nodes) get ``.../debian12/sbsa/``: the 13.0 update 2 set re-m
 from NVIDIA's aarch64 wheels (``wheels-aarch64.lock``), ``Architecture: arm64``, in
 ``targets/sbsa-linux``.
 
-CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}``.
+CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels,lock}`` (``lock``: sandbox.aptrepo.lock).
 Python::
 
     from sandbox import aptrepo
@@ -37,6 +37,7 @@ from __future__ import annotations
 import sys
 import urllib.parse
 
+from sandbox import registration
 from sandbox.aptrepo import server as _serve
 from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, OTHER_DISTROS,
                                    REPO_DIR, SERVE_ROOT, SERVER_JSON, _build_locked, build, distro_url,
@@ -55,6 +56,14 @@ def running() -> dict | None:
 
 
 def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> tuple[dict, bool]:
+    """Build if needed and start the server unless one runs (_start_or_reuse); the nodes'
+    registered host list then names it (sandbox.registration)."""
+    served = _start_or_reuse(port, host, log)
+    registration.publish()
+    return served
+
+
+def _start_or_reuse(port: int | None, host: str, log) -> tuple[dict, bool]:
     """Build if needed and start the server unless one runs: (server.json content, started?).
 
     port None: the port the built repository names (its cuda-keyring's source), else
@@ -109,9 +118,12 @@ def distro_repo(distro: str, info: dict) -> dict:
 
 
 def stop(pid: int | None = None) -> dict | None:
-    """Stop the server (only if its pid is *pid*, when given); returns what it was, else None."""
+    """Stop the server (only if its pid is *pid*, when given); returns what it was, else None.
+    The nodes' registered host list then names it no more (sandbox.registration)."""
     with repo_lock():
-        return _serve.stop(pid)
+        stopped = _serve.stop(pid)
+    registration.publish()
+    return stopped
 
 
 def status() -> dict:

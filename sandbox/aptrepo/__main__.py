@@ -1,4 +1,4 @@
-"""python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}: the sandbox's CUDA apt repository."""
+"""python3 -m sandbox.aptrepo {build,serve,stop,status,wheels,lock}: the sandbox's CUDA apt repository."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 
 from sandbox import aptrepo
+from sandbox.aptrepo import lock
 from sandbox.aptrepo.wheels import cache_dir, ensure_wheels
 
 
@@ -16,7 +17,7 @@ def _print(obj) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m sandbox.aptrepo", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{build,serve,stop,status,wheels}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{build,serve,stop,status,wheels,lock}")
     b = sub.add_parser("build", help="build or refresh the repository (a no-op when nothing changed)")
     b.add_argument("--force", action="store_true", help="rebuild every package")
     b.add_argument("--url", help="repository URL the cuda-keyring package's source names "
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("stop", help="stop the server")
     sub.add_parser("status", help="what is built and served (JSON)")
     sub.add_parser("wheels", help="download the locked wheels into the cache (hash-checked)")
+    lk = sub.add_parser("lock", help="make lock CUDA_REPO_URL=sandbox: the toolkit locks from this repository "
+                                     "(python -m control.locks with its file:// URL and key)")
+    lk.add_argument("--platforms", default="all", help="all (the platforms it serves), or <distro>-<machine>[,...]")
     args = ap.parse_args(argv)
 
     if args.cmd == "build":
@@ -46,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "wheels":
         _print({f"{w.name}=={w.version}": str(path) for w, path in ensure_wheels(log=sys.stderr).items()})
         print(f"aptrepo: wheel cache {cache_dir()}", file=sys.stderr)
+    elif args.cmd == "lock":
+        return lock.lock(args.platforms)
     return 0
 
 

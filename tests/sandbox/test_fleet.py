@@ -17,8 +17,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from inventory.sources import sandbox_hosts
 from sandbox import aptrepo, node as sandbox_nodes
+from sandbox.registration import inventory_document
 from tests.sandbox_fixtures import REPO_ROOT, node_addr, pyinfra_cli, run_ssh
 
 pytestmark = pytest.mark.sandbox
@@ -75,11 +75,11 @@ class Mirror:
 
 
 def write_hosts(path, overrides):
-    """inventory/hosts.yml for the running sandbox nodes (what inventory/gpu.py gives them)
-    with per-host overrides."""
-    repo = aptrepo.running()
-    hosts = dict(sandbox_hosts({"nodes": sandbox_nodes.read_registry()}, repo))
-    document = {"hosts": {name: {**data, **overrides.get(name, {})} for name, data in hosts.items()
+    """inventory/hosts.yml for the running sandbox nodes (what the sandbox registers for
+    inventory/gpu.py: the apt repository's settings under all:) with per-host overrides."""
+    registered = inventory_document(sandbox_nodes.read_registry(), aptrepo.running())
+    document = {"all": registered["all"],
+                "hosts": {name: {**data, **overrides.get(name, {})} for name, data in registered["hosts"].items()
                           if name.startswith("fl-")}}
     path.write_text(yaml.safe_dump(document))
     return path

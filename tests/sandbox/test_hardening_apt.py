@@ -11,6 +11,7 @@ import pytest
 
 from control import locks as lockgen
 from sandbox import aptrepo
+from sandbox.aptrepo import lock as aptrepo_lock
 from sandbox import node as sandbox_nodes
 from tests.sandbox_fixtures import REPO_ROOT, pyinfra_cli, run_ssh, validate
 
@@ -83,9 +84,11 @@ def test_two_blank_lines_before_the_cuda_stanza_keep_apt_working(node):
 
 
 def test_make_lock_reads_the_sandbox_repository_through_its_signature(tmp_path):
-    """``make lock CUDA_REPO_URL=sandbox``'s path: InRelease verified against the sandbox's
+    """``make lock CUDA_REPO_URL=sandbox``'s path (python -m sandbox.aptrepo lock): a plain
+    file:// URL and fingerprint for control.locks; InRelease verified against the sandbox's
     own key, Packages.gz against its sha256, and the pins are the committed lock's."""
-    url, fingerprint = lockgen.sandbox_repos()
+    url, fingerprint = aptrepo_lock.lock_source()
+    assert ("debian12", "x86_64") in aptrepo_lock.served_platforms(aptrepo_lock.REPOS_DIR)
     (tmp_path / "files" / "locks").mkdir(parents=True)
     shutil.copyfile(REPO_ROOT / "files" / "locks" / "cuda-13.0.in", tmp_path / "files" / "locks" / "cuda-13.0.in")
     assert lockgen.cuda(url, [("debian12", "x86_64")], root=tmp_path, fingerprint=fingerprint) == 1

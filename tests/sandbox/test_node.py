@@ -21,7 +21,7 @@ import paramiko
 import pytest
 import yaml
 
-from sandbox import image, node
+from sandbox import image, node, registration
 from tests.sandbox_fixtures import node_addr
 
 pytestmark = pytest.mark.sandbox
@@ -142,6 +142,9 @@ def test_registry_entry_format(incident):
     assert incident["os"] == "debian12" and incident["arch"] == "amd64" and incident["states"] == []
     assert registry(node.state_dir())["nodes"]["t-incident"] == incident
     assert (node.state_dir() / "nodes.yaml").stat().st_mode & 0o777 == 0o644
+    # Registered for inventory/gpu.py: its ssh_* data, in the operator's hosts.yml format.
+    registered = yaml.safe_load(registration.registered_file().read_text())
+    assert registered["hosts"]["t-incident"] == {key: value for key, value in incident.items() if key.startswith("ssh_")}
     assert Path(incident["ssh_key"]).stat().st_mode & 0o777 == 0o600
     host = addr if incident["ssh_port"] == 22 else f"[{addr}]:{incident['ssh_port']}"
     lines = Path(incident["ssh_known_hosts_file"]).read_text().splitlines()
@@ -294,6 +297,8 @@ def test_two_nodes_at_once_then_down_all_leaves_nothing(private_state, sandbox_s
     private_state("up", "n2", "--addr", node_addr("127.0.0.12"), "--gpu", "h100-x8")
     nodes = registry(state)["nodes"]
     assert set(nodes) == {"n1", "n2"}
+    # A private state directory registers its nodes in its own hosts.d/, never the checkout's.
+    assert set(yaml.safe_load((state / "hosts.d" / "sandbox.yml").read_text())["hosts"]) == {"n1", "n2"}
     assert sandbox_ssh(nodes["n1"], "hostname").stdout.strip() == "n1"
     assert sandbox_ssh(nodes["n2"], "hostname").stdout.strip() == "n2"
     assert "H100" in sandbox_ssh(nodes["n2"], QUERY).stdout
@@ -312,6 +317,7 @@ def test_two_nodes_at_once_then_down_all_leaves_nothing(private_state, sandbox_s
     assert not node.node_cgroup("n1").exists() and not node.node_cgroup("n2").exists()
     assert not list((state / "nodes").iterdir())
     assert registry(state) == {"nodes": {}}
+    assert not (state / "hosts.d" / "sandbox.yml").exists(), "no node left registered for inventory/gpu.py"
     assert (state / "ssh" / "known_hosts").read_text() == ""
     assert "no sandbox nodes" in private_state("status").stdout
 

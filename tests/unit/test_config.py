@@ -3,7 +3,7 @@
 import pytest
 
 from bringup.config import Config, ConfigError
-from inventory.sources import operator_hosts, sandbox_hosts
+from inventory.sources import operator_hosts
 
 
 @pytest.mark.parametrize("key,value,fix", [
@@ -42,15 +42,6 @@ def test_operator_hosts_merge_all_under_host():
     assert hosts[0] == ("n1", {"ssh_strict_host_key_checking": "yes", "stack_torch_cuda": "12.8",
                                "venv_path": "/b", "ssh_hostname": "10.0.0.1"})
     assert hosts[1][1]["venv_path"] == "/a"
-
-
-def test_sandbox_hosts_use_the_local_repo_as_a_mirror():
-    nodes = {"nodes": {"gpu1": {"ssh_hostname": "127.0.0.11", "ssh_port": 22, "gpu_profile": "b200-x8"}}}
-    repo = {"url": "http://127.0.0.1:8765/compute/cuda/repos/", "fingerprint": "A" * 40,
-            "key_url": "http://127.0.0.1:8765/compute/cuda/repos/debian12/x86_64/aaaaaaaa.pub"}
-    (name, data), = sandbox_hosts(nodes, repo)
-    assert name == "gpu1" and data["cuda_repo_url"] == repo["url"] and "gpu_profile" not in data
-    assert data["ssh_strict_host_key_checking"] == "yes"
 
 
 def test_the_plans_env_keys_are_the_reserved_ones():

@@ -46,3 +46,20 @@ PLAN_EDGES = ("cli.py", "__main__.py")
 def test_the_plan_decisions_do_no_io(path):
     assert imported(path) <= PURE, f"{path.name} imports {sorted(imported(path) - PURE)}"
     assert called(path) & {"open", "print", "input", "exec", "eval", "__import__"} == set()
+
+
+PRODUCT = ("bringup", "control", "facts", "tasks", "inventory")
+
+
+def sandbox_paths(path):
+    """The string literals of ``path`` that spell a path into the sandbox's state."""
+    return [node.value for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ".sandbox" in node.value]
+
+
+@pytest.mark.parametrize("path", sorted(path for package in PRODUCT for path in (ROOT / package).rglob("*.py")),
+                         ids=lambda path: str(path.relative_to(ROOT)))
+def test_the_product_never_reaches_into_the_sandbox(path):
+    """The sandbox registers what it offers in the product's own inputs (inventory/hosts.d/,
+    a --repo-url for make lock); no product module imports it or reads its state."""
+    assert "sandbox" not in imported(path) and sandbox_paths(path) == []

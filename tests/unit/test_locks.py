@@ -279,3 +279,40 @@ def test_platforms_argument():
     assert lockgen.parse_platforms("all", served={("debian12", "x86_64")}) == [("debian12", "x86_64")]
     with pytest.raises(locks.LockError, match="unknown platform 'rhel9-x86_64'"):
         lockgen.parse_platforms("rhel9-x86_64")
+
+
+def test_make_lock_from_the_sandbox_reads_it_as_any_mirror(tmp_path, signer, monkeypatch, capsys):
+    """``make lock CUDA_REPO_URL=sandbox`` (python -m sandbox.aptrepo lock): control.locks
+    gets the sandbox repository as a plain file:// --repo-url and --fingerprint; ``all``
+    is the platforms it serves (the one here), and control.locks' refusal of a tampered
+    index is its exit status: 2, one line, no lock changed."""
+    from sandbox.aptrepo import lock as aptrepo_lock
+
+    repos = tmp_path / "repos"
+    fingerprint = signed_repo(repos / "debian12" / "x86_64", signer, index_text(INDEX))
+    tamper(repos / "debian12" / "x86_64", fingerprint)
+    (repos / "debian12" / "ppc64el").mkdir()  # no repository arch of a supported CPU
+    (repos / "debian12" / "ppc64el" / "InRelease").write_text("")
+    monkeypatch.setattr(aptrepo_lock, "REPOS_DIR", repos)
+    monkeypatch.setattr(aptrepo_lock, "build", lambda log: {"fingerprint": fingerprint})
+    assert aptrepo_lock.served_platforms(repos) == {("debian12", "x86_64")}
+    before = {path: path.read_bytes() for path in TOOLKIT_LOCKS}
+    assert aptrepo_lock.lock("all") == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("make lock: error: files/locks/cuda-13.0-debian12-x86_64.txt")
+    assert "does not match the sha256" in error
+    assert {path: path.read_bytes() for path in TOOLKIT_LOCKS} == before
+
+
+@pytest.mark.parametrize("url,command", [
+    ("sandbox", "-m sandbox.aptrepo lock --platforms 'debian12-x86_64'"),
+    ("file:///srv/mirror/cuda/repos", "-m control.locks cuda --repo-url 'file:///srv/mirror/cuda/repos' "
+                                      "--platforms 'debian12-x86_64'"),
+])
+def test_make_lock_cuda_asks_the_sandbox_only_for_sandbox(url, command):
+    """The Makefile hands CUDA_REPO_URL=sandbox to the sandbox's CLI; control.locks only
+    ever gets a URL (``make -n``: the commands, none run)."""
+    run = subprocess.run(["make", "-n", "--no-print-directory", "lock-cuda", f"CUDA_REPO_URL={url}",
+                          "CUDA_PLATFORMS=debian12-x86_64"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1].endswith(command), run.stdout

@@ -1,0 +1,110 @@
+"""What the sandbox offers the product, registered in the product's own inputs: the
+running nodes and the mirrors' settings, as a host list in inventory/hosts.yml's format
+in the directory inventory/gpu.py reads registered hosts from (inventory/sources.py)::
+
+    inventory/hosts.d/sandbox.yml
+        all:    cuda_repo_url, cuda_repo_key_url, cuda_repo_fingerprint (the apt
+                repository, while served), venv_find_links, venv_no_index (the wheel
+                mirror, while served)
+        hosts:  each running node by name, with its ssh_* data
+
+The product reads it as it reads an operator's file and knows nothing of the sandbox.
+The file is rewritten whole (write, then rename) after every change of what it is made
+from: a node up or down (sandbox.node), a mirror served or stopped (sandbox.aptrepo,
+sandbox.pypimirror); it is removed when no node runs. A private state directory
+($SANDBOX_STATE_DIR: the sandbox's own tests) registers in its own ``<state>/hosts.d/``,
+so its nodes never join the checkout's inventory (read them with
+``GPU_BRINGUP_HOSTS_DIR=<state>/hosts.d``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from control.atomic import atomic_write
+from inventory.sources import HOSTS_DIR
+from sandbox.fsutil import file_lock
+from sandbox.httpserve import read_state
+
+FILE_NAME = "sandbox.yml"
+HEADER = "# Written by the sandbox (sandbox/registration.py) while its nodes run: do not edit.\n"
+
+
+def mirror_settings(repo: dict | None, pypi: dict | None) -> dict:
+    """The settings that point a node at the sandbox's mirrors: the apt repository reached
+    exactly like NVIDIA's (repo URL, key URL, pinned fingerprint), the wheels through the
+    find-links setting (a site mirror uses the same ones).
+
+    >>> mirror_settings({"url": "http://r/repos/", "key_url": "http://r/k.pub", "fingerprint": "F" * 40},
+    ...                 {"url": "http://p/"})["venv_find_links"]
+    ['http://p/']
+    >>> mirror_settings({"url": "http://r/repos/"}, None)  # a server still starting: no key yet
+    {}
+    """
+    settings = {"venv_find_links": [pypi["url"]], "venv_no_index": True} if pypi and pypi.get("url") else {}
+    if repo and all(repo.get(key) for key in ("url", "key_url", "fingerprint")):
+        settings |= {"cuda_repo_url": repo["url"], "cuda_repo_key_url": repo["key_url"],
+                     "cuda_repo_fingerprint": repo["fingerprint"]}
+    return settings
+
+
+def inventory_document(nodes: dict[str, dict], repo: dict | None = None, pypi: dict | None = None) -> dict:
+    """The host list of ``nodes`` (the node registry's entries, by name): their ssh_* data
+    (the rest of an entry describes the node to the sandbox, not to pyinfra) under the
+    mirrors' settings.
+
+    >>> inventory_document({"gpu1": {"ssh_hostname": "127.0.0.11", "ssh_port": 22, "gpu_profile": "b200-x8"}})
+    {'all': {}, 'hosts': {'gpu1': {'ssh_hostname': '127.0.0.11', 'ssh_port': 22}}}
+    """
+    hosts = {str(name): {key: value for key, value in entry.items() if key.startswith("ssh_")}
+             for name, entry in nodes.items()}
+    return {"all": mirror_settings(repo, pypi), "hosts": hosts}
+
+
+def write_inventory(path: Path, document: dict) -> None:
+    """Put ``document`` at ``path`` whole, or remove the file when it lists no host."""
+    if not document["hosts"]:
+        Path(path).unlink(missing_ok=True)
+        return
+    atomic_write(path, HEADER + yaml.safe_dump(document, sort_keys=False, default_flow_style=False), 0o644)
+
+
+def inventory_file(state: Path, default_state: Path, hosts_dir: Path = HOSTS_DIR) -> Path:
+    """Where the nodes of the state directory ``state`` are registered.
+
+    >>> str(inventory_file(Path("/co/.sandbox"), Path("/co/.sandbox"), Path("/co/inventory/hosts.d")))
+    '/co/inventory/hosts.d/sandbox.yml'
+    >>> str(inventory_file(Path("/tmp/t"), Path("/co/.sandbox"), Path("/co/inventory/hosts.d")))
+    '/tmp/t/hosts.d/sandbox.yml'
+    """
+    return (Path(hosts_dir) if Path(state) == Path(default_state) else Path(state) / "hosts.d") / FILE_NAME
+
+
+def registered_file() -> Path:
+    """Where this state directory's nodes are registered (inventory_file)."""
+    from sandbox import node
+
+    return inventory_file(node.state_dir(), node.DEFAULT_STATE_DIR)
+
+
+def publish() -> Path:
+    """Rewrite the registered host list from the node registry and the mirrors' state;
+    returns its path.
+
+    Under a lock of its own, reading everything inside it: of two publishers, the later
+    one reads the newest registry and mirrors (the node lock is not taken: ``up`` and
+    ``down`` call this while holding it). The mirrors' state files are read as they are,
+    as a server writes them: their ``running()`` would remove the file of a server still
+    starting in another process (its lease), and the server with it; each server's own
+    ``serve`` publishes again once it is up.
+    """
+    # Imported here: the node and mirror modules call publish() and import this module.
+    from sandbox import aptrepo, node, pypimirror
+
+    path = registered_file()
+    with file_lock(node.state_dir() / ".registration.lock"):
+        repo, pypi = read_state(aptrepo.SERVER_JSON), read_state(pypimirror.SERVER.state)
+        write_inventory(path, inventory_document(node.read_registry(), repo, pypi))
+    return path
