@@ -14,6 +14,7 @@ import pytest
 
 from sandbox import __main__ as sandbox_cli
 from sandbox import aptrepo, node, platforms, pypimirror
+from sandbox.aptrepo import __main__ as aptrepo_cli
 from sandbox.aptrepo import debs
 from sandbox.httpserve import StaticServer
 
@@ -110,13 +111,14 @@ def test_mirror_serve_downloads_nothing_unless_asked(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def scratch_repo(tmp_path, monkeypatch):
+def scratch_repo(tmp_path, tmp_path_factory, monkeypatch):
     """The apt repository's paths in a scratch directory, its packages cut to cuda-keyring
-    (made from the key alone: no wheel)."""
+    (made from the key alone: no wheel). The key's home is a short path: gpg-agent's socket
+    must fit in a socket address (108 bytes)."""
     sandbox = tmp_path / ".sandbox"
     serve_root = sandbox / "aptrepo"
     for name, value in {"SANDBOX": sandbox, "SERVE_ROOT": serve_root, "REPO_DIR": serve_root / aptbuild.REPO_REL,
-                        "GNUPGHOME": sandbox / "aptrepo-gnupg", "FINGERPRINT_FILE": serve_root / "fingerprint",
+                        "GNUPGHOME": tmp_path_factory.mktemp("gnupg"), "FINGERPRINT_FILE": serve_root / "fingerprint",
                         "LOCK_FILE": sandbox / "aptrepo.lock", "DEB_CACHE": tmp_path / "debs"}.items():
         monkeypatch.setattr(aptbuild, name, value)
     monkeypatch.setattr(debs, "all_packages", lambda sets, machine="x86_64", keyring=debs.KEYRING: [keyring])
@@ -170,3 +172,13 @@ def test_repository_builds_and_serves_one_directory_at_a_time(scratch_repo, tmp_
     # Nothing stale: a second look at both changes nothing, and builds no sbsa directory.
     again = aptbuild.build(dirs=[("debian13", "x86_64")], log=open(os.devnull, "w"))
     assert not again["changed"] and aptbuild.built_dirs() == [("debian12", "x86_64"), ("debian13", "x86_64")]
+
+
+def test_build_cli_builds_the_platform_asked_for(scratch_repo, capsys):
+    url = "http://127.0.0.1:8913/compute/cuda/repos/debian12/x86_64/"
+    assert aptrepo_cli.main(["build", "--platform", "debian13-x86_64", "--url", url]) == 0
+    assert json.loads(capsys.readouterr().out)["dirs"] == ["debian12/x86_64", "debian13/x86_64"]
+    assert aptbuild.built_dirs() == [("debian12", "x86_64"), ("debian13", "x86_64")]
+    with pytest.raises(SystemExit) as refused:
+        aptrepo_cli.main(["build", "--platform", "ubuntu2404-x86_64"])
+    assert refused.value.code == 2 and "platform 'ubuntu2404-x86_64': give OS-CPU" in capsys.readouterr().err
