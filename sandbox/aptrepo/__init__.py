@@ -15,7 +15,8 @@ same packages from ``.../debian13/x86_64/`` (hard links, their own signed
 indexes), where cuda-keyring's source names that directory (``distro_repo``).
 Arm servers (arm64 nodes) get ``.../debian12/sbsa/``: the 13.0 update 2 set re-made
 from NVIDIA's aarch64 wheels (``wheels-aarch64.lock``), ``Architecture: arm64``, in
-``targets/sbsa-linux``.
+``targets/sbsa-linux``. Each directory is built on first use, when a node of its
+platform starts (``ensure_built``, sandbox.platforms), and served from then on.
 
 CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels}``.
 Python::
@@ -137,6 +138,7 @@ def status() -> dict:
     fpr = FINGERPRINT_FILE.read_text().strip() if FINGERPRINT_FILE.is_file() else None
     return {
         "built": bool(manifest) and (REPO_DIR / "InRelease").is_file(),
+        "dirs": ["/".join(d) for d in built_dirs()],
         "repo": str(REPO_DIR),
         "fingerprint": fpr,
         "key_file": str(REPO_DIR / pubkey_name(fpr)) if fpr else None,

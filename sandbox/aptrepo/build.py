@@ -183,6 +183,9 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
     """The build, under repo_lock(): a directory that is current is left as it is (a node
     using it meanwhile sees no change); each stale one is assembled beside it and renamed in."""
     started = time.monotonic()
+    # The repos directory is the server's page (server.json's url): it answers, listing
+    # what is built, before any directory is.
+    _mkdirs(REPO_DIR.parents[1])
     gpg = GnuPG(GNUPGHOME)
     fpr = gpg.ensure_key()
     old = read_manifest()
@@ -221,7 +224,6 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
     fpr_ok = FINGERPRINT_FILE.is_file() and FINGERPRINT_FILE.read_text().strip() == fpr
     if not stale:
         if not fpr_ok:
-            SERVE_ROOT.mkdir(parents=True, exist_ok=True)
             atomic_write(FINGERPRINT_FILE, fpr + "\n")
         return {"changed": False, "built": [], "reused": sorted(wanted), "fingerprint": fpr, "repo_url": url,
                 "repo": str(REPO_DIR), "dirs": ["/".join(d) for d in looked_at],
@@ -264,9 +266,7 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
     # since the others' packages are hard links of its files.
     for (distro, arch), built_dir in made.items():
         final = distro_dir(distro, arch)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        for d in (SERVE_ROOT, *final.relative_to(SERVE_ROOT).parents):
-            os.chmod(SERVE_ROOT / d, 0o755)
+        _mkdirs(final.parent)
         swap_in(built_dir, final)
     atomic_write(FINGERPRINT_FILE, fpr + "\n")
     shutil.rmtree(tmp)
@@ -276,6 +276,14 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
           f"{len(reused)} reused): {SERVE_ROOT}", file=log, flush=True)
     return {"changed": True, "built": built, "reused": sorted(reused), "fingerprint": fpr,
             "repo_url": url, "repo": str(REPO_DIR), "dirs": ["/".join(d) for d in made], "seconds": seconds}
+
+
+def _mkdirs(path: Path) -> None:
+    """*path* and its parents up from SERVE_ROOT, each 0755 (served to every node)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for d in (SERVE_ROOT, *path.relative_to(SERVE_ROOT).parents):
+        os.chmod(SERVE_ROOT / d, 0o755)
+    os.chmod(path, 0o755)
 
 
 def _wanted(packages: list[debs.Pkg], ctx: debs.Context) -> dict[str, str]:

@@ -182,3 +182,32 @@ def test_build_cli_builds_the_platform_asked_for(scratch_repo, capsys):
     with pytest.raises(SystemExit) as refused:
         aptrepo_cli.main(["build", "--platform", "ubuntu2404-x86_64"])
     assert refused.value.code == 2 and "platform 'ubuntu2404-x86_64': give OS-CPU" in capsys.readouterr().err
+
+
+def test_a_cold_repository_is_served_and_fills_in(scratch_repo, tmp_path, monkeypatch):
+    # The real server checks (running() asks its page): nothing built yet, it still answers.
+    monkeypatch.setattr(aptrepo._serve, "SERVER", StaticServer(scratch_repo, tmp_path / "server.json", tmp_path / "log"))
+    monkeypatch.setattr(aptrepo._serve, "FINGERPRINT_FILE", aptbuild.FINGERPRINT_FILE)
+    monkeypatch.setattr(aptrepo._serve, "running", aptrepo._serve.SERVER.running)
+    info, started = aptrepo.serve(port=0, log=open(os.devnull, "w"))
+    try:
+        assert started and aptbuild.built_dirs() == [] and aptrepo.running() == info
+        assert _get(info["repo_url"] + "InRelease")[0] == 404
+        aptrepo.ensure_built([aptbuild.HOME_DIR], log=open(os.devnull, "w"))
+        assert _get(info["repo_url"] + "InRelease")[0] == 200 and _get(info["key_url"])[0] == 200
+        # The keyring's source names the port being served.
+        assert aptbuild.read_manifest()["repo_url"] == info["repo_url"] and aptrepo.running()["pid"] == info["pid"]
+    finally:
+        aptrepo.stop(pid=info["pid"])
+
+
+def test_a_cold_mirror_is_served(tmp_path, monkeypatch):
+    cache = tmp_path / "cache" / "pypi-mirror"
+    monkeypatch.setattr(pypimirror, "CACHE", cache)
+    monkeypatch.setattr(pypimirror, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(pypimirror, "SERVER", StaticServer(cache, tmp_path / "pypimirror.json", tmp_path / "log"))
+    state = pypimirror.serve(port=0)
+    try:
+        assert pypimirror.running() == state and list(cache.iterdir()) == []
+    finally:
+        pypimirror.stop()
