@@ -70,6 +70,11 @@ def nvidia_files(machine):
     return files, missing
 
 
+def size(files):
+    """GB on disk of *files*."""
+    return sum(path.stat().st_size for path in files) / 1e9
+
+
 def report(label, locks, machines, cache):
     mirror, apt, missing = set(), set(), []
     for lock in locks:
@@ -80,7 +85,6 @@ def report(label, locks, machines, cache):
         files, gaps = nvidia_files(machine)
         apt |= files
         missing += gaps
-    size = lambda files: sum(path.stat().st_size for path in files) / 1e9  # noqa: E731
     print(f"{label:<34} mirror {size(mirror):6.2f} GB ({len(mirror)} wheels)  apt {size(apt):5.2f} GB "
           f"({len(apt)} wheels)  total {size(mirror) + size(apt):6.2f} GB"
           + (f"  MISSING {len(missing)}: {', '.join(missing[:3])}" if missing else ""))

@@ -196,7 +196,8 @@ def main(argv):
     parser.add_argument("--platform", action="append", default=[], metavar="OS-CPU",
                         help="the locks of this platform's nodes (e.g. debian12-x86_64); repeatable")
     args = parser.parse_args(argv)
-    from sandbox import platforms  # the platform table reads the field states, which import this module
+    # Here, not at the top: the platform table reads the field states, which import this module.
+    from sandbox import platforms
 
     try:
         locks = [lock for text in args.platform for lock in platforms.needs(*platforms.parse(text)).locks]
