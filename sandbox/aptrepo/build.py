@@ -193,6 +193,11 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
     armored, public_key = gpg.export(fpr, armor=True), gpg.export(fpr, armor=False)
     indexes = ["Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", pubkey_name(fpr)]
     looked_at = dirs_to_build(dirs, built_dirs())
+    # server.json's key_url names Debian 12's x86_64 directory: the key is published there
+    # even while only another directory is built (an arm64 node's first run).
+    if not (REPO_DIR / pubkey_name(fpr)).is_file():
+        _mkdirs(REPO_DIR)
+        atomic_write(REPO_DIR / pubkey_name(fpr), armored)
 
     def complete(directory: Path, names) -> bool:
         return all((directory / n).is_file() for n in [*names, *indexes])

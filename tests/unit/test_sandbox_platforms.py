@@ -212,3 +212,13 @@ def test_a_cold_mirror_is_served(tmp_path, monkeypatch):
         assert pypimirror.running() == state and list(cache.iterdir()) == []
     finally:
         pypimirror.stop()
+
+
+def test_an_arm_first_run_builds_sbsa_alone_and_publishes_the_key(scratch_repo):
+    built = aptbuild.build(url="http://127.0.0.1:8913/compute/cuda/repos/debian12/x86_64/",
+                           dirs=platforms.needs("debian12", "aarch64", locks=()).apt_dirs, log=io.StringIO())
+    assert built["dirs"] == ["debian12/sbsa"] and aptbuild.built_dirs() == [("debian12", "sbsa")]
+    fingerprint = aptbuild.FINGERPRINT_FILE.read_text().strip()
+    # Where server.json's key_url points; the directory has no index until a node of it starts.
+    assert (aptbuild.REPO_DIR / aptbuild.pubkey_name(fingerprint)).read_text().startswith("-----BEGIN PGP")
+    assert sorted(p.name for p in aptbuild.REPO_DIR.iterdir()) == [aptbuild.pubkey_name(fingerprint)]
