@@ -40,6 +40,9 @@ setup: host-deps $(VENV)/.installed
 test: setup
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
+# The two servers serve what is built so far; `sandbox up` first builds and fetches its
+# node's platform (the apt directory of DEMO_OS, the wheels of its CPython's locks and of
+# DEMO_STATES' venvs): a first run fetches one platform, not all of them.
 sandbox-up: setup
 	$(PY) -m sandbox.aptrepo serve
 	$(PY) -m sandbox.pypimirror serve

@@ -108,10 +108,15 @@ def canonical(names: list[str]) -> list[str]:
     return sorted(dict.fromkeys(names), key=lambda name: (first[name], name))
 
 
-def lock_for(state: State, os_name: str) -> Path:
-    """The lock of *state* for the CPython and CPU of *os_name* (sandbox/locks/<lock>-cpXY-ARCH.txt)."""
+def lock_for(state: State, os_name: str, machine: str | None = None) -> Path:
+    """The lock of *state* for the CPython of *os_name* and the CPU *machine* (default: this
+    machine's, which builds the layers): sandbox/locks/<lock>-cpXY-ARCH.txt.
+
+    >>> lock_for(STATES["operator"], "debian13", "x86_64").name
+    'operator-venv-cp313-x86_64.txt'
+    """
     python = image.os_spec(os_name).python.replace(".", "")
-    return LOCKS / f"{state.lock}-cp{python}-{os.uname().machine}.txt"
+    return LOCKS / f"{state.lock}-cp{python}-{machine or os.uname().machine}.txt"
 
 
 def steps(os_name: str, names: list[str]) -> list[layers.Step]:
@@ -169,7 +174,7 @@ def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
         if "apt-repo" in state.needs:
             env["CUDA_REPO"] = repo["repo_url"]
         if "mirror" in state.needs:
-            env["FIND_LINKS"] = pypimirror.serve()["url"]
+            env["FIND_LINKS"] = pypimirror.serve([files["lock.txt"]])["url"]
         return env
 
     script = (SCRIPTS / f"{state.name}.sh").read_text()
@@ -182,4 +187,4 @@ def _apt_repo(os_name: str) -> dict:
     Served first (built if needed): the cuda-keyring package names the URL being
     served, so the layer is keyed by what the node will reach.
     """
-    return aptrepo.distro_repo(os_name, aptrepo.ensure_served(log=sys.stderr))
+    return aptrepo.distro_repo(os_name, aptrepo.ensure_served(log=sys.stderr, dirs=[(os_name, "x86_64")]))

@@ -7,6 +7,8 @@ mount-aware recursive delete (whole-file writes: control.atomic).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import os
 import re
@@ -39,6 +41,39 @@ def file_lock(path: Path):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def swap_in(new: Path, final: Path) -> None:
+    """Put directory *new* at *final* in one step; the old *final*, if any, is left at *new*.
+
+    renameat2(RENAME_EXCHANGE) swaps the two names at once, so a reader of *final* (an HTTP
+    server handing out a repository's indexes) finds the old tree or the new one, never none;
+    where the filesystem cannot exchange, two renames.
+
+    >>> import tempfile; from pathlib import Path
+    >>> top = Path(tempfile.mkdtemp()); (top / "new").mkdir(); (top / "new" / "v2").touch()
+    >>> swap_in(top / "new", top / "final"); sorted(p.name for p in (top / "final").iterdir())
+    ['v2']
+    >>> (top / "new").mkdir(); (top / "new" / "v3").touch(); swap_in(top / "new", top / "final")
+    >>> [p.name for p in (top / "final").iterdir()], [p.name for p in (top / "new").iterdir()]
+    (['v3'], ['v2'])
+    """
+    if not final.exists():
+        os.rename(new, final)
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 and renameat2(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(final), _RENAME_EXCHANGE) == 0:
+        return
+    if renameat2 and ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        raise OSError(ctypes.get_errno(), f"renameat2 {new} <-> {final}: {os.strerror(ctypes.get_errno())}")
+    aside = new.with_name(new.name + ".old")
+    os.rename(final, aside)
+    os.rename(new, final)
+    os.rename(aside, new)
 
 
 def _unescape_mountinfo(field: str) -> str:

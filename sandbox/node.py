@@ -42,7 +42,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox import cpus, field_states, gpu_standin, image, registration
+from sandbox import cpus, field_states, gpu_standin, image, platforms, registration
 from control.atomic import atomic_write
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
@@ -573,6 +573,8 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
     *machine* is the node's CPU as ``uname -m`` prints it (default: this machine's); a
     foreign one (``aarch64`` on x86_64) runs its programs through QEMU (sandbox.cpus).
 
+    What the node's platform needs from the apt repository and the wheel mirror is built
+    and fetched first, once per machine (sandbox.platforms).
     *states* (sandbox.field_states) are mounted as cached layers under the
     node's overlay, built first when missing (minutes, once per machine). A
     node of that name that is running, dead or half-started is removed first,
@@ -580,6 +582,8 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
     """
     machine = machine or cpus.host_machine()
     _validate(name, addr, gpu, toolkit, os_name, list(states), machine)
+    # The platform's apt directory and wheels, fetched on first use (no other platform's).
+    platforms.ensure(os_name, machine, states, log or sys.stderr)
     _ensure_inotify_instances(log)
     states = field_states.canonical(list(states))
     # Before the state lock: a layer build takes minutes and must not block

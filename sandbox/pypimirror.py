@@ -1,11 +1,14 @@
 """A site PyPI mirror for sandbox nodes: the wheels of the venv locks, served as a
 find-links page over loopback HTTP (the way a site serves a wheelhouse).
 
-    python -m sandbox.pypimirror serve   # download what the locks name (once), serve
+    python -m sandbox.pypimirror serve [--platform debian12-x86_64]  # serve what is downloaded
+    python -m sandbox.pypimirror build [--platform debian12-x86_64]  # download (once), all by default
     python -m sandbox.pypimirror stop
 
 The locks are every ``*-cpXY-ARCH.txt`` under files/locks/ (the product's venvs) and
-sandbox/locks/ (the venvs the sandbox's node states build by hand); each lock's
+sandbox/locks/ (the venvs the sandbox's node states build by hand). The wheels are
+fetched per lock on first use: ``python -m sandbox up`` fetches its node's platform's
+(sandbox.platforms), and the server serves whatever the cache holds so far. Each lock's
 wheels are downloaded for the CPython and CPU its name says (``-cp313-x86_64``:
 CPython 3.13 on x86_64, the Debian 13 node's). The wheels come from PyPI
 (hash-checked against the locks) into one flat cache shared by every checkout on
@@ -16,6 +19,7 @@ e.g. outlines-core 0.1.26 for CPython 3.13) is left out with a warning: a venv
 from that lock needs it built from source. The lock's stamp lists such gaps.
 """
 
+import argparse
 import hashlib
 import json
 import os
@@ -142,13 +146,15 @@ def download_lock(lock, env, max_gaps=10):
     raise RuntimeError(f"{lock.name}: more than {max_gaps} pins without a wheel: {', '.join(gaps)}")
 
 
-def build():
-    """Download every wheel the locks name into the cache (each lock once, per its content)."""
+def build(locks=None):
+    """Download the wheels *locks* name (default: every lock's) into the cache, each lock
+    once per its content (its stamp); two callers at once: the second waits, then finds
+    the stamps."""
     CACHE.mkdir(parents=True, exist_ok=True)
     # The machine's pip config may cap versions (constraints); the locks are the truth here.
     env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
     with file_lock(CACHE / ".lock"):
-        for lock in lock_files():
+        for lock in lock_files() if locks is None else [Path(lock) for lock in locks]:
             stamp = lock_stamp(lock)
             if stamp.exists():
                 continue
@@ -165,9 +171,11 @@ def running():
     return SERVER.running()
 
 
-def serve(port=DEFAULT_PORT):
-    """Build if needed and serve the cache on 127.0.0.1; returns the server's state."""
-    build()
+def serve(locks=(), port=DEFAULT_PORT):
+    """Download *locks*' wheels if needed and serve the cache on 127.0.0.1 (what it holds:
+    a find-links page lists the files there); returns the server's state."""
+    if locks:
+        build(locks)
     # One start at a time per state directory: two callers that both found no server (the
     # workers of a parallel test run, released together by the build's lock) would each
     # start one, and the second's state file would retire the first while it was starting.
@@ -184,15 +192,25 @@ def stop():
 
 
 def main(argv):
-    if argv[:1] == ["serve"]:
-        print(json.dumps(serve(), indent=2))
-    elif argv[:1] == ["stop"]:
-        stop()
-    elif argv[:1] == ["build"]:
-        print(build())
-    else:
-        print("usage: python -m sandbox.pypimirror serve|stop|build", file=sys.stderr)
+    parser = argparse.ArgumentParser(prog="python -m sandbox.pypimirror")
+    parser.add_argument("command", choices=("serve", "stop", "build"))
+    parser.add_argument("--platform", action="append", default=[], metavar="OS-CPU",
+                        help="the locks of this platform's nodes (e.g. debian12-x86_64); repeatable")
+    args = parser.parse_args(argv)
+    # Here, not at the top: the platform table reads the field states, which import this module.
+    from sandbox import platforms
+
+    try:
+        locks = [lock for text in args.platform for lock in platforms.needs(*platforms.parse(text)).locks]
+    except ValueError as error:
+        print(f"pypimirror: {error}", file=sys.stderr)
         return 2
+    if args.command == "serve":
+        print(json.dumps(serve(locks), indent=2))
+    elif args.command == "stop":
+        stop()
+    else:
+        print(build(locks if args.platform else None))
     return 0
 
 

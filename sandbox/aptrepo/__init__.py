@@ -15,13 +15,15 @@ same packages from ``.../debian13/x86_64/`` (hard links, their own signed
 indexes), where cuda-keyring's source names that directory (``distro_repo``).
 Arm servers (arm64 nodes) get ``.../debian12/sbsa/``: the 13.0 update 2 set re-made
 from NVIDIA's aarch64 wheels (``wheels-aarch64.lock``), ``Architecture: arm64``, in
-``targets/sbsa-linux``.
+``targets/sbsa-linux``. Each directory is built on first use, when a node of its
+platform starts (``ensure_built``, sandbox.platforms), and served from then on.
 
 CLI: ``python3 -m sandbox.aptrepo {build,serve,stop,status,wheels,lock}`` (``lock``: sandbox.aptrepo.lock).
 Python::
 
     from sandbox import aptrepo
-    info = aptrepo.ensure_served()   # build if needed, serve if not running
+    info = aptrepo.ensure_served()   # build debian12/x86_64 if needed, serve if not running
+    aptrepo.ensure_built([("debian13", "x86_64")])   # a node's directory, before it starts
     info["url"]          # http://127.0.0.1:PORT/compute/cuda/repos/  (PORT 8913 unless taken)
     info["repo_url"]     # .../compute/cuda/repos/debian12/x86_64/  (a flat repo: suite "/")
     info["key_url"]      # .../debian12/x86_64/<last 8 hex>.pub (armored)
@@ -39,13 +41,14 @@ import urllib.parse
 
 from sandbox import registration
 from sandbox.aptrepo import server as _serve
-from sandbox.aptrepo.build import (DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, OTHER_DISTROS,
-                                   REPO_DIR, SERVE_ROOT, SERVER_JSON, _build_locked, build, distro_url,
-                                   pubkey_name, read_distro_manifest, read_manifest, repo_lock, repo_url)
+from sandbox.aptrepo.build import (ALL_DIRS, DEFAULT_HOST, DEFAULT_PORT, FINGERPRINT_FILE, GNUPGHOME, HOME_DIR,
+                                   OTHER_DISTROS, REPO_DIR, SERVE_ROOT, SERVER_JSON, _build_locked, build,
+                                   built_dirs, distro_url, pubkey_name, read_distro_manifest, read_manifest,
+                                   repo_lock, repo_url)
 
 __all__ = [
-    "build", "serve", "stop", "status", "ensure_served", "running", "distro_repo", "built_digest",
-    "DEFAULT_HOST", "DEFAULT_PORT", "REPO_DIR", "SERVE_ROOT", "SERVER_JSON", "GNUPGHOME",
+    "build", "ensure_built", "serve", "stop", "status", "ensure_served", "running", "distro_repo",
+    "built_digest", "built_dirs", "ALL_DIRS", "HOME_DIR", "DEFAULT_HOST", "DEFAULT_PORT", "REPO_DIR", "SERVE_ROOT", "SERVER_JSON", "GNUPGHOME",
     "FINGERPRINT_FILE", "repo_url", "pubkey_name",
 ]
 
@@ -55,16 +58,19 @@ def running() -> dict | None:
     return _serve.running()
 
 
-def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> tuple[dict, bool]:
-    """Build if needed and start the server unless one runs (_start_or_reuse); the nodes'
-    registered host list then names it (sandbox.registration)."""
-    served = _start_or_reuse(port, host, log)
+def serve(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr, dirs=()) -> tuple[dict, bool]:
+    """Build *dirs* if needed and start the server unless one runs (_start_or_reuse); the
+    nodes' registered host list then names it (sandbox.registration)."""
+    served = _start_or_reuse(port, host, log, dirs)
     registration.publish()
     return served
 
 
-def _start_or_reuse(port: int | None, host: str, log) -> tuple[dict, bool]:
-    """Build if needed and start the server unless one runs: (server.json content, started?).
+def _start_or_reuse(port: int | None, host: str, log, dirs=()) -> tuple[dict, bool]:
+    """Build *dirs* ((distro, arch) pairs) if needed and start the server unless one runs:
+    (server.json content, started?). The directories already built are kept current (the
+    keyring's URL names the port served); others are built when a node needs them
+    (ensure_built), and served from then on.
 
     port None: the port the built repository names (its cuda-keyring's source), else
     DEFAULT_PORT, or any free port when that one is taken; 0: any free port. Keeping
@@ -75,14 +81,25 @@ def _start_or_reuse(port: int | None, host: str, log) -> tuple[dict, bool]:
     with repo_lock():
         info = _serve.running()
         if info:
-            _build_locked(info["repo_url"], False, log)
+            _build_locked(info["repo_url"], False, log, dirs)
             return _serve.refresh_key(info), False
-        _build_locked(repo_url(host, port) if port else None, False, log)
+        _build_locked(repo_url(host, port) if port else None, False, log, dirs)
         info = _serve.start(host, _built_port(host) if port is None else port, any_port_if_busy=port is None)
-        if read_manifest().get("repo_url") != info["repo_url"]:
+        if built_dirs() and read_manifest().get("repo_url") != info["repo_url"]:
             # The keyring package's sources.list must name the port actually served.
-            _build_locked(info["repo_url"], False, log)
+            _build_locked(info["repo_url"], False, log, dirs)
         return _serve.refresh_key(info), True
+
+
+def ensure_built(dirs, log=sys.stderr) -> dict:
+    """Build *dirs* ((distro, arch) pairs) if they are not current, for the URL being
+    served (else the one built in); serves nothing. What ``sandbox up`` calls for its node."""
+    with repo_lock():
+        info = _serve.running()
+        result = _build_locked(info["repo_url"] if info else None, False, log, dirs)
+        if info:
+            _serve.refresh_key(info)
+        return result
 
 
 def _built_port(host: str) -> int:
@@ -95,9 +112,10 @@ def _built_port(host: str) -> int:
     return url.port if url.hostname == host and url.port else DEFAULT_PORT
 
 
-def ensure_served(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr) -> dict:
-    """Build if needed, serve if not running; return server.json's content."""
-    return serve(port, host, log)[0]
+def ensure_served(port: int | None = None, host: str = DEFAULT_HOST, log=sys.stderr, dirs=(HOME_DIR,)) -> dict:
+    """Build *dirs* if needed (default: Debian 12's x86_64 directory, which holds the key
+    ``key_url`` names), serve if not running; return server.json's content."""
+    return serve(port, host, log, dirs)[0]
 
 
 def built_digest(distro: str) -> str | None:
@@ -132,6 +150,7 @@ def status() -> dict:
     fpr = FINGERPRINT_FILE.read_text().strip() if FINGERPRINT_FILE.is_file() else None
     return {
         "built": bool(manifest) and (REPO_DIR / "InRelease").is_file(),
+        "dirs": ["/".join(d) for d in built_dirs()],
         "repo": str(REPO_DIR),
         "fingerprint": fpr,
         "key_file": str(REPO_DIR / pubkey_name(fpr)) if fpr else None,

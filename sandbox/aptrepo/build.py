@@ -14,10 +14,13 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
         server.json                         while a server runs
     .sandbox/aptrepo-gnupg/                 GNUPGHOME with the signing key (0700)
 
-A build is idempotent: when the lock, the key, the keyring URL and this code
-are unchanged it returns at once and touches nothing. Otherwise it assembles
-the whole directory in a temp dir next to it (reusing unchanged .debs by hard
-link) and swaps it in with two renames per directory.
+A build looks at the directories it is asked for (a node's platform: ``build(dirs=...)``)
+and those already built, nothing else: a first run builds only what its nodes need.
+It is idempotent per directory: when the lock, the key, the keyring URL and this code
+are unchanged a directory is not touched. A stale or missing one is assembled whole in
+a temp dir next to it (reusing unchanged .debs by hard link), its signed indexes
+written there, and swapped in with one atomic exchange (renameat2), so a node reading
+another directory, or this one, never sees a half-written index.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from control.atomic import atomic_write, link_or_copy
 from sandbox.aptrepo import debs
 from sandbox.aptrepo.sign import GnuPG
 from sandbox.aptrepo.wheels import LOCKS, ensure_wheels, read_lock
-from sandbox.fsutil import file_lock
+from sandbox.fsutil import file_lock, swap_in
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SANDBOX = REPO_ROOT / ".sandbox"
@@ -121,61 +124,136 @@ def read_manifest() -> dict:
         return {}
 
 
-def build(url: str | None = None, force: bool = False, log=sys.stderr) -> dict:
-    """Build or refresh the repository; *url* is what cuda-keyring's source names.
+# Every directory the sandbox serves, as (distro, repository architecture), in build order:
+# Debian 12's x86_64 one first (the other distros' x86_64 directories hard-link its packages).
+HOME_DIR = ("debian12", "x86_64")
+ALL_DIRS = (HOME_DIR, *((d, "x86_64") for d in OTHER_DISTROS), *((d, "sbsa") for d in SBSA_DISTROS))
+
+
+def dirs_to_build(asked, present) -> list[tuple[str, str]]:
+    """The directories a build looks at: those *asked* for, those already built (*present*:
+    kept current, e.g. for a new keyring URL) and Debian 12's x86_64 one when another
+    distro's x86_64 directory is among them (its packages come from there); in ALL_DIRS order.
+
+    >>> dirs_to_build([("debian13", "x86_64")], [])
+    [('debian12', 'x86_64'), ('debian13', 'x86_64')]
+    >>> dirs_to_build([], [("debian12", "sbsa")])
+    [('debian12', 'sbsa')]
+    >>> dirs_to_build([("ubuntu2404", "x86_64")], [])
+    Traceback (most recent call last):
+    ...
+    ValueError: the sandbox apt repository has no ubuntu2404/x86_64 directory; it serves debian12/x86_64, \
+debian13/x86_64, debian12/sbsa
+    """
+    wanted = {tuple(d) for d in [*asked, *present]}
+    unknown = sorted(wanted - set(ALL_DIRS))
+    if unknown:
+        raise ValueError(f"the sandbox apt repository has no {'/'.join(unknown[0])} directory; "
+                         f"it serves {', '.join('/'.join(d) for d in ALL_DIRS)}")
+    if any(arch == "x86_64" for _, arch in wanted):
+        wanted.add(HOME_DIR)
+    return [d for d in ALL_DIRS if d in wanted]
+
+
+def built_dirs() -> list[tuple[str, str]]:
+    """The directories built so far (those with a manifest)."""
+    return [d for d in ALL_DIRS if read_distro_manifest(*d)]
+
+
+def _built_url() -> str | None:
+    """The keyring URL (as Debian 12's x86_64 one) of a directory built so far, if any."""
+    for distro, arch in built_dirs():
+        built = read_distro_manifest(distro, arch).get("repo_url", "")
+        if built.endswith(f"/{distro}/{arch}/"):
+            return built[:-len(f"{distro}/{arch}/")] + "debian12/x86_64/"
+    return None
+
+
+def build(url: str | None = None, force: bool = False, log=sys.stderr, dirs=ALL_DIRS) -> dict:
+    """Build or refresh the directories *dirs* (default: all) and those already built;
+    *url* is what cuda-keyring's source names.
 
     Without *url*: the one already built in, else the default port's.
     """
     with repo_lock():
-        return _build_locked(url, force, log)
+        return _build_locked(url, force, log, dirs)
 
 
-def _build_locked(url: str | None, force: bool, log) -> dict:
+def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
+    """The build, under repo_lock(): a directory that is current is left as it is (a node
+    using it meanwhile sees no change); each stale one is assembled beside it and renamed in."""
     started = time.monotonic()
+    # The repos directory is the server's page (server.json's url): it answers, listing
+    # what is built, before any directory is.
+    _mkdirs(REPO_DIR.parents[1])
     gpg = GnuPG(GNUPGHOME)
     fpr = gpg.ensure_key()
     old = read_manifest()
-    url = url or old.get("repo_url") or repo_url()
-    ctx = debs.Context(fingerprint=fpr, public_key=gpg.export(fpr, armor=False), repo_url=url)
-    packages = debs.all_packages(read_lock())
-    armored = gpg.export(fpr, armor=True)
-    wanted = _wanted(packages, ctx)
-    digest = _digest(wanted, fpr, armored)
+    url = url or old.get("repo_url") or _built_url() or repo_url()
+    armored, public_key = gpg.export(fpr, armor=True), gpg.export(fpr, armor=False)
+    indexes = ["Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", pubkey_name(fpr)]
+    looked_at = dirs_to_build(dirs, built_dirs())
+    # server.json's key_url names Debian 12's x86_64 directory: the key is published there
+    # even while only another directory is built (an arm64 node's first run).
+    if not (REPO_DIR / pubkey_name(fpr)).is_file():
+        _mkdirs(REPO_DIR)
+        atomic_write(REPO_DIR / pubkey_name(fpr), armored)
+
+    def complete(directory: Path, names) -> bool:
+        return all((directory / n).is_file() for n in [*names, *indexes])
+
+    stale, wanted, digest = [], {}, ""
+    if HOME_DIR in looked_at:
+        ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=url)
+        packages = debs.all_packages(read_lock())
+        wanted = _wanted(packages, ctx)
+        digest = _digest(wanted, fpr, armored)
+        if force or old.get("digest") != digest or not complete(REPO_DIR, wanted):
+            stale.append(HOME_DIR)
+        stale += [(d, "x86_64") for d in OTHER_DISTROS if (d, "x86_64") in looked_at and (
+            force or read_distro_manifest(d).get("base_digest") != digest or not complete(distro_dir(d), wanted))]
     # The sbsa directories: packages of their own, from the aarch64 wheels.
     sbsa = {}
     for distro in SBSA_DISTROS:
-        arm_ctx = dataclasses.replace(ctx, repo_url=distro_url(url, distro, "sbsa"))
+        if (distro, "sbsa") not in looked_at:
+            continue
+        arm_ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=distro_url(url, distro, "sbsa"))
         arm_packages = debs.all_packages(read_lock(LOCKS["aarch64"]), "aarch64", distro_keyring(distro, "sbsa"))
         arm_wanted = _wanted(arm_packages, arm_ctx)
-        sbsa[distro] = (arm_packages, arm_ctx, arm_wanted, _digest(arm_wanted, fpr, armored))
+        arm_digest = _digest(arm_wanted, fpr, armored)
+        if force or read_distro_manifest(distro, "sbsa").get("digest") != arm_digest or not complete(
+                distro_dir(distro, "sbsa"), arm_wanted):
+            sbsa[distro] = (arm_packages, arm_ctx, arm_wanted, arm_digest)
+            stale.append((distro, "sbsa"))
 
     fpr_ok = FINGERPRINT_FILE.is_file() and FINGERPRINT_FILE.read_text().strip() == fpr
-    indexes = ["Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", pubkey_name(fpr)]
-    files_ok = all((REPO_DIR / n).is_file() for n in [*wanted, *indexes])
-    others_ok = all(read_distro_manifest(d).get("base_digest") == digest
-                    and all((distro_dir(d) / n).is_file() for n in [*wanted, *indexes]) for d in OTHER_DISTROS)
-    sbsa_ok = all(read_distro_manifest(d, "sbsa").get("digest") == arm_digest
-                  and all((distro_dir(d, "sbsa") / n).is_file() for n in [*arm_wanted, *indexes])
-                  for d, (_, _, arm_wanted, arm_digest) in sbsa.items())
-    if not force and old.get("digest") == digest and fpr_ok and files_ok and others_ok and sbsa_ok:
-        return {"changed": False, "built": [], "reused": sorted(wanted), "fingerprint": fpr,
-                "repo_url": url, "repo": str(REPO_DIR), "seconds": round(time.monotonic() - started, 2)}
+    if not stale:
+        if not fpr_ok:
+            atomic_write(FINGERPRINT_FILE, fpr + "\n")
+        return {"changed": False, "built": [], "reused": sorted(wanted), "fingerprint": fpr, "repo_url": url,
+                "repo": str(REPO_DIR), "dirs": ["/".join(d) for d in looked_at],
+                "seconds": round(time.monotonic() - started, 2)}
 
-    for stale in SANDBOX.glob(".aptrepo-tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    for leftover in SANDBOX.glob(".aptrepo-tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     tmp = SANDBOX / f".aptrepo-tmp-{os.getpid()}"
-    out = tmp / "x86_64"
     work = tmp / "work"
-    out.mkdir(parents=True)
-    work.mkdir()
+    tmp.mkdir(parents=True)
+    reused, todo, made = [], [], {}
 
-    old_debs = old.get("debs", {}) if not force else {}
-    reused, todo = _assemble(out, work, packages, wanted, ctx, REPO_DIR, old_debs, force, "x86_64", log)
-    _finish_dir(out, wanted, gpg, fpr, armored, {"digest": digest, "debs": wanted, "repo_url": url,
-                                                  "fingerprint": fpr})
-
-    others = {(d, "x86_64"): _distro_copy(tmp, out, wanted, d, digest, url, gpg, fpr, armored, log)
-              for d in OTHER_DISTROS}
+    base = REPO_DIR
+    if HOME_DIR in stale:
+        out = base = tmp / "x86_64"
+        out.mkdir()
+        work.mkdir()
+        old_debs = old.get("debs", {}) if not force else {}
+        reused, todo = _assemble(out, work, packages, wanted, ctx, REPO_DIR, old_debs, force, "x86_64", log)
+        _finish_dir(out, wanted, gpg, fpr, armored, {"digest": digest, "debs": wanted, "repo_url": url,
+                                                      "fingerprint": fpr})
+        made[HOME_DIR] = out
+    for distro, arch in stale:
+        if arch == "x86_64" and distro != HOME_DIR[0]:
+            made[(distro, arch)] = _distro_copy(tmp, base, wanted, distro, digest, url, gpg, fpr, armored, log)
     for distro, (arm_packages, arm_ctx, arm_wanted, arm_digest) in sbsa.items():
         arm_out, arm_work = tmp / f"{distro}-sbsa", tmp / f"work-{distro}-sbsa"
         arm_out.mkdir()
@@ -187,24 +265,30 @@ def _build_locked(url: str | None, force: bool, log) -> dict:
         todo += arm_todo
         _finish_dir(arm_out, arm_wanted, gpg, fpr, armored, {"digest": arm_digest, "debs": arm_wanted,
                                                               "repo_url": arm_ctx.repo_url, "fingerprint": fpr})
-        others[(distro, "sbsa")] = arm_out
+        made[(distro, "sbsa")] = arm_out
 
-    for (distro, arch), built_dir in [(("debian12", "x86_64"), out), *others.items()]:
+    # Each directory is swapped in whole (its signed indexes with it); Debian 12's first,
+    # since the others' packages are hard links of its files.
+    for (distro, arch), built_dir in made.items():
         final = distro_dir(distro, arch)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        for d in (SERVE_ROOT, *final.relative_to(SERVE_ROOT).parents):
-            os.chmod(SERVE_ROOT / d, 0o755)
-        if final.exists():
-            os.rename(final, tmp / f"old-{distro}-{arch}")
-        os.rename(built_dir, final)
+        _mkdirs(final.parent)
+        swap_in(built_dir, final)
     atomic_write(FINGERPRINT_FILE, fpr + "\n")
     shutil.rmtree(tmp)
     built = sorted(debs.deb_filename(p) for p in todo)
     seconds = round(time.monotonic() - started, 2)
-    print(f"aptrepo: repository ready in {seconds} s ({len(built)} built, {len(reused)} reused): {REPO_DIR}",
-          file=log, flush=True)
+    print(f"aptrepo: {', '.join('/'.join(d) for d in made)} ready in {seconds} s ({len(built)} built, "
+          f"{len(reused)} reused): {SERVE_ROOT}", file=log, flush=True)
     return {"changed": True, "built": built, "reused": sorted(reused), "fingerprint": fpr,
-            "repo_url": url, "repo": str(REPO_DIR), "seconds": seconds}
+            "repo_url": url, "repo": str(REPO_DIR), "dirs": ["/".join(d) for d in made], "seconds": seconds}
+
+
+def _mkdirs(path: Path) -> None:
+    """*path* and its parents up from SERVE_ROOT, each 0755 (served to every node)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for d in (SERVE_ROOT, *path.relative_to(SERVE_ROOT).parents):
+        os.chmod(SERVE_ROOT / d, 0o755)
+    os.chmod(path, 0o755)
 
 
 def _wanted(packages: list[debs.Pkg], ctx: debs.Context) -> dict[str, str]:

@@ -231,7 +231,7 @@ def test_server_json_and_layout(served):
     again, started = aptrepo.serve()
     assert not started and again["pid"] == served["pid"]
     before = {p.name: p.stat().st_mtime_ns for p in aptrepo.REPO_DIR.iterdir()}
-    assert aptrepo.build()["changed"] is False
+    assert aptrepo.build(dirs=[aptrepo.HOME_DIR])["changed"] is False
     assert {p.name: p.stat().st_mtime_ns for p in aptrepo.REPO_DIR.iterdir()} == before
 
 

@@ -278,7 +278,8 @@ def test_debian13_nvidia_repo_and_operator_states(sandbox_node, sandbox_ssh):
 
 
 def test_debian13_directory_shares_the_packages(sandbox_host):
-    aptrepo.ensure_served()
+    # Built on first use: this test may run before any Debian 13 node started.
+    aptrepo.ensure_served(dirs=[("debian13", "x86_64")])
     d12, d13 = distro_dir("debian12"), distro_dir("debian13")
     debs12 = sorted(p.name for p in d12.glob("*.deb"))
     assert debs12 == sorted(p.name for p in d13.glob("*.deb")) and "cuda-nvcc-12-8_12.8.93-1_amd64.deb" in debs12

@@ -19,7 +19,8 @@ STEPS = "deploy_steps=account,venv"
 @pytest.fixture(scope="module")
 def node(sandbox_node):
     aptrepo.ensure_served()
-    pypimirror.serve()
+    # The operator's lock is no lock of this node's platform (no --state operator): fetch it.
+    pypimirror.serve([REPO_ROOT / OPERATOR_LOCK])
     return dict(sandbox_node(NAME, "127.0.0.58", gpu="rtx-pro-6000-x8", toolkit="none"), name=NAME)
 
 
