@@ -11,7 +11,6 @@ for the service's model on the node's GPUs.
     ('no pre-warm manifest', ['JIT_CACHE_COLD'])
 """
 
-import posixpath
 import shlex
 from dataclasses import replace
 
