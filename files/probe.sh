@@ -500,7 +500,7 @@ driver_smi_query() {
                     "Persistence Mode"*) printf '%s\n' "$driver_line" ;;
                     "MIG Mode" | Fabric) printf '%s\n' "$driver_line" ;;
                 esac ;;
-            " "*) ;;
+            " "* | "") ;;
             *) printf '%s\n' "$driver_line" ;;
         esac
     done
