@@ -221,3 +221,28 @@ def test_every_emitted_key_is_documented():
 def test_every_documented_key_is_emitted():
     extra = documented_paths() - emitted_paths()
     assert not extra, f"rows in docs/facts.md the parser never emits: {sorted(extra)}"
+
+
+def schema_paths(kind, prefix):
+    """Dotted key paths of a schema (bringup/facts_schema.py), as key_paths spells a document's:
+    a ``Values`` object under a placeholder of PLACEHOLDERS stands for each of its keys."""
+    from bringup.facts_schema import Items, Optional, Values
+
+    while isinstance(kind, Optional):
+        kind = kind.kind
+    if isinstance(kind, Items):
+        return schema_paths(kind.kind, f"{prefix}[]")
+    if isinstance(kind, Values):
+        names = PLACEHOLDERS["<unit>"] if prefix == "driver_layer.units" else ()
+        return {path for name in names for path in {f"{prefix}.{name}"} | schema_paths(kind.kind, f"{prefix}.{name}")}
+    if isinstance(kind, dict):
+        return {path for key, sub in kind.items() for path in {f"{prefix}.{key}"} | schema_paths(sub, f"{prefix}.{key}")}
+    return set()
+
+
+def test_the_driver_layer_schema_is_the_documented_one():
+    """bringup/facts_schema.py checks exactly the driver_layer fields docs/facts.md documents."""
+    from bringup.facts_schema import SCHEMA
+
+    documented = {path for path in documented_paths() if path.startswith("driver_layer.")}
+    assert schema_paths(SCHEMA["driver_layer"], "driver_layer") == documented
