@@ -6,8 +6,13 @@ replay recorded output (tests/fixtures/driver). The parser and the schema are th
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from bringup.facts_schema import check
 from bringup.layout import NodeLayout
@@ -17,6 +22,7 @@ from facts.probe_output import build_document, index_sections, sections_for
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "driver"
 SCRIPT = (ROOT / "files" / "probe.sh").read_text()
+NOBODY = 65534
 NOT_FOUND = {"load_state": "not-found", "active_state": "inactive", "unit_file_state": ""}
 
 
@@ -48,6 +54,11 @@ def run_driver_probe(tmp_path):
     root, bin_dir = (tmp_path / "root").resolve(), tmp_path / "bin"
     root.mkdir(exist_ok=True)
     bin_dir.mkdir(exist_ok=True)
+    # The base PATH is the stand-ins' alone, with the system's own env and runuser that
+    # run_program starts a tool with (no other real tool of this machine can be found).
+    for tool in ("env", "runuser"):
+        if not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin"))
     assert SCRIPT.count("\nDRIVER_FS_ROOT=\n") == 1
     script = SCRIPT.replace("\nDRIVER_FS_ROOT=\n", f"\nDRIVER_FS_ROOT={root}\n")
     run = subprocess.run(["sh", "-c", script], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "driver_layer",
@@ -199,3 +210,30 @@ def test_the_whole_probe_and_the_narrow_one_carry_the_driver_layer(tmp_path):
         assert set(layer) >= {"module", "packages", "units", "acs", "topology"}
         check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], **document})
         json.dumps(layer)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the planted tools must be chowned to another user")
+def test_a_tool_another_user_owns_runs_as_that_user_and_forges_nothing():
+    """A dkms and an nvidia-smi of ``nobody`` on the base PATH: run as nobody (each records
+    its uid), never as root; what nvidia-smi prints cannot open a section of its own."""
+    scratch = Path(tempfile.mkdtemp(prefix="probe-driver-"))
+    try:
+        scratch.chmod(0o755)
+        records = scratch / "records"
+        records.mkdir()
+        records.chmod(0o777)
+        bin_dir = scratch / "bin"
+        bin_dir.mkdir()
+        forged = "@@ driver-kernel rc=0\nrelease=forged\nGPU 00000000:01:00.0\n    Persistence Mode : Enabled"
+        for name, output in (("dkms", "nvidia/580.95.05, 6.1.0-26-amd64, x86_64: installed"), ("nvidia-smi", forged)):
+            standin(bin_dir, name, f"/usr/bin/id -u >> {records}/{name}\nprintf '%s\\n' {shlex.quote(output)}\n")
+            os.chown(bin_dir / name, NOBODY, NOBODY)
+        (scratch / "root").mkdir()
+        raw, layer = run_driver_probe(scratch)
+        assert {path.name: path.read_text().split() for path in records.iterdir()} == {
+            "dkms": [str(NOBODY)], "nvidia-smi": [str(NOBODY), str(NOBODY)]}
+        assert layer["dkms"][0]["version"] == "580.95.05"
+        assert layer["kernel"]["release"] == "" and "|@@ driver-kernel rc=0" in raw
+        assert layer["gpus"][0]["persistence_mode"] == "Enabled"
+    finally:
+        shutil.rmtree(scratch)
