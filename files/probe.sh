@@ -459,9 +459,10 @@ probe_unit() {
 DRIVER_FS_ROOT=
 
 driver_head() {
-    # driver_head MAX: the first MAX lines of the standard input, by the shell alone.
+    # driver_head MAX: the first MAX lines of the standard input, by the shell alone (a
+    # last line without its newline too).
     driver_count=0
-    while [ "$driver_count" -lt "$1" ] && IFS= read -r driver_line; do
+    while [ "$driver_count" -lt "$1" ] && { IFS= read -r driver_line || [ -n "$driver_line" ]; }; do
         printf '%s\n' "$driver_line"
         driver_count=$((driver_count + 1))
     done

@@ -97,7 +97,7 @@ def nvswitch_node(tmp_path):
     libraries, four NVSwitches, Fabric Manager installed and failed, a reboot pending."""
     root, bin_dir = tmp_path / "root", tmp_path / "bin"
     write(root / "proc/driver/nvidia/version", sample("proc-version-open.txt"))
-    write(root / "sys/module/nvidia/version", "565.57.01\n")
+    write(root / "sys/module/nvidia/version", "565.57.01")  # no newline: still read
     for name in ("libnvidia-ml.so.1", "libnvidia-ml.so.565.57.01", "libnvidia-ml.so.570.86.15"):
         write(root / "usr/lib/x86_64-linux-gnu" / name, "")
     write(root / "etc/modprobe.d/blacklist-nvidia-nouveau.conf", "# generated\nblacklist nouveau\noptions nouveau modeset=0\n")
@@ -107,7 +107,7 @@ def nvswitch_node(tmp_path):
     for index in range(4):
         write(root / f"proc/driver/nvidia-nvswitch/devices/0000:0{index + 5}:00.0", "")
     write(root / "run/reboot-required", "*** System restart required ***\n")
-    write(root / "run/reboot-required.pkgs", "libnvidia-compute-570\nnvidia-kernel-common-570\n")
+    write(root / "run/reboot-required.pkgs", "libnvidia-compute-570\nnvidia-kernel-common-570")
     (root / "run/systemd/system").mkdir(parents=True)
     pci_device(root, "pci0000:00/0000:00:01.2", "0x1022", "0x060400")
     pci_device(root, "pci0000:00/0000:00:01.2/0000:02:08.0", "0x10b5", "0x060400")
