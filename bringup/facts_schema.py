@@ -74,6 +74,25 @@ SCHEMA = {
                      # has the documented shape, and then adopts no source.
                      "keyrings": Values(Optional(Items(STR)))}),
     "apt_locks": Items({"lock": STR, "pid": INT, "command": STR}),
+    # The driver layer (docs/facts.md; the contract the driver findings read): absent or
+    # null in an older report.
+    "driver_layer": Optional({
+        "module": {"loaded": BOOL, "version": OPT_VERSION, "flavour": OPT_STR, "banner": OPT_STR},
+        "installed_module": Optional({"version": OPT_VERSION, "license": OPT_STR, "flavour": OPT_STR}),
+        "nvml_libraries": Items(VERSION),
+        "packages": Items({"name": STR, "version": STR, "held": BOOL}),
+        "nouveau": {"loaded": BOOL, "blacklisted": BOOL},
+        "nvswitch_count": INT,
+        "units": Values({"load_state": STR, "active_state": STR, "unit_file_state": STR}),
+        "gpus": Items({"index": INT, "bus_id": OPT_STR, "persistence_mode": OPT_STR, "mig_mode": OPT_STR,
+                       "fabric_state": OPT_STR, "fabric_status": OPT_STR}),
+        "kernel": {"release": STR, "headers": BOOL},
+        "dkms": Optional(Items({"module": STR, "version": STR, "kernel": STR, "status": STR})),
+        "reboot_required": {"required": BOOL, "packages": Items(STR)},
+        "iommu_args": Items(STR),
+        "acs": Optional(Items({"gpu_bus_id": STR, "bridge": STR, "ctl": STR, "redirect": BOOL})),
+        "topology": Optional(Items({"a": INT, "b": INT, "link": STR})),
+    }),
     "account": Optional({"user": STR, "entry": Optional({"uid": INT, "gid": INT, "gecos": STR, "home": STR,
                                                          "shell": STR}),
                          "login_user": OPT_STR, "home": Optional({"path": STR, "user": STR, "mode": STR,

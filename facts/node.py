@@ -157,6 +157,17 @@ class JitCache(NodeFacts):
     keys = ("jit_cache",)
 
 
+class DriverLayer(NarrowFacts):
+    """
+    Returns the driver layer (docs/facts.md ``driver_layer``): the loaded and installed
+    kernel module, the user space and packages, nouveau, NVSwitches and the driver's
+    daemons, nvidia-smi's per-GPU modes, DKMS and headers, a pending reboot, the IOMMU
+    arguments, the ACS control above each GPU and the GPUs' topology.
+    """
+
+    keys = ("driver_layer",)
+
+
 class ServiceAccount(NodeFacts):
     """
     Returns the service account as found (``service_user``): its passwd entry, the user

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from bringup.apt_sources import keyring_fingerprints, source_entries
+from facts.driver_layer import driver_layer
 
 SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
 # The probe writes every body line behind this mark (files/probe.sh emit): a line a
@@ -515,6 +516,7 @@ PARTS = {
     "service_unit": (("unit",), service_unit),
     "apt_locks": (("apt_locks",), lambda by_name: apt_lock_holders(by_name.get("apt-locks"))),
     "account": (("account",), service_account),
+    "driver_layer": (("driver_layer",), driver_layer),
     "jit_cache": (("prewarm", "jit_cache"),
                   lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")),
                                             by_name.get("toolchain"))),

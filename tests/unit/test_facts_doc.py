@@ -91,6 +91,55 @@ sglang:x:998:998:gpu-bringup service account:/var/lib/sglang:/usr/sbin/nologin
 ops
 @@ account-home rc=0 path=/var/lib/sglang
 sglang 755 directory
+@@ driver-proc-version rc=0
+NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-A24-9-2)
+@@ driver-sys-version rc=0
+580.95.05
+@@ driver-modinfo rc=0
+version:        580.95.05
+license:        Dual MIT/GPL
+@@ driver-nvml rc=0
+/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05
+@@ driver-packages rc=0
+hi |nvidia-driver-580-open|580.95.05-1
+@@ driver-nouveau rc=0
+loaded=no
+blacklist=/etc/modprobe.d/nvidia-blacklists-nouveau.conf
+@@ driver-nvswitch rc=0
+4
+@@ driver-units rc=0
+Id=nvidia-fabricmanager.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+@@ driver-smi-q rc=0
+GPU 00000000:18:00.0
+    Persistence Mode                      : Enabled
+    MIG Mode
+        Current                           : Disabled
+    PCI
+        Bus Id                            : 00000000:18:00.0
+    Fabric
+        State                             : Completed
+        Status                            : Success
+@@ driver-topo rc=0
+	GPU0	GPU1	CPU Affinity
+GPU0	 X 	NV18	0-47
+GPU1	NV18	 X 	0-47
+@@ driver-kernel rc=0
+release=6.1.0-26-amd64
+headers=yes
+@@ driver-dkms rc=0
+nvidia/580.95.05, 6.1.0-26-amd64, x86_64: installed
+@@ driver-reboot rc=0
+required=yes
+nvidia-kernel-common-580
+@@ driver-cmdline rc=0
+iommu=pt
+@@ driver-pci-paths rc=0
+0000:18:00.0 0000:15:01.0 0000:17:00.0
+@@ driver-acs rc=0
+0000:17:00.0 SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
 """
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 
@@ -121,16 +170,33 @@ def key_paths(value, prefix=""):
     return paths
 
 
+# A heading's ``<role>`` stands for each role of ``paths``, ``<unit>`` for each of the
+# driver's daemons in ``driver_layer.units``.
+PLACEHOLDERS = {"<role>": ("venv", "env_file", "cache_dir"),
+                "<unit>": ("nvidia-persistenced", "nvidia-fabricmanager", "nvlsm")}
+
+
+def expand(name):
+    """A heading's name, each placeholder in it replaced by each of its values.
+
+    >>> expand("driver_layer.units.<unit>")[-1]
+    'driver_layer.units.nvlsm'
+    """
+    for mark, values in PLACEHOLDERS.items():
+        if mark in name:
+            return [name.replace(mark, value) for value in values]
+    return [name]
+
+
 def documented_paths():
     """Key paths from the doc: each table's rows under the heading that names its parent
-    (``<role>`` in a heading stands for each role of ``paths``)."""
+    (PLACEHOLDERS)."""
     paths, parents = set(), [""]
     for line in DOC.splitlines():
         heading = re.match(r"^(?:## |)(?P<names>`[^`]+`(?: and `[^`]+`)*):?$", line) or re.match(r"^## ", line)
         if heading:
             parents = re.findall(r"`([^`]+)`", line) or [""]
-            parents = [name.replace("<role>", role) for name in parents
-                       for role in (("venv", "env_file", "cache_dir") if "<role>" in name else ("",))]
+            parents = [expanded for name in parents for expanded in expand(name)]
             continue
         row = re.match(r"^\| `(?P<key>[^`]+)` \|", line)
         if row:
@@ -155,3 +221,28 @@ def test_every_emitted_key_is_documented():
 def test_every_documented_key_is_emitted():
     extra = documented_paths() - emitted_paths()
     assert not extra, f"rows in docs/facts.md the parser never emits: {sorted(extra)}"
+
+
+def schema_paths(kind, prefix):
+    """Dotted key paths of a schema (bringup/facts_schema.py), as key_paths spells a document's:
+    a ``Values`` object under a placeholder of PLACEHOLDERS stands for each of its keys."""
+    from bringup.facts_schema import Items, Optional, Values
+
+    while isinstance(kind, Optional):
+        kind = kind.kind
+    if isinstance(kind, Items):
+        return schema_paths(kind.kind, f"{prefix}[]")
+    if isinstance(kind, Values):
+        names = PLACEHOLDERS["<unit>"] if prefix == "driver_layer.units" else ()
+        return {path for name in names for path in {f"{prefix}.{name}"} | schema_paths(kind.kind, f"{prefix}.{name}")}
+    if isinstance(kind, dict):
+        return {path for key, sub in kind.items() for path in {f"{prefix}.{key}"} | schema_paths(sub, f"{prefix}.{key}")}
+    return set()
+
+
+def test_the_driver_layer_schema_is_the_documented_one():
+    """bringup/facts_schema.py checks exactly the driver_layer fields docs/facts.md documents."""
+    from bringup.facts_schema import SCHEMA
+
+    documented = {path for path in documented_paths() if path.startswith("driver_layer.")}
+    assert schema_paths(SCHEMA["driver_layer"], "driver_layer") == documented
