@@ -157,7 +157,7 @@ class JitCache(NodeFacts):
     keys = ("jit_cache",)
 
 
-class DriverLayer(NarrowFacts):
+class DriverLayer(NodeFacts):
     """
     Returns the driver layer (docs/facts.md ``driver_layer``): the loaded and installed
     kernel module, the user space and packages, nouveau, NVSwitches and the driver's

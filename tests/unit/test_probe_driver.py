@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bringup.facts_schema import check
-from bringup.layout import NodeLayout
+from bringup.layout import NodeLayout, ProbeInputs
 from facts.node import probe_command
 from facts.probe_output import build_document, index_sections, sections_for
 
@@ -202,7 +202,7 @@ def test_the_whole_probe_and_the_narrow_one_carry_the_driver_layer(tmp_path):
     the schema, whatever this machine has (no claim about its driver)."""
     layout = NodeLayout.for_settings("/nonexistent", "/nonexistent", str(tmp_path / "cache"), "sglang")
     for sections in ((), sections_for("driver_layer")):
-        run = subprocess.run(["sh", "-c", probe_command(layout, sections)], env={"PATH": "/usr/bin:/bin"},
+        run = subprocess.run(["sh", "-c", probe_command(ProbeInputs(layout, ()), sections)], env={"PATH": "/usr/bin:/bin"},
                              capture_output=True, text=True, timeout=60, check=True)
         document = build_document(run.stdout.splitlines(), ["os", "gpus", "driver_layer"] if not sections else
                                   ["driver_layer"])
