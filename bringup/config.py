@@ -16,16 +16,14 @@ from dataclasses import dataclass, fields, replace
 from packaging.version import Version
 
 from bringup import checks, envfile, redact
-from bringup.caches import CACHE_DIRS
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
 from bringup.locks import venv_lock_target
+from bringup.planned_env import PLANNED_ENV_KEYS
 from bringup.steps import DEPLOY_STEPS
 from bringup.versions import parse
 
 PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_", "report_")
-# Service env keys the plan decides (bringup.plan.service_env): service_env may not set them.
-PLANNED_ENV_KEYS = ("CUDA_HOME", "PATH", "FLASHINFER_CUDA_ARCH_LIST", *CACHE_DIRS, "CXX")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode",
                    "sglang-activation")

@@ -4,7 +4,7 @@ values of the service env file and of ``service_env`` (an ``HF_TOKEN``, a passwo
 become ``<redacted>``, their keys stay; credentials in URLs
 (``https://user:pw@host``) become ``https://<redacted>@host``.
 
-The values of the keys the plan decides itself (bringup.config.PLANNED_ENV_KEYS:
+The values of the keys the plan decides itself (bringup.planned_env.PLANNED_ENV_KEYS:
 CUDA_HOME, PATH, the arch list, the cache directories, CXX) are not secret and the
 findings need them; they stay. The plan the tasks act on keeps every real value:
 only what is printed or saved passes through here.
@@ -13,19 +13,14 @@ only what is printed or saved passes through here.
 import re
 import shlex
 
+from bringup.planned_env import PLANNED_ENV_KEYS
+
 REDACTED = "<redacted>"
 # scheme://userinfo@ : everything between the scheme and the first "@" of the
 # authority (no "/", "?", "#" or space before it).
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
 # Values this short are no secret, and blanking them in a message would blank words.
 SHORTEST_SECRET = 4
-
-
-def planned_keys():
-    """The env keys whose values are the plan's own (not secret)."""
-    from bringup.config import PLANNED_ENV_KEYS  # bringup.config prints through this module
-
-    return PLANNED_ENV_KEYS
 
 
 def urls(text):
@@ -59,7 +54,7 @@ def env(values, keep=None):
     >>> env({"CXX": "/usr/bin/g++", "HF_TOKEN": "hf_abc"})
     {'CXX': '/usr/bin/g++', 'HF_TOKEN': '<redacted>'}
     """
-    keep = planned_keys() if keep is None else keep
+    keep = PLANNED_ENV_KEYS if keep is None else keep
     return {key: (value if key in keep else REDACTED) for key, value in (values or {}).items()}
 
 
