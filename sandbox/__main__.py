@@ -1,4 +1,4 @@
-"""Command line of the sandbox: ``python3 -m sandbox {up,down,status,image,layers,binfmt,destroy}``.
+"""Command line of the sandbox: ``python3 -m sandbox {up,down,status,fetch,image,layers,binfmt,destroy}``.
 
 Run from the repository root as root (nodes need mount and PID namespaces).
 Exit status: 0 success, 1 sandbox error, 2 usage error.
@@ -13,7 +13,7 @@ import time
 
 import yaml
 
-from sandbox import cpus, field_states, gpu_standin, image, layers, node, registration
+from sandbox import cpus, field_states, gpu_standin, image, layers, node, platforms, registration
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     p_down.add_argument("--all", action="store_true", help="every node")
 
     sub.add_parser("status", help="list nodes")
+    p_fetch = sub.add_parser("fetch", help="build and fetch what a platform's nodes need (what `up` does first)")
+    p_fetch.add_argument("platform", nargs="+", metavar="OS-CPU", help="e.g. debian12-x86_64, debian13-aarch64")
+    p_fetch.add_argument("--state", default="", metavar="NAME[,NAME...]",
+                         help="also the venv locks of these field states")
     p_image = sub.add_parser("image", help="build the base image if needed and print its path")
     p_image.add_argument("--os", default=image.DEFAULT_OS, choices=sorted(image.OSES))
     p_image.add_argument("--arch", default=cpus.dpkg_arch(cpus.host_machine()),
@@ -70,6 +74,16 @@ def _cmd_up(args) -> int:
     print(f"sandbox: {args.name} up in {time.monotonic() - started:.1f} s "
           f"(registry {node.registry_path()}; inventory/gpu.py reads it from {registration.registered_file()})",
           file=sys.stderr)
+    return 0
+
+
+def _cmd_fetch(args) -> int:
+    """`fetch OS-CPU...`: the apt directories and venv locks of those platforms."""
+    states = field_states.parse(args.state)
+    for text in args.platform:
+        wanted = platforms.ensure(*platforms.parse(text), states)
+        print(f"sandbox: {text}: apt {', '.join('/'.join(pair) for pair in wanted.apt_dirs)}; "
+              f"{len(wanted.locks)} venv lock(s): {', '.join(lock.name for lock in wanted.locks)}")
     return 0
 
 
@@ -150,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0 and args.cmd != "status" and not (args.cmd == "layers" and not args.prune):
         print("sandbox: must run as root (mount and PID namespaces, chroot)", file=sys.stderr)
         return 1
-    handler = {"up": _cmd_up, "down": _cmd_down, "status": _cmd_status,
+    handler = {"up": _cmd_up, "down": _cmd_down, "status": _cmd_status, "fetch": _cmd_fetch,
                "image": _cmd_image, "layers": _cmd_layers, "binfmt": _cmd_binfmt,
                "destroy": _cmd_destroy}[args.cmd]
     try:

@@ -45,9 +45,8 @@ import yaml
 from sandbox import cpus, field_states, gpu_standin, image, platforms, registration
 from control.atomic import atomic_write
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
+from sandbox.statedir import read_registry, registry_path, state_dir
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_STATE_DIR = REPO_ROOT / ".sandbox"
 INIT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-init.sh"
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
@@ -68,17 +67,6 @@ class SandboxError(RuntimeError):
 
 # --------------------------------------------------------------------------
 # paths
-
-
-def state_dir() -> Path:
-    """The state directory: $SANDBOX_STATE_DIR, else <repo root>/.sandbox."""
-    override = os.environ.get("SANDBOX_STATE_DIR")
-    return Path(override).resolve() if override else DEFAULT_STATE_DIR
-
-
-def registry_path() -> Path:
-    """The node registry (sandbox.registration makes inventory/gpu.py's host list of it)."""
-    return state_dir() / "nodes.yaml"
 
 
 def ssh_dir() -> Path:
@@ -129,15 +117,6 @@ def node_cgroup(name: str) -> Path:
 def _state_lock():
     """Exclusive flock on <state>/.lock: one up/down/destroy at a time."""
     return file_lock(state_dir() / ".lock")
-
-
-def read_registry() -> dict[str, dict]:
-    """Nodes in the registry, by name ({} when there is no registry)."""
-    try:
-        data = yaml.safe_load(registry_path().read_text()) or {}
-    except FileNotFoundError:
-        return {}
-    return dict(data.get("nodes") or {})
 
 
 def _write_registry(nodes: dict[str, dict]) -> None:

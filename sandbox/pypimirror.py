@@ -1,8 +1,9 @@
 """A site PyPI mirror for sandbox nodes: the wheels of the venv locks, served as a
 find-links page over loopback HTTP (the way a site serves a wheelhouse).
 
-    python -m sandbox.pypimirror serve [--platform debian12-x86_64]  # serve what is downloaded
-    python -m sandbox.pypimirror build [--platform debian12-x86_64]  # download (once), all by default
+    python -m sandbox.pypimirror serve     # serve what is downloaded
+    python -m sandbox.pypimirror build     # download (once) every lock's wheels
+    python -m sandbox fetch debian12-x86_64  # one platform's (what `sandbox up` does first)
     python -m sandbox.pypimirror stop
 
 The locks are every ``*-cpXY-ARCH.txt`` under files/locks/ (the product's venvs) and
@@ -32,12 +33,13 @@ from control.atomic import atomic_write
 from sandbox import registration
 from sandbox.fsutil import file_lock
 from sandbox.httpserve import StaticServer
+from sandbox.statedir import PYPIMIRROR_JSON, PYPIMIRROR_STATE_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIRS = (ROOT / "files" / "locks", ROOT / "sandbox" / "locks")
 LOCK_NAME = re.compile(r"-cp3(?P<minor>\d+)-(?P<arch>x86_64|aarch64)\.txt$")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-bringup" / "pypi-mirror"
-STATE_DIR = Path(os.environ.get("SANDBOX_STATE_DIR", ROOT / ".sandbox"))
+STATE_DIR = PYPIMIRROR_STATE_DIR
 DEFAULT_PORT = 8914
 # Wheels of this disk that PyPI also serves (same files, so the locks' hashes hold).
 LOCAL_WHEELS = Path("/opt/pypi-more/files")
@@ -46,7 +48,7 @@ LOCAL_WHEELS = Path("/opt/pypi-more/files")
 NODE_GLIBC_MINOR = {"3.11": 36, "3.13": 41}
 
 
-SERVER = StaticServer(CACHE, STATE_DIR / "pypimirror.json", STATE_DIR / "pypimirror.log")
+SERVER = StaticServer(CACHE, PYPIMIRROR_JSON, STATE_DIR / "pypimirror.log")
 
 
 def lock_files():
@@ -192,25 +194,17 @@ def stop():
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m sandbox.pypimirror")
-    parser.add_argument("command", choices=("serve", "stop", "build"))
-    parser.add_argument("--platform", action="append", default=[], metavar="OS-CPU",
-                        help="the locks of this platform's nodes (e.g. debian12-x86_64); repeatable")
+    parser = argparse.ArgumentParser(prog="python -m sandbox.pypimirror",
+                                     epilog="One platform's locks: python -m sandbox fetch OS-CPU")
+    parser.add_argument("command", choices=("serve", "stop", "build"),
+                        help="serve what is downloaded; stop; build: download every lock's wheels")
     args = parser.parse_args(argv)
-    # Here, not at the top: the platform table reads the field states, which import this module.
-    from sandbox import platforms
-
-    try:
-        locks = [lock for text in args.platform for lock in platforms.needs(*platforms.parse(text)).locks]
-    except ValueError as error:
-        print(f"pypimirror: {error}", file=sys.stderr)
-        return 2
     if args.command == "serve":
-        print(json.dumps(serve(locks), indent=2))
+        print(json.dumps(serve(), indent=2))
     elif args.command == "stop":
         stop()
     else:
-        print(build(locks if args.platform else None))
+        print(build())
     return 0
 
 

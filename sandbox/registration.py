@@ -25,6 +25,7 @@ import yaml
 
 from control.atomic import atomic_write
 from inventory.sources import HOSTS_DIR
+from sandbox import statedir
 from sandbox.fsutil import file_lock
 from sandbox.httpserve import read_state
 
@@ -84,9 +85,7 @@ def inventory_file(state: Path, default_state: Path, hosts_dir: Path = HOSTS_DIR
 
 def registered_file() -> Path:
     """Where this state directory's nodes are registered (inventory_file)."""
-    from sandbox import node
-
-    return inventory_file(node.state_dir(), node.DEFAULT_STATE_DIR)
+    return inventory_file(statedir.state_dir(), statedir.DEFAULT_STATE_DIR)
 
 
 def publish() -> Path:
@@ -100,11 +99,8 @@ def publish() -> Path:
     starting in another process (its lease), and the server with it; each server's own
     ``serve`` publishes again once it is up.
     """
-    # Imported here: the node and mirror modules call publish() and import this module.
-    from sandbox import aptrepo, node, pypimirror
-
     path = registered_file()
-    with file_lock(node.state_dir() / ".registration.lock"):
-        repo, pypi = read_state(aptrepo.SERVER_JSON), read_state(pypimirror.SERVER.state)
-        write_inventory(path, inventory_document(node.read_registry(), repo, pypi))
+    with file_lock(statedir.state_dir() / ".registration.lock"):
+        repo, pypi = read_state(statedir.APTREPO_SERVER_JSON), read_state(statedir.PYPIMIRROR_JSON)
+        write_inventory(path, inventory_document(statedir.read_registry(), repo, pypi))
     return path

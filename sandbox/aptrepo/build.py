@@ -42,15 +42,15 @@ from sandbox.aptrepo import debs
 from sandbox.aptrepo.sign import GnuPG
 from sandbox.aptrepo.wheels import LOCKS, ensure_wheels, read_lock
 from sandbox.fsutil import file_lock, swap_in
+from sandbox.statedir import APTREPO_ROOT, APTREPO_SERVER_JSON, DEFAULT_STATE_DIR
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SANDBOX = REPO_ROOT / ".sandbox"
-SERVE_ROOT = SANDBOX / "aptrepo"
+SANDBOX = DEFAULT_STATE_DIR
+SERVE_ROOT = APTREPO_ROOT
 REPO_REL = "compute/cuda/repos/debian12/x86_64"
 REPO_DIR = SERVE_ROOT / REPO_REL
 GNUPGHOME = SANDBOX / "aptrepo-gnupg"
 FINGERPRINT_FILE = SERVE_ROOT / "fingerprint"
-SERVER_JSON = SERVE_ROOT / "server.json"
+SERVER_JSON = APTREPO_SERVER_JSON
 LOCK_FILE = SANDBOX / "aptrepo.lock"
 # Built packages by input digest, shared by every checkout on this machine (CI clones).
 DEB_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-bringup" / "aptrepo-debs"

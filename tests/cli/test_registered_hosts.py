@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from inventory.sources import InventoryError, load_hosts, operator_hosts
-from sandbox import aptrepo, node, pypimirror, registration
+from sandbox import node, pypimirror, registration, statedir
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
@@ -38,7 +38,8 @@ def sandbox_state(tmp_path, monkeypatch):
     files as their servers write them (in scratch places; no server runs: pid 0 is none)."""
     state = tmp_path / "state"
     monkeypatch.setenv("SANDBOX_STATE_DIR", str(state))
-    monkeypatch.setattr(aptrepo, "SERVER_JSON", tmp_path / "server.json")
+    monkeypatch.setattr(statedir, "APTREPO_SERVER_JSON", tmp_path / "server.json")
+    monkeypatch.setattr(statedir, "PYPIMIRROR_JSON", tmp_path / "pypimirror.json")
     monkeypatch.setattr(pypimirror.SERVER, "state", tmp_path / "pypimirror.json")
     (tmp_path / "server.json").write_text(json.dumps({"pid": 0, "host": "127.0.0.1", "port": 8913, **REPO}))
     (tmp_path / "pypimirror.json").write_text(json.dumps({"pid": 0, **PYPI}))

@@ -106,9 +106,22 @@ def test_mirror_serve_downloads_nothing_unless_asked(monkeypatch, tmp_path):
     monkeypatch.setattr(pypimirror, "STATE_DIR", tmp_path)
     pypimirror.serve()
     assert calls == []
-    assert pypimirror.main(["serve", "--platform", "debian12-x86_64"]) == 0
-    assert [lock.name for lock in calls[0]] == ["sglang-0.5.23-cp311-x86_64.txt", "uv-cp311-x86_64.txt"]
-    assert pypimirror.main(["serve", "--platform", "debian12-arm64"]) == 2
+    assert pypimirror.main(["serve"]) == 0
+    assert calls == []
+
+
+def test_fetch_cli_fetches_the_platform_asked_for(monkeypatch, capsys):
+    """`python -m sandbox fetch OS-CPU`: that platform's apt directory and venv locks, and
+    nothing for a platform it does not know."""
+    built, fetched = [], []
+    monkeypatch.setattr(aptrepo, "ensure_built", lambda dirs, log=None: built.append(tuple(dirs)))
+    monkeypatch.setattr(pypimirror, "build", lambda locks=None: fetched.append(locks))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert sandbox_cli.main(["fetch", "debian12-x86_64"]) == 0
+    assert built == [(("debian12", "x86_64"),)]
+    assert [lock.name for lock in fetched[0]] == ["sglang-0.5.23-cp311-x86_64.txt", "uv-cp311-x86_64.txt"]
+    assert sandbox_cli.main(["fetch", "debian12-arm64"]) == 1
+    assert "platform 'debian12-arm64'" in capsys.readouterr().err and len(built) == 1
 
 
 @pytest.fixture
