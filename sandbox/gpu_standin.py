@@ -110,12 +110,28 @@ def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_6
     )
     conf_dir, conf_name, conf_text = NOUVEAU_BLACKLIST
     write_file(ensure_dir(upper, lower, conf_dir) / conf_name, conf_text, 0o644)
+    _install_user_space(upper, lower, machine, (data / "driver-version"))
     bindir = ensure_dir(upper, lower, "usr/bin")
     write_file(bindir / "nvidia-smi", (FILES / "nvidia-smi").read_bytes(), 0o755)
     if profile not in NO_LIBCUDA:
         libs = ensure_dir(upper, lower, libdir(machine))
         write_file(libs / "libcuda.so.1", _libcuda_stub(machine), 0o644)
         os.symlink("libcuda.so.1", libs / "libcuda.so")
+
+
+def _install_user_space(upper: Path, lower: Path | list[Path], machine: str, version_file: Path) -> None:
+    """The driver's user space at the loaded module's version: an (empty) libnvidia-ml.so.<version>,
+    the name the probe reads. Not where a state's package put another (library-mismatch):
+    the node's own file would sit above it and hide the trap. Without it, a distribution
+    package's libnvidia-ml (Debian's nvidia-cuda-toolkit pulls libnvidia-ml1 535) would be
+    the node's user space and every node a DRIVER_LIBRARY_MISMATCH."""
+    if not version_file.is_file():
+        return
+    lowers = [lower] if isinstance(lower, Path) else list(lower)
+    if any(any((low / libdir(machine)).glob("libnvidia-ml.so.*.*")) for low in lowers):
+        return
+    name = f"libnvidia-ml.so.{version_file.read_text().strip()}"
+    write_file(ensure_dir(upper, lower, libdir(machine)) / name, b"", 0o644)
 
 
 def _libcuda_stub(machine: str) -> bytes:
