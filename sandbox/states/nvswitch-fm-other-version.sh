@@ -4,7 +4,8 @@
 # profile's (580.95.05 on h100-x8): its unit is enabled, starts at boot and fails with
 # nv-fabricmanager's "... don't match with driver version ..." (FABRIC_MANAGER_VERSION,
 # FABRIC_NOT_READY). The package at the driver's version waits in
-# /var/cache/sandbox-gpu/ for the fix (`dpkg -i --force-hold` it, restart the unit).
+# /var/cache/sandbox-gpu/ for the fix (`dpkg -i --force-hold` it, hold it again,
+# restart the unit).
 set -eu
 . ./standin-deb.sh
 install -d -m 0755 /var/cache/sandbox-gpu

@@ -125,8 +125,9 @@ def test_fabric_manager_at_another_version_then_fixed_then_removed(fm_version_no
     assert ("fabric manager NVIDIA GPU driver interface version 580.105.08 don't match with driver version "
             "580.95.05") in journal
 
-    # Fabric Manager at the driver's version, restarted: nothing left.
-    run_ssh(fm_version_node, f"dpkg -i --force-hold {FM_AT_DRIVER} && systemctl restart nvidia-fabricmanager")
+    # Fabric Manager at the driver's version, held again (dpkg -i drops the hold), restarted: nothing left.
+    run_ssh(fm_version_node, f"dpkg -i --force-hold {FM_AT_DRIVER} && apt-mark hold nvidia-fabricmanager && "
+                             "systemctl restart nvidia-fabricmanager")
     result, report = validate(fm_version_node["name"])
     assert severities(report) == {}, report["plan"]["findings"]
 
