@@ -112,6 +112,9 @@ def test_fabric_manager_inactive_then_started(fm_inactive_node):
 
 
 def test_fabric_manager_at_another_version_then_fixed_then_removed(fm_version_node):
+    # Its unit starts with the node, beside sshd: it has failed before validate looks.
+    run_ssh(fm_version_node, "for i in $(seq 100); do systemctl is-failed --quiet nvidia-fabricmanager && exit 0; "
+                             "sleep 0.1; done; exit 1")
     result, report = validate(fm_version_node["name"], expect_rc=1)
     found = driver_findings(report)
     assert severities(report) == {"FABRIC_MANAGER_VERSION": BLOCKER, "FABRIC_NOT_READY": BLOCKER}, \
