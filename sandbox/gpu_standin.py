@@ -45,6 +45,8 @@ NODE_GPU_DATA = "usr/share/sandbox-gpu"
 NOUVEAU_BLACKLIST = ("etc/modprobe.d", "nvidia-blacklists-nouveau.conf",
                      "# SANDBOX STAND-IN for the NVIDIA driver package's file (Debian's nvidia-kernel-support).\n"
                      "blacklist nouveau\n")
+
+
 def libdir(machine: str) -> str:
     """Where Debian keeps *machine*'s shared libraries, as the driver package installs libcuda.
 
@@ -110,7 +112,7 @@ def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_6
     )
     conf_dir, conf_name, conf_text = NOUVEAU_BLACKLIST
     write_file(ensure_dir(upper, lower, conf_dir) / conf_name, conf_text, 0o644)
-    _install_user_space(upper, lower, machine, (data / "driver-version"))
+    _install_user_space(upper, lower, machine, data / "driver-version")
     bindir = ensure_dir(upper, lower, "usr/bin")
     write_file(bindir / "nvidia-smi", (FILES / "nvidia-smi").read_bytes(), 0o755)
     if profile not in NO_LIBCUDA:
