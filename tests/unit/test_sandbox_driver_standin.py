@@ -125,3 +125,25 @@ def test_the_stand_in_without_assembled_texts_fails_as_recorded(tmp_path):
     write(data / "exit_code", (GPUS / "driver-failed" / "exit_code").read_text())
     _, layer = run_driver_probe(tmp_path)
     assert layer["gpus"] == []
+
+
+@pytest.mark.parametrize("lower_lib, expected", [(None, ["libnvidia-ml.so.580.95.05"]), ("580.105.08", [])],
+                         ids=["healthy", "library-mismatch below"])
+def test_install_driver_writes_the_healthy_node(tmp_path, monkeypatch, lower_lib, expected):
+    """install_driver: the blacklist, the banners, the user space at the module's version,
+    unless a state's layer below holds another libnvidia-ml (its file would be hidden)."""
+    monkeypatch.setattr(gpu_standin, "_libcuda_stub", lambda machine: b"")
+    upper, lower = tmp_path / "upper", tmp_path / "lower"
+    upper.mkdir()
+    if lower_lib:
+        write(lower / gpu_standin.libdir("x86_64") / f"libnvidia-ml.so.{lower_lib}", "")
+    else:
+        lower.mkdir()
+    gpu_standin.install_driver(upper, [lower], "rtx-pro-6000-x8")
+    libs = upper / gpu_standin.libdir("x86_64")
+    assert sorted(path.name for path in libs.glob("libnvidia-ml.so.*")) == expected
+    assert "blacklist nouveau" in (upper / "etc/modprobe.d/nvidia-blacklists-nouveau.conf").read_text().splitlines()
+    data = upper / gpu_standin.NODE_GPU_DATA
+    assert (data / "proc-version-open").read_text().startswith(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  ")
+    assert "ASSEMBLED" in (data / "README").read_text()
