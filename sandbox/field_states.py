@@ -17,6 +17,25 @@ expanded and put in one canonical order, so ``incident,operator`` and
 | cuda-12.8 | CUDA 12.8 by apt from that repository, first on a login shell's PATH (implies nvidia-repo) |
 | operator | /etc/sglang/sglang.env with operator variables, Ubuntu's /etc/environment, an old venv directory at /opt/sglang/venv |
 | incident | nvidia-repo + cuda-12.8 + handbuilt-venv: the seeds' node |
+
+The driver states (issue 22) are stand-ins for the GPU driver only, like the GPU
+profiles (sandbox/gpu_standin.py): files under /var/lib/sandbox-gpu that node-init.sh
+and the nvidia-smi stand-in read, and packages built on the node with dpkg-deb under
+NVIDIA's names (sandbox/files/standin-deb.sh), each saying it is a stand-in. They are
+meant for a profile with a driver (not ``none`` or ``driver-failed``):
+
+| state | what the node then has | finding |
+| --- | --- | --- |
+| proprietary-module | the proprietary module's banner in /proc/driver/nvidia/version (a Blackwell profile) | DRIVER_OPEN_MODULE_REQUIRED |
+| library-mismatch | libnvidia-compute-580 580.105.08 (held, with libnvidia-ml.so.580.105.08), the module at the profile's version | DRIVER_LIBRARY_MISMATCH |
+| nvswitch-no-fm | 4 NVSwitches in /proc/driver/nvidia-nvswitch/devices, no Fabric Manager; fabric In Progress | FABRIC_MANAGER_MISSING |
+| nvswitch-fm-inactive | nvswitch-no-fm + nvidia-fabricmanager 580.95.05 (held), its unit not started | FABRIC_MANAGER_INACTIVE |
+| nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
+| nouveau-loaded | /sys/module/nouveau | NOUVEAU_LOADED |
+| mig-on | MIG enabled on GPU 0 in nvidia-smi -q | MIG_ENABLED |
+
+The two Fabric Manager states are alternatives (composed, the upper layer's package is the
+node's); 580.95.05 is the h100-x8 profile's driver, the HGX profile to put them on.
 """
 
 from __future__ import annotations
@@ -30,6 +49,7 @@ from pathlib import Path
 from sandbox import aptrepo, image, layers, pypimirror
 
 SCRIPTS = Path(__file__).resolve().parent / "states"
+FILES = Path(__file__).resolve().parent / "files"
 LOCKS = Path(__file__).resolve().parent / "locks"
 
 
@@ -44,6 +64,8 @@ class State:
     needs: tuple[str, ...] = ()
     lock: str = ""
     has_script: bool = True
+    # Files of sandbox/files/ the script sources, copied beside it (and in its layer's key).
+    files: tuple[str, ...] = ()
 
 
 # Canonical order of the layers (this dict's): the costly layers that depend on
@@ -58,6 +80,15 @@ STATES = {
     "cuda-12.8": State("cuda-12.8", implies=("nvidia-repo",), needs=("apt-repo",)),
     "operator": State("operator", needs=("mirror",), lock="operator-venv"),
     "incident": State("incident", implies=("nvidia-repo", "cuda-12.8", "handbuilt-venv"), has_script=False),
+    # The driver's stand-ins (issue 22): seconds each, on top of everything else.
+    "proprietary-module": State("proprietary-module"),
+    "library-mismatch": State("library-mismatch", files=("standin-deb.sh",)),
+    "nvswitch-no-fm": State("nvswitch-no-fm"),
+    "nvswitch-fm-inactive": State("nvswitch-fm-inactive", implies=("nvswitch-no-fm",), files=("standin-deb.sh",)),
+    "nvswitch-fm-other-version": State("nvswitch-fm-other-version", implies=("nvswitch-no-fm",),
+                                       files=("standin-deb.sh",)),
+    "nouveau-loaded": State("nouveau-loaded"),
+    "mig-on": State("mig-on"),
 }
 ORDER = [name for name, state in STATES.items() if state.has_script]
 
@@ -168,6 +199,9 @@ def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
             raise ValueError(f"state {state.name} has no lock for {os_name}: {lock} is missing")
         inputs["lock"] = hashlib.sha256(lock.read_bytes()).hexdigest()
         files["lock.txt"] = lock
+    for name in state.files:
+        files[name] = FILES / name
+        inputs[name] = hashlib.sha256(files[name].read_bytes()).hexdigest()
 
     def prepare() -> dict:
         env = {}

@@ -3,8 +3,11 @@
 These are the only fakes in the sandbox (docs/contributing.md, "The sandbox"):
 
 * the GPU driver: ``/usr/bin/nvidia-smi`` replaying an output recorded on a
-  real machine (tests/fixtures/gpus/<profile>/), and an empty
-  ``libcuda.so.1`` link stub;
+  real machine (tests/fixtures/gpus/<profile>/), its ``-q`` and ``topo -m``
+  assembled in NVIDIA's format (sandbox/driver_texts.py), an empty
+  ``libcuda.so.1`` link stub, the loaded module's banner (node-init.sh shows it
+  at /proc/driver/nvidia/version) and the driver package's nouveau blacklist;
+  the driver states (sandbox/field_states.py) change these;
 * the incident's old CUDA 12.8 toolkit (``--toolkit incident``): an ``nvcc``
   that only reports its version (the one the apt repository's
   ``cuda-nvcc-12-8`` ships, ``sandbox/aptrepo/nvcc-12.8``), ``version.json``,
@@ -23,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from sandbox import cpus
+from sandbox.driver_texts import driver_texts
 from sandbox.fsutil import write_file
 
 FILES = Path(__file__).resolve().parent / "files"
@@ -36,6 +40,13 @@ TOOLKITS = ("incident", "none")
 
 # Where the recorded outputs land inside the node.
 NODE_GPU_DATA = "usr/share/sandbox-gpu"
+# The blacklist Debian's driver (nvidia-kernel-support) installs: a node with a driver
+# has nouveau blacklisted, as it should (NOUVEAU_NOT_BLACKLISTED otherwise).
+NOUVEAU_BLACKLIST = ("etc/modprobe.d", "nvidia-blacklists-nouveau.conf",
+                     "# SANDBOX STAND-IN for the NVIDIA driver package's file (Debian's nvidia-kernel-support).\n"
+                     "blacklist nouveau\n")
+
+
 def libdir(machine: str) -> str:
     """Where Debian keeps *machine*'s shared libraries, as the driver package installs libcuda.
 
@@ -88,19 +99,41 @@ def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_6
     for name in ("query.csv", "smi.txt", "exit_code"):
         if (src / name).is_file():
             write_file(data / name, (src / name).read_bytes(), 0o644)
+    for name, text in driver_texts(src, machine).items():
+        write_file(data / name, text, 0o644)
     write_file(data / "PROFILE", profile + "\n", 0o644)
     write_file(
         data / "README",
         "SANDBOX STAND-IN: recorded nvidia-smi outputs replayed by /usr/bin/nvidia-smi.\n"
+        "smi-q.txt and topo.txt (nvidia-smi -q, topo -m) are ASSEMBLED in NVIDIA's format, not recorded;\n"
+        "proc-version-* are recorded banners with this profile's driver version put in.\n"
         "This machine is a sandbox node and has no NVIDIA GPU or driver.\n",
         0o644,
     )
+    conf_dir, conf_name, conf_text = NOUVEAU_BLACKLIST
+    write_file(ensure_dir(upper, lower, conf_dir) / conf_name, conf_text, 0o644)
+    _install_user_space(upper, lower, machine, data / "driver-version")
     bindir = ensure_dir(upper, lower, "usr/bin")
     write_file(bindir / "nvidia-smi", (FILES / "nvidia-smi").read_bytes(), 0o755)
     if profile not in NO_LIBCUDA:
         libs = ensure_dir(upper, lower, libdir(machine))
         write_file(libs / "libcuda.so.1", _libcuda_stub(machine), 0o644)
         os.symlink("libcuda.so.1", libs / "libcuda.so")
+
+
+def _install_user_space(upper: Path, lower: Path | list[Path], machine: str, version_file: Path) -> None:
+    """The driver's user space at the loaded module's version: an (empty) libnvidia-ml.so.<version>,
+    the name the probe reads. Not where a state's package put another (library-mismatch):
+    the node's own file would sit above it and hide the trap. Without it, a distribution
+    package's libnvidia-ml (Debian's nvidia-cuda-toolkit pulls libnvidia-ml1 535) would be
+    the node's user space and every node a DRIVER_LIBRARY_MISMATCH."""
+    if not version_file.is_file():
+        return
+    lowers = [lower] if isinstance(lower, Path) else list(lower)
+    if any(any((low / libdir(machine)).glob("libnvidia-ml.so.*.*")) for low in lowers):
+        return
+    name = f"libnvidia-ml.so.{version_file.read_text().strip()}"
+    write_file(ensure_dir(upper, lower, libdir(machine)) / name, b"", 0o644)
 
 
 def _libcuda_stub(machine: str) -> bytes:

@@ -171,6 +171,9 @@ class ServicePlan:
     # given as --config (empty: no key); the key itself is in no plan or report.
     host: str = "127.0.0.1"
     api_key_file: str = ""
+    # The driver's daemons the node has (service.driver_units): the unit wants them and
+    # starts after them; none on a node without them.
+    after_units: tuple = ()
 
 
 @dataclass

@@ -20,6 +20,11 @@ from bringup.findings import BLOCKER, FIX, WARNING, Finding
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.plan.model import HOST_CXX, ServicePlan
 
+# The driver's daemons the service starts after, where the node has them: persistence
+# mode held for the GPUs, and the NVSwitch fabric set up (CUDA otherwise fails with
+# "Error 802: system not yet initialized" while Fabric Manager is still starting).
+DRIVER_DAEMONS = ("nvidia-persistenced", "nvidia-fabricmanager")
+
 
 def service_env(config, home, arch_list):
     """What the service's environment file holds: the toolkit, the arch list, every
@@ -66,6 +71,23 @@ def check_service_env(context, env):
                             "value, change the setting that decides it, or add keys of your own through service_env"))
 
 
+def driver_units(facts):
+    """The systemd units of the driver's daemons the node has (``driver_layer.units``
+    whose load state is not ``not-found``), in DRIVER_DAEMONS' order: the unit is ordered
+    after them and wants them. A node without them, or a report without the driver
+    layer, gets none.
+
+    >>> driver_units({"driver_layer": {"units": {"nvidia-fabricmanager": {"load_state": "loaded"},
+    ...                                          "nvidia-persistenced": {"load_state": "not-found"}}}})
+    ('nvidia-fabricmanager.service',)
+    >>> driver_units({"driver_layer": None})
+    ()
+    """
+    units = (facts.get("driver_layer") or {}).get("units") or {}
+    return tuple(f"{name}.service" for name in DRIVER_DAEMONS
+                 if (units.get(name) or {}).get("load_state") not in (None, "not-found"))
+
+
 def service_plan(context, env):
     """The unit runs the release's entry point, ``sglang serve`` (0.5.23's launch_server.py:70-77
     calls ``python -m sglang.launch_server`` legacy), as a language model server
@@ -84,7 +106,8 @@ def service_plan(context, env):
                        unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
                        description=f"SGLang server ({config.service_model or 'no model configured'})",
                        enable=bool(config.service_model) and config.service_enable,
-                       host=listen_address(exec_start), api_key_file=config.service_api_key_file)
+                       host=listen_address(exec_start), api_key_file=config.service_api_key_file,
+                       after_units=driver_units(context.facts))
 
 
 def listen_address(argv):

@@ -33,6 +33,38 @@ hostname "$name"
 # way the driver package's ldconfig trigger would.
 chroot "$root" /sbin/ldconfig
 
+# The driver stand-in's kernel side (sandbox/gpu_standin.py, the driver states
+# of sandbox/field_states.py): what a loaded NVIDIA module shows under /proc and
+# /sys, on tmpfs mounts of this namespace only (the host's are never written).
+# Writable by the node's root, so a test can "reboot into" another module.
+gpu_data=$root/usr/share/sandbox-gpu gpu_state=$root/var/lib/sandbox-gpu
+if [ -r "$gpu_data/proc-version-open" ] && [ -d "$root/proc/driver" ]; then
+    flavour=open
+    [ -r "$gpu_state/module-flavour" ] && read -r flavour < "$gpu_state/module-flavour"
+    mount -t tmpfs -o nosuid,nodev,noexec,mode=0555,size=64k tmpfs "$root/proc/driver"
+    mkdir -m 0555 "$root/proc/driver/nvidia"
+    install -m 0444 "$gpu_data/proc-version-$flavour" "$root/proc/driver/nvidia/version"
+    # NVSwitches (the nvswitch-* states): one entry per switch, named by its PCI
+    # address as the driver names them; the probe counts them.
+    switches=0
+    [ -r "$gpu_state/nvswitch-count" ] && read -r switches < "$gpu_state/nvswitch-count"
+    if [ "$switches" -gt 0 ]; then
+        mkdir -p -m 0555 "$root/proc/driver/nvidia-nvswitch/devices"
+        i=0
+        while [ "$i" -lt "$switches" ]; do
+            printf 'SANDBOX STAND-IN: NVSwitch %s\n' "$i" > "$root/proc/driver/nvidia-nvswitch/devices/0000:0$((i + 5)):00.0"
+            i=$((i + 1))
+        done
+    fi
+fi
+if [ -e "$gpu_state/nouveau-loaded" ]; then
+    # nouveau loaded (state nouveau-loaded): /sys/module/nouveau; the host's
+    # modules are hidden from such a node (`rm -r /sys/module/nouveau` unloads it).
+    mount -t tmpfs -o nosuid,nodev,noexec,mode=0755,size=64k tmpfs "$root/sys/module"
+    mkdir -m 0755 "$root/sys/module/nouveau"
+    printf 'live\n' > "$root/sys/module/nouveau/initstate"
+fi
+
 # The overlay becomes / (systemd expects a root mount, not a chroot); the
 # host's tree is detached from this mount namespace.
 cd "$root"
