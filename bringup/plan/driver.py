@@ -29,6 +29,13 @@ USER_SPACE = re.compile(r"^(libnvidia-(compute|ml|gl|cfg)|nvidia-(utils|driver|c
 # packages, and a new kernel (the next boot needs a module built for it).
 DRIVER_OR_KERNEL = re.compile(r"^(nvidia|libnvidia|cuda-drivers|.*fabricmanager|nvlsm|linux-(image|modules))")
 UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")
+# The distribution's CUDA toolkit, whose names the probe's driver patterns (nvidia-*,
+# libnvidia-*) also match: binaries of Debian's and Ubuntu's source package
+# nvidia-cuda-toolkit (packages.debian.org/source/bookworm/nvidia-cuda-toolkit), plus the
+# JRE its profilers pull in. They follow the toolkit, not the kernel module: neither held
+# with the driver nor read as its user-space version.
+TOOLKIT_SIDE = re.compile(r"^(nvidia-cuda-(toolkit|toolkit-doc|dev|gdb)|nvidia-(visual-)?profiler|nvidia-opencl-dev"
+                          r"|nvidia-openjdk-\d+-jre|nvidia-nsight|lib\S*-dev)$")
 # Kernel arguments that turn DMA translation on for the GPUs' P2P path, and those that
 # keep it off (passthrough): NVIDIA/nccl#631 "passing iommu=pt to the linux kernel command
 # line ... usually help".
@@ -144,13 +151,23 @@ def _check_open_module(facts, config, layer, version, add):
                 "`modinfo -F license nvidia` then says Dual MIT/GPL"))
 
 
+def driver_packages(layer):
+    """The driver's own packages among those the probe listed (not the toolkit's).
+
+    >>> [p["name"] for p in driver_packages({"packages": [{"name": "libnvidia-ml1"}, {"name": "libnvidia-ml-dev"},
+    ...                                                   {"name": "nvidia-cuda-toolkit"}, {"name": "nvidia-open"}]})]
+    ['libnvidia-ml1', 'nvidia-open']
+    """
+    return [package for package in layer.get("packages") or [] if not TOOLKIT_SIDE.match(package["name"])]
+
+
 def _user_space_versions(layer):
     """The user-space driver versions the node has, as {Version: the text seen}: its
     libnvidia-ml.so.<version> files, else the upstream versions of its user-space packages."""
     found = {upstream(text): text for text in layer.get("nvml_libraries") or []}
     if not found:
         found = {upstream(package["version"]): UPSTREAM.match(package["version"]).group(1)
-                 for package in layer.get("packages") or []
+                 for package in driver_packages(layer)
                  if USER_SPACE.match(package["name"]) and upstream(package["version"])}
     found.pop(None, None)
     return found
@@ -271,7 +288,7 @@ def _check_nouveau(layer, add):
 
 
 def _check_holds(layer, add):
-    loose = [package["name"] for package in layer.get("packages") or [] if not package.get("held")]
+    loose = [package["name"] for package in driver_packages(layer) if not package.get("held")]
     if loose:
         # pando85/homelab#4110, NVIDIA/gpu-driver-container#735: an unheld driver moves under
         # the running module.

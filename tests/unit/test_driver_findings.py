@@ -225,3 +225,19 @@ def test_the_open_module_switch_is_the_distributions():
     driver_layer_findings(facts, Config(), ubuntu.append)
     assert "`apt-get install --autoremove --purge nvidia-open`" in debian
     assert "`apt-get install --autoremove --purge nvidia-open nvidia-driver-open`" in ubuntu[0].fix
+
+
+@pytest.mark.parametrize("name, version", [("nvidia-cuda-toolkit", "11.8.89~11.8.0-5~deb12u1"),
+                                           ("nvidia-cuda-dev", "11.8.89~11.8.0-5~deb12u1"),
+                                           ("libnvidia-ml-dev", "11.8.86~11.8.0-5~deb12u1"),
+                                           ("nvidia-profiler", "11.8.87~11.8.0-5~deb12u1"),
+                                           ("nvidia-openjdk-8-jre", "9.+8u342-b07-1~deb12u1")])
+def test_the_distributions_toolkit_is_not_the_driver(name, version):
+    """Debian's nvidia-cuda-toolkit family matches the probe's nvidia-*/libnvidia-* patterns:
+    unheld, it is no DRIVER_NOT_HELD; its version is no user-space driver version (with no
+    NVML library file, a toolkit's 11.8 would read as a library mismatch)."""
+    layer = healthy()
+    layer["packages"] = [*layer["packages"], {"name": name, "version": version, "held": False}]
+    assert found(layer) == []
+    layer["nvml_libraries"] = []
+    assert "DRIVER_LIBRARY_MISMATCH" not in codes(found(layer))
