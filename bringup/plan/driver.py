@@ -13,7 +13,7 @@ import shlex
 
 from packaging.version import InvalidVersion, Version
 
-from bringup.findings import BLOCKER, FIX, WARNING, Finding
+from bringup.findings import BLOCKER, WARNING, Finding
 
 # Blackwell: compute capability 10.x (B200, B300, GB200) and 12.x (RTX PRO 6000, GB10).
 # NVIDIA's blog "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules": "For
@@ -272,7 +272,15 @@ def _check_fabric(facts, layer, version, add):
                     "`journalctl -u nvidia-fabricmanager` says what it is waiting for"))
 
 
-def _check_nouveau(layer, add):
+def _has_nvidia(facts, layer):
+    """The node has NVIDIA's GPUs or driver: a GPU listed, a module loaded or installed, or
+    a driver package (a node with none has no use for a nouveau blacklist)."""
+    installed = layer.get("installed_module") or {}
+    return bool(facts.get("gpus") or (layer.get("module") or {}).get("loaded") or installed.get("version")
+                or driver_packages(layer))
+
+
+def _check_nouveau(facts, layer, add):
     nouveau = layer.get("nouveau") or {}
     blacklist = ("`printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' > "
                  "/etc/modprobe.d/blacklist-nouveau.conf && update-initramfs -u`")
@@ -280,8 +288,9 @@ def _check_nouveau(layer, add):
         add(Finding("NOUVEAU_LOADED", BLOCKER,
                     "the nouveau module is loaded: it holds the GPUs and the NVIDIA module cannot bind them",
                     f"blacklist it ({blacklist}) and reboot"))
-    if not nouveau.get("blacklisted"):
-        add(Finding("NOUVEAU_NOT_BLACKLISTED", FIX,
+    # A warning, not a fix: no deploy step writes the blacklist yet (the driver step will).
+    if not nouveau.get("blacklisted") and _has_nvidia(facts, layer):
+        add(Finding("NOUVEAU_NOT_BLACKLISTED", WARNING,
                     "nouveau is not blacklisted (no \"blacklist nouveau\" in /etc/modprobe.d, /lib/modprobe.d, "
                     "/usr/lib/modprobe.d): a boot that loads it before the NVIDIA module leaves no GPU",
                     f"{blacklist}"))
@@ -432,7 +441,7 @@ def driver_layer_findings(facts, config, add):
     _check_open_module(facts, config, layer, version, add)
     _check_library_mismatch(layer, add)
     _check_fabric(facts, layer, version, add)
-    _check_nouveau(layer, add)
+    _check_nouveau(facts, layer, add)
     _check_holds(layer, add)
     _check_persistence(layer, add)
     _check_kernel_build(layer, add)

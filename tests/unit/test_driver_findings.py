@@ -56,7 +56,7 @@ TRAPS = [
     ("library moved past the module", [(("nvml_libraries",), ["580.105.08"])], None, {},
      ["DRIVER_LIBRARY_MISMATCH:blocker"]),
     ("nouveau loaded and blacklisted", [(("nouveau", "loaded"), True)], None, {}, ["NOUVEAU_LOADED:blocker"]),
-    ("nouveau not blacklisted", [(("nouveau", "blacklisted"), False)], None, {}, ["NOUVEAU_NOT_BLACKLISTED:fix"]),
+    ("nouveau not blacklisted", [(("nouveau", "blacklisted"), False)], None, {}, ["NOUVEAU_NOT_BLACKLISTED:warning"]),
     ("driver not held", [(("packages", 0, "held"), False)], None, {}, ["DRIVER_NOT_HELD:warning"]),
     ("persistence off", [(("gpus", 3, "persistence_mode"), "Disabled")], None, {}, ["PERSISTENCE_OFF:warning"]),
     ("dkms not built, module loaded", [(("dkms", 0, "status"), "added")], None, {}, ["DKMS_NOT_BUILT:warning"]),
@@ -182,7 +182,7 @@ def test_traps_together():
                               (("gpus", 5, "mig_mode"), "Enabled")])
     assert codes(found(layer, settings={"service_args": "--tp 8"})) == sorted([
         "DRIVER_OPEN_MODULE_REQUIRED:blocker", "DRIVER_LIBRARY_MISMATCH:blocker", "NOUVEAU_LOADED:blocker",
-        "NOUVEAU_NOT_BLACKLISTED:fix", "DRIVER_NOT_HELD:warning", "PERSISTENCE_OFF:warning", "DKMS_NOT_BUILT:warning",
+        "NOUVEAU_NOT_BLACKLISTED:warning", "DRIVER_NOT_HELD:warning", "PERSISTENCE_OFF:warning", "DKMS_NOT_BUILT:warning",
         "KERNEL_HEADERS_MISSING:warning", "REBOOT_PENDING:warning", "P2P_ACS_REDIRECT:warning", "P2P_IOMMU:warning",
         "MIG_ENABLED:blocker"])
     fabric = apply(HGX, [(("packages", 2, "version"), "580.82.07-1"), (("packages",), HGX["packages"][:3]),
@@ -241,3 +241,15 @@ def test_the_distributions_toolkit_is_not_the_driver(name, version):
     assert found(layer) == []
     layer["nvml_libraries"] = []
     assert "DRIVER_LIBRARY_MISMATCH" not in codes(found(layer))
+
+
+def test_a_node_without_nvidia_needs_no_nouveau_blacklist():
+    """No GPU listed, no module, no driver package: nothing to keep nouveau off (a GPU-less
+    builder); the same node with a GPU listed is told."""
+    layer = healthy()
+    layer["nouveau"]["blacklisted"] = False
+    layer["module"] = {"loaded": False, "version": None, "flavour": None, "banner": None}
+    layer["installed_module"] = None
+    layer["packages"] = []
+    assert "NOUVEAU_NOT_BLACKLISTED" not in codes(found(layer, node_gpus=[]))
+    assert "NOUVEAU_NOT_BLACKLISTED:warning" in codes(found(layer))
