@@ -113,7 +113,9 @@ def cuda_refusal(cause):
     """The one line the pre-warm fails with when CUDA does not start on a GPU node.
 
     >>> print(cuda_refusal("RuntimeError: No CUDA GPUs are available"))
-    prewarm: CUDA does not start (RuntimeError: No CUDA GPUs are available), nothing was built: the node's GPUs must answer (run validate.py: its driver-layer findings name the cause); a GPU-less image builder sets target_sms, where the plan compiles without a device
+    prewarm: CUDA does not start (RuntimeError: No CUDA GPUs are available), nothing was built: the node's \
+GPUs must answer (run validate.py: its driver-layer findings name the cause); a GPU-less image builder sets \
+target_sms, where the plan compiles without a device
     """
     return (f"prewarm: CUDA does not start ({cause}), nothing was built: the node's GPUs must answer (run "
             "validate.py: its driver-layer findings name the cause); a GPU-less image builder sets target_sms, "

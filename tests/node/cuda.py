@@ -48,8 +48,8 @@ def cuda_verdict(listed, cuda):
     ''
     >>> cuda_verdict(8, {"count": 7, "kernels": {}})
     'torch.cuda.device_count() is 7 (is CUDA_VISIBLE_DEVICES set in the service env?)'
-    >>> cuda_verdict(2, {"count": 2, "kernels": {"0": 2.0, "1": "RuntimeError: CUDA error: unspecified launch failure"}})
-    'cuda:1 torch.ones(1).add_(1): RuntimeError: CUDA error: unspecified launch failure'
+    >>> cuda_verdict(2, {"count": 2, "kernels": {"0": 2.0, "1": "RuntimeError: CUDA error: launch failure"}})
+    'cuda:1 torch.ones(1).add_(1): RuntimeError: CUDA error: launch failure'
     """
     if "error" in cuda:
         return f"CUDA does not start: {cuda['error']}"

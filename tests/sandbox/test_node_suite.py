@@ -38,8 +38,8 @@ CACHE_CHECKS = {f"service_cache_placed[{variable}]" for variable in (
 FILE_CHECKS = {f"deployed_file_not_world_writable[{label}]" for label in
                ("apt-keyring", "apt-source", "apt-pin", "profile", "pam-environment", "service-env-file",
                 "service-unit", "prewarm-manifest")}
-ALL_CHECKS = (DRIVER_CHECKS | CUDA_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS | JIT_CHECKS
-              | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS)
+ALL_CHECKS = (DRIVER_CHECKS | CUDA_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS
+              | JIT_CHECKS | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS)
 
 pytestmark = pytest.mark.sandbox
 

@@ -117,7 +117,8 @@ def test_the_refusal_is_one_line_from_torch_itself(tmp_path):
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text(
         "class cuda:\n    @staticmethod\n    def init():\n"
-        "        raise RuntimeError('Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU')\n")
+        "        raise RuntimeError('Found no NVIDIA driver on your system. '\n"
+        "                           'Please check that you have an NVIDIA GPU')\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "CUDA_HOME": "/usr/local/cuda-13.0",
            "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "cache")}
     manifest = tmp_path / "cache" / "prewarm" / "manifest.json"
