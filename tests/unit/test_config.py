@@ -18,7 +18,7 @@ from inventory.sources import operator_hosts
     ("venv_managed", "maybe", "true or false"),
     ("stack_torch_cudaa", "13.0", "unknown setting"),
     ("gpu_standin", "maybe", "true or false"),
-    ("gpu_stand_in", True, "unknown setting"),  # a typo never leaves the real GPUs' checks off
+    ("gpu_stand_in", True, "unknown setting"),  # the gpu_ prefix: a typo is named, not ignored
     ("service_user", "root; id", "login name"),
 ])
 def test_invalid_settings_are_named(key, value, fix):
