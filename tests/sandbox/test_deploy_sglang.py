@@ -92,17 +92,18 @@ def test_rebuilding_with_the_service_environment_compiles_nothing(node, manifest
 
 def test_without_no_device_the_prewarm_refuses_as_cuda_does_not_start(node, manifest, sandbox_ssh):
     """Run as on a GPU node (no --no-device): the stand-in GPUs cannot start CUDA, so the
-    pre-warm refuses in one line with torch's reason before it builds anything, and the
-    cache's manifest stays the deploy's."""
+    pre-warm refuses in one line with torch's reason before it builds anything: no
+    manifest written, the cache's own stays the deploy's."""
     before = sandbox_ssh(node, f"stat -c %Y {MANIFEST}").stdout
     result = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py "
-                         f"--modules {MODULES} --manifest {MANIFEST}", check=False)
+                         f"--modules {MODULES} --manifest /tmp/refused/manifest.json", check=False)
     assert result.returncode == 1, result.stdout + result.stderr
     refusal = [line for line in result.stderr.splitlines() if line.startswith("prewarm:")]
     assert len(refusal) == 1 and refusal[0].startswith("prewarm: CUDA does not start ("), result.stderr
     assert "nothing was built" in refusal[0] and "Traceback" not in result.stderr
     assert "prewarm: start" not in result.stdout
     assert sandbox_ssh(node, f"stat -c %Y {MANIFEST}").stdout == before
+    assert sandbox_ssh(node, "test ! -e /tmp/refused", check=False).returncode == 0
 
 
 def test_torchs_arch_table_is_the_wheels(node, sandbox_ssh):
