@@ -23,7 +23,7 @@ from bringup.planned_env import PLANNED_ENV_KEYS
 from bringup.steps import DEPLOY_STEPS
 from bringup.versions import parse
 
-PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "prewarm_", "deploy_", "report_")
+PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "gpu_", "prewarm_", "deploy_", "report_")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode",
                    "sglang-activation")
@@ -118,6 +118,7 @@ SCHEMA = {
     "cuda_toolkit_lock": Lock(),
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
+    "gpu_standin": checks.Bool(),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS), empty=(
         f"name at least one step ({', '.join(DEPLOY_STEPS)}; all by default): with none deploy has nothing "
         "to do (validate.py checks a node without changing it)")),
@@ -282,6 +283,11 @@ class Config:
     cuda_manage_alternative: bool = True
     # Compute capabilities to build for on a node without GPUs (image builders).
     target_sms: tuple = ()
+    # The node's GPUs are stand-ins (a test bed's recorded nvidia-smi, no device): the
+    # pre-warm compiles for the plan's SMs without one, and the node suite reports its
+    # CUDA checks as stand-ins. Declared by the test bed (the sandbox registers it for
+    # its nodes), never inferred from CUDA being unavailable; never set on a real node.
+    gpu_standin: bool = False
     # The steps deploy.py runs (all by default): repo, toolkit, env, account, venv,
     # prewarm, service. validate.py always checks the whole node.
     deploy_steps: tuple = DEPLOY_STEPS

@@ -14,6 +14,12 @@ measured) and when it is done; writes the manifest (write, then rename) only whe
 module built. ``--verify`` builds nothing: it loads SGLang's modules with
 SGLANG_CRASH_ON_JIT_COMPILE=1 (sglang/kernels/jit/utils/compile/loader.py:150-156 raises
 on a cache miss) and exits non-zero when any would compile.
+
+CUDA must start (torch initialises it) before anything is built: a node whose GPUs do
+not answer fails here, with the cause torch gives. ``--no-device`` compiles for the
+arch list without a GPU; the plan passes it only where it knows there is none to run
+on (bringup.plan.prewarm.compiles_without_device: an image builder's target_sms, or
+GPUs declared stand-ins with gpu_standin).
 """
 
 import argparse
@@ -40,6 +46,8 @@ def parse_args(argv):
     parser.add_argument("--toolchain", default="",
                         help="the digest of the service's compilers and header packages (the JitCache fact's)")
     parser.add_argument("--verify", action="store_true", help="build nothing; fail if SGLang's modules would compile")
+    parser.add_argument("--no-device", action="store_true",
+                        help="compile for the arch list without a GPU (the plan's GPU-less or stand-in node)")
     parser.add_argument("--sglang-arch", help=argparse.SUPPRESS)  # one target per child process
     return parser.parse_args(argv)
 
@@ -90,18 +98,42 @@ def sglang_targets(arch_list):
     return [tuple(int(part) for part in entry.rstrip("abf").split(".")) for entry in arch_list.split()]
 
 
-def build_sglang(modules, dtypes, target, verify):
+def cuda_failure():
+    """Why CUDA does not start in this process (torch's own words, first line), or ""."""
+    import torch
+
+    try:
+        torch.cuda.init()
+    except Exception as error:  # torch raises RuntimeError, AssertionError or its own types
+        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+    return ""
+
+
+def cuda_refusal(cause):
+    """The one line the pre-warm fails with when CUDA does not start on a GPU node.
+
+    >>> print(cuda_refusal("RuntimeError: No CUDA GPUs are available"))
+    prewarm: CUDA does not start (RuntimeError: No CUDA GPUs are available), nothing was built: the node's \
+GPUs must answer (run validate.py: its driver-layer findings name the cause); a GPU-less image builder sets \
+target_sms, where the plan compiles without a device
+    """
+    return (f"prewarm: CUDA does not start ({cause}), nothing was built: the node's GPUs must answer (run "
+            "validate.py: its driver-layer findings name the cause); a GPU-less image builder sets target_sms, "
+            "where the plan compiles without a device")
+
+
+def build_sglang(modules, dtypes, target, verify, no_device=False):
     """SGLang's JIT modules for one GPU target, in this process (their factories are
     cached per process, so each target gets a process of its own). Returns manifest
     entries. SGLang picks the target from the GPU (sglang/kernels/jit/utils/arch.py:104-128);
-    without one it is given with override_jit_cuda_arch, and ``is_cuda`` is answered
-    as on the GPU node, since it adds --use_fast_math and so changes the cache key."""
+    it is given with override_jit_cuda_arch, and on a ``no_device`` node ``is_cuda`` is
+    answered as on the GPU node, since it adds --use_fast_math and so changes the cache key."""
     import torch
     import sglang.kernels.jit.utils.arch as jit_arch
 
     if verify:
         os.environ["SGLANG_CRASH_ON_JIT_COMPILE"] = "1"
-    if not torch.cuda.is_available():
+    if no_device:
         jit_arch.is_cuda = lambda: True
     dtype_of = {"bf16": torch.bfloat16, "fp16": torch.float16}
     root = os.environ["SGLANG_JIT_CACHE_DIR"]
@@ -144,7 +176,8 @@ def sglang_entries(args, modules, dtypes):
     entries = []
     for major, minor in sglang_targets(os.environ["FLASHINFER_CUDA_ARCH_LIST"]):
         command = [sys.executable, __file__, "--modules", ",".join(modules), "--dtypes", ",".join(dtypes),
-                   "--sglang-arch", f"{major}.{minor}", *(["--verify"] if args.verify else [])]
+                   "--sglang-arch", f"{major}.{minor}", *(["--verify"] if args.verify else []),
+                   *(["--no-device"] if args.no_device else [])]
         child = subprocess.run(command, stdout=subprocess.PIPE, text=True)
         lines = child.stdout.splitlines()
         for line in lines:
@@ -197,11 +230,15 @@ def main(argv=None):
     dtypes = [d for d in args.dtypes.split(",") if d]
     if args.sglang_arch:
         target = tuple(int(part) for part in args.sglang_arch.split("."))
-        print("@@entries " + json.dumps(build_sglang(modules, dtypes, target, args.verify)), flush=True)
+        print("@@entries " + json.dumps(build_sglang(modules, dtypes, target, args.verify, args.no_device)),
+              flush=True)
         return 0
     missing = [key for key in REQUIRED_ENV if not os.environ.get(key)]
     if missing:
         raise SystemExit(f"prewarm: run with the service environment; missing {', '.join(missing)}")
+    cause = "" if args.no_device else cuda_failure()
+    if cause:
+        raise SystemExit(cuda_refusal(cause))
     sglang_modules = [m for m in modules if m.startswith("sglang-")]
     if args.verify:
         sglang_entries(args, sglang_modules, dtypes)

@@ -6,7 +6,10 @@ in the directory inventory/gpu.py reads registered hosts from (inventory/sources
         all:    cuda_repo_url, cuda_repo_key_url, cuda_repo_fingerprint (the apt
                 repository, while served), venv_find_links, venv_no_index (the wheel
                 mirror, while served)
-        hosts:  each running node by name, with its ssh_* data
+        hosts:  each running node by name, with its ssh_* data, and gpu_standin: true
+                where its GPU driver is the sandbox's stand-in (sandbox/gpu_standin.py:
+                a recorded nvidia-smi, no device), so deploy's pre-warm and the node
+                suite know it from the node's settings, never from CUDA failing
 
 The product reads it as it reads an operator's file and knows nothing of the sandbox.
 The file is rewritten whole (write, then rename) after every change of what it is made
@@ -27,6 +30,7 @@ from control.atomic import atomic_write
 from inventory.sources import HOSTS_DIR
 from sandbox import statedir
 from sandbox.fsutil import file_lock
+from sandbox.gpu_standin import NO_GPU
 from sandbox.httpserve import read_state
 
 FILE_NAME = "sandbox.yml"
@@ -51,16 +55,28 @@ def mirror_settings(repo: dict | None, pypi: dict | None) -> dict:
     return settings
 
 
+def host_data(entry: dict) -> dict:
+    """What a node's registry entry tells pyinfra: its ssh_* data (the rest describes
+    the node to the sandbox), and the declaration that its GPUs are stand-ins, unless it
+    has no driver at all (profile ``none``: no GPU to stand in for).
+
+    >>> host_data({"ssh_hostname": "127.0.0.11", "gpu_profile": "b200-x8"})
+    {'ssh_hostname': '127.0.0.11', 'gpu_standin': True}
+    >>> host_data({"ssh_hostname": "127.0.0.12", "gpu_profile": "none"})
+    {'ssh_hostname': '127.0.0.12'}
+    """
+    data = {key: value for key, value in entry.items() if key.startswith("ssh_")}
+    return data | ({"gpu_standin": True} if entry.get("gpu_profile", NO_GPU) != NO_GPU else {})
+
+
 def inventory_document(nodes: dict[str, dict], repo: dict | None = None, pypi: dict | None = None) -> dict:
-    """The host list of ``nodes`` (the node registry's entries, by name): their ssh_* data
-    (the rest of an entry describes the node to the sandbox, not to pyinfra) under the
-    mirrors' settings.
+    """The host list of ``nodes`` (the node registry's entries, by name): each one's
+    host_data under the mirrors' settings.
 
     >>> inventory_document({"gpu1": {"ssh_hostname": "127.0.0.11", "ssh_port": 22, "gpu_profile": "b200-x8"}})
-    {'all': {}, 'hosts': {'gpu1': {'ssh_hostname': '127.0.0.11', 'ssh_port': 22}}}
+    {'all': {}, 'hosts': {'gpu1': {'ssh_hostname': '127.0.0.11', 'ssh_port': 22, 'gpu_standin': True}}}
     """
-    hosts = {str(name): {key: value for key, value in entry.items() if key.startswith("ssh_")}
-             for name, entry in nodes.items()}
+    hosts = {str(name): host_data(entry) for name, entry in nodes.items()}
     return {"all": mirror_settings(repo, pypi), "hosts": hosts}
 
 

@@ -219,7 +219,7 @@ class SuiteRun:
                 if "node" not in props:
                     continue
                 status = next((tag.upper() for tag in ("failure", "error", "skipped") if case.find(tag) is not None),
-                              "PASS")
+                              "STAND-IN" if "standin" in props else "PASS")
                 self.results[(props["node"], props["check"])] = status
 
     def hosts(self):
@@ -232,6 +232,10 @@ class SuiteRun:
         """Checks of ``host`` that did not pass: a skipped check is not a pass."""
         return {check for (name, check), status in self.results.items()
                 if name == host and status in ("FAILURE", "ERROR", "SKIPPED")}
+
+    def standins(self, host):
+        """Checks of ``host`` that passed on its declared stand-in GPUs (gpu_standin)."""
+        return {check for (name, check), status in self.results.items() if name == host and status == "STAND-IN"}
 
     def __repr__(self):
         return f"SuiteRun(rc={self.rc})\n{self.output[-6000:]}"

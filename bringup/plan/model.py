@@ -122,6 +122,9 @@ class PrewarmPlan:
     gap: str = ""
     # Runs the pre-warm so that it dies with its SSH session (files/session-bound).
     session_bound: str = f"{LIBEXEC}/session-bound"
+    # Compile without a GPU (files/prewarm.py --no-device): the node is GPU-less or its
+    # GPUs are declared stand-ins (bringup.plan.prewarm.compiles_without_device).
+    no_device: bool = False
 
     def gap_for(self, state, toolchain=None):
         """Why ``state`` (the JitCache fact's ``prewarm``) does not hold the request, or "";

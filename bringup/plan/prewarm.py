@@ -23,6 +23,21 @@ from bringup.prewarm import prewarm_request
 from bringup.versions import parse
 
 
+def compiles_without_device(gpus, target_sms, gpu_standin):
+    """Whether the pre-warm compiles for the plan's SMs without a GPU to run on (its
+    ``--no-device``): on a node the plan knows is GPU-less (no GPU listed, ``target_sms``
+    set: an image builder), or whose GPUs are declared stand-ins (``gpu_standin``: a
+    test bed's recorded nvidia-smi). Anywhere else CUDA must start, and the pre-warm
+    fails when it does not: never inferred from CUDA being unavailable.
+
+    >>> compiles_without_device([], ("12.0",), False), compiles_without_device([{"index": 0}], (), True)
+    (True, True)
+    >>> compiles_without_device([{"index": 0}], ("12.0",), False)  # a GPU node: its GPUs must answer
+    False
+    """
+    return bool(gpu_standin) or (not gpus and bool(target_sms))
+
+
 def prewarm_plan(context):
     """The pre-warm request and whether the node's cache already holds it (JIT_CACHE_COLD)."""
     facts, config, layout = context.facts, context.config, context.layout
@@ -36,7 +51,9 @@ def prewarm_plan(context):
                           manifest=layout.manifest,
                           user=layout.service_user, home=layout.service_home, base_path=SERVICE_BASE_PATH,
                           runner=layout.helper("with-service-env"), script=layout.helper("prewarm.py"),
-                          session_bound=layout.helper("session-bound"))
+                          session_bound=layout.helper("session-bound"),
+                          no_device=compiles_without_device(facts.get("gpus") or [], config.target_sms,
+                                                            config.gpu_standin))
     if not arch_list:
         return prewarm
     jit = facts.get("jit_cache") or {}

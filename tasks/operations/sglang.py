@@ -142,6 +142,7 @@ def jit_prewarm(prewarm: PrewarmPlan, layout: NodeLayout):
         "--dtypes", ",".join(prewarm.request["dtypes"]),
         "--manifest", prewarm.manifest,
         *(["--toolchain", state["toolchain"]] if state.get("toolchain") else []),
+        *(["--no-device"] if prewarm.no_device else []),
     ]
     # Every core compiles: MAX_JOBS is left unquoted so the node computes it. No byte
     # code is written: the venv is never changed by the pre-warm (an external one).

@@ -3,6 +3,8 @@ the inventories it refuses (with the reason), and a run against this machine
 (--connection=local) with --node-config settings."""
 
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PYTEST = str(Path(sys.executable).parent / "pytest")
 
 
-def node_suite(*args, hosts_file=None, cwd=ROOT):
-    env = {**os.environ, **({"GPU_BRINGUP_HOSTS": str(hosts_file)} if hosts_file else {})}
+def node_suite(*args, hosts_file=None, cwd=ROOT, env=None):
+    env = {**os.environ, **({"GPU_BRINGUP_HOSTS": str(hosts_file)} if hosts_file else {}), **(env or {})}
     result = subprocess.run([PYTEST, "tests/node", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     result.output = result.stdout + result.stderr
@@ -72,3 +74,83 @@ def test_local_connection_with_node_config(tmp_path):
     text = report.read_text()
     assert "| nvidia_smi_answers" in text and "**FAIL**" in text and "**NO**" in text
     assert "no /srv/sglang-suite-test/venv/bin/python" in text
+
+
+# A node of this machine in root's /var/lib (the settings refuse paths under /tmp, and
+# a clone may be there), one per test: GPUs listed by a stand-in nvidia-smi replaying a
+# recorded query (first on PATH), and a venv whose python (the system's) imports a
+# stand-in torch that fails as torch does where no driver is loaded.
+STANDIN_BASE = Path("/var/lib/gpu-bringup-cli-node-cuda")
+RECORDED_QUERY = ROOT / "tests" / "fixtures" / "gpus" / "rtx-pro-6000-x8" / "query.csv"
+NO_DRIVER = ("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+             "driver from http://www.nvidia.com/Download/index.aspx")
+
+
+def _executable(path, text):
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def gpu_standin_node(request):
+    """(PATH, settings file) of a scratch node whose GPUs cannot start CUDA."""
+    base = STANDIN_BASE / request.node.name.replace("[", "-").rstrip("]")
+    shutil.rmtree(base, ignore_errors=True)
+    for directory in ("bin", "torch-standin/torch", "sglang/venv/bin", "etc-sglang"):
+        (base / directory).mkdir(parents=True)
+    for directory in (STANDIN_BASE, base, *(path for path in base.rglob("*") if path.is_dir())):
+        directory.chmod(0o755)
+    _executable(base / "bin" / "nvidia-smi", f"#!/bin/sh\ncase \"$*\" in *--query-gpu*) "
+                                            f"cat {shlex.quote(str(RECORDED_QUERY))};; esac\n")
+    (base / "torch-standin" / "torch" / "__init__.py").write_text(
+        "class cuda:\n    @staticmethod\n    def init():\n"
+        f"        raise RuntimeError({NO_DRIVER!r})\n\n"
+        "    @staticmethod\n    def is_available():\n        return False\n")
+    _executable(base / "sglang" / "venv" / "bin" / "python",
+                f"#!/bin/sh\nPYTHONPATH={base / 'torch-standin'} exec /usr/bin/python3 \"$@\"\n")
+    (base / "etc-sglang" / "sglang.env").write_text("")
+    settings = base / "settings.yaml"
+    settings.write_text(f'venv_path: "{base}/sglang/venv"\nservice_user: "nobody"\n'
+                        f'service_env_file: "{base}/etc-sglang/sglang.env"\n')
+    yield f"{base / 'bin'}:{os.environ['PATH']}", settings
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _cuda_row(report):
+    return next(line for line in report.splitlines() if line.startswith("| cuda_runs_on_every_gpu "))
+
+
+def test_cuda_that_does_not_start_fails_without_the_declaration(gpu_standin_node, tmp_path):
+    """nvidia-smi lists eight GPUs, torch cannot start CUDA: the check fails with torch's
+    reason, whatever the cause; nothing infers a stand-in."""
+    path, settings = gpu_standin_node
+    report = tmp_path / "report.md"
+    result = node_suite("--connection=local", "--node-config", str(settings), f"--node-report={report}",
+                        env={"PATH": path})
+    text = report.read_text()
+    assert result.returncode == 1, result.output
+    assert "**FAIL**" in _cuda_row(text), text
+    assert ("cuda_runs_on_every_gpu: CUDA in the venv (torch, as the service user with the service env): expected "
+            "CUDA to start and run a kernel on each of the 8 GPU(s) nvidia-smi lists; actual CUDA does not start: "
+            "RuntimeError: Found no NVIDIA driver on your system.") in text
+    assert "STAND-IN" not in text and "Stand-ins" not in text
+
+
+def test_cuda_that_does_not_start_is_a_stand_in_where_declared(gpu_standin_node, tmp_path):
+    """The same node with gpu_standin: the check says STAND-IN (not PASS, not a skip) and
+    the report lists what stood in; the fabric check runs as on any node."""
+    path, settings = gpu_standin_node
+    settings.write_text(settings.read_text() + "gpu_standin: true\n")
+    report = tmp_path / "report.md"
+    result = node_suite("--connection=local", "--node-config", str(settings), f"--node-report={report}",
+                        f"--junitxml={tmp_path / 'junit.xml'}", env={"PATH": path})
+    text = report.read_text()
+    assert result.returncode == 1, result.output  # the rest of this machine is no node
+    assert "| STAND-IN " in _cuda_row(text) + " ", text
+    assert "| nvswitch_fabric_completed " in text and "PASS" in next(
+        line for line in text.splitlines() if line.startswith("| nvswitch_fabric_completed "))
+    assert "Stand-ins (declared gpu_standin: passed without proof):" in text
+    assert ("cuda_runs_on_every_gpu: CUDA in the venv (torch, as the service user with the service env): stand-in "
+            "(gpu_standin: a recorded nvidia-smi, no device): 8 GPU(s) listed; CUDA does not start: RuntimeError: "
+            "Found no NVIDIA driver on your system.") in text
+    assert 'name="standin"' in (tmp_path / "junit.xml").read_text()

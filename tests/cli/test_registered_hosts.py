@@ -78,8 +78,18 @@ def test_registered_nodes_reach_the_inventory_with_the_mirrors_settings(sandbox_
     assert (data["cuda_repo_url"], data["cuda_repo_key_url"], data["cuda_repo_fingerprint"]) == \
         (REPO["url"], REPO["key_url"], REPO["fingerprint"])
     assert data["venv_find_links"] == [PYPI["url"]] and data["venv_no_index"] is True
-    # What describes the node to the sandbox is not pyinfra's data.
+    # What describes the node to the sandbox is not pyinfra's data; that its GPUs are
+    # the sandbox's stand-ins is (deploy's pre-warm and the node suite read it).
     assert not {"gpu_profile", "toolkit", "states", "os", "arch"} & set(data)
+    assert data["gpu_standin"] is True
+
+
+def test_a_node_without_a_driver_declares_no_stand_in(sandbox_state, tmp_path):
+    registry = yaml.safe_load((sandbox_state / "nodes.yaml").read_text())
+    registry["nodes"]["gpu-a"]["gpu_profile"] = "none"
+    (sandbox_state / "nodes.yaml").write_text(yaml.safe_dump(registry))
+    hosts = debug_inventory(tmp_path, registration.publish().parent).hosts
+    assert "gpu_standin" not in hosts["gpu-a"] and hosts["gpu-b"]["gpu_standin"] is True
 
 
 def test_a_node_taken_down_leaves_the_inventory(sandbox_state, tmp_path):
@@ -130,10 +140,11 @@ def test_a_bad_registered_file_is_named(tmp_path):
 
 def test_the_registered_data_is_the_sandbox_hosts_of_before():
     """Exactly what inventory/sources.sandbox_hosts gave a node before the sandbox
-    registered its own: its ssh_* data under the mirrors' settings, host keys checked."""
+    registered its own: its ssh_* data under the mirrors' settings, host keys checked,
+    and now the declaration of its stand-in GPUs."""
     document = registration.inventory_document(
         {"gpu1": {"ssh_hostname": "127.0.0.11", "ssh_port": 22, "gpu_profile": "b200-x8"}}, REPO, PYPI)
     assert operator_hosts(document) == [("gpu1", {
         "ssh_strict_host_key_checking": "yes", "venv_find_links": [PYPI["url"]], "venv_no_index": True,
         "cuda_repo_url": REPO["url"], "cuda_repo_key_url": REPO["key_url"], "cuda_repo_fingerprint": REPO["fingerprint"],
-        "ssh_hostname": "127.0.0.11", "ssh_port": 22})]
+        "ssh_hostname": "127.0.0.11", "ssh_port": 22, "gpu_standin": True})]

@@ -18,7 +18,7 @@ import yaml
 
 from tests.node import connection
 from tests.node.expected import NodeNotReady, gather
-from tests.node.report import Results, first_line, outcome
+from tests.node.report import STANDIN, Results, first_line, outcome
 
 NODE_DIR = Path(__file__).resolve().parent
 SETTINGS = pytest.StashKey[dict]()   # testinfra host id -> settings (pyinfra host data)
@@ -155,7 +155,7 @@ def _identify(item):
 
 
 # Checks run (and are reported) from the bottom of the stack up.
-MODULE_ORDER = ("test_driver", "test_toolkit", "test_resolution", "test_service_env", "test_venv",
+MODULE_ORDER = ("test_driver", "test_cuda", "test_toolkit", "test_resolution", "test_service_env", "test_venv",
                 "test_jit_cache", "test_service_unit", "test_sglang", "test_permissions")
 
 
@@ -179,7 +179,8 @@ def pytest_runtest_logreport(report):
     status = outcome(report)
     if "node" not in props or status is None:
         return
-    message = first_line(report.longreprtext) if status in ("FAIL", "ERROR", "SKIP") else ""
+    message = (first_line(report.longreprtext) if status in ("FAIL", "ERROR", "SKIP")
+               else props.get(STANDIN, ""))
     _RESULTS[0].add(props["node"], props["check"], status, message)
 
 

@@ -7,11 +7,20 @@ import pytest
 
 from bringup.envfile import parse_env_file
 from tests.node.expected import service_command, unit_environment
+from tests.node.report import STANDIN
 
 
 def fail(expected, what, want, got):
     """Fail the check with one message naming host, check, expected and actual."""
     pytest.fail(f"{expected.name}: {what}: expected {want}; actual {got}", pytrace=False)
+
+
+def stand_in(record_property, expected, what, why):
+    """Pass the check as a stand-in (tests/node/report.py: STAND-IN, listed with ``why``):
+    only on a node whose settings declare ``gpu_standin``, never inferred from what fails."""
+    assert expected.config.gpu_standin, "a stand-in result needs the gpu_standin declaration"
+    record_property(STANDIN, f"{expected.name}: {what}: stand-in (gpu_standin: a recorded nvidia-smi, no device): "
+                             f"{why}")
 
 
 def run_as_login_user(host, command):

@@ -1,20 +1,28 @@
 """The end-of-run table: pass/fail per host and check, in Markdown (paste it into a
 bring-up ticket), then one line per failure with its message. A skipped check is not a
-pass: the node is ready only when every check ran and passed."""
+pass: the node is ready only when every check ran and passed.
+
+A check that passed on a declared GPU stand-in (``gpu_standin``: a test bed's recorded
+nvidia-smi, no device) says STAND-IN, not PASS, and the report lists what stood in:
+it is no failure (the test bed is as ready as it can be), and no proof either."""
 
 # Worst outcome wins when a test reports several phases (setup, call, teardown).
-RANK = {"PASS": 0, "SKIP": 1, "FAIL": 2, "ERROR": 3}
+RANK = {"PASS": 0, "STAND-IN": 1, "SKIP": 2, "FAIL": 3, "ERROR": 4}
 NOT_PASSED = ("SKIP", "FAIL", "ERROR")
+# The user property a check records (``record_property``) when it passed on a stand-in.
+STANDIN = "standin"
 
 
 def outcome(report):
-    """PASS / FAIL / ERROR / SKIP of one phase report, or None for a passing
-    setup/teardown (only the call says PASS)."""
+    """PASS / STAND-IN / FAIL / ERROR / SKIP of one phase report, or None for a passing
+    setup/teardown (only the call says PASS, or STAND-IN when the check recorded one)."""
     if report.skipped:
         return "SKIP"
     if report.failed:
         return "FAIL" if report.when == "call" else "ERROR"
-    return "PASS" if report.when == "call" else None
+    if report.when != "call":
+        return None
+    return "STAND-IN" if STANDIN in dict(report.user_properties) else "PASS"
 
 
 def first_line(text, limit=500):
@@ -48,12 +56,16 @@ class Results:
         key = (host, check)
         if RANK[status] >= RANK.get(self.status.get(key), -1):
             self.status[key] = status
-            if status in NOT_PASSED:
+            if status in NOT_PASSED or status == "STAND-IN":
                 self.messages[key] = message
 
     def failing(self, host):
         """The checks of ``host`` that did not pass (failed, errored or skipped)."""
         return [check for check in self.checks if self.status.get((host, check)) in NOT_PASSED]
+
+    def standins(self, host):
+        """The checks of ``host`` that passed on a declared stand-in."""
+        return [check for check in self.checks if self.status.get((host, check)) == "STAND-IN"]
 
     def render(self):
         """The report as Markdown.
@@ -71,6 +83,17 @@ class Results:
         - gpu1 torch_cuda: torch: no venv
         >>> r.add("gpu1", "nvcc_arch", "SKIP", "gpu1: skipped"); r.failing("gpu1")
         ['torch_cuda', 'nvcc_arch']
+        >>> s = Results()
+        >>> s.add("sb1", "nvcc_version", "PASS"); s.add("sb1", "cuda_starts", "STAND-IN", "sb1: stand-in: no device")
+        >>> print(s.render())
+        | check        | sb1                        |
+        | ------------ | -------------------------- |
+        | nvcc_version | PASS                       |
+        | cuda_starts  | STAND-IN                   |
+        | **ready**    | YES (2 passed, 1 stand-in) |
+        <BLANKLINE>
+        Stand-ins (declared gpu_standin: passed without proof):
+        - sb1 cuda_starts: stand-in: no device
         """
         hosts = sorted(self.hosts)
         columns = {}
@@ -81,7 +104,9 @@ class Results:
                 column.append(f"**{status}**" if status in NOT_PASSED else status)
             failing = len(self.failing(host))
             total = sum(1 for check in self.checks if (host, check) in self.status)
-            column.append(f"**NO** ({failing} of {total} failing)" if failing else f"YES ({total} passed)")
+            standins = len(self.standins(host))
+            passed = f"YES ({total} passed{f', {standins} stand-in' if standins else ''})"
+            column.append(f"**NO** ({failing} of {total} failing)" if failing else passed)
             columns[host] = column
         first = ["check", *self.checks, "**ready**"]
         table = [first, *([host, *columns[host]] for host in hosts)]
@@ -104,4 +129,8 @@ class Results:
                 failures.append(f"- {host} {which}: {message}")
         if failures:
             lines += ["", "Failures:", *failures]
+        standins = [f"- {host} {check}: {self.messages.get((host, check), '').removeprefix(f'{host}: ')}"
+                    for host in hosts for check in self.standins(host)]
+        if standins:
+            lines += ["", "Stand-ins (declared gpu_standin: passed without proof):", *standins]
         return "\n".join(line.rstrip() for line in lines)

@@ -101,7 +101,9 @@ def test_prewarm_sglang_no_compile(host, expected, manifest):
         return
     prewarm = expected.plan.prewarm
     command = (f"{shlex.quote(prewarm.venv)}/bin/python {shlex.quote(prewarm.script)} --verify "
-               f"--modules {','.join(sglang)} --dtypes {','.join(request['dtypes'])}")
+               f"--modules {','.join(sglang)} --dtypes {','.join(request['dtypes'])}"
+               # As deploy pre-warmed: without a device where the plan says so.
+               f"{' --no-device' if prewarm.no_device else ''}")
     result = run_in_service_env(host, expected, command, as_service_user=True)
     if result.rc != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()

@@ -9,7 +9,7 @@ import pytest
 from bringup.torch_builds import covers_sm
 from bringup.versions import major_minor, same_major_minor
 from tests.node.expected import VENV_SCRIPT, parse_venv_output
-from tests.node.remote import fail, run_in_service_env, service_environment
+from tests.node.remote import fail, run_in_service_env, service_environment, stand_in
 
 
 @pytest.fixture(scope="module")
@@ -82,35 +82,44 @@ def test_torch_covers_gpu_sms(host, expected, venv):
 
 # FlashInfer's own arch detection, as the service would run it with no arch list set:
 # per visible GPU, flashinfer/compilation_context.py normalises torch's device
-# capability. Without a GPU (the sandbox), torch is told the capabilities nvidia-smi
-# reports, as the driver stand-in supplies them.
+# capability. On a node that declares its GPUs stand-ins (gpu_standin: argv[2]) where
+# CUDA does not start, torch is told the capabilities the recorded nvidia-smi reports;
+# nowhere else: without the declaration, a CUDA that does not start fails the check.
 DETECT_SCRIPT = r"""
 import json, os, sys
 os.environ.pop("FLASHINFER_CUDA_ARCH_LIST", None)
 import torch
 caps = [tuple(int(part) for part in cap.split(".")) for cap in json.loads(sys.argv[1])]
-if not torch.cuda.is_available():
+cuda = torch.cuda.is_available()
+standin = sys.argv[2] == "gpu_standin" and not cuda
+if standin:
     torch.cuda.device_count = lambda: len(caps)
     torch.cuda.get_device_capability = lambda device=None: caps[device or 0]
 from flashinfer.compilation_context import CompilationContext
-print("@@detect " + json.dumps(sorted(f"{major}.{minor}" for major, minor in CompilationContext().TARGET_CUDA_ARCHS)))
+archs = sorted(f"{major}.{minor}" for major, minor in CompilationContext().TARGET_CUDA_ARCHS)
+print("@@detect " + json.dumps({"archs": archs, "cuda": cuda, "standin": standin}))
 """
 
 
-def test_flashinfer_detects_gpu_arch(host, expected):
+def test_flashinfer_detects_gpu_arch(host, expected, record_property):
     """With FLASHINFER_CUDA_ARCH_LIST unset, FlashInfer's own detection on this node's GPUs
     and toolkit gives the plan's arch list: the plan did not pick something FlashInfer
     would not."""
+    what = "FlashInfer's own arch detection (no FLASHINFER_CUDA_ARCH_LIST)"
     caps = sorted({gpu["compute_cap"] for gpu in expected.facts.get("gpus") or []})
     if not caps:
-        fail(expected, "FlashInfer's own arch detection", "GPUs to detect", "nvidia-smi lists none")
+        fail(expected, what, "GPUs to detect", "nvidia-smi lists none")
     python = expected.venv_python
+    declared = "gpu_standin" if expected.config.gpu_standin else "-"
     result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(DETECT_SCRIPT)} "
-                                f"{shlex.quote(json.dumps(caps))} 2>&1", as_service_user=True)
+                                f"{shlex.quote(json.dumps(caps))} {declared} 2>&1", as_service_user=True)
     line = next((line for line in result.stdout.splitlines() if line.startswith("@@detect ")), None)
     if line is None:
-        fail(expected, "FlashInfer's own arch detection", "an answer", f"exit {result.rc}: {result.stdout[-300:]}")
+        fail(expected, what, "an answer", f"exit {result.rc}: {result.stdout[-300:]}")
     detected = json.loads(line[len("@@detect "):])
-    if detected != sorted(expected.arch_list.split()):
-        fail(expected, "FlashInfer's own arch detection (no FLASHINFER_CUDA_ARCH_LIST)",
-             expected.arch_list or "(the plan has none)", " ".join(detected) or "(empty: the trap)")
+    if detected["archs"] != sorted(expected.arch_list.split()):
+        fail(expected, what, expected.arch_list or "(the plan has none)",
+             " ".join(detected["archs"]) or ("(empty: CUDA does not start)" if not detected["cuda"]
+                                             else "(empty: the trap)"))
+    if detected["standin"]:
+        stand_in(record_property, expected, what, f"torch given nvidia-smi's capabilities {' '.join(caps)}")

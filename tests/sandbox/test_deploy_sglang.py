@@ -75,7 +75,8 @@ def test_rebuilding_with_the_service_environment_compiles_nothing(node, manifest
     """FlashInfer's own build steps, run again as the service would: ninja has no work."""
     libraries = " ".join(module["library"] for module in manifest["modules"])
     before = sandbox_ssh(node, f"stat -c '%n %Y' {libraries}").stdout
-    rebuild = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py "
+    # --no-device: as deploy runs it on this node, whose GPUs are declared stand-ins.
+    rebuild = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py --no-device "
                           f"--modules {MODULES} --manifest /tmp/rebuild.json").stdout
     assert rebuild.count("prewarm: done") == len(manifest["modules"])
     assert sandbox_ssh(node, f"stat -c '%n %Y' {libraries}").stdout == before
@@ -85,8 +86,24 @@ def test_rebuilding_with_the_service_environment_compiles_nothing(node, manifest
             assert "ninja: no work to do." in out, (module["name"], out)
     # SGLang's own: its loader raises on a cache miss with SGLANG_CRASH_ON_JIT_COMPILE.
     verify = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py --verify "
-                         "--modules sglang-activation --dtypes bf16").stdout
+                         "--no-device --modules sglang-activation --dtypes bf16").stdout
     assert "no SGLang module would compile" in verify
+
+
+def test_without_no_device_the_prewarm_refuses_as_cuda_does_not_start(node, manifest, sandbox_ssh):
+    """Run as on a GPU node (no --no-device): the stand-in GPUs cannot start CUDA, so the
+    pre-warm refuses in one line with torch's reason before it builds anything: no
+    manifest written, the cache's own stays the deploy's."""
+    before = sandbox_ssh(node, f"stat -c %Y {MANIFEST}").stdout
+    result = sandbox_ssh(node, AS_SERVICE + "python /usr/local/libexec/gpu-bringup/prewarm.py "
+                         f"--modules {MODULES} --manifest /tmp/refused/manifest.json", check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    refusal = [line for line in result.stderr.splitlines() if line.startswith("prewarm:")]
+    assert len(refusal) == 1 and refusal[0].startswith("prewarm: CUDA does not start ("), result.stderr
+    assert "nothing was built" in refusal[0] and "Traceback" not in result.stderr
+    assert "prewarm: start" not in result.stdout
+    assert sandbox_ssh(node, f"stat -c %Y {MANIFEST}").stdout == before
+    assert sandbox_ssh(node, "test ! -e /tmp/refused", check=False).returncode == 0
 
 
 def test_torchs_arch_table_is_the_wheels(node, sandbox_ssh):

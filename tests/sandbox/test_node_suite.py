@@ -12,7 +12,7 @@ import yaml
 
 from inventory.sources import load_hosts
 from sandbox import aptrepo
-from tests.sandbox_fixtures import DEPLOYED as NODE, REPO_ROOT, node_suite, validate
+from tests.sandbox_fixtures import DEPLOY_DATA, DEPLOYED as NODE, REPO_ROOT, node_suite, validate
 
 PYTEST = Path(sys.executable).parent / "pytest"
 
@@ -20,6 +20,9 @@ ENV_FILE = "/etc/sglang/sglang.env"
 HOME = "/usr/local/cuda-13.0"
 
 DRIVER_CHECKS = {"nvidia_smi_answers", "driver_runs_toolkit"}
+CUDA_CHECKS = {"cuda_runs_on_every_gpu", "nvswitch_fabric_completed"}
+# What only passes on the declared stand-in GPUs (gpu_standin, registered by the sandbox).
+STANDIN_CHECKS = {"cuda_runs_on_every_gpu", "flashinfer_detects_gpu_arch"}
 TOOLKIT_CHECKS = {"nvcc_reports_plan_version", "nvcc_lists_every_gpu_arch", "toolkit_packages_at_lock"}
 RESOLUTION_CHECKS = {"login_shell_resolves_toolkit", "ssh_command_resolves_toolkit", "service_env_resolves_toolkit"}
 ENV_FILE_CHECKS = {"service_env_file_owner_and_mode", "service_env_file_matches_plan"}
@@ -35,8 +38,8 @@ CACHE_CHECKS = {f"service_cache_placed[{variable}]" for variable in (
 FILE_CHECKS = {f"deployed_file_not_world_writable[{label}]" for label in
                ("apt-keyring", "apt-source", "apt-pin", "profile", "pam-environment", "service-env-file",
                 "service-unit", "prewarm-manifest")}
-ALL_CHECKS = (DRIVER_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS | JIT_CHECKS
-              | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS)
+ALL_CHECKS = (DRIVER_CHECKS | CUDA_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS
+              | JIT_CHECKS | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS)
 
 pytestmark = pytest.mark.sandbox
 
@@ -65,12 +68,31 @@ def test_incident_node_is_red_by_name(before):
 
 
 def test_deployed_node_is_green(nodes, tmp_path):
+    """Green, with the checks only the stand-in GPUs let pass named as stand-ins."""
     after = node_suite(tmp_path, "--node-limit", NODE)
     assert after.checks(NODE) == ALL_CHECKS, after
     assert after.failing(NODE) == set(), after
     assert after.rc == 0, after
+    assert after.standins(NODE) == STANDIN_CHECKS, after
     ready = next(line for line in after.report.splitlines() if line.startswith("| **ready**"))
-    assert f"YES ({len(ALL_CHECKS)} passed)" in ready, after.report
+    assert f"YES ({len(ALL_CHECKS)} passed, {len(STANDIN_CHECKS)} stand-in)" in ready, after.report
+    assert f"- {NODE} cuda_runs_on_every_gpu: CUDA in the venv (torch, as the service user with the service env): " \
+           "stand-in (gpu_standin: a recorded nvidia-smi, no device): 8 GPU(s) listed; CUDA does not start: " \
+        in after.report
+
+
+def test_deployed_node_without_the_declaration_fails_as_cuda_cannot_start(nodes, tmp_path):
+    """The same deployed node with gpu_standin=false (as a real node without a working
+    GPU would be seen): what needs CUDA fails by name, nothing is a stand-in."""
+    run = node_suite(tmp_path, "--node-limit", NODE, data=(*DEPLOY_DATA, "gpu_standin=false"))
+    assert run.rc == 1, run
+    # prewarm_sglang_no_compile: --verify without --no-device needs CUDA, as on a GPU node.
+    assert run.failing(NODE) == STANDIN_CHECKS | {"prewarm_sglang_no_compile"}, run
+    assert run.standins(NODE) == set() and "Stand-ins" not in run.report, run
+    assert ("cuda_runs_on_every_gpu: CUDA in the venv (torch, as the service user with the service env): expected "
+            "CUDA to start and run a kernel on each of the 8 GPU(s) nvidia-smi lists; actual CUDA does not start: "
+            ) in run.report
+    assert "(empty: CUDA does not start)" in run.report
 
 
 def test_cuda_home_rewritten_fails_by_name(nodes, sandbox_ssh, tmp_path):
@@ -146,7 +168,9 @@ def test_testinfra_hosts_over_openssh(nodes, tmp_path):
     settings.write_text(yaml.safe_dump({
         **{key: data[key] for key in ("cuda_repo_url", "cuda_repo_key_url", "cuda_repo_fingerprint")},
         "prewarm_modules": ["sampling", "norm", "sglang-activation"], "service_model": "Qwen/Qwen3-0.6B",
-        "service_enable": False, "cuda_toolkit_lock": "tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt"}))
+        "service_enable": False, "cuda_toolkit_lock": "tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt",
+        # The sandbox's declaration of its stand-in GPUs, as it registers it for the node.
+        "gpu_standin": data["gpu_standin"]}))
     report = tmp_path / "report.md"
     result = subprocess.run([str(PYTEST), "tests/node", f"--hosts=ssh://{NODE}", f"--ssh-config={config}",
                              f"--node-config={settings}", f"--node-report={report}", "-p", "no:cacheprovider"],

@@ -17,6 +17,8 @@ from inventory.sources import operator_hosts
     ("target_sms", ["12.0", "4.2"], "compute capabilities"),
     ("venv_managed", "maybe", "true or false"),
     ("stack_torch_cudaa", "13.0", "unknown setting"),
+    ("gpu_standin", "maybe", "true or false"),
+    ("gpu_stand_in", True, "unknown setting"),  # the gpu_ prefix: a typo is named, not ignored
     ("service_user", "root; id", "login name"),
 ])
 def test_invalid_settings_are_named(key, value, fix):

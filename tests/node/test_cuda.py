@@ -1,0 +1,60 @@
+"""CUDA starts: as the service user with the service's environment, torch initialises
+CUDA, sees every GPU nvidia-smi lists and runs a kernel on each; on an NVSwitch node
+every GPU's fabric is up (Fabric Manager has trained it), without which CUDA fails
+with "system not yet initialized" although nvidia-smi looks healthy.
+
+A node whose settings declare ``gpu_standin`` (a test bed's recorded nvidia-smi, no
+device) reports the CUDA check as STAND-IN when CUDA does not start there; without
+the declaration that is a failure, whatever the node is.
+"""
+
+import shlex
+
+import pytest
+
+from tests.node.cuda import CUDA_SCRIPT, cuda_verdict, fabric_verdict, parse_cuda_output
+from tests.node.remote import fail, run_in_service_env, stand_in
+
+WHAT = "CUDA in the venv (torch, as the service user with the service env)"
+FABRIC = "the GPUs' fabric (nvidia-smi -q: Fabric State)"
+
+
+@pytest.fixture(scope="module")
+def cuda(host, expected):
+    """CUDA_SCRIPT's answer in the venv, run as the service user with the service's
+    environment (``{"error": why}`` when CUDA does not start), or ``{"venv_error": why}``
+    when it could not run: no venv is a failure on any node, stand-in or not."""
+    python = expected.venv_python
+    if host.run(f"test -x {shlex.quote(python)}").rc != 0:
+        return {"venv_error": f"no {python} (the venv is not built)"}
+    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(CUDA_SCRIPT)}",
+                                as_service_user=True)
+    answer = parse_cuda_output(result.stdout)
+    if answer is None:
+        return {"venv_error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
+    return answer
+
+
+def test_cuda_runs_on_every_gpu(host, expected, cuda, record_property):
+    listed = len(expected.facts.get("gpus") or [])
+    if not listed:
+        fail(expected, WHAT, "GPUs to start CUDA on", "nvidia-smi lists none")
+    if "venv_error" in cuda:
+        fail(expected, WHAT, "a working venv", cuda["venv_error"])
+    wrong = cuda_verdict(listed, cuda)
+    if wrong and "error" in cuda and expected.config.gpu_standin:
+        stand_in(record_property, expected, WHAT, f"{listed} GPU(s) listed; {wrong}")
+        return
+    if wrong:
+        fail(expected, WHAT, f"CUDA to start and run a kernel on each of the {listed} GPU(s) nvidia-smi lists",
+             f"{wrong} (run validate.py: its driver-layer findings name the cause)")
+
+
+def test_nvswitch_fabric_completed(host, expected):
+    layer = expected.facts.get("driver_layer")
+    if layer is None:
+        fail(expected, FABRIC, "the probe's driver_layer fact", "none")
+    wrong = fabric_verdict(layer)
+    if wrong:
+        fail(expected, FABRIC, f"Completed on every GPU of this NVSwitch node ({layer['nvswitch_count']} NVSwitches)",
+             f"{wrong} (CUDA fails with error 802 until Fabric Manager has trained the fabric: run validate.py)")
