@@ -142,9 +142,11 @@ def test_registry_entry_format(incident):
     assert incident["os"] == "debian12" and incident["arch"] == "amd64" and incident["states"] == []
     assert registry(node.state_dir())["nodes"]["t-incident"] == incident
     assert (node.state_dir() / "nodes.yaml").stat().st_mode & 0o777 == 0o644
-    # Registered for inventory/gpu.py: its ssh_* data, in the operator's hosts.yml format.
+    # Registered for inventory/gpu.py: its ssh_* data, in the operator's hosts.yml format, and
+    # the declaration that its GPUs (a recorded rtx-pro-6000-x8) are stand-ins.
     registered = yaml.safe_load(registration.registered_file().read_text())
-    assert registered["hosts"]["t-incident"] == {key: value for key, value in incident.items() if key.startswith("ssh_")}
+    assert registered["hosts"]["t-incident"] == {**{key: value for key, value in incident.items()
+                                                     if key.startswith("ssh_")}, "gpu_standin": True}
     assert Path(incident["ssh_key"]).stat().st_mode & 0o777 == 0o600
     host = addr if incident["ssh_port"] == 22 else f"[{addr}]:{incident['ssh_port']}"
     lines = Path(incident["ssh_known_hosts_file"]).read_text().splitlines()
