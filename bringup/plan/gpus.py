@@ -19,7 +19,6 @@ from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
 from bringup import gpu_ids
 from bringup.findings import BLOCKER, INFO, WARNING, Finding
-from bringup.gpu_ids import bus_gpus
 from bringup.plan.driver import OPEN_ONLY_MAJORS
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.versions import parse
@@ -47,7 +46,7 @@ def target_sms(context):
                         f"GPUs of SMs {', '.join(str(sm) for sm in sms)} share this node",
                         "nothing to do: every SM is in the arch list"))
         return tuple(sms)
-    on_bus = bus_gpus(facts)
+    on_bus = gpu_ids.bus_gpus(facts)
     if on_bus:
         return _gpus_without_driver(context, on_bus)
     if config.target_sms:
@@ -72,7 +71,16 @@ def target_sms(context):
 def _gpus_without_driver(context, on_bus):
     """nvidia-smi lists no GPU, the PCI bus shows NVIDIA's (no driver, or a module that
     refused them: a proprietary one on Blackwell says "No devices were found"): the
-    driver is what is missing, and the SMs to build for are the bus's (bringup/gpu_ids.py)."""
+    driver is what is missing, and the SMs to build for are the bus's (bringup/gpu_ids.py).
+
+    >>> from bringup.config import Config
+    >>> from bringup.plan.context import PlanContext
+    >>> found = []
+    >>> b200 = {"bus_id": "0000:18:00.0", "vendor": "10de", "device": "2901", "class": "0302"}
+    >>> context = PlanContext.of({"gpus": [], "pci_gpus": [b200]}, Config(), None, found.append)
+    >>> target_sms(context), [finding.code for finding in found]
+    ((<Version('10.0')>,), ['DRIVER_NOT_LOADED'])
+    """
     smi = context.facts.get("nvidia_smi") or {}
     sms = gpu_ids.pci_gpus_sms(context.facts)
     reason = smi.get("error") or "nvidia-smi lists no GPU"
