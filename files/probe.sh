@@ -674,7 +674,9 @@ probe_driver_layer() {
 
 # ---- The GPUs on PCI (docs/facts.md "pci_gpus"; facts/pci.py parses it) ----
 # Every NVIDIA display or 3D controller under /sys/bus/pci/devices (vendor 0x10de, class
-# 0x0300xx VGA or 0x0302xx 3D), bound to a driver or not: what names the GPUs of a node
+# 0x0300xx VGA or 0x0302xx 3D: the two NVIDIA's kernel module binds, open-gpu-kernel-modules
+# kernel-open/nvidia/nv-pci-table.c PCI_CLASS_DISPLAY_VGA and PCI_CLASS_DISPLAY_3D; not its
+# NVSwitches, 0x0680, nor audio functions), bound to a driver or not: what names the GPUs of a node
 # whose nvidia-smi lists none (no driver, or a module that refused them). Read by the
 # shell alone (no process per device), under the driver layer's root; rc 1 when sysfs
 # cannot be read (a fact: null), an empty body when it holds no NVIDIA GPU.

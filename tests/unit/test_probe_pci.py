@@ -37,8 +37,9 @@ def run_pci_probe(root, sections="pci"):
 
 
 def test_nvidia_display_and_3d_controllers_only(tmp_path):
-    """A 3D controller and a VGA one of NVIDIA's are GPUs; NVIDIA's audio function and
-    NVSwitch bridge, and another vendor's display controller, are not."""
+    """A 3D controller and a VGA one of NVIDIA's are GPUs (the classes NVIDIA's module
+    binds); NVIDIA's audio function, NVSwitch bridge and "other" display controller, and
+    another vendor's VGA controller, are not."""
     root = tmp_path / "root"
     pci_device(root, "pci0000:00/0000:00:01.0/0000:17:00.0", "0x10de", "0x030200")
     write(root / "sys/devices/pci0000:00/0000:00:01.0/0000:17:00.0/device", "0x2bb5\n")
@@ -46,6 +47,10 @@ def test_nvidia_display_and_3d_controllers_only(tmp_path):
     write(root / "sys/devices/pci0000:80/0000:80:01.0/0000:83:00.0/device", "0x2b85\n")
     pci_device(root, "pci0000:80/0000:80:01.0/0000:83:00.1", "0x10de", "0x040300")  # HD audio
     pci_device(root, "pci0000:00/0000:00:05.0", "0x10de", "0x068000")  # an NVSwitch ("Bridge")
+    pci_device(root, "pci0000:00/0000:00:06.0", "0x10de", "0x038000")  # "other" display controller
+    for function in ("pci0000:80/0000:80:01.0/0000:83:00.1", "pci0000:00/0000:00:05.0", "pci0000:00/0000:00:06.0",
+                     "pci0000:00/0000:00:02.0"):
+        write(root / "sys/devices" / function / "device", "0x22a3\n")
     pci_device(root, "pci0000:00/0000:00:02.0", "0x8086", "0x030000")  # the board's VGA
     raw, found = run_pci_probe(root)
     assert found == [{"bus_id": "0000:17:00.0", "vendor": "10de", "device": "2bb5", "class": "0302"},
