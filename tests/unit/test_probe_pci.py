@@ -4,6 +4,7 @@ does; the product's probe takes no input for it), parsed and schema-checked by t
 The sandbox's PCI stand-in (sandbox/gpu_standin.py install_pci, copied as node-init.sh
 copies it) is read the same way: each profile's bus names the GPUs its nvidia-smi lists."""
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -120,3 +121,8 @@ def test_node_init_masks_the_hosts_bus_with_the_profiles():
     assert f"pci_data=$root/{gpu_standin.NODE_PCI_DATA}\n" in block
     assert 'tmpfs "$root/sys/bus/pci/devices"' in block.split("if [ -d \"$pci_data\" ]", 1)[0]
     subprocess.run(["sh", "-n", str(ROOT / "sandbox" / "files" / "node-init.sh")], check=True)
+    # tmpfs gives each file a page: the largest profile's files must fit in the mount's size=
+    # (at 64k an 8-GPU node's copy failed with "No space left on device" and the node did not boot).
+    size = re.search(r'size=(\d+)([km])\b[^\n]*"\$root/sys/bus/pci/devices"', block)
+    pages = max(3 * len(gpu_standin.pci_devices(GPUS / profile)) for profile in WITH_PCI)
+    assert size and pages * 4096 * 2 <= int(size[1]) * {"k": 1024, "m": 1024 * 1024}[size[2]], size
