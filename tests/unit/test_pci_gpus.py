@@ -104,6 +104,19 @@ def test_a_proprietary_module_refusing_blackwell_is_named_from_the_bus():
         assert [f.code for f in found if f.severity == "blocker"] == expected, (pci_gpus[:1], found)
 
 
+def test_a_bare_node_with_gpus_on_the_bus_needs_the_nouveau_blacklist():
+    """No driver at all (no module, no package, nothing listed): GPUs on the bus still make
+    a missing nouveau blacklist worth a warning; a bus without them does not."""
+    bare = changed(healthy_layer(), [(("module",), {"loaded": False, "version": None, "flavour": None, "banner": None}),
+                                     (("installed_module",), None), (("nvml_libraries",), []), (("packages",), []),
+                                     (("nouveau", "blacklisted"), False), (("gpus",), []), (("dkms",), None),
+                                     (("acs",), []), (("topology",), None)])
+    for pci_gpus, expected in ((bus("2bb5", 8), ["NOUVEAU_NOT_BLACKLISTED:warning"]), ([], []), (None, [])):
+        found = []
+        driver_layer_findings(driverless(pci_gpus, driver_layer=bare), Config(), found.append)
+        assert [f"{f.code}:{f.severity}" for f in found] == expected, (pci_gpus, found)
+
+
 def test_gpu_standin_is_said_in_every_report_of_a_declared_node():
     assert "GPU_STANDIN" not in plan(converged(), Config()).codes("info")
     node = plan(converged(), Config.from_data({"gpu_standin": True}))
