@@ -71,6 +71,7 @@ def plan(facts, config, locks=None):
     repository.check_apt_locks(context)
     node.repo = repository.repo(context)
     context = replace(context, sms=gpus.target_sms(context))
+    gpus.check_standin(context)
     node.toolkit = toolkit.toolkit(context, node.repo)
     toolkit.check_toolkit_lock(context, node.toolkit)
     gpus.check_driver(context)
