@@ -94,7 +94,7 @@ def test_entry_point_in_the_plan(facts, settings, codes):
 
 
 def scratch_venv(path):
-    subprocess.run(["python3", "-m", "venv", "--without-pip", str(path)], check=True)
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(path)], check=True)
     return path
 
 
