@@ -182,11 +182,13 @@ def _runnable_by(state, user):
     return state["kind"] == "regular file" and bool(mode & needed)
 
 
-def entry_point_problem(entry, service_user):
+def entry_point_problem(entry, service_user, enabled=True):
     """What keeps the unit's ExecStart program (the ``entry_point`` fact) from starting as
     systemd starts it, as (severity, what is wrong), or None when nothing does. The
     kernel runs a script's "#!" interpreter: a venv copied from another path names the
-    old venv's python there, and systemd fails with status=203/EXEC.
+    old venv's python there, and systemd fails with status=203/EXEC. A venv without
+    bin/sglang (torch and FlashInfer only, for the pre-warm) is a blocker only where
+    deploy would enable the unit (``enabled``), else a warning.
 
     >>> script = {"user": "root", "mode": "755", "kind": "regular file"}
     >>> entry_point_problem({"path": "/v/bin/sglang", "script": script, "first_line": "#!/old/bin/python",
@@ -200,7 +202,9 @@ def entry_point_problem(entry, service_user):
     """
     path, script, interpreter = entry["path"], entry["script"], entry["interpreter"]
     if script is None:
-        return BLOCKER, f"{path} does not exist: the unit's ExecStart runs it"
+        if enabled:
+            return BLOCKER, f"{path} does not exist: the unit's ExecStart runs it"
+        return WARNING, f"{path} does not exist: the unit's ExecStart runs it (not enabled now), it cannot start"
     if not _runnable_by(script, service_user):
         return BLOCKER, (f"{path} ({script['kind']}, owner {script['user']}, mode {script['mode']}) cannot be "
                          f"executed by the service user {service_user}")
@@ -236,7 +240,7 @@ def check_entry_point(context):
     entry = facts.get("entry_point")
     if config.venv_managed or entry is None or facts.get("torch") is None:
         return
-    problem = entry_point_problem(entry, config.service_user)
+    problem = entry_point_problem(entry, config.service_user, bool(config.service_model) and config.service_enable)
     if problem:
         severity, message = problem
         context.add(Finding(

@@ -65,12 +65,22 @@ CASES = [
 
 @pytest.mark.parametrize("name,fact,severity,words", CASES, ids=[case[0] for case in CASES])
 def test_entry_point_decision(name, fact, severity, words):
-    problem = entry_point_problem(fact, "sglang")
+    problem = entry_point_problem(fact, "sglang", enabled=True)
     if severity is None:
         assert problem is None, problem
         return
     assert problem[0] == severity
     assert all(word in problem[1] for word in words), problem[1]
+
+
+def test_a_venv_without_sglang_is_a_warning_where_the_unit_is_not_enabled():
+    """An external venv of torch and FlashInfer only (the pre-warm's): deploy can run; the
+    unit it writes could not start."""
+    assert entry_point_problem(entry(script=None), "sglang", enabled=False)[0] == WARNING
+    node = plan(varied(converged(), entry_point=entry(script=None)),
+                Config.from_data({"venv_managed": False, "venv_path": VENV}))
+    assert [f"{f.code}:{f.severity}" for f in node.findings if f.code == "SERVICE_ENTRY_POINT_BROKEN"] == [
+        "SERVICE_ENTRY_POINT_BROKEN:warning"] and node.ok
 
 
 def broken_facts(**changes):
