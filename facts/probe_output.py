@@ -354,7 +354,7 @@ def entry_point(section):
     names and that interpreter's state; None when the probe did not look.
 
     >>> found = entry_point(Section("entry-point", 0, ("path", "/v/bin/sglang"), ["script=root 755 regular file",
-    ...     "line=#!/old/venv/bin/python", "wrapper=", "interpreter=/old/venv/bin/python", "interpreter_file=",
+    ...     "format=script", "line=#!/old/venv/bin/python", "wrapper=", "interpreter=/old/venv/bin/python", "interpreter_file=",
     ...     "interpreter_owner=", "interpreter_dir=", "venv_bin=/v/bin"]))
     >>> found["interpreter"], found["interpreter_file"], found["venv_bin"]
     ('/old/venv/bin/python', None, '/v/bin')
@@ -366,6 +366,7 @@ def entry_point(section):
     return {
         "path": path,
         "script": _file_state(values.get("script"), f"{path}"),
+        "format": values.get("format"),
         "first_line": values.get("line"),
         "wrapper": values.get("wrapper"),
         "interpreter": values.get("interpreter"),

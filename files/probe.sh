@@ -315,7 +315,7 @@ probe_entry_point() {
     # A venv copied from another path keeps the old path there: the venv's own python
     # still answers, but systemd fails with status=203/EXEC ("No such file or
     # directory", naming the script, not its interpreter). Read, never run: the script,
-    # its first line (cut at 300 bytes), the interpreter as it is (links followed), who
+    # its "#!" line, the interpreter as it is (links followed), who
     # may change it (code_owner: nothing when root alone can), and where its directory
     # and the venv's bin/ really are (one place for the venv's own python).
     script=$PROBE_ENTRY_POINT
@@ -323,14 +323,22 @@ probe_entry_point() {
         emit entry-point 1 "" "path=$script"
         return
     fi
-    entry_one= entry_two=
+    # The first 600 bytes only (a script's "#!" is at most 256 on Linux, pip's "exec" line
+    # follows it); a FIFO or device is never opened.
+    entry_head=
     if [ -f "$script" ] && [ -r "$script" ]; then
-        { IFS= read -r entry_one; IFS= read -r entry_two; } < "$script" 2>/dev/null
+        entry_head=$(head -c 600 -- "$script" 2>/dev/null)
     fi
-    entry_one=$(printf '%.300s' "$entry_one")
-    entry_two=$(printf '%.300s' "$entry_two")
+    entry_one=${entry_head%%"$NL"*}
+    case $entry_head in *"$NL"*) entry_two=${entry_head#*"$NL"}; entry_two=${entry_two%%"$NL"*} ;; *) entry_two= ;; esac
+    # Only a "#!" line is reported as text: an executable's bytes are not.
+    case $entry_one in
+        '#!'*) format=script ;;
+        "$(printf '\177ELF')"*) format=elf entry_one= ;;
+        *) format=other entry_one= ;;
+    esac
     entry=$(entry_interpreter "$entry_one" "$entry_two")
-    body="script=$(stat -L -c '%U %a %F' -- "$script" 2>/dev/null)${NL}line=$entry_one"
+    body="script=$(stat -L -c '%U %a %F' -- "$script" 2>/dev/null)${NL}format=$format${NL}line=$entry_one"
     if [ -n "$entry" ]; then
         wrapper=${entry%% *} interpreter=${entry#* }
         [ "$wrapper" = - ] && wrapper=

@@ -191,11 +191,13 @@ def entry_point_problem(entry, service_user, enabled=True):
     deploy would enable the unit (``enabled``), else a warning.
 
     >>> script = {"user": "root", "mode": "755", "kind": "regular file"}
-    >>> entry_point_problem({"path": "/v/bin/sglang", "script": script, "first_line": "#!/old/bin/python",
+    >>> entry_point_problem({"path": "/v/bin/sglang", "script": script, "format": "script",
+    ...     "first_line": "#!/old/bin/python",
     ...     "wrapper": None, "interpreter": "/old/bin/python", "interpreter_file": None,
     ...     "interpreter_owner": None, "interpreter_dir": None, "venv_bin": "/v/bin"}, "sglang")[1]
     '/v/bin/sglang starts /old/bin/python (its #! line), which does not exist on this node'
-    >>> entry_point_problem({"path": "/v/bin/sglang", "script": script, "first_line": "#!/v/bin/python",
+    >>> entry_point_problem({"path": "/v/bin/sglang", "script": script, "format": "script",
+    ...     "first_line": "#!/v/bin/python",
     ...     "wrapper": None, "interpreter": "/v/bin/python", "interpreter_file": script,
     ...     "interpreter_owner": None, "interpreter_dir": "/v/bin", "venv_bin": "/v/bin"}, "sglang") is None
     True
@@ -209,9 +211,9 @@ def entry_point_problem(entry, service_user, enabled=True):
         return BLOCKER, (f"{path} ({script['kind']}, owner {script['user']}, mode {script['mode']}) cannot be "
                          f"executed by the service user {service_user}")
     if interpreter is None:
-        if (entry["first_line"] or "").startswith("\x7fELF"):
+        if entry.get("format") == "elf":
             return None  # a program of its own: the kernel runs it directly
-        return BLOCKER, f"{path} has no #! line naming its interpreter (first line {entry['first_line']!r})"
+        return BLOCKER, f"{path} is neither a script with a #! line nor an executable (ELF) the kernel can start"
     named = f"{path} starts {interpreter} (its #! line{', through ' + entry['wrapper'] if entry['wrapper'] else ''})"
     state = entry["interpreter_file"]
     if state is None:

@@ -24,7 +24,7 @@ ROOT_755 = {"user": "root", "mode": "755", "kind": "regular file"}
 
 def entry(**changes):
     """An external venv's healthy bin/sglang, naming the venv's own python."""
-    return {"path": SCRIPT, "script": ROOT_755, "first_line": f"#!{VENV}/bin/python", "wrapper": None,
+    return {"path": SCRIPT, "script": ROOT_755, "format": "script", "first_line": f"#!{VENV}/bin/python", "wrapper": None,
             "interpreter": f"{VENV}/bin/python", "interpreter_file": ROOT_755, "interpreter_owner": None,
             "interpreter_dir": f"{VENV}/bin", "venv_bin": f"{VENV}/bin", **changes}
 
@@ -47,9 +47,9 @@ CASES = [
     ("no bin/sglang", entry(script=None), BLOCKER, (SCRIPT, "does not exist")),
     ("bin/sglang not executable", entry(script={"user": "root", "mode": "644", "kind": "regular file"}),
      BLOCKER, ("cannot be executed by the service user sglang",)),
-    ("no #! line", entry(first_line="import sys", interpreter=None, interpreter_file=None, interpreter_dir=None),
-     BLOCKER, ("no #! line",)),
-    ("a program of its own (ELF)", entry(first_line="\x7fELF\x02\x01", interpreter=None, interpreter_file=None,
+    ("no #! line", entry(format="other", first_line=None, interpreter=None, interpreter_file=None,
+                         interpreter_dir=None), BLOCKER, ("neither a script with a #! line nor an executable",)),
+    ("a program of its own (ELF)", entry(format="elf", first_line=None, interpreter=None, interpreter_file=None,
                                          interpreter_dir=None), None, ()),
     ("an interpreter only root may execute", entry(interpreter_file={"user": "root", "mode": "700",
                                                                      "kind": "regular file"}),
@@ -195,3 +195,20 @@ def test_plan_cli_names_the_script_and_its_interpreter(tmp_path):
     broken, = [f for f in printed["findings"] if f["code"] == "SERVICE_ENTRY_POINT_BROKEN"]
     assert broken["severity"] == "blocker" and printed["ok"] is False
     assert broken["message"] == f"{venv}/bin/sglang starts {COPIED} (its #! line), which does not exist on this node"
+
+
+def test_probe_reports_an_executable_and_a_file_without_a_line(tmp_path):
+    """An ELF program is run by the kernel itself; a file that is neither cannot start.
+    Neither's bytes reach the report."""
+    venv = scratch_venv(tmp_path / "venv")
+    script = venv / "bin" / "sglang"
+    shutil.copyfile("/bin/true", script)
+    script.chmod(0o755)
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(venv))
+    assert (facts["entry_point"]["format"], facts["entry_point"]["first_line"]) == ("elf", None)
+    assert entry_findings(facts, venv) == []
+    script.write_text("import sys\nsys.exit(0)\n")
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(venv))
+    assert (facts["entry_point"]["format"], facts["entry_point"]["interpreter"]) == ("other", None)
+    blocker, = entry_findings(facts, venv)
+    assert blocker.severity == BLOCKER and "neither a script with a #! line nor an executable" in blocker.message

@@ -58,6 +58,7 @@ ii |cuda-nvcc-13-0|13.0.88-1
 "arch_list_from": "record"}}
 @@ entry-point rc=0 path=/opt/sglang/venv/bin/sglang
 script=root 755 regular file
+format=script
 line=#!/bin/sh
 wrapper=/bin/sh
 interpreter=/opt/sglang/venvs/0a1b/bin/python
