@@ -212,3 +212,17 @@ def test_probe_reports_an_executable_and_a_file_without_a_line(tmp_path):
     assert (facts["entry_point"]["format"], facts["entry_point"]["interpreter"]) == ("other", None)
     blocker, = entry_findings(facts, venv)
     assert blocker.severity == BLOCKER and "neither a script with a #! line nor an executable" in blocker.message
+
+
+def test_a_unit_failing_at_exec_is_explained_by_validate():
+    """validate reads a failing unit's journal: systemd's 203/EXEC lines (the public
+    sample) name SERVICE_ENTRY_POINT_BROKEN inside SERVICE_FAILED."""
+    journal = [line for line in (FIXTURES / "failures" / "public-systemd-bad-interpreter.log").read_text().splitlines()
+               if line.startswith("systemd[")]
+    unit = {"name": "sglang.service", "active_state": "failed", "sub_state": "failed", "result": "exit-code",
+            "restarts": 0, "journal": journal}
+    failed, = [f for f in plan(varied(converged(), service_unit=unit), Config(service_model="m")).findings
+               if f.code == "SERVICE_FAILED"]
+    assert "SERVICE_ENTRY_POINT_BROKEN (systemd could not execute the unit's program (status=203/EXEC)" \
+        in failed.message, failed.message
+    assert "head -n 1 <venv_path>/bin/sglang" in failed.fix
