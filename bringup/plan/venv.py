@@ -228,7 +228,8 @@ def entry_point_problem(entry, service_user, enabled=True):
     if owner == "nobody":
         return BLOCKER, f"{named}, which a user other than root may change (it, or a directory above it)"
     if owner:
-        return WARNING, f"{named}, which {owner} may change: {owner} decides what the service runs"
+        return WARNING, f"{named}, which {owner} may change (it, or a directory above it): {owner} decides what " \
+            "the service runs"
     return None
 
 
@@ -243,12 +244,15 @@ def check_entry_point(context):
     if config.venv_managed or entry is None or facts.get("torch") is None:
         return
     problem = entry_point_problem(entry, config.service_user, bool(config.service_model) and config.service_enable)
-    if problem:
-        severity, message = problem
-        context.add(Finding(
-            "SERVICE_ENTRY_POINT_BROKEN", severity, message,
-            f"systemd would fail the unit with status=203/EXEC (\"bad interpreter\" from a shell). A venv's "
-            f"scripts name its interpreter by absolute path, so a venv copied from another path or node keeps "
-            f"that path: build the venv at {config.venv_path} on this node (or reinstall its scripts there: "
-            f"`{config.venv_path}/bin/python -m pip install --force-reinstall --no-deps sglang`), or let deploy "
-            "build a managed venv (venv_managed: true)"))
+    if problem is None:
+        return
+    severity, message = problem
+    if "may change" in message:
+        fix = (f"use an interpreter only root can change for the venv at {config.venv_path} (build the venv from "
+               "the distribution's python3), or let deploy build a managed venv (venv_managed: true)")
+    else:
+        fix = (f"systemd fails such a unit with status=203/EXEC (\"bad interpreter\" from a shell). A venv's "
+               "scripts name its interpreter by absolute path, so a venv copied from another path or node keeps "
+               f"that path: build the venv at {config.venv_path} on this node (its scripts then name its own "
+               "python), or let deploy build a managed venv (venv_managed: true)")
+    context.add(Finding("SERVICE_ENTRY_POINT_BROKEN", severity, message, fix))
