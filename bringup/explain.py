@@ -278,6 +278,21 @@ SIGNATURES = (
         "give each rank a whole GPU of its own: turn MIG off (`nvidia-smi -i <gpus> -mig 0`) and check "
         f"CUDA_VISIBLE_DEVICES in the service's environment, {RESTART}"),
     Signature(
+        "exec-bad-interpreter", "SERVICE_ENTRY_POINT_BROKEN",
+        "systemd could not execute the unit's program (status=203/EXEC)",
+        # systemd's journal for an ExecStart script whose "#!" names a missing interpreter, and
+        # bash's own words for it (systemd/systemd#3038; a venv's script: astral-sh/uv#2744).
+        (r"Failed at step EXEC spawning \S+: (?:No such file or directory|Permission denied)",
+         r"status=203/EXEC\b", r": bad interpreter: "),
+        "systemd starts the unit's ExecStart program with execve(); for a script the kernel starts the "
+        "interpreter its #! line names and says \"No such file or directory\" both when the script is missing "
+        "and when that interpreter is (systemd names the script; a shell says \"bad interpreter\", naming the "
+        "interpreter). A venv copied from another path or node keeps the old path in its scripts' #! lines: "
+        "its bin/python answers, its bin/sglang cannot start.",
+        "read the script's first line (`head -n 1 <venv_path>/bin/sglang`): validate.py names the script and its "
+        "interpreter (SERVICE_ENTRY_POINT_BROKEN); build the venv at its path on this node, or let deploy build a "
+        f"managed venv (venv_managed: true), {RESTART}"),
+    Signature(
         "no-accelerator", "CUDA_UNAVAILABLE",
         "SGLang found no usable GPU",
         # sglang/srt/utils/common.py get_device, from the unit's own start on a node whose

@@ -62,6 +62,12 @@ SCHEMA = {
                        "error": STR}),
     "flashinfer": Optional({"version": VERSION}),
     "sglang": Optional({"version": VERSION}),
+    # The unit's ExecStart program and the interpreter its "#!" line names: absent from
+    # an older report.
+    "entry_point": Optional({"path": STR, "script": Optional({"user": STR, "mode": STR, "kind": STR}),
+                             "format": OPT_STR, "first_line": OPT_STR, "wrapper": OPT_STR, "interpreter": OPT_STR,
+                             "interpreter_file": Optional({"user": STR, "mode": STR, "kind": STR}),
+                             "interpreter_owner": OPT_STR, "interpreter_dir": OPT_STR, "venv_bin": OPT_STR}),
     "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
                            # The manifest is the service user's file: its shape is the
                            # planner's to judge (bringup/prewarm.py), a gap, not a refusal.

@@ -58,6 +58,11 @@ CODES = {
     "SERVICE_FAILED": "The SGLang unit failed or keeps restarting; its journal's known cause (bringup/explain.py) is named.",
     "SERVICE_OPEN": "The server listens beyond loopback (service_host) with no API key: anyone reaching the port "
                     "can use the GPUs.",
+    "SERVICE_ENTRY_POINT_BROKEN": "The program the unit's ExecStart runs (the external venv's bin/sglang) cannot "
+                                  "start: missing, or its #! names an interpreter that is missing, not executable, "
+                                  "another venv's or another user's (a venv copied from another path).",
+    "SERVICE_NOT_SERVING_READY": "No service_model: the unit is written but not enabled, so the node serves nothing "
+                                 "after deploy.",
     "SERVICE_ARGS_CONFLICT": "service_args has a --config of its own beside service_api_key_file; SGLang takes one.",
     "CUDA_UNAVAILABLE": "A failed start's log shows torch finding no usable GPU, whatever nvidia-smi lists (explain only).",
     # The driver layer (bringup/plan/driver.py, issue 22).

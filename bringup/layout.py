@@ -148,6 +148,16 @@ class NodeLayout:
         return posixpath.dirname(self.env_file)
 
     @property
+    def entry_point(self):
+        """The program the unit's ExecStart runs: the venv's ``sglang`` script, whose ``#!``
+        line names the interpreter the kernel starts (files/probe.sh probe_entry_point).
+
+        >>> DEFAULT_LAYOUT.entry_point
+        '/opt/sglang/venv/bin/sglang'
+        """
+        return f"{self.venv}/bin/sglang"
+
+    @property
     def unit_name(self):
         """The service's systemd unit by name (what systemctl takes).
 
@@ -203,10 +213,11 @@ class NodeLayout:
         """The environment files/probe.sh reads: what to look at on the node.
 
         >>> sorted(NodeLayout.for_settings("/v/venv", "/e", "/c", "u").probe_inputs())[:3]
-        ['PROBE_CACHE_DIR', 'PROBE_ENV_FILE', 'PROBE_JIT_ROOT']
+        ['PROBE_CACHE_DIR', 'PROBE_ENTRY_POINT', 'PROBE_ENV_FILE']
         """
         return {
             "PROBE_VENV": self.venv,
+            "PROBE_ENTRY_POINT": self.entry_point,
             "PROBE_ENV_FILE": self.env_file,
             "PROBE_CACHE_DIR": self.cache_dir,
             "PROBE_MANIFEST": self.manifest,

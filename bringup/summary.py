@@ -85,6 +85,28 @@ def _codes(plan, severity):
     return [finding["code"] for finding in plan.get("findings") or [] if finding["severity"] == severity]
 
 
+NOT_SERVING = "SERVICE_NOT_SERVING_READY"
+
+
+def service_cell(plan):
+    """What the plan leaves serving: ``enabled`` (deploy enables and starts the unit),
+    ``not enabled (service_enable)`` (the operator's choice), or ``not serving-ready
+    (service_model)`` (no model: the unit is written, not enabled); "-" without a plan's
+    service.
+
+    >>> service_cell({"service": {"enable": False}, "findings": [{"code": NOT_SERVING, "severity": "warning"}]})
+    'not serving-ready (service_model)'
+    >>> service_cell({"service": {"enable": True}, "findings": []}), service_cell({})
+    ('enabled', '-')
+    """
+    if any(finding["code"] == NOT_SERVING for finding in plan.get("findings") or []):
+        return "not serving-ready (service_model)"
+    service = plan.get("service")
+    if not service:
+        return "-"
+    return "enabled" if service.get("enable") else "not enabled (service_enable)"
+
+
 def changed_steps(operations):
     """'repo 3, env 2' (the steps whose operations changed something, with how many), or
     'nothing'.
@@ -155,8 +177,12 @@ def host_row(outcome, executed=True):
         "verdict": state,
         "blockers": _codes(plan, BLOCKER),
         "fixes": _codes(plan, FIX),
+        "service": service_cell(plan),
         "reason": reason,
     }
+    not_serving = [f["message"] for f in plan.get("findings") or [] if f["code"] == NOT_SERVING]
+    if not_serving:
+        row["not_serving_ready"] = not_serving[0]
     if outcome.get("purpose") == "deploy":
         operations = outcome.get("operations") or []
         row["changed"] = changed_steps(operations) if executed and operations else "-"
@@ -192,7 +218,8 @@ def summary_document(purpose, outcomes, executed=True, stopped=""):
 
 
 COLUMNS = (("host", "host"), ("gpus", "GPUs"), ("driver", "driver"), ("toolkit", "CUDA now -> plan"),
-           ("verdict", "verdict"), ("blockers", "blockers"), ("fixes", "fixes"), ("changed", "deploy changed"))
+           ("verdict", "verdict"), ("blockers", "blockers"), ("fixes", "fixes"), ("service", "service"),
+           ("changed", "deploy changed"))
 
 
 def _cell(value, most=3):
@@ -230,6 +257,9 @@ def render(document):
                 lines.append(f"{' ' * len(row['host'])}  fix: {blocker['fix']}")
         elif row["verdict"] not in GOOD:
             lines.append(f"{row['host']}: {row['verdict']}: {row['reason']}")
+        elif row.get("not_serving_ready"):
+            # Good for the exit status (deploy can run, or ran), yet nothing will serve.
+            lines.append(f"{row['host']}: not serving-ready: {row['not_serving_ready']}")
     return "\n".join(lines)
 
 

@@ -334,6 +334,50 @@ def service_unit(by_name):
     }
 
 
+def _file_state(text, what):
+    """``owner mode kind`` (``stat -L -c '%U %a %F'``) -> {"user", "mode", "kind"}; None
+    for "" (nothing there).
+
+    >>> _file_state("root 755 regular file", "script")
+    {'user': 'root', 'mode': '755', 'kind': 'regular file'}
+    """
+    if not text:
+        return None
+    fields = text.split(" ", 2)
+    if len(fields) != 3 or not fields[1].isdigit():
+        raise ValueError(f"unexpected {what} state: {_quoted(text)}")
+    return dict(zip(("user", "mode", "kind"), fields))
+
+
+def entry_point(section):
+    """The ``entry-point`` section -> the unit's ExecStart program as the kernel runs it
+    (files/probe.sh probe_entry_point): the script, its first line, the interpreter it
+    names and that interpreter's state; None when the probe did not look.
+
+    >>> found = entry_point(Section("entry-point", 0, ("path", "/v/bin/sglang"), ["script=root 755 regular file",
+    ...     "format=script", "line=#!/old/venv/bin/python", "wrapper=", "interpreter=/old/venv/bin/python", "interpreter_file=",
+    ...     "interpreter_owner=", "interpreter_dir=", "venv_bin=/v/bin"]))
+    >>> found["interpreter"], found["interpreter_file"], found["venv_bin"]
+    ('/old/venv/bin/python', None, '/v/bin')
+    """
+    if section is None:
+        return None
+    path = section.attribute("path")
+    values = parse_assignments(section.text) if section.rc == 0 else {}
+    return {
+        "path": path,
+        "script": _file_state(values.get("script"), f"{path}"),
+        "format": values.get("format"),
+        "first_line": values.get("line"),
+        "wrapper": values.get("wrapper"),
+        "interpreter": values.get("interpreter"),
+        "interpreter_file": _file_state(values.get("interpreter_file"), f"{path}'s interpreter"),
+        "interpreter_owner": values.get("interpreter_owner"),
+        "interpreter_dir": values.get("interpreter_dir"),
+        "venv_bin": values.get("venv_bin"),
+    }
+
+
 # Sections that appear once per item (a toolkit, a path chain, an apt file or keyring).
 REPEATED = ("toolkit", "path", "python-alt", "apt-source", "apt-keyring")
 
@@ -513,6 +557,7 @@ PARTS = {
     "torch": (("venv",), _venv_part(0)),
     "flashinfer": (("venv",), _venv_part(1)),
     "sglang": (("venv",), _venv_part(2)),
+    "entry_point": (("entry_point",), lambda by_name: entry_point(by_name.get("entry-point"))),
     "paths": (("paths",), path_chains),
     "apt": (("apt",), apt_state),
     "service_unit": (("unit",), service_unit),

@@ -88,6 +88,7 @@ def plan(facts, config, locks=None):
     toolkit.check_symlink(context)
     paths.check_paths(context)
     venv.check_venv_readable(context)
+    venv.check_entry_point(context)
     account.check_service_account(context)
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{context.home}/bin:{SERVICE_BASE_PATH}"
@@ -95,6 +96,7 @@ def plan(facts, config, locks=None):
     service.check_service_env(context, node.env)
     node.prewarm = prewarm.prewarm_plan(context)
     node.service = service.service_plan(context, node.env)
+    service.check_serving_ready(context)
     node.findings.extend(exposure_findings(node.service, config.service_args, config.service_port))
     node.deep_gemm = prewarm.deep_gemm_plan(context)
     service.check_service_unit(context)

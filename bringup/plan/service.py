@@ -100,7 +100,7 @@ def service_plan(context, env):
     # The API key comes in a YAML file SGLang reads itself (--config): never the key
     # on the command line, which systemctl show and ps print to every user.
     key = ("--config", config.service_api_key_file) if config.service_api_key_file else ()
-    exec_start = (f"{layout.venv}/bin/sglang", "serve", "--model-type", "llm", *model, "--host", config.service_host,
+    exec_start = (layout.entry_point, "serve", "--model-type", "llm", *model, "--host", config.service_host,
                   "--port", config.service_port, *key, *shlex.split(config.service_args))
     return ServicePlan(user=config.service_user, home=layout.service_home, env_file=layout.env_file, env=env,
                        unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
@@ -201,3 +201,18 @@ def check_service_unit(context):
             codes.add(match.signature.code)
             fixes.append(match.fix(terms))
     add(Finding("SERVICE_FAILED", WARNING, f"{state}; its journal shows {causes}", "; also ".join(fixes)))
+
+
+def check_serving_ready(context):
+    """Without ``service_model`` deploy writes the unit but does not enable it: the node
+    ends with nothing serving. A warning, not a blocker: deploy does all it was asked
+    to (a node may be staged before its model is chosen), and validate's exit status
+    keeps saying whether deploy can run; the fleet summary and the node suite say the
+    node is not serving-ready, naming the setting."""
+    if not context.config.service_model:
+        context.add(Finding(
+            "SERVICE_NOT_SERVING_READY", WARNING,
+            f"service_model is empty: deploy writes {context.layout.unit_name} without --model-path and does not "
+            "enable it, so nothing serves after deploy",
+            "set service_model to a Hugging Face model id or a local path the service user can read "
+            "(e.g. `--data service_model=Qwen/Qwen3-0.6B`), then run deploy.py"))

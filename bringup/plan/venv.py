@@ -14,7 +14,7 @@ venv the node has (broken, another stack, unreadable to the service user).
 import re
 
 from bringup import locks as lockfiles
-from bringup.findings import BLOCKER, FIX, INFO, Finding
+from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.plan.model import MIN_PYTHON, SYSTEM_PYTHON, VENV_SYSTEM_PACKAGES, VenvPlan
 from bringup.platforms import distribution, venv_python
 from bringup.venv import index_options
@@ -165,3 +165,94 @@ def check_venv_readable(context):
                 f"so moving it breaks them), open {entry['path']} to others (chmod o+{'rx' if needed == 5 else 'x'}) "
                 "if that is acceptable, or let deploy build a managed venv (venv_managed: true)"))
             return
+
+
+def _runnable_by(state, user):
+    """Whether ``user`` may execute a file of this ``state`` ({"user", "mode", "kind"}):
+    a regular file with its owner's x bit for its owner, else the group's or others'
+    (the group may hold ``user``: not counted against it).
+
+    >>> _runnable_by({"user": "root", "mode": "755", "kind": "regular file"}, "sglang")
+    True
+    >>> _runnable_by({"user": "root", "mode": "700", "kind": "regular file"}, "sglang")
+    False
+    """
+    mode = int(state["mode"], 8)
+    needed = 0o100 if state["user"] == user else 0o011
+    return state["kind"] == "regular file" and bool(mode & needed)
+
+
+def entry_point_problem(entry, service_user, enabled=True):
+    """What keeps the unit's ExecStart program (the ``entry_point`` fact) from starting as
+    systemd starts it, as (severity, what is wrong), or None when nothing does. The
+    kernel runs a script's "#!" interpreter: a venv copied from another path names the
+    old venv's python there, and systemd fails with status=203/EXEC. A venv without
+    bin/sglang (torch and FlashInfer only, for the pre-warm) is a blocker only where
+    deploy would enable the unit (``enabled``), else a warning.
+
+    >>> script = {"user": "root", "mode": "755", "kind": "regular file"}
+    >>> entry_point_problem({"path": "/v/bin/sglang", "script": script, "format": "script",
+    ...     "first_line": "#!/old/bin/python",
+    ...     "wrapper": None, "interpreter": "/old/bin/python", "interpreter_file": None,
+    ...     "interpreter_owner": None, "interpreter_dir": None, "venv_bin": "/v/bin"}, "sglang")[1]
+    '/v/bin/sglang starts /old/bin/python (its #! line), which does not exist on this node'
+    >>> entry_point_problem({"path": "/v/bin/sglang", "script": script, "format": "script",
+    ...     "first_line": "#!/v/bin/python",
+    ...     "wrapper": None, "interpreter": "/v/bin/python", "interpreter_file": script,
+    ...     "interpreter_owner": None, "interpreter_dir": "/v/bin", "venv_bin": "/v/bin"}, "sglang") is None
+    True
+    """
+    path, script, interpreter = entry["path"], entry["script"], entry["interpreter"]
+    if script is None:
+        if enabled:
+            return BLOCKER, f"{path} does not exist: the unit's ExecStart runs it"
+        return WARNING, f"{path} does not exist: the unit's ExecStart runs it (not enabled now), it cannot start"
+    if not _runnable_by(script, service_user):
+        return BLOCKER, (f"{path} ({script['kind']}, owner {script['user']}, mode {script['mode']}) cannot be "
+                         f"executed by the service user {service_user}")
+    if interpreter is None:
+        if entry.get("format") == "elf":
+            return None  # a program of its own: the kernel runs it directly
+        return BLOCKER, f"{path} is neither a script with a #! line nor an executable (ELF) the kernel can start"
+    named = f"{path} starts {interpreter} (its #! line{', through ' + entry['wrapper'] if entry['wrapper'] else ''})"
+    state = entry["interpreter_file"]
+    if state is None:
+        return BLOCKER, f"{named}, which does not exist on this node"
+    if not _runnable_by(state, service_user):
+        return BLOCKER, (f"{named}, which the service user {service_user} cannot execute ({state['kind']}, owner "
+                         f"{state['user']}, mode {state['mode']})")
+    if interpreter.rsplit("/", 1)[-1].startswith("python") and entry["interpreter_dir"] != entry["venv_bin"]:
+        return BLOCKER, (f"{named}: another venv's python (its directory is {entry['interpreter_dir']}, the "
+                         f"venv's bin is {entry['venv_bin']})")
+    owner = entry["interpreter_owner"]
+    if owner == "nobody":
+        return BLOCKER, f"{named}, which a user other than root may change (it, or a directory above it)"
+    if owner:
+        return WARNING, f"{named}, which {owner} may change (it, or a directory above it): {owner} decides what " \
+            "the service runs"
+    return None
+
+
+def check_entry_point(context):
+    """An external venv's bin/sglang, the unit's ExecStart, starts as systemd will run
+    it (SERVICE_ENTRY_POINT_BROKEN): validate and the venv's python answering prove
+    nothing of the interpreter its "#!" names. A managed venv is built on the node by
+    files/build-venv.sh, its scripts naming its own python; an older report has no
+    ``entry_point``; a missing venv is reported elsewhere."""
+    facts, config = context.facts, context.config
+    entry = facts.get("entry_point")
+    if config.venv_managed or entry is None or facts.get("torch") is None:
+        return
+    problem = entry_point_problem(entry, config.service_user, bool(config.service_model) and config.service_enable)
+    if problem is None:
+        return
+    severity, message = problem
+    if "may change" in message:
+        fix = (f"use an interpreter only root can change for the venv at {config.venv_path} (build the venv from "
+               "the distribution's python3), or let deploy build a managed venv (venv_managed: true)")
+    else:
+        fix = (f"systemd fails such a unit with status=203/EXEC (\"bad interpreter\" from a shell). A venv's "
+               "scripts name its interpreter by absolute path, so a venv copied from another path or node keeps "
+               f"that path: build the venv at {config.venv_path} on this node (its scripts then name its own "
+               "python), or let deploy build a managed venv (venv_managed: true)")
+    context.add(Finding("SERVICE_ENTRY_POINT_BROKEN", severity, message, fix))

@@ -154,3 +154,57 @@ def test_cuda_that_does_not_start_is_a_stand_in_where_declared(gpu_standin_node,
             "(gpu_standin: a recorded nvidia-smi, no device): 8 GPU(s) listed; CUDA does not start: RuntimeError: "
             "Found no NVIDIA driver on your system.") in text
     assert 'name="standin"' in (tmp_path / "junit.xml").read_text()
+
+
+ENTRY_BASE = Path("/var/lib/gpu-bringup-cli-node-entry")
+
+
+def _row(report, check):
+    return next(line for line in report.splitlines() if line.startswith(f"| {check} "))
+
+
+@pytest.fixture
+def copied_venv_node(request):
+    """(settings file, venv) of a scratch node of this machine whose external venv was
+    copied from another path: a real venv (its python answers) whose bin/sglang names the
+    python of the path it came from, which is not here."""
+    base = ENTRY_BASE / request.node.name.replace("[", "-").rstrip("]")
+    shutil.rmtree(base, ignore_errors=True)
+    (base / "etc-sglang").mkdir(parents=True)
+    venv = base / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    for directory in (ENTRY_BASE, base, *(path for path in base.rglob("*") if path.is_dir())):
+        directory.chmod(0o755)
+    _executable(venv / "bin" / "sglang", "#!/opt/sglang/venvs/4f2a9c/bin/python\nimport sys\n")
+    (base / "etc-sglang" / "sglang.env").write_text("")
+    settings = base / "settings.yaml"
+    settings.write_text(f'venv_path: "{venv}"\nvenv_managed: false\nservice_user: "nobody"\n'
+                        f'service_env_file: "{base}/etc-sglang/sglang.env"\n')
+    yield settings, venv
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_copied_venv_and_no_model_fail_by_name(copied_venv_node, tmp_path):
+    """The suite says what validate says: the entry point's interpreter (not bin/python)
+    and, without service_model, not serving-ready; both fail by name, nothing skipped."""
+    settings, venv = copied_venv_node
+    report = tmp_path / "report.md"
+    args = ("--connection=local", "--node-config", str(settings), f"--node-report={report}",
+            "-k", "entry_point or model_set")
+    result = node_suite(*args)
+    text = report.read_text()
+    assert result.returncode == 1, result.output
+    assert "**FAIL**" in _row(text, "service_entry_point_starts") and "**FAIL**" in _row(text, "service_model_set")
+    assert (f"service_entry_point_starts: {venv}/bin/sglang's #! interpreter (the unit's ExecStart, as systemd runs "
+            "it): expected /opt/sglang/venvs/4f2a9c/bin/python to start; actual exit ") in text, text
+    assert "status=203/EXEC: bad interpreter" in text
+    assert "service_model_set: serving-ready (service_model): expected a service_model" in text
+    assert "actual not serving-ready: service_model is empty" in text
+    # The venv's own python on the #! line, and a model: the entry point passes; the unit
+    # deploy has not written yet is named.
+    _executable(venv / "bin" / "sglang", f"#!{venv}/bin/python\nimport sys\n")
+    settings.write_text(settings.read_text() + "service_model: Qwen/Qwen3-0.6B\n")
+    result = node_suite(*args)
+    text = report.read_text()
+    assert "PASS" in _row(text, "service_entry_point_starts"), text
+    assert "expected Qwen/Qwen3-0.6B; actual none: run deploy.py" in text

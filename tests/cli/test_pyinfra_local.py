@@ -157,3 +157,20 @@ def test_no_summary_for_a_fact_run():
     SUMMARY.unlink(missing_ok=True)
     result = pyinfra("@local", "fact", "facts.node.GpuDevices")
     assert result.returncode == 0 and "fleet summary" not in result.output and not SUMMARY.exists()
+
+
+def test_validate_says_a_node_without_a_model_is_not_serving_ready():
+    """No service_model: validate exits 0 (deploy can run), and its report and the fleet
+    summary say the node will not serve, naming service_model; with a model, neither does."""
+    result = pyinfra("-v", "@local", "--data", "target_sms=12.0", "validate.py")
+    assert result.returncode == 0, result.output
+    assert "[WARN   ] SERVICE_NOT_SERVING_READY: service_model is empty" in result.output
+    assert "@local: not serving-ready: service_model is empty: deploy writes sglang.service without --model-path" \
+        in result.stderr
+    row = json.loads(SUMMARY.read_text())["hosts"][0]
+    assert (row["verdict"], row["service"]) in (("ready", "not serving-ready (service_model)"),
+                                                ("needs deploy", "not serving-ready (service_model)")), row
+    served = pyinfra("@local", "--data", "target_sms=12.0", "--data", "service_model=Qwen/Qwen3-0.6B", "validate.py")
+    assert served.returncode == 0, served.output
+    assert "not serving-ready" not in served.output and "SERVICE_NOT_SERVING_READY" not in served.output
+    assert json.loads(SUMMARY.read_text())["hosts"][0]["service"] == "enabled"

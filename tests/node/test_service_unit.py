@@ -36,3 +36,20 @@ def test_service_unit_directives(host, expected):
         fail(expected, f"{unit} [Service]",
              f"EnvironmentFile={config.service_env_file} User={config.service_user} LimitMEMLOCK=infinity "
              f"ExecStart={config.venv_path}/bin/sglang serve ...", ", ".join(problems))
+
+
+def test_service_model_set(host, expected):
+    """Serving-ready needs a model: without service_model deploy writes the unit without
+    --model-path and does not enable it (validate's SERVICE_NOT_SERVING_READY, the fleet
+    summary's "not serving-ready (service_model)"); with it, the unit runs that model."""
+    not_ready = [finding for finding in expected.plan.findings if finding.code == "SERVICE_NOT_SERVING_READY"]
+    if not_ready:
+        fail(expected, "serving-ready (service_model)", "a service_model, the unit enabled with its --model-path",
+             f"not serving-ready: {not_ready[0].message}")
+    text = read_text(host, expected.layout.unit)
+    exec_start = [value for key, value in parse_unit(text or "").get("Service", []) if key == "ExecStart" and value]
+    argv = exec_argv(exec_start[-1]) if exec_start else []
+    model = argv[argv.index("--model-path") + 1] if "--model-path" in argv[:-1] else None
+    if model != expected.config.service_model:
+        fail(expected, f"{expected.layout.unit}'s --model-path", expected.config.service_model,
+             model or "none: run deploy.py to write the unit with service_model")

@@ -91,7 +91,8 @@ def test_service_unit_args_accepted(host, expected, sglang):
         fail(expected, "the unit's arguments", "sglang to import", sglang["error"])
     argv = sglang["argv"]
     if "--model-path" not in argv:
-        fail(expected, "the unit's arguments", "a --model-path", "none: set service_model")
+        fail(expected, "the unit's arguments", "a --model-path",
+             "none: not serving-ready, set service_model (validate: SERVICE_NOT_SERVING_READY)")
     if sglang.get("parse") != "accepted":
         usage = " / ".join(line for line in sglang["output"].splitlines() if "error:" in line)[-300:]
         fail(expected, "the unit's arguments (sglang serve's parser)", "accepted",
@@ -106,7 +107,8 @@ def test_deep_gemm_args_accepted(host, expected, sglang):
     if "error" in sglang:
         fail(expected, "DeepGEMM compile's arguments", "sglang to import", sglang["error"])
     if not expected.config.service_model:
-        fail(expected, "DeepGEMM compile's arguments", "a --model-path", "none: set service_model")
+        fail(expected, "DeepGEMM compile's arguments", "a --model-path",
+             "none: not serving-ready, set service_model (validate: SERVICE_NOT_SERVING_READY)")
     if sglang.get("deep_gemm_parse") != "accepted":
         usage = " / ".join(line for line in sglang["output"].splitlines() if "error:" in line)[-300:]
         fail(expected, "DeepGEMM compile's arguments (compile_deep_gemm's parser)", "accepted",

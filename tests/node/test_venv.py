@@ -123,3 +123,50 @@ def test_flashinfer_detects_gpu_arch(host, expected, record_property):
                                              else "(empty: the trap)"))
     if detected["standin"]:
         stand_in(record_property, expected, what, f"torch given nvidia-smi's capabilities {' '.join(caps)}")
+
+
+# Run by the interpreter the unit's entry point names: where it really is and which venv
+# it is (sys.prefix), after importing nothing.
+PREFIX_SCRIPT = 'import os, sys; print("@@prefix " + os.path.realpath(sys.prefix))'
+
+
+def entry_argv(point):
+    """The interpreter's command line as the kernel builds it from the entry point's
+    ``#!`` line (its first word, then the rest as one argument), or the interpreter a
+    ``/bin/sh`` wrapper execs (the probe's ``entry_point``).
+
+    >>> entry_argv({"wrapper": None, "interpreter": "/usr/bin/env", "first_line": "#!/usr/bin/env python3"})
+    ['/usr/bin/env', 'python3']
+    >>> entry_argv({"wrapper": "/bin/sh", "interpreter": "/v/bin/python", "first_line": "#!/bin/sh"})
+    ['/v/bin/python']
+    """
+    if point.get("wrapper"):
+        return [point["interpreter"]]
+    words = (point.get("first_line") or "")[2:].strip().split(None, 1)
+    return words[:1] + [word.strip() for word in words[1:]]
+
+
+def test_service_entry_point_starts(host, expected):
+    """The unit's ExecStart program starts as systemd will start it: its ``#!`` interpreter
+    (as the probe read it, validate's SERVICE_ENTRY_POINT_BROKEN) runs as the service user
+    with the service's environment and is the venv's own python. bin/python answering
+    proves nothing of it: a venv copied from another path keeps the old python there."""
+    script = expected.layout.entry_point
+    point = expected.facts.get("entry_point") or {}
+    what = f"{script}'s #! interpreter (the unit's ExecStart, as systemd runs it)"
+    if not point.get("script"):
+        fail(expected, what, f"{script}, the unit's ExecStart program", "missing")
+    if not point.get("interpreter"):
+        fail(expected, what, "a #! line naming the venv's python", repr(point.get("first_line")))
+    argv = entry_argv(point)
+    result = run_in_service_env(host, expected, f"{shlex.join(argv)} -I -c {shlex.quote(PREFIX_SCRIPT)} 2>&1",
+                                as_service_user=True)
+    line = next((line for line in result.stdout.splitlines() if line.startswith("@@prefix ")), None)
+    venv = (point.get("venv_bin") or f"{expected.layout.venv}/bin").rsplit("/", 1)[0]
+    if line is None:
+        fail(expected, what, f"{' '.join(argv)} to start",
+             f"exit {result.rc}: {result.stdout.strip()[-200:]} (systemd fails the unit with status=203/EXEC: "
+             "bad interpreter)")
+    if line[len("@@prefix "):] != venv:
+        fail(expected, what, f"the venv's python (sys.prefix {venv})", f"{' '.join(argv)}: sys.prefix "
+             f"{line[len('@@prefix '):]}, another venv")

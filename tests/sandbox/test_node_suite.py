@@ -27,11 +27,11 @@ TOOLKIT_CHECKS = {"nvcc_reports_plan_version", "nvcc_lists_every_gpu_arch", "too
 RESOLUTION_CHECKS = {"login_shell_resolves_toolkit", "ssh_command_resolves_toolkit", "service_env_resolves_toolkit"}
 ENV_FILE_CHECKS = {"service_env_file_owner_and_mode", "service_env_file_matches_plan"}
 VENV_CHECKS = {"flashinfer_resolves_toolkit", "flashinfer_target_archs", "flashinfer_detects_gpu_arch",
-               "torch_cuda_build", "torch_covers_gpu_sms"}
+               "torch_cuda_build", "torch_covers_gpu_sms", "service_entry_point_starts"}
 JIT_CHECKS = {"prewarm_manifest_matches", "prewarm_libraries_exist", "prewarm_ninja_no_work",
               "prewarm_sglang_no_compile", "deployed_file_not_world_writable[prewarm-manifest]"}
 UNIT_CHECKS = {"service_unit_file", "service_unit_directives", "service_unit_args_accepted", "deep_gemm_args_accepted",
-               "deployed_file_not_world_writable[service-unit]"}
+               "service_model_set", "deployed_file_not_world_writable[service-unit]"}
 CACHE_CHECKS = {f"service_cache_placed[{variable}]" for variable in (
     "CUDA_CACHE_PATH", "FLASHINFER_WORKSPACE_BASE", "SGLANG_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR",
     "TILELANG_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TVM_FFI_CACHE_DIR", "XDG_CACHE_HOME")}

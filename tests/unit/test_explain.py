@@ -46,6 +46,7 @@ EXPECTED = {
     "public-cuda-802-fabric": (["cuda-system-not-initialized"], "Error 802"),
     "public-mig-device-ordinal": (["mig-device-ordinal"], "INTERNAL ASSERT FAILED"),
     "public-nccl-duplicate-gpu": (["nccl-duplicate-gpu"], "Duplicate GPU detected"),
+    "public-systemd-bad-interpreter": (["exec-bad-interpreter"], "Failed at step EXEC spawning"),
 }
 RECORDED_HEADER = "# Recorded by tests/fixtures/failures/record_failures.py"
 QUOTED_HEADER = "# Quoted from public report"

@@ -58,6 +58,16 @@ ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
 {"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"], \
 "arch_list_from": "record"}}
+@@ entry-point rc=0 path=/opt/sglang/venv/bin/sglang
+script=root 755 regular file
+format=script
+line=#!/bin/sh
+wrapper=/bin/sh
+interpreter=/opt/sglang/venvs/0a1b/bin/python
+interpreter_file=root 755 regular file
+interpreter_owner=alice
+interpreter_dir=/opt/sglang/venvs/0a1b/bin
+venv_bin=/opt/sglang/venvs/0a1b/bin
 @@ prewarm rc=0
 {"manifest": {"flashinfer": "0.7.2"}, "stale": []}
 @@ jit-cache rc=0 base=/var/cache/sglang

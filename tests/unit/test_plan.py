@@ -16,6 +16,10 @@ STALE_12_8 = {"cuda_home": "/usr/local/cuda-12.8", "version": "12.8", "via": "PA
 
 APT_HOLDER = {"lock": "/var/lib/dpkg/lock-frontend", "pid": 812, "command": "/usr/bin/python3 /usr/bin/unattended-upgrade"}
 
+# Every scenario has a model (a node without one is not serving-ready: its own scenario)
+# unless its settings say otherwise.
+MODEL = {"service_model": "Qwen/Qwen3-0.6B"}
+
 # name, facts, settings, blockers, fixes (subset that must be there), arch_list
 SCENARIOS = [
     ("converged", converged(), {}, [], [], "12.0f"),
@@ -93,6 +97,8 @@ SCENARIOS = [
                                                              "nvcc_ok": True}]), {}, [], [], "12.0f"),
     # unattended-upgrades on a first boot: deploy waits for it, nothing is blocked.
     ("apt locked", varied(converged(), apt_locks=[APT_HOLDER]), {"deploy_apt_lock_timeout": "120"}, [], [], "12.0f"),
+    # The unit is written, not enabled: deploy can run (a warning), the node will not serve.
+    ("no service_model", converged(), {"service_model": ""}, [], [], "12.0f"),
 ]
 
 # Every finding of every scenario, code and severity: nothing more, nothing less.
@@ -148,12 +154,13 @@ EXACT_FINDINGS = {
                                          "CUDA_SYMLINK_DRIFT:fix", "JIT_CACHE_COLD:fix"],
     "another toolkit beside the planned one": ["OTHER_TOOLKITS:info"],
     "apt locked": ["APT_LOCKED:warning"],
+    "no service_model": ["SERVICE_NOT_SERVING_READY:warning"],
 }
 
 
 @pytest.mark.parametrize("name,facts,settings,blockers,fixes,arch_list", SCENARIOS, ids=[s[0] for s in SCENARIOS])
 def test_scenarios(name, facts, settings, blockers, fixes, arch_list):
-    node = plan(facts, Config.from_data(settings))
+    node = plan(facts, Config.from_data({**MODEL, **settings}))
     assert sorted(set(node.codes("blocker"))) == sorted(blockers), node.findings
     assert set(fixes) <= set(node.codes("fix")), node.findings
     assert node.ok is (not blockers)
@@ -173,7 +180,7 @@ def test_the_gpu_floor_alone_is_named():
 
 
 def test_converged_node_has_nothing_to_fix():
-    node = plan(converged(), Config())
+    node = plan(converged(), Config(**MODEL))
     assert node.codes("fix") == [] and node.codes("blocker") == [] and node.codes("warning") == []
 
 
@@ -371,7 +378,7 @@ def test_toolkit_pins_come_from_the_lock():
 
 
 def test_missing_toolkit_lock_is_a_warning_and_installs_by_name():
-    node = plan(converged(), Config(), locks=LockFiles.of(real_locks(drop=LOCK)))
+    node = plan(converged(), Config(**MODEL), locks=LockFiles.of(real_locks(drop=LOCK)))
     assert node.codes("warning") == ["TOOLKIT_UNLOCKED"] and node.ok
     assert node.toolkit.pins == node.toolkit.packages and "cuda-nvcc-13-0" in node.toolkit.pins
 

@@ -62,8 +62,8 @@ def test_row_cells():
                             "plan": plan(("TOOLKIT_MISSING", "fix"), ("OTHER_TOOLKITS", "info")),
                             "operations": [CHANGED_REPO, CHANGED_REPO, UNCHANGED_ENV]})
     assert row == {"host": "n1", "gpus": "8x SM 12.0", "driver": "580.95.05", "toolkit": "12.8 -> 13.0",
-                   "verdict": "deployed", "blockers": [], "fixes": ["TOOLKIT_MISSING"], "reason": "",
-                   "changed": "repo 2"}
+                   "verdict": "deployed", "blockers": [], "fixes": ["TOOLKIT_MISSING"], "service": "-",
+                   "reason": "", "changed": "repo 2"}
 
 
 def test_row_of_an_unreachable_host_has_no_facts():
@@ -107,13 +107,43 @@ def test_render_names_every_host_and_why():
     lines = text.splitlines()
     assert lines[0] == "== fleet summary: deploy.py, 3 host(s)"
     assert lines[1].split() == ["host", "GPUs", "driver", "CUDA", "now", "->", "plan", "verdict", "blockers",
-                                "fixes", "deploy", "changed"]
+                                "fixes", "service", "deploy", "changed"]
     table = {line.split()[0]: line for line in lines[3:6]}
     assert set(table) == {"gpu-01", "gpu-02", "gpu-03"}
     assert "deployed" in table["gpu-01"] and "repo 1" in table["gpu-01"]
     assert "-- 1 deployed, 1 blocked, 1 unreachable: 2 of 3 host(s) need a look (exit status 1)" in lines
     assert "gpu-02: unreachable: Could not connect (timed out)" in lines
     assert "gpu-03: [BLOCKER] DRIVER_NOT_LOADED: DRIVER_NOT_LOADED seen" in lines
+
+
+NO_MODEL = {"code": "SERVICE_NOT_SERVING_READY", "severity": "warning", "fix": "set service_model",
+            "message": "service_model is empty: deploy writes sglang.service without --model-path and does not enable it"}
+
+
+# purpose, plan's service, a no-model warning, verdict, service cell
+SERVICE_CASES = [
+    ("validate", {"enable": True}, False, "ready", "enabled"),
+    ("validate", {"enable": False}, False, "ready", "not enabled (service_enable)"),
+    ("validate", {"enable": False}, True, "ready", "not serving-ready (service_model)"),
+    ("deploy", {"enable": False}, True, "deployed", "not serving-ready (service_model)"),
+]
+
+
+@pytest.mark.parametrize("purpose,service,no_model,verdict,cell", SERVICE_CASES)
+def test_not_serving_ready_is_said_and_keeps_the_exit_status(purpose, service, no_model, verdict, cell):
+    """A node without service_model is good for the run's exit status (deploy can run, or
+    ran) and the summary says it is not serving-ready, naming service_model."""
+    host_plan = dict(plan(), service=service)
+    if no_model:
+        host_plan["findings"] = [NO_MODEL]
+    document = summary.summary_document(purpose, [{"host": "n1", "facts": FACTS, "plan": host_plan,
+                                                   "operations": [UNCHANGED_ENV]}])
+    row, = document["hosts"]
+    assert (row["verdict"], row["service"], document["ok"]) == (verdict, cell, True)
+    text = summary.render(document)
+    said = f"n1: not serving-ready: {NO_MODEL['message']}"
+    assert (said in text.splitlines()) is no_model, text
+    assert ("service_model" in row.get("not_serving_ready", "")) is no_model
 
 
 @pytest.mark.parametrize("lines,expected", [
