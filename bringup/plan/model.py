@@ -71,6 +71,43 @@ class ToolkitPlan:
 
 
 @dataclass(frozen=True)
+class DriverPlan:
+    """NVIDIA's driver as deploy converges it (``driver_manage``; the task does nothing
+    at all when ``manage`` is False): the lock's packages of one kernel module flavour,
+    Fabric Manager's and NVLSM's where the node needs them, held and kept out of
+    unattended-upgrades; the files and units around them; and why the loaded module
+    will not match until a boot (``reboot_for``, "" when it will)."""
+
+    manage: bool
+    branch: str = ""
+    version: str = ""
+    flavour: str = ""
+    # The control-side lock the pins come from ("" without one: DRIVER_LOCK_MISSING).
+    lock: str = ""
+    # apt-get install arguments, "name=version" for every locked package planned.
+    install: tuple = ()
+    # Installed packages of the other flavour (purged before the install).
+    remove: tuple = ()
+    # Names apt-mark holds (driver, Fabric Manager, NVLSM), all at the lock's versions.
+    hold: tuple = ()
+    headers: tuple = ()
+    # Units enabled and started once the module is loaded.
+    units: tuple = ()
+    blacklist_file: str = ""
+    blacklist: str = ""
+    unattended_file: str = ""
+    unattended: str = ""
+    reboot_for: str = ""
+    reboot: str = "never"
+    reboot_serving: bool = False
+    reboot_timeout: int = 900
+    # The service unit was active when the node was probed.
+    service_active: bool = False
+    # One line per thing deploy will do, as validate's fixes say it.
+    changes: tuple = ()
+
+
+@dataclass(frozen=True)
 class VenvPlan:
     """The SGLang venv: built from ``lock`` (a control-side file) with ``python`` (CPython
     ``python_version``) into ``dirs/<lock digest>`` and linked at ``path`` when
@@ -195,6 +232,7 @@ class NodePlan:
     prewarm: PrewarmPlan = None
     deep_gemm: DeepGemmPlan = None
     service: ServicePlan = None
+    driver: DriverPlan = field(default_factory=lambda: DriverPlan(manage=False))
     manage_alternative: bool = True
     steps: tuple = ()
     # Who held apt's locks when the node was probed, and how long deploy waits for them.
@@ -243,6 +281,7 @@ class NodePlan:
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
             "deep_gemm": asdict(self.deep_gemm) if self.deep_gemm else {},
             "service": service,
+            "driver": asdict(self.driver) if self.driver else {},
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),
             "apt_lock_timeout": self.apt_lock_timeout,
