@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
-from bringup.findings import BLOCKER, INFO, WARNING, Finding
+from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.plan.driver_step import install_text, node_sms
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.versions import parse
@@ -87,7 +87,7 @@ def check_driver(context, planned=None):
             add(finding)
         if driver and not low:
             for finding in _floors(driver["version"], context.torch_cuda, gpus, f"driver {driver['version']}", ""):
-                add(Finding(finding.code, "fix", finding.message, install_text(planned)))
+                add(Finding(finding.code, FIX, finding.message, install_text(planned)))
         return
     if not driver:
         return
