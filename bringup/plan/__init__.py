@@ -96,7 +96,7 @@ def plan(facts, config, locks=None):
     node.env = service_env(config, context.home, node.arch_list)
     service.check_service_env(context, node.env)
     node.prewarm = prewarm.prewarm_plan(context)
-    node.service = service.service_plan(context, node.env)
+    node.service = driver_step.service_after(service.service_plan(context, node.env), node.driver)
     node.findings.extend(exposure_findings(node.service, config.service_args, config.service_port))
     node.deep_gemm = prewarm.deep_gemm_plan(context)
     service.check_service_unit(context)

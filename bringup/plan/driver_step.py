@@ -201,6 +201,21 @@ def _changes(plan, pins, installed, layer):
     return tuple(changes)
 
 
+def service_after(service, plan):
+    """The service's plan with the units the driver step starts among those it is ordered
+    after (a node probed before Fabric Manager was installed has no such unit yet).
+
+    >>> from bringup.plan.model import ServicePlan
+    >>> unit = ServicePlan("u", "/h", "/e", {}, "s", (), "", "", True, after_units=("nvidia-persistenced.service",))
+    >>> service_after(unit, DriverPlan(manage=True, units=("nvidia-persistenced", "nvidia-fabricmanager"))).after_units
+    ('nvidia-persistenced.service', 'nvidia-fabricmanager.service')
+    """
+    if service is None or not plan.manage:
+        return service
+    units = tuple(dict.fromkeys(service.after_units + tuple(f"{unit}.service" for unit in plan.units)))
+    return replace(service, after_units=units)
+
+
 def will_reboot(plan):
     """Whether deploy reboots the host for the module: ``driver_reboot: if-needed``, and
     the service not active unless ``driver_reboot_serving``.

@@ -18,7 +18,7 @@ from packaging.version import Version
 from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
-from bringup.plan.driver_step import install_text, node_sms
+from bringup.plan.driver_step import install_text
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.versions import parse
 
@@ -43,15 +43,6 @@ def target_sms(context):
                         f"GPUs of SMs {', '.join(str(sm) for sm in sms)} share this node",
                         "nothing to do: every SM is in the arch list"))
         return tuple(sms)
-    # A node without a driver whose GPUs are on PCI: the driver step installs one (a fix
-    # once its lock is there, bringup/plan/driver_step.py); build for those GPUs.
-    on_pci = node_sms(facts) if config.driver_manage else ()
-    if on_pci:
-        add(Finding("DRIVER_NOT_LOADED", BLOCKER,
-                    f"no NVIDIA driver is loaded ({smi.get('error') or 'nvidia-smi lists no GPU'}); the GPUs on PCI "
-                    f"are of compute capability {', '.join(str(sm) for sm in on_pci)}",
-                    "install the NVIDIA driver (driver_manage: true does, from its lock)"))
-        return on_pci
     if config.target_sms:
         sms = sorted({Version(sm) for sm in config.target_sms})
         add(Finding("TARGET_SMS_FROM_CONFIG", INFO,

