@@ -71,43 +71,6 @@ class ToolkitPlan:
 
 
 @dataclass(frozen=True)
-class DriverPlan:
-    """NVIDIA's driver as deploy converges it (``driver_manage``; the task does nothing
-    at all when ``manage`` is False): the lock's packages of one kernel module flavour,
-    Fabric Manager's and NVLSM's where the node needs them, held and kept out of
-    unattended-upgrades; the files and units around them; and why the loaded module
-    will not match until a boot (``reboot_for``, "" when it will)."""
-
-    manage: bool
-    branch: str = ""
-    version: str = ""
-    flavour: str = ""
-    # The control-side lock the pins come from ("" without one: DRIVER_LOCK_MISSING).
-    lock: str = ""
-    # apt-get install arguments, "name=version" for every locked package planned.
-    install: tuple = ()
-    # Installed packages of the other flavour (purged before the install).
-    remove: tuple = ()
-    # Names apt-mark holds (driver, Fabric Manager, NVLSM), all at the lock's versions.
-    hold: tuple = ()
-    headers: tuple = ()
-    # Units enabled and started once the module is loaded.
-    units: tuple = ()
-    blacklist_file: str = ""
-    blacklist: str = ""
-    unattended_file: str = ""
-    unattended: str = ""
-    reboot_for: str = ""
-    reboot: str = "never"
-    reboot_serving: bool = False
-    reboot_timeout: int = 900
-    # The service unit was active when the node was probed.
-    service_active: bool = False
-    # One line per thing deploy will do, as validate's fixes say it.
-    changes: tuple = ()
-
-
-@dataclass(frozen=True)
 class VenvPlan:
     """The SGLang venv: built from ``lock`` (a control-side file) with ``python`` (CPython
     ``python_version``) into ``dirs/<lock digest>`` and linked at ``path`` when
@@ -214,6 +177,36 @@ class ServicePlan:
     # The driver's daemons the node has (service.driver_units): the unit wants them and
     # starts after them; none on a node without them.
     after_units: tuple = ()
+
+
+@dataclass(frozen=True)
+class DriverPlan:
+    """NVIDIA's driver as deploy converges it (docs/deploy.md, "The driver step");
+    ``manage`` False: the driver step touches nothing. The fields are the issue-23
+    contract's: the packages at the lock's versions, the other flavour's to purge, the
+    holds, the headers, the units, the files deploy writes, and the reboot policy.
+    """
+
+    manage: bool
+    branch: str = ""
+    version: str = ""
+    flavour: str = ""
+    lock: str = ""
+    install: tuple = ()
+    remove: tuple = ()
+    hold: tuple = ()
+    headers: tuple = ()
+    units: tuple = ()
+    blacklist_file: str = ""
+    blacklist: str = ""
+    unattended_file: str = ""
+    unattended: str = ""
+    reboot_for: str = ""
+    reboot: str = "never"
+    reboot_serving: bool = False
+    reboot_timeout: int = 900
+    service_active: bool = False
+    changes: tuple = ()
 
 
 @dataclass
