@@ -186,7 +186,8 @@ def _changes(plan, pins, installed, layer):
     if missing:
         changes.append(f"install NVIDIA driver {plan.version} ({plan.flavour} kernel module, built by DKMS) from "
                        f"{plan.lock}: {' '.join(missing)}")
-    loose = [name for name in plan.hold if missing or not (installed.get(name) or {}).get("held")]
+    loose = [name for name in plan.hold
+             if (installed.get(name) or {}).get("version") != pins[name] or not installed[name].get("held")]
     if loose:
         changes.append(f"hold {' '.join(loose)} (apt-mark hold) and keep them out of unattended-upgrades "
                        f"({plan.unattended_file})")
