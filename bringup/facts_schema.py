@@ -45,6 +45,9 @@ SCHEMA = {
     "driver": Optional({"version": VERSION, "cuda_version": OPT_VERSION}),
     "nvidia_smi": {"present": BOOL, "error": OPT_STR},
     "gpus": Items({"index": INT, "name": STR, "compute_cap": STR, "memory_total_mib": Optional(INT)}),
+    # The NVIDIA GPUs on PCI (docs/facts.md): absent in an older report, null where sysfs
+    # could not be read.
+    "pci_gpus": Optional(Items({"bus_id": STR, "vendor": STR, "device": STR, "class": STR})),
     "toolkits": Items({"home": STR, "version": OPT_VERSION, "nvcc_ok": BOOL}),
     "cuda_symlink": OPT_STR,
     "path_nvcc": Optional({"path": STR, "version": OPT_VERSION}),

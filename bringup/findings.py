@@ -14,8 +14,10 @@ SEVERITIES = (BLOCKER, FIX, WARNING, INFO)
 
 CODES = {
     "UNSUPPORTED_OS": "No NVIDIA CUDA repository serves this OS/architecture and no mirror distro is set.",
-    "NO_GPU": "nvidia-smi lists no GPU (or is missing) and no target_sms are configured.",
-    "DRIVER_NOT_LOADED": "nvidia-smi is installed but cannot talk to the driver.",
+    "NO_GPU": "nvidia-smi lists no GPU (or is missing), the PCI bus shows no NVIDIA GPU and no target_sms are "
+              "configured.",
+    "DRIVER_NOT_LOADED": "nvidia-smi is installed but cannot talk to the driver, or lists no GPU while the PCI bus "
+                         "shows NVIDIA GPUs (named, with their count and model).",
     "DRIVER_TOO_OLD": "The driver cannot run torch's CUDA build, or is below the GPU's floor.",
     "DRIVER_CUDA_BELOW_TOOLKIT": "The driver's newest CUDA is older than the toolkit (minor-version compatibility only).",
     "SM_UNKNOWN": "A GPU's compute capability is not in this release's tables.",
@@ -51,6 +53,7 @@ CODES = {
     "DEEP_GEMM_PRECOMPILE": "prewarm_deep_gemm is set: deploy compiles DeepGEMM's kernels for service_model on the GPUs.",
     "DEEP_GEMM_NOT_PRECOMPILED": "prewarm_deep_gemm is set but cannot run here (no model, no GPU, or GPUs without DeepGEMM).",
     "TARGET_SMS_FROM_CONFIG": "No GPU on the node; the configured target_sms are built for.",
+    "GPU_STANDIN": "gpu_standin is set: the node's GPU driver is the test bed's declared stand-in (no CUDA device).",
     "OTHER_TOOLKITS": "Other toolkits are installed; they stay, but no longer resolve.",
     "SERVICE_FAILED": "The SGLang unit failed or keeps restarting; its journal's known cause (bringup/explain.py) is named.",
     "SERVICE_OPEN": "The server listens beyond loopback (service_host) with no API key: anyone reaching the port "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from bringup.apt_sources import keyring_fingerprints, source_entries
 from facts.driver_layer import driver_layer
+from facts.pci import pci_gpus
 
 SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
 # The probe writes every body line behind this mark (files/probe.sh emit): a line a
@@ -499,6 +500,7 @@ PARTS = {
     "driver": (("gpus",), lambda by_name: gpu_and_driver(by_name)[1]),
     "nvidia_smi": (("gpus",), lambda by_name: gpu_and_driver(by_name)[2]),
     "gpus": (("gpus",), lambda by_name: gpu_and_driver(by_name)[0]),
+    "pci_gpus": (("pci",), pci_gpus),
     "toolkits": (("toolkits",), lambda by_name: [toolkit_entry(s) for s in by_name["toolkit"]]),
     "cuda_symlink": (("toolkits",), _cuda_symlink),
     "path_nvcc": (("login",), login_path_nvcc),

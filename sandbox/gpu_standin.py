@@ -8,6 +8,10 @@ These are the only fakes in the sandbox (docs/contributing.md, "The sandbox"):
   ``libcuda.so.1`` link stub, the loaded module's banner (node-init.sh shows it
   at /proc/driver/nvidia/version) and the driver package's nouveau blacklist;
   the driver states (sandbox/field_states.py) change these;
+* the PCI bus: one ``/sys/bus/pci/devices/<bus id>`` directory per GPU of the profile
+  (``vendor``, ``device``, ``class``; ids from tests/fixtures/gpus/<profile>/pci.txt),
+  on a tmpfs node-init.sh mounts (the host's devices never show), there with or without
+  a driver;
 * the incident's old CUDA 12.8 toolkit (``--toolkit incident``): an ``nvcc``
   that only reports its version (the one the apt repository's
   ``cuda-nvcc-12-8`` ships, ``sandbox/aptrepo/nvcc-12.8``), ``version.json``,
@@ -147,6 +151,56 @@ def _libcuda_stub(machine: str) -> bytes:
         if proc.returncode != 0:
             raise RuntimeError(f"building the libcuda stub failed: {proc.stderr.strip()}")
         return out.read_bytes()
+
+
+# ---- The PCI stand-in (the pci_gpus fact): kept apart from the driver's, which a driver
+# state may take away; the GPUs stay on the bus with or without a driver. ----
+
+# Where the profile's PCI devices land inside the node; node-init.sh copies them onto the
+# tmpfs it mounts over /sys/bus/pci/devices.
+NODE_PCI_DATA = "usr/share/sandbox-pci/devices"
+
+
+def pci_devices(profile_dir: Path) -> list[tuple[str, str, str, str]]:
+    """The profile's PCI devices (its ``pci.txt``): ``(bus id, vendor, device, class)`` as
+    sysfs prints them; [] for a profile without one (``none``, ``driver-failed``).
+
+    >>> pci_devices(FIXTURES / "mixed-b200-rtxpro")[1]
+    ('0000:28:00.0', '0x10de', '0x2bb5', '0x030200')
+    """
+    source = profile_dir / "pci.txt"
+    if not source.is_file():
+        return []
+    devices = []
+    for line in source.read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#"):
+            if len(fields) != 4:
+                raise ValueError(f"{source}: expected '<bus id> <vendor> <device> <class>', got {line!r}")
+            devices.append((fields[0], fields[1], fields[2], fields[3]))
+    return devices
+
+
+def write_pci_devices(target: Path, devices: list[tuple[str, str, str, str]]) -> None:
+    """One directory per device under *target* (``<bus id>/vendor``, ``device``, ``class``:
+    sysfs's file names and format, read-only as sysfs has them)."""
+    for bus_id, vendor, device, class_ in devices:
+        directory = target / bus_id
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        for name, value in (("vendor", vendor), ("device", device), ("class", class_)):
+            write_file(directory / name, value + "\n", 0o444)
+
+
+def install_pci(upper: Path, lower: Path | list[Path], profile: str) -> None:
+    """SANDBOX STAND-IN for the node's PCI bus: *profile*'s GPUs (tests/fixtures/gpus/<profile>/pci.txt)
+    where node-init.sh finds them; nothing for a profile without GPUs on record (its bus is empty)."""
+    if profile not in profiles():
+        raise ValueError(f"unknown GPU profile {profile!r}; known: {', '.join(profiles())}")
+    devices = pci_devices(FIXTURES / profile)
+    if devices:
+        write_pci_devices(ensure_dir(upper, lower, NODE_PCI_DATA), devices)
+
+# ---- end of the PCI stand-in ----
 
 
 def install_toolkit(upper: Path, lower: Path, toolkit: str) -> None:

@@ -437,6 +437,7 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
     pub = Path(str(client_key()) + ".pub").read_text()
     write_file(dot_ssh / "authorized_keys", pub, 0o600)
     gpu_standin.install_driver(upper, lowers, gpu, machine)
+    gpu_standin.install_pci(upper, lowers, gpu)
     gpu_standin.install_toolkit(upper, lowers, toolkit)
 
 

@@ -74,6 +74,7 @@ def plan(facts, config, locks=None):
     node.repo = repository.repo(context)
     node.driver = driver_step.driver_plan(context, node.repo)
     context = replace(context, sms=gpus.target_sms(context))
+    gpus.check_standin(context)
     node.toolkit = toolkit.toolkit(context, node.repo)
     toolkit.check_toolkit_lock(context, node.toolkit)
     gpus.check_driver(context, node.driver)

@@ -14,6 +14,7 @@ import shlex
 from packaging.version import InvalidVersion, Version
 
 from bringup.findings import BLOCKER, WARNING, Finding
+from bringup.gpu_ids import bus_gpus, pci_gpus_sms
 
 # Blackwell: compute capability 10.x (B200, B300, GB200) and 12.x (RTX PRO 6000, GB10).
 # NVIDIA's blog "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules": "For
@@ -88,9 +89,12 @@ def sm_major(gpu):
 
 
 def node_sm_majors(facts, config):
-    """The compute capability majors of the node: its GPUs', else the configured target_sms
-    (a proprietary module on Blackwell lists no GPU: "No devices were found")."""
+    """The compute capability majors of the node: its GPUs', else those on its PCI bus
+    (bringup/gpu_ids.py), else the configured target_sms (a proprietary module on
+    Blackwell lists no GPU: "No devices were found")."""
     majors = {sm_major(gpu) for gpu in facts.get("gpus") or []} - {None}
+    if not majors:
+        majors = {sm.major for sm in pci_gpus_sms(facts)}
     if not majors:
         majors = {int(sm.split(".")[0]) for sm in getattr(config, "target_sms", ()) or () if sm[:1].isdigit()}
     return majors
@@ -273,11 +277,11 @@ def _check_fabric(facts, layer, version, add):
 
 
 def _has_nvidia(facts, layer):
-    """The node has NVIDIA's GPUs or driver: a GPU listed, a module loaded or installed, or
-    a driver package (a node with none has no use for a nouveau blacklist)."""
+    """The node has NVIDIA's GPUs or driver: a GPU listed or on the PCI bus, a module loaded
+    or installed, or a driver package (a node with none has no use for a nouveau blacklist)."""
     installed = layer.get("installed_module") or {}
-    return bool(facts.get("gpus") or (layer.get("module") or {}).get("loaded") or installed.get("version")
-                or driver_packages(layer))
+    return bool(facts.get("gpus") or bus_gpus(facts) or (layer.get("module") or {}).get("loaded")
+                or installed.get("version") or driver_packages(layer))
 
 
 def _check_nouveau(facts, layer, add):

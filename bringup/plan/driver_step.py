@@ -21,15 +21,10 @@ from dataclasses import replace
 from packaging.version import Version
 
 from bringup import locks as lockfiles
+from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
 from bringup.plan.model import DriverPlan
 from bringup.versions import parse
-
-try:
-    from bringup.gpu_ids import pci_gpus_sms
-except ImportError:  # the PCI table (issue 23's pci helper) is not merged yet: no SMs from PCI
-    def pci_gpus_sms(facts):
-        return ()
 
 NOUVEAU_FILE = "/etc/modprobe.d/gpu-bringup-nouveau.conf"
 NOUVEAU_TEXT = "blacklist nouveau\noptions nouveau modeset=0\n"
@@ -52,9 +47,7 @@ def node_sms(facts):
     (<Version('12.0')>,)
     """
     sms = {parse(gpu.get("compute_cap")) for gpu in facts.get("gpus") or []} - {None}
-    if not sms:
-        sms = {parse(str(sm)) for sm in pci_gpus_sms(facts) or ()} - {None}
-    return tuple(sorted(sms))
+    return tuple(sorted(sms)) or pci_gpus_sms(facts)
 
 
 def flavour_for(setting, sms):

@@ -17,7 +17,9 @@ from packaging.version import Version
 
 from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
+from bringup import gpu_ids
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
+from bringup.plan.driver import OPEN_ONLY_MAJORS
 from bringup.plan.driver_step import install_text
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.versions import parse
@@ -25,8 +27,10 @@ from bringup.versions import parse
 
 def target_sms(context):
     """The SMs to build for, sorted: the GPUs' (SM_UNKNOWN for one that reports none,
-    MIXED_GPUS for several), else ``target_sms`` on a GPU-less image builder; none
-    (NO_GPU, DRIVER_NOT_LOADED) otherwise."""
+    MIXED_GPUS for several); where nvidia-smi lists none but the PCI bus shows NVIDIA
+    GPUs, theirs by the PCI table (DRIVER_NOT_LOADED naming them); else ``target_sms`` on
+    a GPU-less image builder; none (NO_GPU, DRIVER_NOT_LOADED) otherwise. Facts without
+    ``pci_gpus`` (an older probe, or sysfs unreadable) are judged by nvidia-smi alone."""
     facts, config, add = context.facts, context.config, context.add
     gpus = facts.get("gpus") or []
     smi = facts.get("nvidia_smi") or {}
@@ -43,6 +47,9 @@ def target_sms(context):
                         f"GPUs of SMs {', '.join(str(sm) for sm in sms)} share this node",
                         "nothing to do: every SM is in the arch list"))
         return tuple(sms)
+    on_bus = gpu_ids.bus_gpus(facts)
+    if on_bus:
+        return _gpus_without_driver(context, on_bus)
     if config.target_sms:
         sms = sorted({Version(sm) for sm in config.target_sms})
         add(Finding("TARGET_SMS_FROM_CONFIG", INFO,
@@ -60,6 +67,44 @@ def target_sms(context):
                     "install the NVIDIA driver on a GPU node, or set target_sms (e.g. [\"12.0\"]) "
                     "to build for a GPU-less image builder"))
     return ()
+
+
+def _gpus_without_driver(context, on_bus):
+    """nvidia-smi lists no GPU, the PCI bus shows NVIDIA's (no driver, or a module that
+    refused them: a proprietary one on Blackwell says "No devices were found"): the
+    driver is what is missing, and the SMs to build for are the bus's (bringup/gpu_ids.py).
+
+    >>> from bringup.config import Config
+    >>> from bringup.plan.context import PlanContext
+    >>> found = []
+    >>> b200 = {"bus_id": "0000:18:00.0", "vendor": "10de", "device": "2901", "class": "0302"}
+    >>> context = PlanContext.of({"gpus": [], "pci_gpus": [b200]}, Config(), None, found.append)
+    >>> target_sms(context), [finding.code for finding in found]
+    ((<Version('10.0')>,), ['DRIVER_NOT_LOADED'])
+    """
+    smi = context.facts.get("nvidia_smi") or {}
+    sms = gpu_ids.pci_gpus_sms(context.facts)
+    reason = smi.get("error") or "nvidia-smi lists no GPU"
+    blackwell = any(sm.major in OPEN_ONLY_MAJORS for sm in sms)
+    modules = ("NVIDIA's open kernel modules (Blackwell runs on no other: a proprietary module leaves "
+               "\"No devices were found\")" if blackwell else "its kernel module")
+    context.add(Finding("DRIVER_NOT_LOADED", BLOCKER,
+                        f"nvidia-smi lists no GPU ({reason}), but the PCI bus shows {gpu_ids.bus_summary(on_bus)}: "
+                        "no NVIDIA driver drives them",
+                        f"install or load the NVIDIA driver with {modules}; `dmesg | grep -i nvrm` names why a "
+                        "loaded module refused the GPUs"))
+    return sms
+
+
+def check_standin(context):
+    """The sandbox's declaration (``gpu_standin``) in every report: its GPUs are stand-ins,
+    so no report of such a node passes for a real GPU's."""
+    if context.config.gpu_standin:
+        context.add(Finding("GPU_STANDIN", INFO,
+                            "gpu_standin is set: this node's GPU driver is a declared stand-in (a recorded "
+                            "nvidia-smi, no CUDA device); the pre-warm compiles without a device and the node "
+                            "suite's CUDA checks say STAND-IN, not PASS",
+                            "nothing to do on a test bed; never set gpu_standin on a real node"))
 
 
 def check_driver(context, planned=None):

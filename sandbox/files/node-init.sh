@@ -65,6 +65,20 @@ if [ -e "$gpu_state/nouveau-loaded" ]; then
     printf 'live\n' > "$root/sys/module/nouveau/initstate"
 fi
 
+# ---- The PCI stand-in (sandbox/gpu_standin.py install_pci; the pci_gpus fact) ----
+# The node's PCI bus shows its profile's GPUs alone, driver or not: a tmpfs over
+# /sys/bus/pci/devices (the host's devices, its own GPUs included, never show) holding
+# one directory per GPU with its vendor, device and class files. tmpfs gives each file a
+# page of its size= (8 GPUs: 24 files, 96 KiB).
+pci_data=$root/usr/share/sandbox-pci/devices
+if [ -d "$root/sys/bus/pci/devices" ]; then
+    mount -t tmpfs -o nosuid,nodev,noexec,mode=0755,size=1m tmpfs "$root/sys/bus/pci/devices"
+    if [ -d "$pci_data" ]; then
+        cp -R "$pci_data/." "$root/sys/bus/pci/devices/"
+    fi
+fi
+# ---- end of the PCI stand-in ----
+
 # The overlay becomes / (systemd expects a root mount, not a chroot); the
 # host's tree is detached from this mount namespace.
 cd "$root"

@@ -74,6 +74,11 @@ def test_four_traps_on_one_node_each_cleared(pcie_node):
     assert {"name": "libnvidia-compute-580", "version": "580.105.08-0ubuntu1", "held": True} in layer["packages"]
     # No driver daemon on this node: the unit is the one every node had.
     assert report["plan"]["service"]["after_units"] == []
+    # The PCI stand-in (node-init.sh): the profile's eight GPUs on the node's bus, the host's
+    # devices hidden; and the sandbox's declaration said in the report.
+    assert [(gpu["bus_id"], gpu["device"]) for gpu in report["facts"]["pci_gpus"]] == \
+        [(f"0000:{0x18 + 0x10 * index:02x}:00.0", "2bb5") for index in range(8)]
+    assert "GPU_STANDIN" in [f["code"] for f in report["plan"]["findings"] if f["severity"] == "info"]
 
     # The open module at the same version (flavours switched, rebooted), nouveau unloaded, MIG off:
     # the mismatch stays, alone.

@@ -101,14 +101,7 @@ def codes(node, only=None):
 DRIVER_CODES = set(driver_step.CURES) | {"DRIVER_REBOOT_NEEDED", "DRIVER_LOCK_MISSING", "DRIVER_TOO_OLD", "NO_GPU"}
 
 
-@pytest.fixture
-def on_pci(monkeypatch):
-    """The PCI table's answer for the no-driver node (bringup/gpu_ids.py, the pci helper's):
-    eight RTX PRO 6000 (device 2bb5, compute capability 12.0)."""
-    monkeypatch.setattr(driver_step, "pci_gpus_sms", lambda facts: ("12.0",) * len(facts.get("pci_gpus") or []))
-
-
-def test_no_driver_installs_the_open_flavour_and_needs_a_reboot(on_pci):
+def test_no_driver_installs_the_open_flavour_and_needs_a_reboot():
     node = planned(no_driver_facts())
     driver = node.driver
     assert (driver.manage, driver.flavour, driver.version, driver.lock) == (True, "open", "580.95.05", LOCK_NAME)
@@ -119,7 +112,12 @@ def test_no_driver_installs_the_open_flavour_and_needs_a_reboot(on_pci):
     assert (driver.blacklist_file, driver.blacklist) == (driver_step.NOUVEAU_FILE, driver_step.NOUVEAU_TEXT)
     assert driver.reboot_for == "loaded: none; installed after deploy: 580.95.05 open"
     assert '"^nvidia-kernel-open-dkms$";' in driver.unattended
-    assert codes(node, DRIVER_CODES - {"NO_GPU", "DRIVER_NOT_LOADED"})[-1:] == ["DRIVER_REBOOT_NEEDED:warning"]
+    # The GPUs on the bus (eight RTX PRO 6000, device 2bb5: bringup/gpu_ids.py) are built for.
+    assert codes(node, DRIVER_CODES) == ["DRIVER_NOT_LOADED:fix", "NOUVEAU_NOT_BLACKLISTED:fix",
+                                         "DRIVER_REBOOT_NEEDED:warning"]
+    assert node.arch_list == "12.0f"
+    fix = next(f for f in node.findings if f.code == "DRIVER_NOT_LOADED").fix
+    assert fix == f"deploy installs NVIDIA driver 580.95.05 (open kernel module, built by DKMS; {LOCK_NAME}), then a reboot"
     assert "blacklist nouveau (/etc/modprobe.d/gpu-bringup-nouveau.conf) and update the initramfs" in driver.changes
     reboot = next(f for f in node.findings if f.code == "DRIVER_REBOOT_NEEDED")
     assert reboot.message.startswith(f"deploy installs NVIDIA driver 580.95.05 (open kernel module, built by DKMS; "
@@ -129,8 +127,20 @@ def test_no_driver_installs_the_open_flavour_and_needs_a_reboot(on_pci):
 
 
 def test_a_driverless_node_with_unknown_gpus_is_planned_open():
-    node = planned(no_driver_facts())
+    facts = no_driver_facts()
+    for gpu in facts["pci_gpus"]:
+        gpu["device"] = "ffff"
+    node = planned(facts)
     assert node.driver.flavour == "open" and node.driver.install[1:] == OPEN_PINS
+
+
+def test_a_pre_turing_node_is_moved_to_the_proprietary_flavour():
+    """Open modules drive Turing (7.5) and newer: a V100 node's open module is swapped."""
+    facts = dict(converged(), gpus=gpus("Tesla V100-SXM2-32GB", "7.0", 8), driver_layer=converged_layer())
+    node = planned(facts)
+    assert node.driver.flavour == "proprietary" and "nvidia-kernel-dkms=580.95.05-1" in node.driver.install
+    assert node.driver.remove == ("nvidia-kernel-open-dkms",)
+    assert node.driver.reboot_for == "loaded: 580.95.05 open; installed after deploy: 580.95.05 proprietary"
 
 
 def test_driver_not_loaded_becomes_the_install():

@@ -23,6 +23,8 @@ x86_64
 0, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, 97887, 580.95.05
 @@ smi-header rc=0
 | NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0 |
+@@ pci-gpus rc=0
+0000:18:00.0 0x10de 0x2bb5 0x030200
 @@ toolkit rc=0 home=/usr/local/cuda-13.0
 Cuda compilation tools, release 13.0, V13.0.88
 @@ toolkit rc=127 home=/usr/local/cuda-12.8

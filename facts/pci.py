@@ -1,0 +1,52 @@
+"""Parse files/probe.sh's ``pci-gpus`` section into the facts document's ``pci_gpus``
+(docs/facts.md): the NVIDIA GPUs on the PCI bus, whether or not a driver drives them.
+
+Pure functions over the lines the probe writes, one per GPU: the device's sysfs name
+(its bus id) and its ``vendor``, ``device`` and ``class`` files as sysfs prints them
+(``0000:17:00.0 0x10de 0x2bb5 0x030200``). A line these parsers do not recognise is
+skipped, never an error: the bus informs the plan, it does not gate the probe.
+"""
+
+import re
+
+BUS_ID = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+HEX_ID = re.compile(r"^0x(?P<id>[0-9a-f]{4})$")
+# The PCI class code: base class and subclass (0300 VGA, 0302 3D controller), then the
+# programming interface, which says nothing here.
+CLASS = re.compile(r"^0x(?P<class>[0-9a-f]{4})[0-9a-f]{2}$")
+
+
+def pci_gpu(line):
+    """One probe line -> ``{"bus_id", "vendor", "device", "class"}`` (lower-case hex, no
+    ``0x``; the class as base class and subclass), or None for a line that is not one.
+
+    >>> pci_gpu("0000:17:00.0 0x10de 0x2bb5 0x030200")
+    {'bus_id': '0000:17:00.0', 'vendor': '10de', 'device': '2bb5', 'class': '0302'}
+    >>> pci_gpu("0000:17:00.0 0x10de none 0x030200") is None
+    True
+    """
+    fields = line.strip().lower().split()
+    if len(fields) != 4 or not BUS_ID.match(fields[0]):
+        return None
+    vendor, device, class_ = HEX_ID.match(fields[1]), HEX_ID.match(fields[2]), CLASS.match(fields[3])
+    if not (vendor and device and class_):
+        return None
+    return {"bus_id": fields[0], "vendor": vendor["id"], "device": device["id"], "class": class_["class"]}
+
+
+def pci_gpus(by_name):
+    """The ``pci-gpus`` section -> the GPUs on the bus, in bus order; ``[]`` when sysfs
+    shows none, None when it could not be read or from a probe without the section (an
+    older release).
+
+    >>> from facts.probe_output import Section
+    >>> pci_gpus({"pci-gpus": Section("pci-gpus", 0, (), ["0000:18:00.0 0x10de 0x2901 0x030200"])})[0]["device"]
+    '2901'
+    >>> pci_gpus({"pci-gpus": Section("pci-gpus", 1)}), pci_gpus({})
+    (None, None)
+    """
+    section = by_name.get("pci-gpus")
+    if section is None or section.rc != 0:
+        return None
+    found = [gpu for gpu in map(pci_gpu, section.lines) if gpu]
+    return sorted(found, key=lambda gpu: gpu["bus_id"])
