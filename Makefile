@@ -21,7 +21,7 @@ DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 # together): two fit this project's 2-core, 24 GiB CI machine and its disk budget.
 TEST_WORKERS := 2
 
-.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet lock lock-venv lock-cuda
+.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet lock lock-venv lock-cuda lock-driver
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -79,13 +79,14 @@ bench-fleet: setup
 
 # Regenerate files/locks/ from its .in files (control/locks.py): the venv locks for
 # every supported CPython and CPU (uv pip compile, PyPI), then the toolkit locks from
-# CUDA_REPO_URL's Packages index for CUDA_PLATFORMS (<distro>-<machine>,... or all).
+# CUDA_REPO_URL's Packages index for CUDA_PLATFORMS (<distro>-<machine>,... or all), and
+# the driver locks (files/locks/driver-<branch>.in) from the same index.
 # CUDA_REPO_URL=sandbox reads the sandbox's apt repository (the platforms it serves):
 # its own CLI builds it and hands control.locks its file:// URL and signing key.
 # Nothing changes when the inputs and indexes did not.
 CUDA_REPO_URL ?= https://developer.download.nvidia.com/compute/cuda/repos
 CUDA_PLATFORMS ?= all
-lock: lock-venv lock-cuda
+lock: lock-venv lock-cuda lock-driver
 
 lock-venv: setup
 	$(PY) -m control.locks venv
@@ -95,4 +96,11 @@ ifeq ($(CUDA_REPO_URL),sandbox)
 	$(PY) -m sandbox.aptrepo lock --platforms '$(CUDA_PLATFORMS)'
 else
 	$(PY) -m control.locks cuda --repo-url '$(CUDA_REPO_URL)' --platforms '$(CUDA_PLATFORMS)'
+endif
+
+lock-driver: setup
+ifeq ($(CUDA_REPO_URL),sandbox)
+	$(PY) -m sandbox.aptrepo lock --kind driver --platforms '$(CUDA_PLATFORMS)'
+else
+	$(PY) -m control.locks driver --repo-url '$(CUDA_REPO_URL)' --platforms '$(CUDA_PLATFORMS)'
 endif

@@ -23,7 +23,7 @@ from bringup.planned_env import PLANNED_ENV_KEYS
 from bringup.steps import DEPLOY_STEPS
 from bringup.versions import parse
 
-PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "gpu_", "prewarm_", "deploy_", "report_")
+PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "gpu_", "prewarm_", "deploy_", "report_", "driver_")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode",
                    "sglang-activation")
@@ -119,6 +119,13 @@ SCHEMA = {
     "cuda_manage_alternative": checks.Bool(),
     "target_sms": checks.ListOf(_KNOWN_SM),
     "gpu_standin": checks.Bool(),
+    "driver_manage": checks.Bool(),
+    "driver_branch": checks.Pattern(r"^[0-9]{3,4}$", "use a driver branch number such as 580 (its lock is "
+                                    "files/locks/driver-<branch>-<distro>-<machine>.txt)"),
+    "driver_flavour": checks.Choice("auto", "open", "proprietary"),
+    "driver_reboot": checks.Choice("never", "if-needed"),
+    "driver_reboot_serving": checks.Bool(),
+    "driver_reboot_timeout": checks.Seconds(least=60, most=7200),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS), empty=(
         f"name at least one step ({', '.join(DEPLOY_STEPS)}; all by default): with none deploy has nothing "
         "to do (validate.py checks a node without changing it)")),
@@ -288,6 +295,18 @@ class Config:
     # CUDA checks as stand-ins. Declared by the test bed (the sandbox registers it for
     # its nodes), never inferred from CUDA being unavailable; never set on a real node.
     gpu_standin: bool = False
+    # The driver step (off: no driver package is ever touched): NVIDIA's driver of
+    # driver_branch at its lock's version, the kernel module flavour the GPUs need
+    # (auto: open, unless a GPU is older than Turing), Fabric Manager/NVLSM on NVSwitch
+    # nodes, held. A new module loads at the next boot: driver_reboot never leaves the
+    # host "needs reboot"; if-needed reboots it (a serving host only with
+    # driver_reboot_serving) and waits driver_reboot_timeout seconds for it.
+    driver_manage: bool = False
+    driver_branch: str = "580"
+    driver_flavour: str = "auto"
+    driver_reboot: str = "never"
+    driver_reboot_serving: bool = False
+    driver_reboot_timeout: int = 900
     # The steps deploy.py runs (all by default): repo, toolkit, env, account, venv,
     # prewarm, service. validate.py always checks the whole node.
     deploy_steps: tuple = DEPLOY_STEPS

@@ -87,6 +87,11 @@ CODES = {
     "P2P_ACS_REDIRECT": "ACS redirects P2P traffic between the GPUs of a multi-GPU PCIe node to the root complex.",
     "P2P_IOMMU": "The IOMMU translates the GPUs' P2P traffic on a multi-GPU PCIe node (no iommu=pt).",
     "MIG_ENABLED": "MIG is on for a GPU: SGLang's NCCL cannot use the slices.",
+    # The driver step (bringup/plan/driver_step.py, issue 23).
+    "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
+                            "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",
+    "DRIVER_LOCK_MISSING": "driver_manage is set but there is no driver lock for the branch, distro and CPU "
+                           "(or it lacks the flavour).",
 }
 
 

@@ -7,7 +7,11 @@ test that compares each lock's ``input-sha256`` header with its ``.in``:
   every CPython a supported platform builds its venv with and every supported CPU;
 - toolkit locks ``cuda-<X.Y>-<distro>-<machine>.txt`` (``package=version`` lines), read
   from the CUDA repository's ``Packages`` index of that distro and CPU, holding the
-  release ``cuda-<X.Y>.in`` names.
+  release ``cuda-<X.Y>.in`` names;
+- driver locks ``driver-<branch>-<distro>-<machine>.txt`` (``<role> package=version``
+  lines), from the same index: ``driver-<branch>.in``'s version, each kernel module
+  flavour's packages with everything of the repository they depend on, Fabric Manager's,
+  NVLSM's and the pinning package (bringup/driver_packages.py names them).
 
 Pure functions only: reading, fetching and running uv is control/locks.py's job.
 """
@@ -18,13 +22,15 @@ import re
 from dataclasses import dataclass
 
 LOCKS_DIR = "files/locks"
-HEADER_KEYS = ("input-sha256", "target", "omits", "index")
+HEADER_KEYS = ("input-sha256", "target", "omits", "index", "branch", "version")
 VENV_LOCK_NAME = re.compile(r"-cp(?P<major>3)(?P<minor>\d+)-(?P<machine>x86_64|aarch64)\.txt$")
 # The wheels' platform tag the venv locks are resolved for. sglang 0.5.23's wheel is
 # manylinux_2_34 (sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl on PyPI); every
 # supported distribution's glibc is newer (Ubuntu 22.04: 2.35, Debian 12: 2.36,
 # Ubuntu 24.04: 2.39, Debian 13: 2.41: their libc6 package versions).
 MANYLINUX = "manylinux_2_34"
+# A driver lock's package groups (bringup/driver_packages.py ROLES).
+DRIVER_ROLES = ("open", "proprietary", "fabric", "nvlink5", "pinning")
 
 
 @dataclass(frozen=True)
@@ -326,39 +332,67 @@ def satisfies(version, op, wanted, compare):
     return {"<<": order < 0, "<=": order <= 0, "=": order == 0, ">=": order >= 0, ">>": order > 0}[op]
 
 
-def resolve_toolkit(wanted, stanzas, arch, compare, where="the index"):
-    """Pick each wanted package's Debian version from an index, and check the set is
-    whole: every dependency that the index itself serves must be in ``wanted`` and be
-    met by the version picked for it.
-
-    + wanted: {package: upstream version} (a release file)
-    + stanzas: ``parse_index`` of the repository's Packages
-    + arch: the dpkg architecture (``Architecture: all`` also counts)
-    + compare: Debian version ordering (``dpkg --compare-versions``), ``(a, b) -> -1/0/1``
-    + where: the index's URL, for messages
-
-    Among versions with the wanted upstream part the highest Debian revision wins.
-    Returns {package: Debian version} sorted by name; raises LockError naming the
-    package, the index and the fix.
-    """
+def _served(stanzas, arch):
+    """{package: [stanza, ...]} of an index's packages for ``arch`` (``all`` counts too)."""
     served = {}
     for stanza in stanzas:
         if stanza.get("Architecture") in (arch, "all"):
             served.setdefault(stanza["Package"], []).append(stanza)
+    return served
+
+
+def _highest(candidates, compare, prefer=None):
+    """The candidate of the highest Debian version, among those of upstream version
+    ``prefer`` when there are any."""
+    preferred = [c for c in candidates if prefer and upstream_version(c["Version"]) == prefer] or candidates
+    best = preferred[0]
+    for candidate in preferred[1:]:
+        if compare(candidate["Version"], best["Version"]) > 0:
+            best = candidate
+    return best
+
+
+def resolve_packages(wanted, stanzas, arch, compare, where="the index", closure=False, prefer=None):
+    """Pick each wanted package's Debian version from an index, and make the set whole:
+    every dependency that the index itself serves is met by a version in the set.
+
+    + wanted: {package: upstream version, or None for the index's highest}
+    + stanzas: ``parse_index`` of the repository's Packages
+    + arch: the dpkg architecture (``Architecture: all`` also counts)
+    + compare: Debian version ordering (``dpkg --compare-versions``), ``(a, b) -> -1/0/1``
+    + where: the index's URL, for messages
+    + closure: False (a toolkit release): a served dependency outside ``wanted`` is an
+      error; True (a driver lock): it joins the set, at the first alternative the index
+      can meet, its version of upstream ``prefer`` when it has one that meets the
+      constraint, else its highest that does
+    + prefer: the upstream version a closure prefers (the driver's)
+
+    Among versions with the wanted upstream part the highest Debian revision wins.
+    Returns {package: Debian version} sorted by name; raises LockError naming the
+    package, the index and the fix.
+
+    >>> index = parse_index("Package: a\\nVersion: 2-1\\nArchitecture: all\\nDepends: b (>= 2), dkms\\n\\n"
+    ...                     "Package: b\\nVersion: 2-1\\nArchitecture: all\\n\\n"
+    ...                     "Package: b\\nVersion: 3-1\\nArchitecture: all\\n")
+    >>> order = lambda x, y: (x > y) - (x < y)
+    >>> resolve_packages({"a": "2"}, index, "amd64", order, closure=True, prefer="2")
+    {'a': '2-1', 'b': '2-1'}
+    """
+    served = _served(stanzas, arch)
     chosen, picked = {}, {}
     for name, upstream in sorted(wanted.items()):
-        candidates = [s for s in served.get(name, []) if upstream_version(s["Version"]) == upstream]
+        candidates = [s for s in served.get(name, []) if upstream is None or upstream_version(s["Version"]) == upstream]
         if not candidates:
             have = sorted({upstream_version(s["Version"]) for s in served.get(name, [])})
-            raise LockError(f"{name} {upstream} is not in {where} for {arch} (it has: {', '.join(have) or 'none'}); "
+            raise LockError(f"{name} {upstream or ''} is not in {where} for {arch} (it has: {', '.join(have) or 'none'}); "
                             "name a version the index serves in the .in, or point CUDA_REPO_URL at a mirror that "
                             "carries it")
-        best = candidates[0]
-        for candidate in candidates[1:]:
-            if compare(candidate["Version"], best["Version"]) > 0:
-                best = candidate
+        best = _highest(candidates, compare, prefer)
         chosen[name], picked[name] = best["Version"], best
-    for name, stanza in sorted(picked.items()):
+    queue = sorted(picked)
+    while queue:
+        name = queue.pop(0)
+        stanza = picked[name]
         for group in parse_depends(stanza.get("Pre-Depends")) + parse_depends(stanza.get("Depends")):
             ours = [alt for alt in group if alt[0] in served]
             if not ours:
@@ -366,9 +400,189 @@ def resolve_toolkit(wanted, stanzas, arch, compare, where="the index"):
             if any(alt[0] in chosen and satisfies(chosen[alt[0]], alt[1], alt[2], compare) for alt in ours):
                 continue
             need = " | ".join(f"{n}{f' ({op} {v})' if op else ''}" for n, op, v in ours)
-            raise LockError(f"{name} {chosen[name]} depends on {need}, which the release does not hold; add it "
-                            "(or the version that meets it) to the .in")
+            added = closure and _join(ours, served, chosen, picked, compare, prefer)
+            if not added:
+                fix = ("which no version in the index meets together with the rest" if closure else
+                       "which the release does not hold; add it (or the version that meets it) to the .in")
+                raise LockError(f"{name} {chosen[name]} depends on {need}, {fix}")
+            queue.append(added)
     return dict(sorted(chosen.items()))
+
+
+def _join(alternatives, served, chosen, picked, compare, prefer):
+    """Add the first alternative the index can meet to the set; its name, or None."""
+    for name, op, version in alternatives:
+        if name in chosen:
+            continue
+        candidates = [s for s in served[name] if satisfies(s["Version"], op, version, compare)]
+        if candidates:
+            best = _highest(candidates, compare, prefer)
+            chosen[name], picked[name] = best["Version"], best
+            return name
+    return None
+
+
+def resolve_toolkit(wanted, stanzas, arch, compare, where="the index"):
+    """A toolkit release's lock: ``resolve_packages`` of exactly the release's packages
+    (a served dependency the release does not list is an error)."""
+    return resolve_packages(wanted, stanzas, arch, compare, where)
+
+
+DRIVER_INPUT = re.compile(r"driver-(?P<branch>\d+)\.in")
+
+
+def is_driver_input(name):
+    """Whether an ``.in`` under files/locks is a driver branch (``driver-<branch>.in``).
+
+    >>> is_driver_input("files/locks/driver-580.in"), is_driver_input("cuda-13.0.in")
+    (True, False)
+    """
+    return bool(DRIVER_INPUT.fullmatch(posixpath.basename(name)))
+
+
+def driver_input_name(branch):
+    """The file a driver branch's locks are generated from.
+
+    >>> driver_input_name("580")
+    'files/locks/driver-580.in'
+    """
+    return f"{LOCKS_DIR}/driver-{branch}.in"
+
+
+def driver_lock_name(branch, distro, machine):
+    """The driver lock of a branch for a repository distro and a CPU.
+
+    >>> driver_lock_name("580", "debian12", "x86_64")
+    'files/locks/driver-580-debian12-x86_64.txt'
+    """
+    return f"{LOCKS_DIR}/driver-{branch}-{distro}-{machine}.txt"
+
+
+@dataclass(frozen=True)
+class DriverInput:
+    """A driver branch file: the branch, the driver version locked, and NVLSM's own
+    version ("" for the index's newest)."""
+
+    branch: str
+    version: str
+    nvlsm: str = ""
+
+
+def parse_driver_input(text, name="driver.in"):
+    """``branch <N>``, ``version <upstream>`` and optionally ``nvlsm <upstream>`` lines.
+
+    >>> parse_driver_input("# x\\nbranch 580\\nversion 580.95.05\\n")
+    DriverInput(branch='580', version='580.95.05', nvlsm='')
+    >>> parse_driver_input("branch 580\\nversion 570.1\\n")
+    Traceback (most recent call last):
+    ...
+    bringup.locks.LockError: driver.in: version 570.1 is not of branch 580
+    """
+    fields = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        if len(words) != 2 or words[0] not in ("branch", "version", "nvlsm") or words[0] in fields \
+                or not re.fullmatch(r"[0-9][0-9.]*", words[1]):
+            raise LockError(f"{name}:{number}: expected 'branch <N>', 'version <upstream>' or 'nvlsm <upstream>' "
+                            f"once each, got {line!r}")
+        fields[words[0]] = words[1]
+    if "branch" not in fields or "version" not in fields:
+        raise LockError(f"{name}: name the branch and the version ('branch 580', 'version 580.95.05')")
+    if fields["version"].split(".")[0] != fields["branch"]:
+        raise LockError(f"{name}: version {fields['version']} is not of branch {fields['branch']}")
+    return DriverInput(fields["branch"], fields["version"], fields.get("nvlsm", ""))
+
+
+def driver_lock_header(source, input_bytes, distro, arch, index_url, driver):
+    """The comment lines that open a driver lock.
+
+    >>> driver_lock_header("driver-580.in", b"", "debian12", "amd64", "u", DriverInput("580", "580.95.05"))[4:]
+    ['# branch: 580', '# version: 580.95.05']
+    """
+    return [f"# Generated by `make lock` from {LOCKS_DIR}/{source}: do not edit; edit the .in and run "
+            "`make lock CUDA_REPO_URL=...`.",
+            f"# input-sha256: {sha256(input_bytes)}",
+            f"# target: {distro} {arch}",
+            f"# index: {index_url}",
+            f"# branch: {driver.branch}",
+            f"# version: {driver.version}"]
+
+
+def resolve_driver(driver, names, stanzas, arch, compare, where="the index"):
+    """Each role's packages at the lock: {role: {package: Debian version}}.
+
+    + driver: the ``DriverInput``
+    + names: bringup.driver_packages.DriverNames of the index's distribution family
+
+    Each flavour is its roots' closure at the driver's version (``resolve_packages``);
+    Fabric Manager's packages are at the driver's version; NVLSM at the input's version
+    or the index's newest. The fabric, NVLink5 and pinning roles are left out where the
+    index serves none of their packages; a flavour's root that is missing is an error.
+    """
+    served = _served(stanzas, arch)
+    groups = {flavour: {root: driver.version for root in roots} for flavour, roots in names.roots.items()}
+    groups["fabric"] = {name: driver.version for name in names.fabric}
+    groups["nvlink5"] = {name: driver.nvlsm or None for name in names.nvlink5}
+    groups["pinning"] = {names.pinning: driver.version}
+    locked = {}
+    for role, wanted in groups.items():
+        if role not in names.roots and not any(name in served for name in wanted):
+            continue
+        locked[role] = resolve_packages(wanted, stanzas, arch, compare, where, closure=True,
+                                        prefer=None if role == "nvlink5" else driver.version)
+    return locked
+
+
+def driver_lock_text(header, locked):
+    """A driver lock's text: the header, then ``<role> package=version`` lines.
+
+    >>> driver_lock_text(["# h"], {"open": {"a": "1-1"}, "fabric": {"b": "1-1"}})
+    '# h\\nopen a=1-1\\nfabric b=1-1\\n'
+    """
+    lines = [f"{role} {name}={version}" for role, pins in locked.items() for name, version in pins.items()]
+    return "\n".join([*header, *lines]) + "\n"
+
+
+@dataclass(frozen=True)
+class DriverLock:
+    """A driver lock as read: its branch and version, {role: {package: Debian version}}."""
+
+    branch: str
+    version: str
+    roles: dict
+
+    def pins(self, *roles):
+        """{package: version} of the roles named, in lock order.
+
+        >>> DriverLock("580", "580.95.05", {"open": {"a": "1"}, "fabric": {"b": "1"}}).pins("open", "nvlink5")
+        {'a': '1'}
+        """
+        return {name: version for role in roles for name, version in self.roles.get(role, {}).items()}
+
+
+def parse_driver_lock(text):
+    """A driver lock -> ``DriverLock``; LockError when a line or the header is not one.
+
+    >>> parse_driver_lock("# branch: 580\\n# version: 580.95.05\\nopen a=580.95.05-1\\n").roles
+    {'open': {'a': '580.95.05-1'}}
+    """
+    header = read_header(text)
+    if not header.get("branch") or not header.get("version"):
+        raise LockError("no '# branch:' and '# version:' header lines")
+    roles = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        role, _, pin = line.partition(" ")
+        name, sep, version = pin.partition("=")
+        if role not in DRIVER_ROLES or not sep or not name or not version:
+            raise LockError(f"not a '<role> package=version' line: {line!r}")
+        roles.setdefault(role, {})[name] = version
+    return DriverLock(header["branch"], header["version"], roles)
 
 
 def toolkit_lock_text(header, pins):

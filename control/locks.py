@@ -2,6 +2,7 @@
 
     python -m control.locks venv                 # every venv lock: each input x CPython x CPU
     python -m control.locks cuda --repo-url URL [--platforms debian12-x86_64,...] [--fingerprint FPR]
+    python -m control.locks driver --repo-url URL [--platforms ...] [--fingerprint FPR]
 
 ``venv``: ``uv pip compile`` of each Python input (``sglang-<version>.in``, ``uv.in``)
 for every CPython a supported platform builds its venv with (bringup.platforms) and
@@ -18,6 +19,12 @@ their layout (``http(s)://`` or a ``file://`` directory on this machine) signed 
 NVIDIA's key or by the key ``--fingerprint`` names. Every lock starts with a header naming
 its input's sha256 (tests/unit/test_locks.py fails on a stale lock).
 
+``driver``: for each ``driver-<branch>.in`` (the branch and the version locked) and each
+platform, the same signed index gives ``driver-<branch>-<distro>-<machine>.txt``: each
+kernel module flavour's packages (bringup/driver_packages.py's roots, the family's
+names) with everything of the repository they depend on, at the driver's version, and
+Fabric Manager's, NVLSM's and the pinning package's (bringup.locks.resolve_driver).
+
 A lock is written (whole, then renamed) only when its content changes. Errors are one
 line naming the lock, the input and the fix.
 """
@@ -31,7 +38,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bringup import locks
+from bringup import driver_packages, locks
 from bringup.plan import MIN_PYTHON
 from bringup.platforms import DISTRIBUTIONS, REPO_ARCH, dpkg_arch, repo_arch, repo_location, supported_pythons
 from bringup.config import Config
@@ -46,11 +53,16 @@ DEFAULT_FINGERPRINT = Config().cuda_repo_fingerprint
 
 def python_inputs(root=ROOT):
     """The Python inputs under files/locks (every ``.in`` that is not a toolkit release)."""
-    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if not locks.is_toolkit_input(path.name))
+    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in")
+                  if not locks.is_toolkit_input(path.name) and not locks.is_driver_input(path.name))
 
 
 def toolkit_inputs(root=ROOT):
     return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if locks.is_toolkit_input(path.name))
+
+
+def driver_inputs(root=ROOT):
+    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if locks.is_driver_input(path.name))
 
 
 def compile_venv_lock(uv, source, stem, python, machine, target):
@@ -162,26 +174,57 @@ def cuda(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, comp
     return changed
 
 
+def driver(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, compare=dpkg_compare,
+           fingerprint=DEFAULT_FINGERPRINT, key_url=""):
+    changed = 0
+    for source in driver_inputs(root):
+        data = source.read_bytes()
+        wanted = locks.parse_driver_input(data.decode(), source.name)
+        for distro, machine in platforms:
+            name = locks.driver_lock_name(wanted.branch, distro, machine)
+            names = driver_packages.names(driver_packages.lock_family(distro), wanted.branch, wanted.version)
+            try:
+                text, where = fetch(repo_location(repo_url, distro, repo_arch(machine)), fingerprint, key_url)
+                locked = locks.resolve_driver(wanted, names, locks.parse_index(text), dpkg_arch(machine), compare,
+                                              where)
+            except locks.LockError as error:
+                raise locks.LockError(f"{name} from {source.name}: {error}") from None
+            header = locks.driver_lock_header(source.name, data, distro, dpkg_arch(machine), shown_url(where, root),
+                                              wanted)
+            wrote = write_if_changed(root / name, locks.driver_lock_text(header, locked))
+            changed += wrote
+            print(f"make lock: {name}: {'written' if wrote else 'unchanged'}", file=log, flush=True)
+    return changed
+
+
+# The repository-index locks: subcommand -> (help, writer).
+INDEX_LOCKS = {"cuda": ("the toolkit locks (a CUDA repository's Packages index)", cuda),
+               "driver": ("the driver locks (the same index: each flavour's packages at the branch's version)",
+                          driver)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m control.locks", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="kind", required=True)
     sub.add_parser("venv", help="the venv locks (uv pip compile)")
-    toolkit = sub.add_parser("cuda", help="the toolkit locks (a CUDA repository's Packages index)")
-    toolkit.add_argument("--repo-url", default=NVIDIA_REPOS,
-                         help="NVIDIA's repos, or a mirror with their layout (http(s):// or file://)")
-    toolkit.add_argument("--platforms", default="all", help="all, or <distro>-<machine>[,...]")
-    toolkit.add_argument("--fingerprint", default="",
-                         help="the fingerprint of the repository's signing key "
-                              "(default: cuda_repo_fingerprint's default, NVIDIA's)")
-    toolkit.add_argument("--key-url", default="",
-                         help="where that key is published (default: <repo dir>/<last 8 hex digits>.pub)")
+    for kind, (text, _) in INDEX_LOCKS.items():
+        index = sub.add_parser(kind, help=text)
+        index.add_argument("--repo-url", default=NVIDIA_REPOS,
+                           help="NVIDIA's repos, or a mirror with their layout (http(s):// or file://)")
+        index.add_argument("--platforms", default="all", help="all, or <distro>-<machine>[,...]")
+        index.add_argument("--fingerprint", default="",
+                           help="the fingerprint of the repository's signing key "
+                                "(default: cuda_repo_fingerprint's default, NVIDIA's)")
+        index.add_argument("--key-url", default="",
+                           help="where that key is published (default: <repo dir>/<last 8 hex digits>.pub)")
     args = parser.parse_args(argv)
     try:
         if args.kind == "venv":
             venv()
         else:
-            cuda(args.repo_url, parse_platforms(args.platforms), fingerprint=args.fingerprint or DEFAULT_FINGERPRINT,
-                 key_url=args.key_url)
+            writer = INDEX_LOCKS[args.kind][1]
+            writer(args.repo_url, parse_platforms(args.platforms), fingerprint=args.fingerprint or DEFAULT_FINGERPRINT,
+                   key_url=args.key_url)
     except locks.LockError as error:
         print(f"make lock: error: {error}", file=sys.stderr)
         return 2

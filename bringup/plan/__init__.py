@@ -12,6 +12,8 @@ concern is a module of its own, its decisions pure functions of one ``PlanContex
 
 - model.py: the NodePlan, the plan of each step, the planner's constants
 - repository.py: NVIDIA's apt repository, the node's sources and keyrings, apt's locks
+- driver_step.py: the driver step (driver_manage): NVIDIA's driver at its lock, and the
+  driver layer's findings (driver.py) as the fixes it makes
 - gpus.py: the SMs, the driver's floors, FlashInfer's arch list
 - toolkit.py: the toolkit and its lock, how the node resolves CUDA today
 - venv.py: the venv's CPython and locks, the venv the node has
@@ -26,13 +28,13 @@ from dataclasses import replace
 from bringup import facts_schema
 from bringup import locks as lockfiles
 from bringup.layout import SERVICE_BASE_PATH
-from bringup.plan import account, gpus, paths, prewarm, repository, service, toolkit, venv
+from bringup.plan import account, driver_step, gpus, paths, prewarm, repository, service, toolkit, venv
 from bringup.plan.driver import driver_layer_findings
 from bringup.plan.account import service_account_problem
 from bringup.plan.cli import load_facts, load_settings, main
 from bringup.plan.context import PlanContext
-from bringup.plan.model import (MIN_PYTHON, SYSTEM_PYTHON, TOOLKIT_PACKAGES, DeepGemmPlan, NodePlan, PrewarmPlan,
-                                RepoPlan, ServicePlan, ToolkitPlan, VenvPlan)
+from bringup.plan.model import (MIN_PYTHON, SYSTEM_PYTHON, TOOLKIT_PACKAGES, DeepGemmPlan, DriverPlan, NodePlan,
+                                PrewarmPlan, RepoPlan, ServicePlan, ToolkitPlan, VenvPlan)
 from bringup.plan.paths import cache_dir_problem, env_file_problem
 from bringup.plan.service import exposure_findings, listen_address, loopback_only, managed_env_keys, service_env
 from bringup.steps import DEPLOY_STEPS
@@ -40,7 +42,7 @@ from bringup.steps import DEPLOY_STEPS
 # The planner's surface for the rest of the project (control/, tasks/, tests/), as it
 # was when the planner was one module.
 __all__ = [
-    "plan", "NodePlan", "RepoPlan", "ToolkitPlan", "VenvPlan", "PrewarmPlan", "DeepGemmPlan", "ServicePlan",
+    "plan", "NodePlan", "RepoPlan", "DriverPlan", "ToolkitPlan", "VenvPlan", "PrewarmPlan", "DeepGemmPlan", "ServicePlan",
     "MIN_PYTHON", "TOOLKIT_PACKAGES", "SYSTEM_PYTHON", "service_env", "managed_env_keys", "listen_address",
     "loopback_only", "exposure_findings", "service_account_problem", "env_file_problem", "cache_dir_problem",
     "load_facts", "load_settings", "main",
@@ -70,11 +72,12 @@ def plan(facts, config, locks=None):
     node.torch_cuda = str(context.torch_cuda)
     repository.check_apt_locks(context)
     node.repo = repository.repo(context)
+    node.driver = driver_step.driver_plan(context, node.repo)
     context = replace(context, sms=gpus.target_sms(context))
     gpus.check_standin(context)
     node.toolkit = toolkit.toolkit(context, node.repo)
     toolkit.check_toolkit_lock(context, node.toolkit)
-    gpus.check_driver(context)
+    gpus.check_driver(context, node.driver)
     # The layer below CUDA (kernel module, user space, Fabric Manager, P2P path, MIG)
     # reports beside the driver's floors, before anything is built for the GPUs.
     driver_layer_findings(context.facts, context.config, context.add)
@@ -95,9 +98,11 @@ def plan(facts, config, locks=None):
     node.env = service_env(config, context.home, node.arch_list)
     service.check_service_env(context, node.env)
     node.prewarm = prewarm.prewarm_plan(context)
-    node.service = service.service_plan(context, node.env)
+    node.service = driver_step.service_after(service.service_plan(context, node.env), node.driver)
     service.check_serving_ready(context)
     node.findings.extend(exposure_findings(node.service, config.service_args, config.service_port))
     node.deep_gemm = prewarm.deep_gemm_plan(context)
     service.check_service_unit(context)
+    # What the driver step cures is a fix, said as what deploy will do.
+    node.findings[:] = driver_step.as_fixes(node.findings, node.driver)
     return node

@@ -18,8 +18,9 @@ from packaging.version import Version
 from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
 from bringup import gpu_ids
-from bringup.findings import BLOCKER, INFO, WARNING, Finding
+from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.plan.driver import OPEN_ONLY_MAJORS
+from bringup.plan.driver_step import install_text
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.versions import parse
 
@@ -106,31 +107,53 @@ def check_standin(context):
                             "nothing to do on a test bed; never set gpu_standin on a real node"))
 
 
-def check_driver(context):
-    """The driver against torch's CUDA build and each GPU's floor (bringup/cuda.py)."""
-    facts, torch_cuda, add = context.facts, context.torch_cuda, context.add
-    driver = facts.get("driver")
+def check_driver(context, planned=None):
+    """The driver against torch's CUDA build and each GPU's floor (bringup/cuda.py): the
+    node's, and the one the driver step installs (``planned``, a DriverPlan with a lock)
+    where ``driver_manage`` is set. A node's driver below a floor the planned one meets
+    is a fix (deploy replaces it); a planned one below a floor is a blocker."""
+    facts, add = context.facts, context.add
+    driver, gpus = facts.get("driver"), facts.get("gpus") or []
+    target = planned.version if planned is not None and planned.manage and planned.version else ""
+    if target:
+        lock_fix = (f"lock a newer driver: another driver_branch, or a newer version in "
+                    f"files/locks/driver-{planned.branch}.in (then make lock)")
+        low = _floors(target, context.torch_cuda, gpus, f"the locked driver {target} ({planned.lock})", lock_fix)
+        for finding in low:
+            add(finding)
+        if driver and not low:
+            for finding in _floors(driver["version"], context.torch_cuda, gpus, f"driver {driver['version']}", ""):
+                add(Finding(finding.code, FIX, finding.message, install_text(planned)))
+        return
     if not driver:
         return
-    if not cuda_table.driver_runs_cuda(driver["version"], torch_cuda):
-        floor = cuda_table.driver_floor_for_cuda(torch_cuda)
-        add(Finding("DRIVER_TOO_OLD", BLOCKER,
-                    f"driver {driver['version']} cannot run CUDA {torch_cuda} code (needs >= {floor})",
-                    f"upgrade the NVIDIA driver to {floor} or newer, or use a torch build "
-                    f"for an older CUDA (stack_torch_cuda)"))
-    for name in sorted({gpu["name"] for gpu in facts.get("gpus") or []}):
-        floor = cuda_table.driver_floor_for_gpu(name)
-        if floor and parse(driver["version"]) and parse(driver["version"]) < floor:
-            add(Finding("DRIVER_TOO_OLD", BLOCKER,
-                        f"driver {driver['version']} is below the {name} floor {floor}",
-                        f"upgrade the NVIDIA driver to {floor} or newer"))
+    for finding in _floors(driver["version"], context.torch_cuda, gpus, f"driver {driver['version']}", None):
+        add(finding)
     driver_cuda = parse(driver.get("cuda_version"))
+    torch_cuda = context.torch_cuda
     if driver_cuda and driver_cuda < torch_cuda and cuda_table.driver_runs_cuda(driver["version"], torch_cuda):
         add(Finding("DRIVER_CUDA_BELOW_TOOLKIT", WARNING,
                     f"driver {driver['version']} supports CUDA {driver_cuda}, toolkit is {torch_cuda}: "
                     "runs under minor-version compatibility, without PTX JIT of newer code",
                     f"upgrade the driver to {cuda_table.GA_DRIVER_FOR_CUDA.get(torch_cuda, 'the toolkit GA driver')} "
                     "for full support"))
+
+
+def _floors(version, torch_cuda, gpus, shown, fix):
+    """DRIVER_TOO_OLD blockers of a driver ``version`` (named ``shown``) for torch's CUDA
+    build and the ``gpus``; ``fix`` overrides the upgrade advice when given."""
+    found = []
+    if not cuda_table.driver_runs_cuda(version, torch_cuda):
+        floor = cuda_table.driver_floor_for_cuda(torch_cuda)
+        found.append(Finding("DRIVER_TOO_OLD", BLOCKER, f"{shown} cannot run CUDA {torch_cuda} code (needs >= {floor})",
+                             fix or f"upgrade the NVIDIA driver to {floor} or newer, or use a torch build "
+                                    "for an older CUDA (stack_torch_cuda)"))
+    for name in sorted({gpu["name"] for gpu in gpus}):
+        floor = cuda_table.driver_floor_for_gpu(name)
+        if floor and parse(version) and parse(version) < floor:
+            found.append(Finding("DRIVER_TOO_OLD", BLOCKER, f"{shown} is below the {name} floor {floor}",
+                                 fix or f"upgrade the NVIDIA driver to {floor} or newer"))
+    return found
 
 
 def arch_targets(context):

@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("stop", help="stop the server")
     sub.add_parser("status", help="what is built and served (JSON)")
     sub.add_parser("wheels", help="download the locked wheels into the cache (hash-checked)")
-    lk = sub.add_parser("lock", help="make lock CUDA_REPO_URL=sandbox: the toolkit locks from this repository "
-                                     "(python -m control.locks with its file:// URL and key)")
+    lk = sub.add_parser("lock", help="make lock CUDA_REPO_URL=sandbox: the toolkit (or driver) locks from this "
+                                     "repository (python -m control.locks with its file:// URL and key)")
+    lk.add_argument("--kind", choices=("cuda", "driver"), default="cuda", help="which locks (default: cuda)")
     lk.add_argument("--platforms", default="all", help="all (the platforms it serves), or <distro>-<machine>[,...]")
     args = ap.parse_args(argv)
     try:
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         _print({f"{w.name}=={w.version}": str(path) for w, path in ensure_wheels(log=sys.stderr).items()})
         print(f"aptrepo: wheel cache {cache_dir()}", file=sys.stderr)
     elif args.cmd == "lock":
-        return lock.lock(args.platforms)
+        return lock.lock(args.platforms, kind=args.kind)
     return 0
 
 

@@ -1,8 +1,8 @@
-"""``make lock CUDA_REPO_URL=sandbox``: the toolkit locks read from this repository, the
-way ``python -m control.locks`` reads any mirror: a plain ``--repo-url`` (this
-repository's directory as a ``file://`` URL) and ``--fingerprint`` (its own signing key).
+"""``make lock CUDA_REPO_URL=sandbox``: the toolkit and driver locks read from this
+repository, the way ``python -m control.locks`` reads any mirror: a plain ``--repo-url``
+(this repository's directory as a ``file://`` URL) and ``--fingerprint`` (its own signing key).
 
-    python -m sandbox.aptrepo lock [--platforms all|<distro>-<machine>,...]
+    python -m sandbox.aptrepo lock [--kind cuda|driver] [--platforms all|<distro>-<machine>,...]
 
 Builds the repository first (a no-op when built); ``all`` means the platforms it serves.
 """
@@ -34,21 +34,21 @@ def served_platforms(repos: Path) -> set[tuple[str, str]]:
             if path.parent.name in machines}
 
 
-def lock_arguments(url: str, fingerprint: str, platforms: str, served) -> list[str]:
+def lock_arguments(url: str, fingerprint: str, platforms: str, served, kind: str = "cuda") -> list[str]:
     """``python -m control.locks`` arguments that lock ``platforms`` from the repository at
     ``url``; ``all`` (or nothing) is the platforms it ``served``, named one by one.
 
     >>> lock_arguments("file:///r", "F" * 8, "all", {("debian13", "x86_64"), ("debian12", "x86_64")})
     ['cuda', '--repo-url', 'file:///r', '--fingerprint', 'FFFFFFFF', '--platforms', 'debian12-x86_64,debian13-x86_64']
-    >>> lock_arguments("file:///r", "F" * 8, "debian12-aarch64", set())[-1]
-    'debian12-aarch64'
+    >>> lock_arguments("file:///r", "F" * 8, "debian12-aarch64", set(), kind="driver")[::6]
+    ['driver', 'debian12-aarch64']
     """
     if not platforms.strip() or platforms.strip() == "all":
         platforms = ",".join(f"{distro}-{machine}" for distro, machine in lockgen.parse_platforms("all", served))
-    return ["cuda", "--repo-url", url, "--fingerprint", fingerprint, "--platforms", platforms]
+    return [kind, "--repo-url", url, "--fingerprint", fingerprint, "--platforms", platforms]
 
 
-def lock(platforms: str = "all", log=sys.stderr) -> int:
-    """Build, then run control.locks on this repository; its exit status."""
+def lock(platforms: str = "all", log=sys.stderr, kind: str = "cuda") -> int:
+    """Build, then run control.locks (``kind``: cuda or driver) on this repository; its exit status."""
     url, fingerprint = lock_source(log)
-    return lockgen.main(lock_arguments(url, fingerprint, platforms, served_platforms(REPOS_DIR)))
+    return lockgen.main(lock_arguments(url, fingerprint, platforms, served_platforms(REPOS_DIR), kind))

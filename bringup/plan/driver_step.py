@@ -1,0 +1,300 @@
+"""The driver step (``driver_manage``, issue 23): what deploy does to converge NVIDIA's
+driver, and the driver layer's findings as the fixes deploy makes.
+
+``driver_plan(context, repo)`` decides the ``DriverPlan`` from the facts (``gpus``, else
+the GPUs on PCI; ``driver_layer``: docs/facts.md), the settings and the driver lock
+(``files/locks/driver-<branch>-<distro>-<machine>.txt``, bringup/locks.py).
+``as_fixes(findings, driver)`` turns the findings of bringup/plan/driver.py (and the
+driver's floors, bringup/plan/gpus.py) that the plan's driver step cures into ``fix``
+findings naming what deploy will do; with ``driver_manage: false`` nothing changes.
+
+    >>> from bringup.config import Config
+    >>> from bringup.plan.context import PlanContext
+    >>> driver_plan(PlanContext.of({}, Config(), None, print), None)
+    DriverPlan(manage=False, branch='', version='', flavour='', lock='', install=(), remove=(), hold=(), \
+headers=(), units=(), blacklist_file='', blacklist='', unattended_file='', unattended='', reboot_for='', \
+reboot='never', reboot_serving=False, reboot_timeout=900, service_active=False, changes=())
+"""
+
+from dataclasses import replace
+
+from packaging.version import Version
+
+from bringup import locks as lockfiles
+from bringup.gpu_ids import pci_gpus_sms
+from bringup.findings import BLOCKER, FIX, WARNING, Finding
+from bringup.plan.model import DriverPlan
+from bringup.versions import parse
+
+NOUVEAU_FILE = "/etc/modprobe.d/gpu-bringup-nouveau.conf"
+NOUVEAU_TEXT = "blacklist nouveau\noptions nouveau modeset=0\n"
+UNATTENDED_FILE = "/etc/apt/apt.conf.d/51gpu-bringup-driver"
+# NVIDIA's open kernel modules drive Turing (SM 7.5) and newer; older GPUs need the
+# proprietary ones (driver installation guide, "Kernel Modules": "the open-source GPU
+# kernel modules ... are only supported on Turing and later GPUs"; Blackwell requires them).
+TURING = Version("7.5")
+# The units deploy enables and starts once the module is loaded; Fabric Manager starts
+# NVLSM itself on NVLink5 (Fabric Manager user guide, fourth-generation NVSwitches).
+PERSISTENCED, FABRICMANAGER = "nvidia-persistenced", "nvidia-fabricmanager"
+NVLINK5_MAJOR = 10
+
+
+def node_sms(facts):
+    """The SMs of the node's GPUs: nvidia-smi's, else those of the GPUs on PCI (no driver
+    loaded), as Versions.
+
+    >>> node_sms({"gpus": [{"compute_cap": "12.0"}, {"compute_cap": "[N/A]"}]})
+    (<Version('12.0')>,)
+    """
+    sms = {parse(gpu.get("compute_cap")) for gpu in facts.get("gpus") or []} - {None}
+    return tuple(sorted(sms)) or pci_gpus_sms(facts)
+
+
+def flavour_for(setting, sms):
+    """The kernel module flavour: the setting's, else (``auto``) open unless a GPU is older
+    than Turing; open when the GPUs are unknown (NVIDIA's default since 560).
+
+    >>> flavour_for("auto", (Version("12.0"),)), flavour_for("auto", (Version("7.0"),)), flavour_for("auto", ())
+    ('open', 'proprietary', 'open')
+    """
+    if setting != "auto":
+        return setting
+    return "proprietary" if any(sm < TURING for sm in sms) else "open"
+
+
+def unattended_text(names):
+    """The apt.conf snippet keeping ``names`` out of unattended-upgrades (its
+    ``Package-Blacklist`` takes regular expressions).
+
+    >>> print(unattended_text(["nvlsm"]), end="")
+    // gpu-bringup (driver_manage): NVIDIA's driver moves only when its lock does (make lock, deploy).
+    Unattended-Upgrade::Package-Blacklist {
+        "^nvlsm$";
+    };
+    """
+    lines = ["// gpu-bringup (driver_manage): NVIDIA's driver moves only when its lock does (make lock, deploy).",
+             "Unattended-Upgrade::Package-Blacklist {", *(f'    "^{name}$";' for name in names), "};"]
+    return "\n".join(lines) + "\n"
+
+
+def _unit_running(layer, name):
+    unit = (layer.get("units") or {}).get(name) or {}
+    return unit.get("active_state") == "active" and unit.get("unit_file_state") == "enabled"
+
+
+def reboot_reason(module, version, flavour):
+    """Why the loaded module will not be the planned one until a boot ("" when it is).
+
+    >>> reboot_reason({"loaded": False}, "580.95.05", "open")
+    'loaded: none; installed after deploy: 580.95.05 open'
+    >>> reboot_reason({"loaded": True, "version": "580.95.05", "flavour": "open"}, "580.95.05", "open")
+    ''
+    """
+    if module.get("loaded") and module.get("version") == version and module.get("flavour") == flavour:
+        return ""
+    loaded = (f"{module.get('version')} {module.get('flavour') or 'unknown flavour'}" if module.get("loaded")
+              else "none")
+    return f"loaded: {loaded}; installed after deploy: {version} {flavour}"
+
+
+def driver_plan(context, repo):
+    """The driver step's plan (``manage`` False with ``driver_manage: false``); a missing or
+    unreadable lock is DRIVER_LOCK_MISSING, a proprietary flavour asked for Blackwell
+    DRIVER_OPEN_MODULE_REQUIRED (blockers)."""
+    config, facts, add = context.config, context.facts, context.add
+    if not config.driver_manage:
+        return DriverPlan(manage=False)
+    settings = dict(manage=True, branch=config.driver_branch, reboot=config.driver_reboot,
+                    reboot_serving=config.driver_reboot_serving, reboot_timeout=config.driver_reboot_timeout,
+                    service_active=(facts.get("service_unit") or {}).get("active_state") == "active")
+    sms = node_sms(facts)
+    flavour = flavour_for(config.driver_flavour, sms)
+    if flavour == "proprietary" and any(sm.major in (10, 12) for sm in sms):
+        add(Finding("DRIVER_OPEN_MODULE_REQUIRED", BLOCKER,
+                    f"driver_flavour: proprietary on Blackwell GPUs (compute capability "
+                    f"{', '.join(str(sm) for sm in sms)}): they run only on NVIDIA's open kernel modules",
+                    "set driver_flavour: open (or auto)"))
+    if repo is None:
+        return DriverPlan(flavour=flavour, **settings)
+    name = lockfiles.driver_lock_name(config.driver_branch, repo.distro, context.machine)
+    lock = _read_lock(context, name, repo, flavour)
+    if lock is None:
+        return DriverPlan(flavour=flavour, **settings)
+    layer = facts.get("driver_layer") or {}
+    installed = {package["name"]: package for package in layer.get("packages") or []}
+    switches = layer.get("nvswitch_count") or 0
+    roles = [role for role in ("pinning", flavour) if role in lock.roles]
+    if switches > 0:
+        roles.append("fabric")
+        if any(sm.major == NVLINK5_MAJOR for sm in sms):
+            roles.append("nvlink5")
+    pins = lock.pins(*roles)
+    other = "proprietary" if flavour == "open" else "open"
+    ours = set(pins)
+    remove = tuple(sorted(package for package in lock.pins(other) if package not in ours and package in installed))
+    release = (layer.get("kernel") or {}).get("release")
+    headers = (f"linux-headers-{release}",) if release and not (layer.get("kernel") or {}).get("headers") else ()
+    units = (PERSISTENCED,) + ((FABRICMANAGER,) if switches > 0 else ())
+    blacklisted = (layer.get("nouveau") or {}).get("blacklisted")
+    plan = DriverPlan(
+        flavour=flavour, version=lock.version, lock=name,
+        install=tuple(f"{package}={version}" for package, version in pins.items()),
+        remove=remove, hold=tuple(pins), headers=headers, units=units,
+        blacklist_file="" if blacklisted else NOUVEAU_FILE, blacklist="" if blacklisted else NOUVEAU_TEXT,
+        unattended_file=UNATTENDED_FILE, unattended=unattended_text(pins),
+        reboot_for=reboot_reason(layer.get("module") or {}, lock.version, flavour), **settings)
+    return replace(plan, changes=_changes(plan, pins, installed, layer))
+
+
+def _read_lock(context, name, repo, flavour):
+    """The driver lock, or None after a DRIVER_LOCK_MISSING blocker."""
+    regenerate = (f"make lock CUDA_REPO_URL=<NVIDIA's repos or your mirror> CUDA_PLATFORMS={repo.distro}-"
+                  f"{context.machine} (the branch file is {lockfiles.driver_input_name(context.config.driver_branch)})")
+    text = context.locks.read(name)
+    problem = None if text is not None else f"no driver lock {name} for driver_branch {context.config.driver_branch}"
+    lock = None
+    if text is not None:
+        try:
+            lock = lockfiles.parse_driver_lock(text)
+        except lockfiles.LockError as error:
+            problem = f"{name} cannot be read: {error}"
+    if lock is not None and flavour not in lock.roles:
+        problem, lock = f"{name} holds no packages of the {flavour} kernel module flavour", None
+    if problem:
+        context.add(Finding("DRIVER_LOCK_MISSING", BLOCKER,
+                            f"{problem}: deploy installs the driver only at a locked version", f"generate it: "
+                            f"{regenerate}; or set driver_manage: false to leave the node's driver as it is"))
+    return lock
+
+
+def _changes(plan, pins, installed, layer):
+    """What deploy will do, one line each (nothing for a node already converged)."""
+    changes = []
+    if plan.remove:
+        changes.append(f"purge the other kernel module flavour's packages: {' '.join(plan.remove)}")
+    if plan.headers:
+        changes.append(f"install {' '.join(plan.headers)} (DKMS builds the module against them)")
+    missing = [f"{name}={version}" for name, version in pins.items()
+               if (installed.get(name) or {}).get("version") != version]
+    if missing:
+        changes.append(f"install NVIDIA driver {plan.version} ({plan.flavour} kernel module, built by DKMS) from "
+                       f"{plan.lock}: {' '.join(missing)}")
+    loose = [name for name in plan.hold
+             if (installed.get(name) or {}).get("version") != pins[name] or not installed[name].get("held")]
+    if loose:
+        changes.append(f"hold {' '.join(loose)} (apt-mark hold) and keep them out of unattended-upgrades "
+                       f"({plan.unattended_file})")
+    if plan.blacklist_file:
+        changes.append(f"blacklist nouveau ({plan.blacklist_file}) and update the initramfs")
+    stopped = [unit for unit in plan.units if not _unit_running(layer, unit)]
+    if stopped:
+        changes.append(f"enable and start {' '.join(stopped)}")
+    if plan.reboot_for:
+        changes.append(f"reboot ({plan.reboot_for})" if will_reboot(plan) else
+                       f"leave the host `needs reboot` ({plan.reboot_for})")
+    return tuple(changes)
+
+
+def service_after(service, plan):
+    """The service's plan with the units the driver step starts among those it is ordered
+    after (a node probed before Fabric Manager was installed has no such unit yet).
+
+    >>> from bringup.plan.model import ServicePlan
+    >>> unit = ServicePlan("u", "/h", "/e", {}, "s", (), "", "", True, after_units=("nvidia-persistenced.service",))
+    >>> service_after(unit, DriverPlan(manage=True, units=("nvidia-persistenced", "nvidia-fabricmanager"))).after_units
+    ('nvidia-persistenced.service', 'nvidia-fabricmanager.service')
+    """
+    if service is None or not plan.manage:
+        return service
+    units = tuple(dict.fromkeys(service.after_units + tuple(f"{unit}.service" for unit in plan.units)))
+    return replace(service, after_units=units)
+
+
+def will_reboot(plan):
+    """Whether deploy reboots the host for the module: ``driver_reboot: if-needed``, and
+    the service not active unless ``driver_reboot_serving``.
+
+    >>> will_reboot(DriverPlan(manage=True, reboot_for="x", reboot="if-needed", service_active=True))
+    False
+    """
+    return bool(plan.reboot_for) and plan.reboot == "if-needed" and (plan.reboot_serving or not plan.service_active)
+
+
+# The findings the driver step cures, and which part of it does: the driver itself
+# (then the module changes at a boot), Fabric Manager, NVLSM, nouveau, the holds,
+# the persistence daemon, the kernel headers.
+CURES = {
+    "DRIVER_NOT_LOADED": "driver", "DRIVER_OPEN_MODULE_REQUIRED": "driver", "DRIVER_LIBRARY_MISMATCH": "driver",
+    "DKMS_NOT_BUILT": "driver", "KERNEL_HEADERS_MISSING": "headers", "FABRIC_MANAGER_MISSING": "fabric",
+    "FABRIC_MANAGER_VERSION": "fabric", "FABRIC_MANAGER_INACTIVE": "fabric", "NVLSM_MISSING": "nvlsm",
+    "NOUVEAU_LOADED": "nouveau", "NOUVEAU_NOT_BLACKLISTED": "nouveau", "DRIVER_NOT_HELD": "holds",
+    "PERSISTENCE_OFF": "persistence",
+}
+
+
+def install_text(plan):
+    """How a fix says the driver install, with the reboot it needs.
+
+    >>> install_text(DriverPlan(manage=True, version="580.95.05", flavour="open", lock="L", reboot_for="x"))
+    'deploy installs NVIDIA driver 580.95.05 (open kernel module, built by DKMS; L), then a reboot'
+    """
+    text = f"deploy installs NVIDIA driver {plan.version} ({plan.flavour} kernel module, built by DKMS; {plan.lock})"
+    return text + (", then a reboot" if plan.reboot_for else "")
+
+
+def _fix_text(part, plan):
+    pinned = dict(pin.split("=", 1) for pin in plan.install)
+    after = " after the reboot" if plan.reboot_for else ""
+    texts = {
+        "driver": install_text(plan),
+        "headers": f"deploy installs {' '.join(plan.headers) or 'the running kernel headers'} before the DKMS build",
+        "fabric": f"deploy installs Fabric Manager at the driver's version ("
+                  f"{' '.join(f'{n}={v}' for n, v in pinned.items() if 'fabricmanager' in n or 'nscq' in n)}), holds "
+                  f"it and enables and starts nvidia-fabricmanager{after}",
+        "nvlsm": f"deploy installs {' '.join(f'{n}={v}' for n, v in pinned.items() if n.startswith('nvlsm'))} and "
+                 f"holds it (Fabric Manager starts it{after})",
+        "nouveau": f"deploy writes {plan.blacklist_file or 'the nouveau blacklist'} and updates the initramfs"
+                   + (", then a reboot" if plan.reboot_for else ""),
+        "holds": f"deploy holds {' '.join(plan.hold)} at the lock's versions and keeps them out of unattended-upgrades "
+                 f"({plan.unattended_file})",
+        "persistence": f"deploy enables and starts nvidia-persistenced{after}",
+    }
+    return texts[part]
+
+
+def as_fixes(findings, plan):
+    """The findings with those the driver step cures as ``fix`` findings naming what deploy
+    will do, and DRIVER_REBOOT_NEEDED where the module changes only at a boot. Unchanged
+    without a driver step that can act (``manage`` False, or no lock).
+
+    >>> found = [Finding("PERSISTENCE_OFF", WARNING, "off", "enable it")]
+    >>> as_fixes(found, DriverPlan(manage=False)) == found
+    True
+    >>> [(f.code, f.severity) for f in as_fixes(found, DriverPlan(manage=True, lock="L", install=("a=1",)))]
+    [('PERSISTENCE_OFF', 'fix')]
+    """
+    if not plan.manage or not plan.lock:
+        return list(findings)
+    cured = [replace(finding, severity=FIX, fix=_fix_text(CURES[finding.code], plan))
+             if finding.code in CURES and (finding.code != "DRIVER_OPEN_MODULE_REQUIRED" or plan.flavour == "open")
+             else finding for finding in findings]
+    if plan.reboot_for:
+        cured.append(reboot_finding(plan))
+    return cured
+
+
+def reboot_finding(plan):
+    """DRIVER_REBOOT_NEEDED: a fix when deploy reboots the host, else a warning that its
+    verdict will be ``needs reboot``."""
+    what = install_text(replace(plan, reboot_for=""))
+    if will_reboot(plan):
+        return Finding("DRIVER_REBOOT_NEEDED", FIX, f"the kernel module changes only at a boot ({plan.reboot_for})",
+                       f"{what}, then reboots the host (driver_reboot: if-needed), waits for it (at most "
+                       f"{plan.reboot_timeout} s) and validates again")
+    why = ("the service is active and driver_reboot_serving is false" if plan.reboot == "if-needed"
+           else "driver_reboot: never")
+    return Finding("DRIVER_REBOOT_NEEDED", WARNING,
+                   f"{what}; the module changes at the next boot ({plan.reboot_for}): the host's verdict will be "
+                   f"`needs reboot` ({why})",
+                   "reboot the host when it may go down (`systemctl reboot`), then deploy again; or set "
+                   "driver_reboot: if-needed" + (" and driver_reboot_serving: true" if plan.service_active else ""))
