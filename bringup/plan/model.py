@@ -179,6 +179,36 @@ class ServicePlan:
     after_units: tuple = ()
 
 
+@dataclass(frozen=True)
+class DriverPlan:
+    """NVIDIA's driver as deploy converges it (docs/deploy.md, "The driver step");
+    ``manage`` False: the driver step touches nothing. The fields are the issue-23
+    contract's: the packages at the lock's versions, the other flavour's to purge, the
+    holds, the headers, the units, the files deploy writes, and the reboot policy.
+    """
+
+    manage: bool
+    branch: str = ""
+    version: str = ""
+    flavour: str = ""
+    lock: str = ""
+    install: tuple = ()
+    remove: tuple = ()
+    hold: tuple = ()
+    headers: tuple = ()
+    units: tuple = ()
+    blacklist_file: str = ""
+    blacklist: str = ""
+    unattended_file: str = ""
+    unattended: str = ""
+    reboot_for: str = ""
+    reboot: str = "never"
+    reboot_serving: bool = False
+    reboot_timeout: int = 900
+    service_active: bool = False
+    changes: tuple = ()
+
+
 @dataclass
 class NodePlan:
     """What a node needs. ``ok`` is False when any finding is a blocker."""
@@ -195,6 +225,7 @@ class NodePlan:
     prewarm: PrewarmPlan = None
     deep_gemm: DeepGemmPlan = None
     service: ServicePlan = None
+    driver: DriverPlan = field(default_factory=lambda: DriverPlan(manage=False))
     manage_alternative: bool = True
     steps: tuple = ()
     # Who held apt's locks when the node was probed, and how long deploy waits for them.
@@ -243,6 +274,7 @@ class NodePlan:
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
             "deep_gemm": asdict(self.deep_gemm) if self.deep_gemm else {},
             "service": service,
+            "driver": asdict(self.driver) if self.driver else {},
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),
             "apt_lock_timeout": self.apt_lock_timeout,
