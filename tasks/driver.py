@@ -7,6 +7,7 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import Directory
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
@@ -74,6 +75,8 @@ def nvidia_driver(node, repo_changes=(), later_steps=True):
     driver_module_loaded(name=f"Check the loaded module is {driver.version} {driver.flavour}", driver=driver,
                          inputs=ProbeInputs(node.layout), revalidate=revalidated, relock=relock,
                          later_steps=later_steps)
+    if not host.get_fact(Directory, path="/run/systemd/system"):
+        return  # no systemd here (an image build): the units start at the node's boot
     for unit in driver.units:
         systemd.service(name=f"Enable and start {unit}", service=f"{unit}.service", enabled=True, running=True,
                         _if=lambda: LOADED.get(host.name, False))
