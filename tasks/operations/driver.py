@@ -9,7 +9,7 @@ Each decides from facts read when it runs (pyinfra 3.10 caches no fact: every
 import shlex
 import time
 
-from pyinfra import host, state
+from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
@@ -120,23 +120,27 @@ def initramfs_updated():
            "else echo 'update-initramfs: not on this node; the modprobe.d blacklist holds from the next boot'; fi")
 
 
-def _record(status, reason="", **fields):
-    fleet.record(host.name, "deploy", driver_reboot={"state": status, "reason": reason, **fields})
+def _record(status, reason="", name=None, **fields):
+    """Record for the fleet summary (bringup/summary.py) what the driver step found."""
+    fleet.record(name or host.name, "deploy", driver_reboot={"state": status, "reason": reason, **fields})
 
 
 def _timed_reconnect(wait, timeout):
     """pyinfra's reconnect-after-reboot (``wait``), recording the host ``unreachable``
-    with the time waited when it does not come back."""
+    with the time waited when it does not come back: one line, not pyinfra's traceback
+    of a callback that raised."""
 
     def reconnect(state, host):
         started = time.monotonic()
         try:
             return wait(state, host)
-        except Exception:
+        except Exception as error:  # noqa: BLE001 - server.reboot raises a bare Exception on its timeout
             waited = int(time.monotonic() - started)
-            _record("unreachable", f"did not come back within {waited} s of its reboot (driver_reboot_timeout "
-                    f"{timeout} s); nothing after the driver step ran", waited=waited)
-            raise
+            reason = (f"did not come back within {waited} s of its reboot (driver_reboot_timeout {timeout} s: "
+                      f"{' '.join(str(error).split())}); nothing after the driver step ran")
+            _record("unreachable", reason, name=host.name, waited=waited)
+            host.log_styled(f"{host.name}: {reason}", fg="red", log_func=logger.error)
+            return False
 
     return reconnect
 
@@ -154,7 +158,7 @@ def fail(message):
     return f"echo {shlex.quote(message)} >&2; exit 1"
 
 
-@operation(is_idempotent=False)
+@operation()
 def driver_module_loaded(driver, inputs, revalidate, relock, later_steps=True):
     """
     Read the loaded module again after the install (the driver_layer fact) and act on
@@ -199,16 +203,15 @@ def driver_module_loaded(driver, inputs, revalidate, relock, later_steps=True):
     facts, fresh = revalidate()
     again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
         "the node probe failed"
+    _record("rebooted", reason)
     if again or not fresh.ok:
-        why = again or ", ".join(finding.code for finding in fresh.blockers)
-        _record(NEEDS_REBOOT, f"after its reboot: {why}")
+        why = again or f"blocked: {', '.join(finding.code for finding in fresh.blockers)}"
         yield fail(f"{host.name}: rebooted, but {why}; nothing after the driver step ran")
         return
     LOADED[host.name] = True
-    _record("rebooted", reason)
 
 
-@operation(is_idempotent=False)
+@operation()
 def needs_reboot_failed():
     """
     Last of a deploy: fail the host (exit status 1, the fleet summary's ``needs reboot``)
