@@ -34,9 +34,9 @@ if node:
     if node.runs("repo"):
         deploy_lock_check("repo")
         repo_changes = cuda_repository(node)
-    # A driver that will not be loaded in this run (needs reboot) is not one the service's
-    # steps can use: those are left out, the summary says why.
-    loaded = driver_ready(node.driver)
+    # A driver this run installs but will not have loaded (needs reboot) is not one the
+    # service's steps can use: those are left out, and the summary says why.
+    loaded = driver_ready(node.driver) or "driver" not in node.steps
     device_prewarm = node.prewarm is not None and not node.prewarm.no_device
     if node.runs("driver"):
         deploy_lock_check("driver")
