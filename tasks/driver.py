@@ -18,8 +18,14 @@ from control.host_plan import gather, summary_facts, write_report
 from tasks.cuda_toolkit import not_installed
 from tasks.deploy_lock import control_identity, lock_timeout
 from tasks.operations.cuda import finish_interrupted_dpkg
-from tasks.operations.driver import (LOADED, driver_module_loaded, driver_packages, initramfs_updated, needs_reboot_failed,
-                                     packages_held)
+from tasks.operations.driver import (
+    LOADED,
+    driver_module_loaded,
+    driver_packages,
+    initramfs_updated,
+    needs_reboot_failed,
+    packages_held,
+)
 from tasks.operations.files import whole_file
 from tasks.operations.packages import apt_lists_refreshed, system_packages
 

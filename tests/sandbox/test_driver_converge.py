@@ -21,10 +21,18 @@ import sys
 import pytest
 
 from bringup.findings import INFO
-from sandbox import aptrepo, node as sandbox_nodes
+from sandbox import aptrepo
+from sandbox import node as sandbox_nodes
 from tests.cli.test_driver_layer_cli import DRIVER_CODES
-from tests.sandbox_fixtures import (REPO_ROOT, changed_operations, node_suite, pyinfra_cli, run_ssh, ssh_command,
-                                    validate)
+from tests.sandbox_fixtures import (
+    REPO_ROOT,
+    changed_operations,
+    node_suite,
+    pyinfra_cli,
+    run_ssh,
+    ssh_command,
+    validate,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -75,7 +83,7 @@ def banner(entry):
 def operator_reboot(name):
     """``python -m sandbox reboot NAME``: the node boots again as a machine would."""
     result = subprocess.run([sys.executable, "-m", "sandbox", "reboot", name], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=300, stdin=subprocess.DEVNULL)
+                            text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

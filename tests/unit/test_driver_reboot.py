@@ -3,7 +3,14 @@ the module against the plan, then go, needs reboot or reboot, from the settings.
 
 import pytest
 
-from bringup.driver_reboot import GO, NEEDS_REBOOT, REBOOT, driver_ready, module_mismatch, reboot_decision
+from bringup.driver_reboot import (
+    GO,
+    NEEDS_REBOOT,
+    REBOOT,
+    driver_ready,
+    module_mismatch,
+    reboot_decision,
+)
 from bringup.plan.model import DriverPlan
 
 PLAN = DriverPlan(manage=True, branch="580", version="580.95.05", flavour="open")
