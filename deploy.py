@@ -8,12 +8,14 @@ the plan (bringup.plan.NodePlan): every version, path and package is decided the
 ``deploy_steps`` selects steps (all by default).
 """
 
+from bringup.driver_reboot import driver_ready
 from control.host_plan import planned_host
 from tasks.apt_locks import apt_locks
 from tasks.cuda_env import cuda_environment
 from tasks.cuda_repo import cuda_repository
 from tasks.cuda_toolkit import cuda_toolkit
 from tasks.deploy_lock import deploy_lock, deploy_lock_check, deploy_lock_release
+from tasks.driver import nvidia_driver, nvidia_driver_outcome
 from tasks.prewarm import deep_gemm_precompile, flashinfer_prewarm
 from tasks.service import sglang_service
 from tasks.service_account import service_account
@@ -32,6 +34,14 @@ if node:
     if node.runs("repo"):
         deploy_lock_check("repo")
         repo_changes = cuda_repository(node)
+    # A driver this run installs but will not have loaded (needs reboot) is not one the
+    # service's steps can use: those are left out, and the summary says why.
+    loaded = driver_ready(node.driver) or "driver" not in node.steps
+    device_prewarm = node.prewarm is not None and not node.prewarm.no_device
+    if node.runs("driver"):
+        deploy_lock_check("driver")
+        nvidia_driver(node, repo_changes,
+                      later_steps=loaded and bool({"prewarm", "service"} & set(node.steps)))
     if node.runs("toolkit"):
         deploy_lock_check("toolkit")
         cuda_toolkit(node, repo_changes)
@@ -44,13 +54,16 @@ if node:
     if node.runs("venv"):
         deploy_lock_check("venv")
         venv_changes = sglang_venv(node)
-    if node.runs("prewarm"):
+    if node.runs("prewarm") and (loaded or not device_prewarm):
         deploy_lock_check("prewarm")
         flashinfer_prewarm(node)
-        if node.deep_gemm.run:
+        if node.deep_gemm.run and loaded:
             deploy_lock_check("deep_gemm")
             deep_gemm_precompile(node)
-    if node.runs("service"):
+    if node.runs("service") and loaded:
         deploy_lock_check("service")
         sglang_service(node, changes=[*env_changes, *venv_changes])
     deploy_lock_release()
+    # Last: a host left needing a reboot fails here (exit status 1), after every step
+    # that did not need the driver ran.
+    nvidia_driver_outcome(node)

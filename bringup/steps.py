@@ -9,7 +9,7 @@ of the plan (a module of bringup/plan/, its plan class in bringup/plan/model.py,
 from ``bringup.plan.plan``).
 
     >>> DEPLOY_STEPS[:3], APT_STEPS
-    (('repo', 'toolkit', 'env'), ('repo', 'toolkit', 'venv'))
+    (('repo', 'driver', 'toolkit'), ('repo', 'driver', 'toolkit', 'venv'))
     >>> STEP_OF_TASK["DeepGEMM pre-compile"]
     'prewarm'
 """
@@ -28,6 +28,7 @@ class Step:
 
 STEPS = (
     Step("repo", ("NVIDIA CUDA apt repository",), apt=True),
+    Step("driver", ("NVIDIA driver",), apt=True),
     Step("toolkit", ("CUDA toolkit",), apt=True),
     Step("env", ("CUDA environment",)),
     Step("account", ("Service account and helpers",)),

@@ -9,7 +9,12 @@ A host's outcome (``HostOutcome`` as plain data)::
 
     {"host": "gpu-01", "purpose": "deploy", "reached": True, "connect_error": "",
      "settings_error": "", "plan_error": "", "probe_failed": False, "facts": {...}, "plan": {...NodePlan.as_dict()},
-     "operations": [{"name": "CUDA toolkit | Install ...", "status": "changed", "error": ""}]}
+     "operations": [{"name": "CUDA toolkit | Install ...", "status": "changed", "error": ""}],
+     "driver_reboot": {"state": "needs reboot", "reason": "loaded: none; installed: 580.95.05 open", "waited": 0}}
+
+``driver_reboot`` is what the driver step found of the loaded module after its install
+(tasks/operations/driver.py): ``loaded``, ``needs reboot``, ``rebooting``, ``rebooted``
+or ``unreachable`` (the host did not come back from its reboot; ``waited`` seconds).
 
 Operation status: ``changed``, ``unchanged``, ``error`` or ``not run``.
 """
@@ -23,8 +28,11 @@ from bringup.steps import STEP_OF_TASK
 # Verdicts, in the order the table groups them: what went well first, so the
 # hosts that need a look end the table, just above the lines that say why.
 READY, NEEDS_DEPLOY, DEPLOYED, DRY_RUN = "ready", "needs deploy", "deployed", "dry run"
+# needs reboot: deployed, but the driver installed is not the loaded module until the
+# host boots (driver_reboot: never, or its service serving); exit status 1.
+NEEDS_REBOOT = "needs reboot"
 BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED = "blocked", "failed", "stopped", "unreachable", "not examined"
-VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, DEPLOYED, BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED)
+VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, DEPLOYED, NEEDS_REBOOT, BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED)
 # The verdicts that leave the run's exit status at 0: validate's "needs deploy" is a
 # host deploy can bring up (nothing blocks it).
 GOOD = (READY, NEEDS_DEPLOY, DRY_RUN, DEPLOYED)
@@ -149,7 +157,13 @@ def verdict(outcome, executed=True):
     if blockers:
         return BLOCKED, ", ".join(blockers)
     operations = outcome.get("operations") or []
+    reboot = outcome.get("driver_reboot") or {}
+    if reboot.get("state") == UNREACHABLE:
+        return UNREACHABLE, reboot.get("reason") or "did not come back from its reboot"
     failed = _first_error(operations)
+    if failed and reboot.get("state") == NEEDS_REBOOT and step_of(failed["name"]) == "driver":
+        # The driver step stopped the host itself, before the steps that need the driver.
+        return NEEDS_REBOOT, reboot.get("reason", "")
     if failed:
         return FAILED, f"{failed['name']}: {failed.get('error') or 'failed (see the log above)'}"
     if outcome.get("purpose") != "deploy":
@@ -161,6 +175,8 @@ def verdict(outcome, executed=True):
     pending = [op for op in operations if op["status"] == NOT_RUN]
     if pending:
         return STOPPED, f"the run stopped before {pending[0]['name']}"
+    if reboot.get("state") == NEEDS_REBOOT:
+        return NEEDS_REBOOT, reboot.get("reason", "")
     return DEPLOYED, ""
 
 

@@ -22,6 +22,8 @@ def op(name, status, error=""):
 
 CHANGED_REPO = op("NVIDIA CUDA apt repository | Add the CUDA repository", "changed")
 UNCHANGED_ENV = op("CUDA environment | Service environment file", "unchanged")
+CHANGED_DRIVER = op("NVIDIA driver | Install NVIDIA driver 580.95.05 (open)", "changed")
+NEEDS_REBOOT = {"state": "needs reboot", "reason": "loaded: none; installed: 580.95.05 open (driver_reboot: never)"}
 
 # name, outcome, executed, verdict, reason (substring)
 CASES = [
@@ -47,6 +49,26 @@ CASES = [
                                             "operations": [CHANGED_REPO]}, True, "failed", "pyinfra failed this host"),
     ("deploy --dry", {"purpose": "deploy", "plan": plan(("TOOLKIT_MISSING", "fix")),
                       "operations": [op("CUDA toolkit | Install", "not run")]}, False, "dry run", ""),
+    # The driver step (tasks/driver.py): its outcome's driver_reboot.
+    ("deploy left the host needing a reboot", {"purpose": "deploy", "plan": plan(), "failed": True,
+                                              "driver_reboot": NEEDS_REBOOT, "operations": [
+        CHANGED_DRIVER, op("NVIDIA driver | Needs reboot?", "error", "n1: needs reboot: loaded: none")]},
+     True, "needs reboot", "loaded: none; installed: 580.95.05 open"),
+    ("the driver step stopped the host before the service", {"purpose": "deploy", "plan": plan(), "failed": True,
+                                                            "driver_reboot": NEEDS_REBOOT, "operations": [
+        CHANGED_DRIVER, op("NVIDIA driver | Check the loaded module", "error", "n1: needs reboot"),
+        op("SGLang service | SGLang systemd unit", "not run")]}, True, "needs reboot", "installed: 580.95.05"),
+    ("needs reboot, but another step failed", {"purpose": "deploy", "plan": plan(), "failed": True,
+                                              "driver_reboot": NEEDS_REBOOT, "operations": [
+        CHANGED_DRIVER, op("CUDA toolkit | Install", "error", "E: Unable to fetch")]}, True, "failed", "Unable"),
+    ("needs reboot on a --dry run", {"purpose": "deploy", "plan": plan(), "driver_reboot": NEEDS_REBOOT,
+                                     "operations": [op("NVIDIA driver | Install", "not run")]}, False, "dry run", ""),
+    ("rebooted and validated", {"purpose": "deploy", "plan": plan(), "operations": [CHANGED_DRIVER],
+                                "driver_reboot": {"state": "rebooted", "reason": "loaded: none"}}, True, "deployed", ""),
+    ("did not come back from its reboot", {"purpose": "deploy", "plan": plan(), "failed": True, "operations": [
+        CHANGED_DRIVER, op("NVIDIA driver | Check the loaded module", "error", "Server did not reboot in time")],
+        "driver_reboot": {"state": "unreachable", "reason": "did not come back within 903 s of its reboot",
+                          "waited": 903}}, True, "unreachable", "within 903 s"),
 ]
 
 
@@ -164,3 +186,15 @@ def test_error_line(lines, expected):
 ])
 def test_purpose_from_argv(argv, purpose):
     assert summary.purpose_from_argv(argv) == purpose
+
+
+def test_needs_reboot_is_a_row_of_its_own_that_fails_the_run():
+    deployed = {"host": "a", "purpose": "deploy", "facts": FACTS, "plan": plan(), "operations": [CHANGED_DRIVER]}
+    waiting = {**deployed, "host": "b", "driver_reboot": NEEDS_REBOOT, "failed": True,
+               "operations": [CHANGED_DRIVER, op("NVIDIA driver | Needs reboot?", "error", "b: needs reboot")]}
+    document = summary.summary_document("deploy", [waiting, deployed])
+    assert [row["verdict"] for row in document["hosts"]] == ["deployed", "needs reboot"]
+    assert document["counts"] == {"deployed": 1, "needs reboot": 1} and document["ok"] is False
+    text = summary.render(document)
+    assert "b: needs reboot: loaded: none; installed: 580.95.05 open" in text
+    assert "1 of 2 host(s) need a look (exit status 1)" in text

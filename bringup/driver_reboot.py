@@ -1,0 +1,96 @@
+"""Whether the driver deploy installed is the one loaded, and what deploy does when it is
+not (pure: the driver_layer fact's ``module`` and the plan's DriverPlan in, a decision
+out). A kernel module only changes at a boot: ``driver_reboot: never`` leaves the host
+``needs reboot``; ``if-needed`` reboots it, unless its service is serving and
+``driver_reboot_serving`` is off.
+
+    >>> from bringup.plan.model import DriverPlan
+    >>> plan = DriverPlan(manage=True, version="580.95.05", flavour="open", reboot="if-needed")
+    >>> reboot_decision(plan, module_mismatch({"loaded": False}, plan))
+    ('reboot', 'loaded: none; installed: 580.95.05 open')
+"""
+
+from packaging.version import InvalidVersion, Version
+
+# What deploy does about the loaded module (reboot_decision's first value).
+GO, NEEDS_REBOOT, REBOOT = "go", "needs reboot", "reboot"
+
+
+def _same_version(found, wanted):
+    """Whether two driver versions are one ("580.95.05" and "580.95.5" are).
+
+    >>> _same_version("580.95.05", "580.95.5"), _same_version("570.86.15", "580.95.05"), _same_version("x", "x")
+    (True, False, True)
+    """
+    try:
+        return Version(found) == Version(wanted)
+    except InvalidVersion:
+        return found == wanted
+
+
+def module_text(module):
+    """The loaded module, as the reasons say it.
+
+    >>> module_text({"loaded": True, "version": "570.86.15", "flavour": "proprietary"}), module_text(None)
+    ('570.86.15 proprietary', 'none')
+    >>> module_text({"loaded": True, "version": "580.95.05", "flavour": None})
+    '580.95.05'
+    """
+    if not module or not module.get("loaded") or not module.get("version"):
+        return "none"
+    return " ".join(part for part in (module["version"], module.get("flavour")) if part)
+
+
+def module_mismatch(module, driver):
+    """Why the loaded module (the driver_layer fact's ``module``) is not the plan's
+    ``version`` and ``flavour``, or "" when it is (a flavour the kernel does not say,
+    /sys/module/nvidia/version alone, is not held against it).
+
+    >>> from bringup.plan.model import DriverPlan
+    >>> plan = DriverPlan(manage=True, version="580.95.05", flavour="open")
+    >>> module_mismatch({"loaded": True, "version": "580.95.05", "flavour": "open"}, plan)
+    ''
+    >>> module_mismatch({"loaded": True, "version": "580.95.05", "flavour": "proprietary"}, plan)
+    'loaded: 580.95.05 proprietary; installed: 580.95.05 open'
+    """
+    if module and module.get("loaded") and module.get("version") and _same_version(module["version"], driver.version) \
+            and module.get("flavour") in (None, driver.flavour):
+        return ""
+    return f"loaded: {module_text(module)}; installed: {driver.version} {driver.flavour}".rstrip()
+
+
+def reboot_decision(driver, mismatch):
+    """What deploy does, and why: ``(GO, "")`` when nothing is to wait for (no managed
+    driver, or the loaded module is the plan's); ``(NEEDS_REBOOT, reason)`` when the host
+    is left for the operator to reboot; ``(REBOOT, reason)`` when deploy reboots it.
+
+    + driver: the DriverPlan
+    + mismatch: ``module_mismatch``'s answer (at plan time: ``driver.reboot_for``)
+
+    >>> from bringup.plan.model import DriverPlan
+    >>> serving = DriverPlan(manage=True, reboot="if-needed", service_active=True)
+    >>> reboot_decision(serving, "loaded: none; installed: 580.95.05 open")[0]
+    'needs reboot'
+    """
+    if not driver.manage or not mismatch:
+        return GO, ""
+    if driver.reboot != "if-needed":
+        return NEEDS_REBOOT, f"{mismatch} (driver_reboot: never: reboot the host, then run deploy again)"
+    if driver.service_active and not driver.reboot_serving:
+        return NEEDS_REBOOT, (f"{mismatch} (the service is active and driver_reboot_serving is false: reboot the "
+                              "host when it may stop serving, then run deploy again)")
+    return REBOOT, mismatch
+
+
+def driver_ready(driver):
+    """Whether the steps that need the loaded driver (the service, a pre-warm on the
+    device) run in this deploy: not when the plan already says the host will need a
+    reboot that deploy does not do.
+
+    >>> from bringup.plan.model import DriverPlan
+    >>> driver_ready(DriverPlan(manage=False)), driver_ready(DriverPlan(manage=True, reboot_for="loaded: none"))
+    (True, False)
+    >>> driver_ready(DriverPlan(manage=True, reboot_for="loaded: none", reboot="if-needed"))
+    True
+    """
+    return reboot_decision(driver, driver.reboot_for)[0] != NEEDS_REBOOT

@@ -1,0 +1,100 @@
+"""NVIDIA's driver at the lock's branch, version and flavour (opt-in: ``driver_manage``),
+held, kept out of unattended-upgrades, nouveau blacklisted; its units started once the
+module is loaded, the host rebooted where ``driver_reboot: if-needed`` allows it."""
+
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import Directory
+from pyinfra.operations import systemd
+from pyinfra.operations.util import any_changed
+
+from bringup.config import Config
+from bringup.layout import DEPLOY_LOCK, ProbeInputs
+from control import fleet, run
+from control.host_plan import gather, summary_facts, write_report
+from tasks.cuda_toolkit import not_installed
+from tasks.deploy_lock import control_identity, lock_timeout
+from tasks.operations.cuda import finish_interrupted_dpkg
+from tasks.operations.driver import (
+    LOADED,
+    driver_module_loaded,
+    driver_packages,
+    initramfs_updated,
+    needs_reboot_failed,
+    packages_held,
+)
+from tasks.operations.files import whole_file
+from tasks.operations.packages import apt_lists_refreshed, system_packages
+
+
+def revalidated():
+    """The host probed and planned again (after its reboot), recorded for the fleet
+    summary and saved in reports/<host>.json as validate would: (facts, NodePlan)."""
+    config = Config.from_data(host.data.dict(), host=host.name)
+    facts, fresh = gather(config)
+    if fresh is not None:
+        fleet.record(host.name, "deploy", facts=summary_facts(facts), plan=fresh.as_dict())
+        write_report(facts, config, fresh)
+    return facts, fresh
+
+
+@deploy("NVIDIA driver")
+def nvidia_driver(node, repo_changes=(), later_steps=True):
+    """
+    Converge the driver the plan names (nothing at all with ``driver_manage`` off): an
+    interrupted dpkg run finished first, kernel headers, the locked packages with the
+    other flavour purged, held, the unattended-upgrades file, the nouveau blacklist and
+    initramfs; then the loaded module is read again (needs reboot, or a reboot) and the
+    driver's units enabled and started once it is the plan's.
+
+    + node: the NodePlan (``driver``, ``repo``, ``layout``)
+    + repo_changes: operations whose change makes apt's lists stale
+    + later_steps: whether this deploy runs steps that need the driver after this one
+    """
+    driver = node.driver
+    if not driver.manage:
+        return
+    names = [pin.partition("=")[0] for pin in driver.install]
+    finish_interrupted_dpkg(name="Finish an interrupted dpkg run (a killed DKMS build included)", packages=names)
+    if driver.headers:
+        system_packages(name=f"Install the running kernel's headers ({', '.join(driver.headers)})",
+                        packages=list(driver.headers), timeout=node.apt_lock_timeout)
+    stale = any_changed(*repo_changes)
+    apt_lists_refreshed(name="Refresh apt lists (repository changed or driver packages to install)",
+                        repo_url=node.repo.url, timeout=node.apt_lock_timeout, source_file=node.repo.source_file,
+                        _if=lambda: stale() or bool(not_installed(driver.install, host.get_fact(DebPackages))))
+    driver_packages(name=f"Install NVIDIA driver {driver.version} ({driver.flavour}) at {driver.lock}'s versions",
+                    install=list(driver.install), remove=list(driver.remove), timeout=node.apt_lock_timeout)
+    packages_held(name="Hold the driver's packages at the lock's versions", packages=list(driver.hold))
+    if driver.unattended_file:
+        whole_file(name="Keep the driver's packages out of unattended-upgrades", src=StringIO(driver.unattended),
+                   dest=driver.unattended_file, mode="0644")
+    if driver.blacklist_file:
+        blacklist = whole_file(name="Blacklist nouveau", src=StringIO(driver.blacklist), dest=driver.blacklist_file,
+                               mode="0644")
+        initramfs_updated(name="Update the initramfs (nouveau blacklisted)", _if=blacklist.did_change)
+    relock = {"lock": DEPLOY_LOCK, "run_id": run.run_id(), "timeout": lock_timeout(), "control": control_identity(),
+              "stage_mark": run.STAGE_MARK, "stage_dirs": node.layout.stage_dirs}
+    driver_module_loaded(name=f"Check the loaded module is {driver.version} {driver.flavour}", driver=driver,
+                         inputs=ProbeInputs(node.layout), revalidate=revalidated, relock=relock,
+                         later_steps=later_steps)
+    if not host.get_fact(Directory, path="/run/systemd/system"):
+        return  # no systemd here (an image build): the units start at the node's boot
+    for unit in driver.units:
+        systemd.service(name=f"Enable and start {unit}", service=f"{unit}.service", enabled=True, running=True,
+                        _if=lambda: LOADED.get(host.name, False))
+
+
+@deploy("NVIDIA driver")
+def nvidia_driver_outcome(node):
+    """
+    At the end of the deploy: a host the driver step left needing a reboot fails with its
+    reason (the summary's ``needs reboot``, exit status 1).
+
+    + node: the NodePlan (``driver``)
+    """
+    if node.driver.manage and node.runs("driver"):
+        needs_reboot_failed(name="Needs reboot (the installed driver is not the loaded module)?")

@@ -1,0 +1,231 @@
+"""Operations of the driver step: the locked packages (the other flavour purged in the
+same apt run), their holds, initramfs, and the loaded module checked after the install,
+with pyinfra's ``server.reboot`` where the plan allows one.
+
+Each decides from facts read when it runs (pyinfra 3.10 caches no fact: every
+``host.get_fact`` runs its command again), so a converged node yields no command.
+"""
+
+import shlex
+import time
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, operation
+from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import server
+
+from bringup.driver_reboot import GO, NEEDS_REBOOT, module_mismatch, reboot_decision
+from control import fleet
+from facts.apt_holds import AptHolds
+from facts.node import DriverLayer
+from tasks.cuda_toolkit import not_installed
+from tasks.operations.lock import deploy_lock_taken
+from tasks.operations.packages import lock_timeout_option
+
+# apt-get without a question: the installer's, needrestart's (Ubuntu restarts services
+# itself, asking nothing) and dpkg's about configuration files (the node's are kept).
+NONINTERACTIVE = "DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a"
+KEEP_CONFIG = "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+# Hosts (by name) whose loaded module is the plan's once the driver check ran: the
+# driver's units start only there (the ``_if`` of their operations).
+LOADED = {}
+
+
+def apt_install_command(install, purge, timeout):
+    """One apt-get run that installs ``install`` (``name=version``) and purges ``purge``
+    (apt's ``name-``): the flavours swap in one transaction, so no step leaves the
+    node with neither kernel module package.
+
+    >>> apt_install_command(["nvidia-kernel-open-dkms=580.95.05-1"], ["nvidia-kernel-dkms"], 300).split(" install ")[1]
+    '--no-install-recommends --allow-downgrades --allow-change-held-packages --purge nvidia-kernel-open-dkms=580.95.05-1 nvidia-kernel-dkms-'
+    """
+    arguments = [*install, *(f"{name}-" for name in purge)]
+    return (f"{NONINTERACTIVE} apt-get -y {KEEP_CONFIG} {lock_timeout_option(timeout)} install "
+            "--no-install-recommends --allow-downgrades --allow-change-held-packages --purge "
+            f"{shlex.join(arguments)}")
+
+
+def installed_of(names, installed):
+    """The names dpkg has installed, in order.
+
+    >>> installed_of(["a", "b"], {"b": ["1"]})
+    ['b']
+    """
+    return [name for name in names if name in installed]
+
+
+@operation()
+def driver_packages(install, remove=(), timeout=300):
+    """
+    Install the driver's packages at the lock's versions (moving them up or down, held
+    or not) and purge the other flavour's, in one apt run; nothing when dpkg has them
+    all at those versions and none of the others.
+
+    + install: ``name=version`` for every package of the flavour (DriverPlan.install)
+    + remove: the other flavour's packages (DriverPlan.remove)
+    + timeout: seconds apt waits for dpkg's lock (``deploy_apt_lock_timeout``)
+
+    **Example**:
+
+    .. code:: python
+
+        driver_packages(install=["nvidia-driver-cuda=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1"],
+                        remove=["nvidia-kernel-dkms"])
+    """
+    installed = host.get_fact(DebPackages)
+    missing, purge = not_installed(install, installed), installed_of(remove, installed)
+    if not missing and not purge:
+        host.noop(f"{len(install)} driver package(s) installed at the lock's versions")
+        return
+    yield apt_install_command(install, purge, timeout)
+
+
+@operation()
+def packages_held(packages):
+    """
+    ``apt-mark hold`` the packages apt does not hold yet (installed at the lock's
+    versions by ``driver_packages`` just before), so that no ``apt-get upgrade`` nor
+    unattended-upgrades moves them.
+
+    + packages: names (DriverPlan.hold)
+
+    **Example**:
+
+    .. code:: python
+
+        packages_held(packages=["nvidia-driver-cuda", "nvidia-kernel-open-dkms"])
+    """
+    held = set(host.get_fact(AptHolds))
+    unheld = [name for name in packages if name not in held]
+    if not unheld:
+        host.noop(f"{len(packages)} package(s) held")
+        return
+    yield shlex.join(["apt-mark", "hold", *unheld])
+
+
+@operation(is_idempotent=False)
+def initramfs_updated():
+    """
+    ``update-initramfs -u`` where the node has it (Debian's and Ubuntu's initramfs-tools),
+    so that a blacklist written to modprobe.d holds from the initramfs on; a node
+    without it (a container, dracut) says so and goes on.
+
+    **Example**:
+
+    .. code:: python
+
+        initramfs_updated(_if=blacklist.did_change)
+    """
+    yield ("if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u; "
+           "else echo 'update-initramfs: not on this node; the modprobe.d blacklist holds from the next boot'; fi")
+
+
+def _record(status, reason="", name=None, **fields):
+    """Record for the fleet summary (bringup/summary.py) what the driver step found."""
+    fleet.record(name or host.name, "deploy", driver_reboot={"state": status, "reason": reason, **fields})
+
+
+def _timed_reconnect(wait, timeout):
+    """pyinfra's reconnect-after-reboot (``wait``), recording the host ``unreachable``
+    with the time waited when it does not come back: one line, not pyinfra's traceback
+    of a callback that raised."""
+
+    def reconnect(state, host):
+        started = time.monotonic()
+        try:
+            return wait(state, host)
+        except Exception as error:  # noqa: BLE001 - server.reboot raises a bare Exception on its timeout
+            waited = int(time.monotonic() - started)
+            reason = (f"did not come back within {waited} s of its reboot (driver_reboot_timeout {timeout} s: "
+                      f"{' '.join(str(error).split())}); nothing after the driver step ran")
+            _record("unreachable", reason, name=host.name, waited=waited)
+            host.log_styled(f"{host.name}: {reason}", fg="red", log_func=logger.error)
+            return False
+
+    return reconnect
+
+
+def rebooted(timeout):
+    """pyinfra's ``server.reboot`` commands (its uptime check included), with its wait for
+    the host recorded when the host does not come back."""
+    for command in server.reboot._inner(delay=10, interval=2, reboot_timeout=timeout):
+        if isinstance(command, FunctionCommand) and command.function.__name__ == "wait_and_reconnect":
+            command = FunctionCommand(_timed_reconnect(command.function, timeout), command.args, command.kwargs)
+        yield command
+
+
+def fail(message):
+    return f"echo {shlex.quote(message)} >&2; exit 1"
+
+
+@operation()
+def driver_module_loaded(driver, inputs, revalidate, relock, later_steps=True):
+    """
+    Read the loaded module again after the install (the driver_layer fact) and act on
+    ``reboot_decision``: nothing when it is the plan's; ``needs reboot`` recorded for
+    the fleet summary (``driver_reboot: never``, or the service serving); else reboot
+    the host (pyinfra's ``server.reboot``, ``driver_reboot_timeout``), take the deploy
+    lock again, probe and plan it again (``revalidate``) and go on only when its module
+    is the plan's and nothing blocks it.
+
+    + driver: the DriverPlan
+    + inputs: the host's ProbeInputs
+    + revalidate: ``() -> (facts, NodePlan)`` run after the reboot (and recorded)
+    + relock: ``deploy_lock_taken``'s arguments, to take the lock again after the reboot
+    + later_steps: whether deploy queued the steps that need the driver (then a
+      ``needs reboot`` found only now stops the host before them)
+
+    **Example**:
+
+    .. code:: python
+
+        driver_module_loaded(driver=node.driver, inputs=inputs, revalidate=lambda: gather(config), relock={...})
+    """
+    layer = host.get_fact(DriverLayer, inputs=inputs) or {}
+    action, reason = reboot_decision(driver, module_mismatch(layer.get("module"), driver))
+    LOADED[host.name] = action == GO
+    if action == GO:
+        _record("loaded")
+        host.noop(f"the loaded module is {driver.version} {driver.flavour}")
+        return
+    if action == NEEDS_REBOOT:
+        _record(NEEDS_REBOOT, reason)
+        if later_steps and state.is_executing:
+            # Only now known: the service's steps are queued behind this one.
+            yield fail(f"{host.name}: needs reboot: {reason}; the steps that need the driver are not run")
+            return
+        host.noop(f"needs reboot: {reason}")
+        return
+    _record("rebooting", reason)
+    yield from rebooted(driver.reboot_timeout)
+    # Runs after the host came back: /run (the deploy lock with it) did not survive the boot.
+    yield from deploy_lock_taken._inner(**relock)
+    facts, fresh = revalidate()
+    again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
+        "the node probe failed"
+    _record("rebooted", reason)
+    if again or not fresh.ok:
+        why = again or f"blocked: {', '.join(finding.code for finding in fresh.blockers)}"
+        yield fail(f"{host.name}: rebooted, but {why}; nothing after the driver step ran")
+        return
+    LOADED[host.name] = True
+
+
+@operation()
+def needs_reboot_failed():
+    """
+    Last of a deploy: fail the host (exit status 1, the fleet summary's ``needs reboot``)
+    when the driver step left it needing a reboot; every step that did not need the
+    driver ran before.
+
+    **Example**:
+
+    .. code:: python
+
+        needs_reboot_failed(name="Needs reboot?")
+    """
+    found = fleet.RUN.records.get(host.name, {}).get("driver_reboot") or {}
+    if found.get("state") != NEEDS_REBOOT:
+        host.noop("the loaded module is the installed driver")
+        return
+    yield fail(f"{host.name}: needs reboot: {found.get('reason', '')}")

@@ -1,0 +1,71 @@
+"""The driver step's reboot decision and the ``needs reboot`` verdict through the real
+pyinfra CLI on @local (tests/fixtures/deploy/driver_step.py: the driver step with a
+given DriverPlan). This machine has no NVIDIA module loaded: the step's fresh read of
+the driver layer finds none, whatever the plan said. Its packages are this machine's own
+``dpkg`` at its installed version, so nothing is installed; no reboot can run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+LOADED_NONE = "loaded: none; installed: 580.95.05 open"
+
+
+def dpkg_version():
+    result = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "dpkg"], capture_output=True, text=True,
+                            check=False)
+    if result.returncode != 0:
+        pytest.skip("not a dpkg system")
+    return result.stdout
+
+
+def deploy(reports, later_steps=False, **fields):
+    """Run the fixture deploy file; its reports go to ``reports`` (each test its own)."""
+    plan = {"manage": True, "branch": "580", "version": "580.95.05", "flavour": "open", "lock": "x.txt",
+            "install": [f"dpkg={dpkg_version()}"], **fields}
+    env = dict(os.environ, GPU_BRINGUP_REPORTS=str(reports), DRIVER_PLAN=json.dumps(plan),
+               DRIVER_LATER_STEPS="1" if later_steps else "")
+    command = [PYINFRA, "-y", "@local", "--data", "target_sms=12.0", "tests/fixtures/deploy/driver_step.py"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+                            stdin=subprocess.DEVNULL, check=False)
+    result.output = result.stdout + result.stderr
+    document = json.loads((reports / "summary.json").read_text())
+    return result, document["hosts"][0]
+
+
+@pytest.mark.parametrize("fields,later_steps,reason", [
+    ({"reboot_for": LOADED_NONE}, False, "driver_reboot: never"),
+    # The plan expected the module loaded; the fresh read says otherwise: the step itself
+    # stops the host before the steps that need the driver.
+    ({}, True, "driver_reboot: never"),
+    # A serving host is not rebooted without driver_reboot_serving.
+    ({"reboot": "if-needed", "service_active": True, "reboot_for": LOADED_NONE}, False,
+     "driver_reboot_serving is false"),
+], ids=["never", "found only after the install", "if-needed but serving"])
+def test_a_driver_not_loaded_is_needs_reboot_exit_status_1(tmp_path, fields, later_steps, reason):
+    result, row = deploy(tmp_path, later_steps, **fields)
+    assert result.returncode == 1, result.output[-3000:]
+    assert row["verdict"] == "needs reboot", row
+    assert LOADED_NONE in row["reason"] and reason in row["reason"], row
+    assert f"@local: needs reboot: {LOADED_NONE}" in result.output
+    assert "a reboot was attempted" not in result.output
+    assert "Traceback" not in result.output
+
+
+def test_if_needed_reboots_a_host_that_does_not_serve(tmp_path):
+    # The fixture's stand-in for server.reboot fails the step: the decision was to reboot.
+    result, row = deploy(tmp_path, reboot="if-needed", reboot_for=LOADED_NONE)
+    assert result.returncode == 1 and "test: a reboot was attempted" in result.output, result.output[-3000:]
+    assert row["verdict"] == "failed" and "Check the loaded module" in row["reason"], row
+
+
+def test_a_driver_not_managed_adds_nothing(tmp_path):
+    result, row = deploy(tmp_path, manage=False, reboot_for=LOADED_NONE)
+    assert result.returncode == 0, result.output[-3000:]
+    assert row["verdict"] == "deployed" and row["changed"] == "-", row
