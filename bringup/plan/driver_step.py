@@ -102,7 +102,8 @@ def driver_plan(context, repo):
     unreadable lock is DRIVER_LOCK_MISSING, a proprietary flavour asked for Blackwell
     DRIVER_OPEN_MODULE_REQUIRED (blockers)."""
     config, facts, add = context.config, context.facts, context.add
-    if not config.driver_manage:
+    # deploy_steps without "driver" runs no driver step: validate must not promise its fixes.
+    if not config.driver_manage or "driver" not in config.deploy_steps:
         return DriverPlan(manage=False)
     settings = dict(manage=True, branch=config.driver_branch, reboot=config.driver_reboot,
                     reboot_serving=config.driver_reboot_serving, reboot_timeout=config.driver_reboot_timeout,

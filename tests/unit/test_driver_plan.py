@@ -13,6 +13,7 @@ from bringup import driver_packages, locks
 from bringup.config import Config
 from bringup.findings import Finding
 from bringup.plan import driver_step, plan
+from bringup.steps import DEPLOY_STEPS
 from control.locks import dpkg_compare
 from tests.fixtures.facts.driver_layer.make import PROPRIETARY_BANNER, hgx_layer
 from tests.fixtures.facts.driver_layer.make import changed as apply
@@ -259,3 +260,10 @@ def test_proprietary_asked_for_blackwell_is_refused():
 def test_flavour(sms, setting, expected):
     from packaging.version import Version
     assert driver_step.flavour_for(setting, tuple(Version(sm) for sm in sms)) == expected
+
+
+def test_deploy_steps_without_the_driver_step_promise_no_driver_fix():
+    steps = tuple(step for step in DEPLOY_STEPS if step != "driver")
+    node = planned(no_driver_facts(), {"deploy_steps": steps})
+    assert node.driver == driver_step.DriverPlan(manage=False)
+    assert codes(node, DRIVER_CODES)[0] == "DRIVER_NOT_LOADED:blocker"
