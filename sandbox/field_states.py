@@ -33,6 +33,11 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 | nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
 | nouveau-loaded | /sys/module/nouveau | NOUVEAU_LOADED |
 | mig-on | MIG enabled on GPU 0 in nvidia-smi -q | MIG_ENABLED |
+| no-driver | the GPUs' recordings only: no nvidia-smi, libcuda, module or nouveau blacklist (no layer) | DRIVER_NOT_LOADED |
+
+``no-driver`` is the node a vendor ships without a driver: the sandbox apt repository's
+stand-in driver packages (sandbox/aptrepo/driver_debs.py) install one, and its module
+is loaded at the next boot (``python -m sandbox reboot NAME``, sandbox/files/node-init.sh).
 
 The two Fabric Manager states are alternatives (composed, the upper layer's package is the
 node's); 580.95.05 is the h100-x8 profile's driver, the HGX profile to put them on.
@@ -89,6 +94,8 @@ STATES = {
                                        files=("standin-deb.sh",)),
     "nouveau-loaded": State("nouveau-loaded"),
     "mig-on": State("mig-on"),
+    # Nothing to build: the node's own files leave the driver out (sandbox/node.py).
+    "no-driver": State("no-driver", has_script=False),
 }
 ORDER = [name for name, state in STATES.items() if state.has_script]
 
@@ -135,7 +142,7 @@ def canonical(names: list[str]) -> list[str]:
     >>> canonical(["operator", "incident"])
     ['incident', 'operator']
     """
-    first = {name: min(ORDER.index(s) for s in expand([name])) for name in names}
+    first = {name: min((ORDER.index(s) for s in expand([name])), default=len(ORDER)) for name in names}
     return sorted(dict.fromkeys(names), key=lambda name: (first[name], name))
 
 

@@ -107,7 +107,9 @@ def headers_package(release: str, arch: str) -> DriverPkg:
         description=f"SANDBOX STAND-IN: header files of Linux {release}\n"
                     "Sandbox nodes run the host's kernel, which no archive ships headers for:\n"
                     "this package only gives dkms the build directory it looks for.",
-        texts=((f"{src}/README", f"SANDBOX STAND-IN: no kernel headers here (Linux {release}).\n", 0o644),),
+        # dkms takes a headers tree as there when it has include/ (its _check_kernel_dir).
+        texts=((f"{src}/README", f"SANDBOX STAND-IN: no kernel headers here (Linux {release}).\n", 0o644),
+               (f"{src}/include/README", "SANDBOX STAND-IN: no header here.\n", 0o644)),
         links=((f"lib/modules/{release}/build", f"/{src}"),),
     )
 
@@ -265,3 +267,28 @@ def without_driver(pkgs) -> list:
     """
     return [pkg for pkg in pkgs if not isinstance(pkg, DriverPkg)]
 
+
+
+def closure(roots: tuple[str, ...], version: str, flavour: str, machine: str = "x86_64") -> list[str]:
+    """``name=version`` of *roots* and everything they depend on at upstream *version*, the
+    module of *flavour* where either would do: what ``apt-get install`` needs named when the
+    repository holds a newer driver (apt takes each package's newest, which the roots'
+    exact Depends then refuse; NVIDIA's guide pins the version for the same reason).
+
+    >>> closure(("nvidia-open",), "580.95.05", "open")[:3]
+    ['firmware-nvidia-gsp=580.95.05-1', 'libcuda1=580.95.05-1', 'libnvidia-ml1=580.95.05-1']
+    >>> "nvidia-kernel-dkms=580.95.05-1" in closure(("nvidia-driver-cuda",), "580.95.05", "proprietary")
+    True
+    """
+    table = {pkg.name: pkg for pkg in version_packages(version, machine)}
+    module = FLAVOURS[flavour][0]
+    wanted, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in wanted or name not in table:  # dkms: Debian's own
+            continue
+        wanted.add(name)
+        for dependency in table[name].depends:
+            choices = [alt.split()[0] for alt in dependency.split("|")]
+            todo.append(module if module in choices else choices[0])
+    return [f"{name}={deb_version(version)}" for name in sorted(wanted)]
