@@ -4,7 +4,7 @@ Names, versions and dependencies as NVIDIA's repository has them for Debian, bra
 (the driver installation guide's Debian page, "Compute-only (headless)" and "Version
 locking", docs.nvidia.com/datacenter/tesla/driver-installation-guide/; Fabric Manager's
 guide for ``nvidia-fabricmanager``, ``libnvidia-nscq`` and ``nvlsm``; the names fixed in
-the driver contract of issue 23), at two versions: 580.95.05-1 (the GPU profiles'
+the driver contract of issue 23 and its corrections), at two versions: 580.95.05-1 (the GPU profiles'
 recorded driver, the one the sandbox's lock takes) and 580.105.08-1 (newer: what an
 unheld ``apt-get upgrade`` would move to). Their contents are stand-ins, and each
 package's description says so:
@@ -15,8 +15,8 @@ package's description says so:
   ``libnvidia-ml.so.<version>`` (``libnvidia-ml1``, the name the probe reads); the
   nouveau blacklist (``nvidia-kernel-support``);
 * daemons whose units run under the node's systemd: ``nvidia-persistenced``, Fabric
-  Manager (at exactly its version, refusing another loaded module as NVIDIA's does),
-  ``nvlsm``;
+  Manager (at exactly its version, refusing another loaded module as NVIDIA's does;
+  it starts ``nvlsm``, versioned on its own, where that is installed);
 * the kernel module: ``nvidia-kernel-open-dkms`` / ``nvidia-kernel-dkms`` ship a DKMS
   source tree that Debian's real ``dkms`` builds for the running kernel (a few seconds,
   killable) into ``/lib/modules/<release>/updates/dkms/nvidia.ko``: an ELF whose
@@ -53,6 +53,12 @@ BRANCH = "580"
 # Upstream versions served: the locked one first (the GPU profiles' recorded driver).
 VERSIONS = ("580.95.05", "580.105.08")
 DEBIAN_REVISION = "1"
+# NVLSM's own version (nvlsm_2025.06.10-1: it is not versioned with the driver).
+NVLSM_VERSION = "2025.06.10-1"
+# What the pinning packages pin: the driver's packages (and Fabric Manager's, at its version).
+PINNED = ("nvidia-driver", "nvidia-driver-cuda", "nvidia-open", "cuda-drivers", "nvidia-kernel-open-dkms",
+          "nvidia-kernel-dkms", "nvidia-kernel-support", "libcuda1", "libnvidia-ml1", "nvidia-smi",
+          "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp", "nvidia-fabricmanager", "libnvidia-nscq")
 # The two kernel module flavours: package, licence in its .modinfo (the open module's
 # is "Dual MIT/GPL", the proprietary one's "NVIDIA", as `modinfo nvidia` shows them).
 FLAVOURS = {
@@ -169,13 +175,15 @@ def version_packages(version: str, machine: str) -> list[DriverPkg]:
             depends=at("nvidia-driver", "nvidia-kernel-open-dkms")),
         pkg("cuda-drivers", "CUDA Driver meta-package, branch-agnostic",
             depends=(*at("nvidia-driver"), either_module)),
-        pkg(f"nvidia-driver-pinning-{BRANCH}", f"apt preferences keeping the driver on branch {BRANCH}",
-            arch="all", section="non-free/admin",
-            texts=((f"etc/apt/preferences.d/nvidia-driver-pinning-{BRANCH}",
-                    f"# SANDBOX STAND-IN for NVIDIA's branch pinning package.\n"
-                    f"Package: nvidia-* libnvidia-* libcuda1 firmware-nvidia-gsp cuda-drivers\n"
-                    f"Pin: version {BRANCH}.*\nPin-Priority: 1000\n", 0o644),),
-            conffiles=(f"/etc/apt/preferences.d/nvidia-driver-pinning-{BRANCH}",)),
+        *(pkg(f"nvidia-driver-pinning-{pinned}", f"APT driver pinning file for driver {what}",
+              arch="all", section="non-free/admin",
+              # apt reads preferences.d files without an extension or with .pref only.
+              texts=((f"etc/apt/preferences.d/nvidia-driver-pinning-{pinned}.pref",
+                      f"# SANDBOX STAND-IN for NVIDIA's pinning package.\n"
+                      f"Package: {' '.join(PINNED)}\nPin: version {pin}\nPin-Priority: 1000\n", 0o644),),
+              conffiles=(f"/etc/apt/preferences.d/nvidia-driver-pinning-{pinned}.pref",))
+          for pinned, what, pin in ((BRANCH, f"branch {BRANCH}", f"{BRANCH}.*"),
+                                    (version, f"version {version}", ver))),
         pkg("nvidia-fabricmanager", "NVIDIA Fabric Manager (NVSwitch systems)",
             texts=(("usr/bin/nv-fabricmanager", _text("nv-fabricmanager", VERSION=version), 0o755),
                    ("usr/share/nvidia/nvswitch/fabricmanager.cfg", "# SANDBOX STAND-IN: nothing reads this file.\n",
@@ -184,17 +192,22 @@ def version_packages(version: str, machine: str) -> list[DriverPkg]:
             conffiles=("/usr/share/nvidia/nvswitch/fabricmanager.cfg",)),
         pkg("libnvidia-nscq", "NVSwitch Configuration and Query library",
             texts=((f"{lib}/libnvidia-nscq.so.{version}", "", 0o644),)),
-        pkg("nvlsm", "NVIDIA NVLink Subnet Manager (NVLink5 systems)",
-            texts=(("usr/sbin/nvlsm", _text("nvlsm"), 0o755),
-                   ("lib/systemd/system/nvlsm.service", _text("nvlsm.service"), 0o644))),
     ]
+
+
+def nvlsm_package(machine: str) -> DriverPkg:
+    """NVLSM, versioned on its own; no unit of its own in R580: Fabric Manager starts it on
+    NVLink5 systems (Fabric Manager's guide, fourth-generation NVSwitch systems)."""
+    return DriverPkg(name="nvlsm", version=NVLSM_VERSION, arch=cpus.dpkg_arch(machine),
+                     description="NVIDIA NVLink Subnet Manager (SANDBOX STAND-IN)\n" + STANDIN.format(name="nvlsm"),
+                     texts=(("opt/nvidia/nvlsm/sbin/nvlsm", _text("nvlsm"), 0o755),))
 
 
 def packages(machine: str = "x86_64", kernel_release: str | None = None) -> list[DriverPkg]:
     """Every stand-in driver package of one repository directory (*machine*'s CPU), and the
     headers of *kernel_release* (default: the host's, which the nodes run)."""
     pkgs = [pkg for version in VERSIONS for pkg in version_packages(version, machine)]
-    return [*pkgs, headers_package(kernel_release or platform.release(), cpus.dpkg_arch(machine))]
+    return [*pkgs, nvlsm_package(machine), headers_package(kernel_release or platform.release(), cpus.dpkg_arch(machine))]
 
 
 def control(pkg: DriverPkg, installed_kib: int) -> str:

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACT_NAMES = {
     "nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "nvidia-kernel-support", "libcuda1",
     "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp", "nvidia-open",
-    "nvidia-driver", "cuda-drivers", "nvidia-driver-pinning-580", "nvidia-fabricmanager", "libnvidia-nscq", "nvlsm"}
+    "nvidia-driver", "cuda-drivers", "nvidia-driver-pinning-580", "nvidia-fabricmanager", "libnvidia-nscq"}
 
 
 def table(version="580.95.05", machine="x86_64"):
@@ -32,8 +32,12 @@ def test_both_versions_of_every_contract_package_and_the_host_kernel_s_headers()
     for pkg in pkgs:
         versions.setdefault(pkg.name, set()).add(pkg.version)
     assert {name for name, found in versions.items() if found == {"580.95.05-1", "580.105.08-1"}} == CONTRACT_NAMES
+    # The exact pinning packages (plan's correction of the contract), NVLSM at its own version.
+    assert versions["nvidia-driver-pinning-580.95.05"] == {"580.95.05-1"}
+    assert versions["nvidia-driver-pinning-580.105.08"] == {"580.105.08-1"}
+    assert versions["nvlsm"] == {"2025.06.10-1"}
     assert versions["linux-headers-6.1.0-18-amd64"] == {"6.1.0-18-amd64-1"}
-    assert len(versions) == len(CONTRACT_NAMES) + 1
+    assert len(versions) == len(CONTRACT_NAMES) + 4
     assert all("SANDBOX STAND-IN" in pkg.description for pkg in pkgs)
     # One .deb per name, version and architecture, none a toolkit package's name.
     assert len({debs.deb_filename(pkg) for pkg in pkgs}) == len(pkgs)
@@ -53,6 +57,15 @@ def test_both_versions_of_every_contract_package_and_the_host_kernel_s_headers()
 ])
 def test_depends_as_the_contract_names_them(name, depends):
     assert table()[name].depends == depends
+
+
+def test_the_version_pinning_package_pins_the_driver_s_packages_at_its_version():
+    pkg = table("580.105.08")["nvidia-driver-pinning-580.105.08"]
+    (path, text, _mode), = pkg.texts
+    assert path == "etc/apt/preferences.d/nvidia-driver-pinning-580.105.08.pref" and pkg.arch == "all"
+    assert "\nPin: version 580.105.08-1\nPin-Priority: 1000\n" in text
+    assert set(text.split("Package: ")[1].split("\n")[0].split()) == set(driver_debs.PINNED)
+    assert set(driver_debs.PINNED) <= set(table()) and "nvlsm" not in driver_debs.PINNED
 
 
 def test_the_two_module_flavours_exclude_each_other():
