@@ -7,7 +7,8 @@ These are the only fakes in the sandbox (docs/contributing.md, "The sandbox"):
   assembled in NVIDIA's format (sandbox/driver_texts.py), an empty
   ``libcuda.so.1`` link stub, the loaded module's banner (node-init.sh shows it
   at /proc/driver/nvidia/version) and the driver package's nouveau blacklist;
-  the driver states (sandbox/field_states.py) change these;
+  the driver states (sandbox/field_states.py) change these, and ``no-driver`` leaves
+  only the recordings (the sandbox apt repository's driver packages replay them);
 * the incident's old CUDA 12.8 toolkit (``--toolkit incident``): an ``nvcc``
   that only reports its version (the one the apt repository's
   ``cuda-nvcc-12-8`` ships, ``sandbox/aptrepo/nvcc-12.8``), ``version.json``,
