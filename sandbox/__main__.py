@@ -1,4 +1,4 @@
-"""Command line of the sandbox: ``python3 -m sandbox {up,down,status,fetch,image,layers,binfmt,destroy}``.
+"""Command line of the sandbox: ``python3 -m sandbox {up,down,reboot,status,fetch,image,layers,binfmt,destroy}``.
 
 Run from the repository root as root (nodes need mount and PID namespaces).
 Exit status: 0 success, 1 sandbox error, 2 usage error.
@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     p_down = sub.add_parser("down", help="stop nodes and delete them")
     p_down.add_argument("names", nargs="*", metavar="NAME")
     p_down.add_argument("--all", action="store_true", help="every node")
+
+    p_reboot = sub.add_parser("reboot", help="reboot a node as a machine would (its systemd stops the units, the "
+                                             "node boots again: same files, address and keys; a module installed "
+                                             "meanwhile is loaded) and wait for its sshd")
+    p_reboot.add_argument("name", metavar="NAME")
 
     sub.add_parser("status", help="list nodes")
     p_fetch = sub.add_parser("fetch", help="build and fetch what a platform's nodes need (what `up` does first)")
@@ -98,6 +103,14 @@ def _cmd_down(args) -> int:
             print(f"sandbox: {name}: no such node (nothing to do)", file=sys.stderr)
     for name in removed:
         print(f"sandbox: {name} down")
+    return 0
+
+
+def _cmd_reboot(args) -> int:
+    """`reboot NAME`: reboot the node, wait until it answers again."""
+    started = time.monotonic()
+    node.reboot(args.name)
+    print(f"sandbox: {args.name} rebooted in {time.monotonic() - started:.1f} s")
     return 0
 
 
@@ -164,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0 and args.cmd != "status" and not (args.cmd == "layers" and not args.prune):
         print("sandbox: must run as root (mount and PID namespaces, chroot)", file=sys.stderr)
         return 1
-    handler = {"up": _cmd_up, "down": _cmd_down, "status": _cmd_status, "fetch": _cmd_fetch,
+    handler = {"up": _cmd_up, "down": _cmd_down, "reboot": _cmd_reboot, "status": _cmd_status, "fetch": _cmd_fetch,
                "image": _cmd_image, "layers": _cmd_layers, "binfmt": _cmd_binfmt,
                "destroy": _cmd_destroy}[args.cmd]
     try:

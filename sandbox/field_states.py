@@ -21,7 +21,8 @@ expanded and put in one canonical order, so ``incident,operator`` and
 The driver states (issue 22) are stand-ins for the GPU driver only, like the GPU
 profiles (sandbox/gpu_standin.py): files under /var/lib/sandbox-gpu that node-init.sh
 and the nvidia-smi stand-in read, and packages built on the node with dpkg-deb under
-NVIDIA's names (sandbox/files/standin-deb.sh), each saying it is a stand-in. They are
+NVIDIA's names (sandbox/files/standin-deb.sh) or the sandbox apt repository's stand-in
+driver packages (sandbox/aptrepo/driver_debs.py), each saying it is a stand-in. They are
 meant for a profile with a driver (not ``none`` or ``driver-failed``):
 
 | state | what the node then has | finding |
@@ -29,10 +30,15 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 | proprietary-module | the proprietary module's banner in /proc/driver/nvidia/version (a Blackwell profile) | DRIVER_OPEN_MODULE_REQUIRED |
 | library-mismatch | libnvidia-compute-580 580.105.08 (held, with libnvidia-ml.so.580.105.08), the module at the profile's version | DRIVER_LIBRARY_MISMATCH |
 | nvswitch-no-fm | 4 NVSwitches in /proc/driver/nvidia-nvswitch/devices, no Fabric Manager; fabric In Progress | FABRIC_MANAGER_MISSING |
-| nvswitch-fm-inactive | nvswitch-no-fm + nvidia-fabricmanager 580.95.05 (held), its unit not started | FABRIC_MANAGER_INACTIVE |
-| nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
+| nvswitch-fm-inactive | nvswitch-no-fm + nvidia-fabricmanager 580.95.05 by apt (held), its unit not started | FABRIC_MANAGER_INACTIVE |
+| nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 by apt (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
 | nouveau-loaded | /sys/module/nouveau | NOUVEAU_LOADED |
 | mig-on | MIG enabled on GPU 0 in nvidia-smi -q | MIG_ENABLED |
+| no-driver | the GPUs' recordings only: no nvidia-smi, libcuda, module or nouveau blacklist (no layer) | DRIVER_NOT_LOADED |
+
+``no-driver`` is the node a vendor ships without a driver: the sandbox apt repository's
+stand-in driver packages (sandbox/aptrepo/driver_debs.py) install one, and its module
+is loaded at the next boot (``python -m sandbox reboot NAME``, sandbox/files/node-init.sh).
 
 The two Fabric Manager states are alternatives (composed, the upper layer's package is the
 node's); 580.95.05 is the h100-x8 profile's driver, the HGX profile to put them on.
@@ -84,11 +90,15 @@ STATES = {
     "proprietary-module": State("proprietary-module"),
     "library-mismatch": State("library-mismatch", files=("standin-deb.sh",)),
     "nvswitch-no-fm": State("nvswitch-no-fm"),
-    "nvswitch-fm-inactive": State("nvswitch-fm-inactive", implies=("nvswitch-no-fm",), files=("standin-deb.sh",)),
-    "nvswitch-fm-other-version": State("nvswitch-fm-other-version", implies=("nvswitch-no-fm",),
-                                       files=("standin-deb.sh",)),
+    # Fabric Manager from the apt repository's stand-in packages (sandbox/aptrepo/driver_debs.py).
+    "nvswitch-fm-inactive": State("nvswitch-fm-inactive", implies=("nvswitch-no-fm", "nvidia-repo"),
+                                  needs=("apt-repo",)),
+    "nvswitch-fm-other-version": State("nvswitch-fm-other-version", implies=("nvswitch-no-fm", "nvidia-repo"),
+                                       needs=("apt-repo",)),
     "nouveau-loaded": State("nouveau-loaded"),
     "mig-on": State("mig-on"),
+    # Nothing to build: the node's own files leave the driver out (sandbox/node.py).
+    "no-driver": State("no-driver", has_script=False),
 }
 ORDER = [name for name, state in STATES.items() if state.has_script]
 
@@ -135,7 +145,7 @@ def canonical(names: list[str]) -> list[str]:
     >>> canonical(["operator", "incident"])
     ['incident', 'operator']
     """
-    first = {name: min(ORDER.index(s) for s in expand([name])) for name in names}
+    first = {name: min((ORDER.index(s) for s in expand([name])), default=len(ORDER)) for name in names}
     return sorted(dict.fromkeys(names), key=lambda name: (first[name], name))
 
 

@@ -7,7 +7,8 @@ These are the only fakes in the sandbox (docs/contributing.md, "The sandbox"):
   assembled in NVIDIA's format (sandbox/driver_texts.py), an empty
   ``libcuda.so.1`` link stub, the loaded module's banner (node-init.sh shows it
   at /proc/driver/nvidia/version) and the driver package's nouveau blacklist;
-  the driver states (sandbox/field_states.py) change these;
+  the driver states (sandbox/field_states.py) change these, and ``no-driver`` leaves
+  only the recordings (the sandbox apt repository's driver packages replay them);
 * the PCI bus: one ``/sys/bus/pci/devices/<bus id>`` directory per GPU of the profile
   (``vendor``, ``device``, ``class``; ids from tests/fixtures/gpus/<profile>/pci.txt),
   on a tmpfs node-init.sh mounts (the host's devices never show), there with or without
@@ -92,8 +93,13 @@ def ensure_dir(upper: Path, lower: Path | list[Path], rel: str) -> Path:
     return cur_up
 
 
-def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_64") -> None:
-    """Install the driver stand-in for *profile* (nothing for ``none``) on a node of *machine*'s CPU."""
+def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_64", driver: bool = True) -> None:
+    """Install the driver stand-in for *profile* (nothing for ``none``) on a node of *machine*'s CPU.
+
+    *driver* False (the ``no-driver`` state): the GPUs' recordings only, which the sandbox
+    apt repository's driver packages replay once installed (sandbox/aptrepo/driver_debs.py);
+    no nvidia-smi, libcuda, module or nouveau blacklist.
+    """
     if profile not in profiles():
         raise ValueError(f"unknown GPU profile {profile!r}; known: {', '.join(profiles())}")
     if profile == NO_GPU:
@@ -114,6 +120,13 @@ def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_6
         "This machine is a sandbox node and has no NVIDIA GPU or driver.\n",
         0o644,
     )
+    if not driver:
+        return
+    if (data / "driver-version").is_file():
+        # node-init.sh loads this module at boot unless a packaged one is installed.
+        write_file(data / "module-preinstalled",
+                   "SANDBOX STAND-IN: the preinstalled driver's module (driver-version), loaded at boot\n"
+                   "unless a driver package's module is installed for the running kernel.\n", 0o644)
     conf_dir, conf_name, conf_text = NOUVEAU_BLACKLIST
     write_file(ensure_dir(upper, lower, conf_dir) / conf_name, conf_text, 0o644)
     _install_user_space(upper, lower, machine, data / "driver-version")

@@ -4,8 +4,10 @@ A node is the cached base image of its OS and CPU (sandbox.image: Debian 12 or 1
 amd64, or arm64 run through QEMU: sandbox.cpus),
 the cached layers of its field states (sandbox.field_states, sandbox.layers)
 and a private overlay on top, assembled by ``files/node-init.sh`` in its own
-mount, PID, UTS, IPC and cgroup namespaces (``unshare --fork``), which then
-becomes the node's systemd (PID 1, the overlay as its root). systemd starts
+mount, PID, UTS, IPC, cgroup and time namespaces (``unshare --fork``), which then
+becomes the node's systemd (PID 1, the overlay as its root). ``files/node-boot.sh``
+starts it, and starts it again in fresh namespaces when the node reboots (``reboot``
+in the node, or ``reboot()`` here): the same overlay, address, port and host keys. systemd starts
 the node's sshd, which listens on the node's loopback address (127.0.0.0/8 is
 all loopback on Linux, nothing is added to any interface).
 
@@ -48,6 +50,8 @@ from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 from sandbox.statedir import read_registry, registry_path, state_dir
 
 INIT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-init.sh"
+# The node's power switch: boots INIT_SCRIPT in fresh namespaces, again after a reboot.
+BOOT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-boot.sh"
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 DEFAULT_PORT = 22
@@ -57,6 +61,8 @@ READY_TIMEOUT_S = 30.0
 # more beside a busy test run on two cores.
 FOREIGN_READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
+# A reboot: systemd stops the node's units (each within its stop timeout) and boots again.
+REBOOT_TIMEOUT_S = 120.0
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 CGROUP_PARENT = "gpu-bringup-sandbox"
 
@@ -212,13 +218,23 @@ def _launcher_pids(ndir: Path) -> list[int]:
     The fallback when state.json is missing (a crash between spawning and
     recording): the launcher's arguments name the node directory.
     """
+    return _pids_with_argv(ndir, lambda argv: argv[0].endswith(b"unshare"))
+
+
+def _boot_pids(ndir: Path) -> list[int]:
+    """node-boot.sh loops started for *ndir*, found by their command line."""
+    return _pids_with_argv(ndir, lambda argv: str(BOOT_SCRIPT).encode() in argv)
+
+
+def _pids_with_argv(ndir: Path, match) -> list[int]:
+    """Processes whose arguments name *ndir* and satisfy *match* (argv as bytes)."""
     found = []
     for pid in _all_pids():
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0].endswith(b"unshare") and str(ndir).encode() in argv:
+        if argv and str(ndir).encode() in argv and match(argv):
             found.append(pid)
     return found
 
@@ -237,11 +253,32 @@ def _children(pid: int) -> list[int]:
 
 
 def _read_state(name: str) -> dict:
-    """state.json of node *name* ({} if absent or unreadable)."""
+    """state.json of node *name* ({} if absent or unreadable), its current boot's processes
+    in it: after a reboot inside the node, the recorded ones are the last boot's."""
     try:
-        return json.loads((node_dir(name) / "state.json").read_text())
+        state = json.loads((node_dir(name) / "state.json").read_text())
     except (OSError, ValueError):
         return {}
+    if not _alive(state.get("init_pid"), state.get("init_starttime")) and \
+            _alive(state.get("boot_pid"), state.get("boot_starttime")):
+        current = _current_boot(state["boot_pid"])
+        if current:
+            state.update(current)
+            atomic_write(node_dir(name) / "state.json", json.dumps(state, indent=2) + "\n", 0o644)
+    return state
+
+
+def _current_boot(boot: int) -> dict | None:
+    """The launcher (unshare) and init of the boot loop *boot*'s current boot, None between boots."""
+    launchers = _children(boot)
+    inits = _children(launchers[0]) if launchers else []
+    if not inits:
+        return None
+    launcher, init = launchers[0], inits[0]
+    record = {"launcher_pid": launcher, "launcher_starttime": _proc_starttime(launcher),
+              "init_pid": init, "init_starttime": _proc_starttime(init),
+              "pidns": _ns(init, "pid"), "mntns": _ns(init, "mnt")}
+    return record if record["init_starttime"] and record["pidns"] else None
 
 
 def _kill_node(name: str) -> None:
@@ -249,6 +286,12 @@ def _kill_node(name: str) -> None:
     ndir = node_dir(name)
     state = _read_state(name)
     inits, launchers = set(), set()
+    # The boot loop first: a node must not boot again while it is being stopped.
+    boots = set(_boot_pids(ndir))
+    if _alive(state.get("boot_pid"), state.get("boot_starttime")):
+        boots.add(state["boot_pid"])
+    for pid in boots:
+        _sigkill(pid)
     if _alive(state.get("init_pid"), state.get("init_starttime")):
         inits.add(state["init_pid"])
     if _alive(state.get("launcher_pid"), state.get("launcher_starttime")):
@@ -269,7 +312,7 @@ def _kill_node(name: str) -> None:
     # (this host's PID 1 does not reap what is left to it); then the
     # launcher, which also holds the mount namespace.
     # Start times taken before the kill: a pid reused afterwards is not ours.
-    started = {p: _proc_starttime(p) for p in inits | launchers}
+    started = {p: _proc_starttime(p) for p in inits | launchers | boots}
     for pid in inits:
         _sigkill(pid)
     _wait_gone(sorted(launchers), 1.0)
@@ -408,7 +451,7 @@ def _run(cmd: list[str]) -> None:
 
 
 def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path,
-                   lowers: list[Path], machine: str) -> None:
+                   lowers: list[Path], machine: str, driver: bool = True) -> None:
     """Write the node's own files into its overlay upper layer (*lowers*: top first, base last)."""
     upper = node_dir(name) / "upper"
     st = os.stat(base)
@@ -436,7 +479,7 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
     os.chmod(dot_ssh, 0o700)
     pub = Path(str(client_key()) + ".pub").read_text()
     write_file(dot_ssh / "authorized_keys", pub, 0o600)
-    gpu_standin.install_driver(upper, lowers, gpu, machine)
+    gpu_standin.install_driver(upper, lowers, gpu, machine, driver=driver)
     gpu_standin.install_pci(upper, lowers, gpu)
     gpu_standin.install_toolkit(upper, lowers, toolkit)
 
@@ -458,9 +501,7 @@ def _spawn(name: str, addr: str, port: int, lower: str, extra: dict) -> dict:
     ndir = node_dir(name)
     log = ndir / "node.log"
     cmd = [
-        "setsid", "unshare", "--mount", "--pid", "--uts", "--ipc", "--cgroup", "--fork",
-        "--kill-child", "--propagation", "private",
-        "/bin/sh", str(INIT_SCRIPT), lower, str(ndir), name,
+        "setsid", "/bin/sh", str(BOOT_SCRIPT), lower, str(ndir), name,
     ]
     # The node's cgroup namespace is rooted at the cgroup the launcher is in
     # when it unshares: a fresh one per node, for its systemd to manage.
@@ -474,20 +515,27 @@ def _spawn(name: str, addr: str, port: int, lower: str, extra: dict) -> dict:
            "LANG": "C.UTF-8", "LOG": str(log), "CGROUP": str(cgroup)}
     out = subprocess.run(["/bin/sh", "-c", shell, "sh", *cmd], env=env,
                          capture_output=True, text=True, check=True).stdout
-    launcher = int(out.strip())
+    boot = int(out.strip())
     state = {"name": name, "addr": addr, "port": port, **extra,
-             "launcher_pid": launcher, "launcher_starttime": _proc_starttime(launcher)}
-    # Record the launcher before anything else can fail.
+             "boot_pid": boot, "boot_starttime": _proc_starttime(boot)}
+    # Record the boot loop before anything else can fail.
     atomic_write(ndir / "state.json", json.dumps(state, indent=2) + "\n", 0o644)
-    deadline = time.monotonic() + 5
-    while not _children(launcher):
-        if _proc_starttime(launcher) is None or time.monotonic() > deadline:
-            raise SandboxError(f"{name}: launcher exited early:\n{_log_tail(log)}")
+    return _wait_boot(name, state)
+
+
+def _wait_boot(name: str, state: dict, after: int | None = None, timeout: float = 5.0) -> dict:
+    """Wait for the boot loop of *state* to start a node's init (one other than the pid
+    *after*: the one before a reboot); record it in state.json and return the state."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = _current_boot(state["boot_pid"])
+        if current and current["init_pid"] != after:
+            break
+        if not _alive(state["boot_pid"], state["boot_starttime"]) or time.monotonic() > deadline:
+            raise SandboxError(f"{name}: the node did not boot:\n{_log_tail(node_dir(name) / 'node.log')}")
         time.sleep(0.01)
-    init = _children(launcher)[0]
-    state.update(init_pid=init, init_starttime=_proc_starttime(init),
-                 pidns=_ns(init, "pid"), mntns=_ns(init, "mnt"))
-    atomic_write(ndir / "state.json", json.dumps(state, indent=2) + "\n", 0o644)
+    state.update(current)
+    atomic_write(node_dir(name) / "state.json", json.dumps(state, indent=2) + "\n", 0o644)
     return state
 
 
@@ -589,7 +637,8 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
             _mkdir(ndir / sub, 0o755)
         write_file(ndir / "node.log", "", 0o644)
         try:
-            _prepare_upper(name, addr, port, gpu, toolkit, base, lowers, machine)
+            _prepare_upper(name, addr, port, gpu, toolkit, base, lowers, machine,
+                           driver="no-driver" not in states)
             state = _spawn(name, addr, port, ":".join(map(str, lowers)),
                            {"os": os_name, "machine": machine, "layers": [layer.key for layer in layers]})
             _wait_ready(name, state)
@@ -604,6 +653,25 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
         _write_registry(nodes)
         _write_known_hosts(nodes)
         return entry
+
+
+def reboot(name: str, timeout: float = REBOOT_TIMEOUT_S) -> dict:
+    """Reboot node *name* as a machine would and wait until its sshd answers again; return
+    its state. The node's systemd gets Ctrl-Alt-Del (SIGINT: reboot.target, every unit
+    stopped in order), ends in reboot(2), and files/node-boot.sh boots the same overlay
+    again: what the node wrote stays, /run and what the boot mounts are new, and the
+    module installed for the kernel is the one loaded (files/node-init.sh)."""
+    with _state_lock():
+        if name not in read_registry():
+            raise SandboxError(f"{name}: no such node (python -m sandbox status lists them)")
+        state = _read_state(name)
+        if not _alive(state.get("init_pid"), state.get("init_starttime")):
+            raise SandboxError(f"{name}: not running; start it again with python -m sandbox up")
+        old = state["init_pid"]
+        os.kill(old, signal.SIGINT)
+        state = _wait_boot(name, state, after=old, timeout=timeout)
+        _wait_ready(name, state)
+        return state
 
 
 def down(names: list[str] | None = None) -> list[str]:

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from control.atomic import atomic_write, link_or_copy
-from sandbox.aptrepo import debs
+from sandbox.aptrepo import debs, driver_debs
 from sandbox.aptrepo.sign import GnuPG
 from sandbox.aptrepo.wheels import LOCKS, ensure_wheels, read_lock
 from sandbox.fsutil import file_lock, swap_in
@@ -205,7 +205,7 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
     stale, wanted, digest = [], {}, ""
     if HOME_DIR in looked_at:
         ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=url)
-        packages = debs.all_packages(read_lock())
+        packages = [*debs.all_packages(read_lock()), *driver_debs.packages("x86_64")]
         wanted = _wanted(packages, ctx)
         digest = _digest(wanted, fpr, armored)
         if force or old.get("digest") != digest or not complete(REPO_DIR, wanted):
@@ -218,7 +218,8 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
         if (distro, "sbsa") not in looked_at:
             continue
         arm_ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=distro_url(url, distro, "sbsa"))
-        arm_packages = debs.all_packages(read_lock(LOCKS["aarch64"]), "aarch64", distro_keyring(distro, "sbsa"))
+        arm_packages = [*debs.all_packages(read_lock(LOCKS["aarch64"]), "aarch64", distro_keyring(distro, "sbsa")),
+                        *driver_debs.packages("aarch64")]
         arm_wanted = _wanted(arm_packages, arm_ctx)
         arm_digest = _digest(arm_wanted, fpr, armored)
         if force or read_distro_manifest(distro, "sbsa").get("digest") != arm_digest or not complete(
@@ -327,13 +328,13 @@ def _assemble(out: Path, work: Path, packages: list[debs.Pkg], wanted: dict[str,
               file=log, flush=True)
     if any(p.files for p in todo):
         wheels = ensure_wheels(machine=machine, log=log)
-        debs.check_layout(wheels, packages)
+        debs.check_layout(wheels, driver_debs.without_driver(packages))
     else:
         wheels = {}
     # Biggest first so the two cores stay busy to the end.
     todo.sort(key=lambda p: -sum(wheels[w].stat().st_size for w in p.wheels() if w in wheels))
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        for f in [pool.submit(debs.build_deb, p, ctx, wheels, out, work) for p in todo]:
+        for f in [pool.submit(driver_debs.builder_of(p), p, ctx, wheels, out, work) for p in todo]:
             f.result()
     shutil.rmtree(work)
     DEB_CACHE.mkdir(parents=True, exist_ok=True)

@@ -37,13 +37,28 @@ chroot "$root" /sbin/ldconfig
 # of sandbox/field_states.py): what a loaded NVIDIA module shows under /proc and
 # /sys, on tmpfs mounts of this namespace only (the host's are never written).
 # Writable by the node's root, so a test can "reboot into" another module.
+# The module loaded is the one installed for the running kernel (the sandbox apt
+# repository's DKMS package builds it: its .modinfo says version and licence, "Dual
+# MIT/GPL" for the open flavour); without one, the preinstalled stand-in's (the GPU
+# profile's driver version; its flavour: the proprietary-module state); the no-driver
+# state has neither. A module changes only here, at boot.
 gpu_data=$root/usr/share/sandbox-gpu gpu_state=$root/var/lib/sandbox-gpu
-if [ -r "$gpu_data/proc-version-open" ] && [ -d "$root/proc/driver" ]; then
-    flavour=open
+module=$root/lib/modules/$(uname -r)/updates/dkms/nvidia.ko
+version= flavour=open
+if [ -r "$gpu_data/driver-version" ] && [ -f "$module" ]; then
+    version=$(tr '\000' '\n' < "$module" | sed -n 's/^version=//p' | head -n 1)
+    licence=$(tr '\000' '\n' < "$module" | sed -n 's/^license=//p' | head -n 1)
+    [ "$licence" = "Dual MIT/GPL" ] || flavour=proprietary
+elif [ -r "$gpu_data/module-preinstalled" ] && [ -r "$gpu_data/driver-version" ]; then
+    read -r version < "$gpu_data/driver-version"
     [ -r "$gpu_state/module-flavour" ] && read -r flavour < "$gpu_state/module-flavour"
+fi
+if [ -n "$version" ] && [ -r "$gpu_data/proc-version-$flavour" ] && [ -d "$root/proc/driver" ]; then
+    read -r recorded < "$gpu_data/driver-version"
     mount -t tmpfs -o nosuid,nodev,noexec,mode=0555,size=64k tmpfs "$root/proc/driver"
     mkdir -m 0555 "$root/proc/driver/nvidia"
-    install -m 0444 "$gpu_data/proc-version-$flavour" "$root/proc/driver/nvidia/version"
+    sed "s/$recorded/$version/" "$gpu_data/proc-version-$flavour" > "$root/proc/driver/nvidia/version"
+    chmod 0444 "$root/proc/driver/nvidia/version"
     # NVSwitches (the nvswitch-* states): one entry per switch, named by its PCI
     # address as the driver names them; the probe counts them.
     switches=0

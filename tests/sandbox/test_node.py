@@ -55,9 +55,9 @@ def private_state(sandbox_host, tmp_path, monkeypatch):
 
 
 def node_pids(state: Path, name: str) -> list[int]:
-    """Host pids of every process in node *name*'s namespaces (sshd included)."""
+    """Host pids of every process in node *name*'s namespaces (sshd included), its launcher and boot loop."""
     rec = json.loads((state / "nodes" / name / "state.json").read_text())
-    return node.pids_in_namespaces(rec["pidns"], rec["mntns"]) + [rec["launcher_pid"]]
+    return node.pids_in_namespaces(rec["pidns"], rec["mntns"]) + [rec["launcher_pid"], rec["boot_pid"]]
 
 
 def is_running(pid: int) -> bool:

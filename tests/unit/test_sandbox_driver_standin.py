@@ -148,3 +148,4 @@ def test_install_driver_writes_the_healthy_node(tmp_path, monkeypatch, lower_lib
     assert (data / "proc-version-open").read_text().startswith(
         "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  ")
     assert "ASSEMBLED" in (data / "README").read_text()
+    assert (data / "module-preinstalled").is_file()  # node-init.sh loads it at boot (no packaged module)

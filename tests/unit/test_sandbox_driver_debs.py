@@ -1,0 +1,157 @@
+"""The sandbox apt repository's stand-in driver packages (sandbox/aptrepo/driver_debs.py):
+the table's names, versions and relations (the driver contract of issue 23), real .debs
+built from it (dpkg-deb), the DKMS module stand-in's build as dkms runs it, the packaged
+nvidia-smi, and the no-driver state's node files. The packages on a node, with real dkms
+and a reboot: tests/sandbox/test_sandbox_driver.py."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox import field_states, gpu_standin
+from sandbox.aptrepo import debs, driver_debs
+from sandbox.aptrepo.wheels import read_lock
+from tests.unit.test_probe_driver import write
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT_NAMES = {
+    "nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "nvidia-kernel-support", "libcuda1",
+    "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp", "nvidia-open",
+    "nvidia-driver", "cuda-drivers", "nvidia-driver-pinning-580", "nvidia-fabricmanager", "libnvidia-nscq"}
+
+
+def table(version="580.95.05", machine="x86_64"):
+    return {pkg.name: pkg for pkg in driver_debs.version_packages(version, machine)}
+
+
+def test_both_versions_of_every_contract_package_and_the_host_kernel_s_headers():
+    pkgs = driver_debs.packages("x86_64", "6.1.0-18-amd64")
+    versions = {}
+    for pkg in pkgs:
+        versions.setdefault(pkg.name, set()).add(pkg.version)
+    assert {name for name, found in versions.items() if found == {"580.95.05-1", "580.105.08-1"}} == CONTRACT_NAMES
+    # The exact pinning packages (plan's correction of the contract), NVLSM at its own version.
+    assert versions["nvidia-driver-pinning-580.95.05"] == {"580.95.05-1"}
+    assert versions["nvidia-driver-pinning-580.105.08"] == {"580.105.08-1"}
+    assert versions["nvlsm"] == {"2025.06.10-1"}
+    assert versions["linux-headers-6.1.0-18-amd64"] == {"6.1.0-18-amd64-1"}
+    assert len(versions) == len(CONTRACT_NAMES) + 4
+    assert all("SANDBOX STAND-IN" in pkg.description for pkg in pkgs)
+    # One .deb per name, version and architecture, none a toolkit package's name.
+    assert len({debs.deb_filename(pkg) for pkg in pkgs}) == len(pkgs)
+    assert not {pkg.name for pkg in pkgs} & {pkg.name for pkg in debs.all_packages(read_lock())}
+
+
+@pytest.mark.parametrize("name, depends", [
+    ("nvidia-open", ("nvidia-driver (= 580.95.05-1)", "nvidia-kernel-open-dkms (= 580.95.05-1)")),
+    ("nvidia-driver", ("nvidia-driver-cuda (= 580.95.05-1)",)),
+    ("nvidia-driver-cuda", tuple(f"{name} (= 580.95.05-1)" for name in (
+        "nvidia-kernel-support", "libcuda1", "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-modprobe",
+        "firmware-nvidia-gsp")) + ("nvidia-kernel-open-dkms (= 580.95.05-1) | nvidia-kernel-dkms (= 580.95.05-1)",)),
+    ("nvidia-kernel-open-dkms", ("dkms", "nvidia-kernel-support (= 580.95.05-1)", "firmware-nvidia-gsp (= 580.95.05-1)")),
+    ("nvidia-kernel-dkms", ("dkms", "nvidia-kernel-support (= 580.95.05-1)", "firmware-nvidia-gsp (= 580.95.05-1)")),
+    ("nvidia-smi", ("libnvidia-ml1 (= 580.95.05-1)",)),
+    ("nvidia-fabricmanager", ()),
+])
+def test_depends_as_the_contract_names_them(name, depends):
+    assert table()[name].depends == depends
+
+
+def test_the_version_pinning_package_pins_the_driver_s_packages_at_its_version():
+    pkg = table("580.105.08")["nvidia-driver-pinning-580.105.08"]
+    (path, text, _mode), = pkg.texts
+    assert path == "etc/apt/preferences.d/nvidia-driver-pinning-580.105.08.pref" and pkg.arch == "all"
+    assert "\nPin: version 580.105.08-1\nPin-Priority: 1000\n" in text
+    assert set(text.split("Package: ")[1].split("\n")[0].split()) == set(driver_debs.PINNED)
+    assert set(driver_debs.PINNED) <= set(table()) and "nvlsm" not in driver_debs.PINNED
+
+
+def test_the_two_module_flavours_exclude_each_other():
+    pkgs = table()
+    assert pkgs["nvidia-kernel-open-dkms"].conflicts == ("nvidia-kernel-dkms",)
+    assert pkgs["nvidia-kernel-dkms"].conflicts == ("nvidia-kernel-open-dkms",)
+
+
+def test_closure_names_every_package_of_a_flavour_at_the_version():
+    assert driver_debs.closure(("nvidia-driver-cuda", "nvidia-kernel-dkms"), "580.105.08", "proprietary") == [
+        f"{name}=580.105.08-1" for name in sorted((
+            "firmware-nvidia-gsp", "libcuda1", "libnvidia-ml1", "nvidia-driver-cuda", "nvidia-kernel-dkms",
+            "nvidia-kernel-support", "nvidia-modprobe", "nvidia-persistenced", "nvidia-smi"))]
+
+
+def build(pkg, tmp_path) -> Path:
+    """The real .deb of *pkg* (dpkg-deb), unpacked: (deb, tree)."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    deb = driver_debs.build_deb(pkg, debs.Context(), {}, out, work)
+    tree = tmp_path / "tree"
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tree)], check=True)
+    return deb, tree
+
+
+@pytest.mark.parametrize("flavour, licence", [("open", "Dual MIT/GPL"), ("proprietary", "NVIDIA")])
+def test_the_dkms_module_builds_an_elf_whose_modinfo_says_version_and_licence(tmp_path, flavour, licence):
+    pkg = table("580.105.08")[driver_debs.FLAVOURS[flavour][0]]
+    deb, tree = build(pkg, tmp_path)
+    control = subprocess.run(["dpkg-deb", "-f", str(deb)], capture_output=True, text=True, check=True).stdout
+    assert f"Package: {pkg.name}\nVersion: 580.105.08-1\n" in control
+    assert "Conflicts: " in control and "SANDBOX STAND-IN" in control
+    source = tree / "usr/src/nvidia-580.105.08"
+    assert 'PACKAGE_VERSION="580.105.08"' in (source / "dkms.conf").read_text()
+    # dkms runs MAKE in a copy of the source tree.
+    build_dir = tmp_path / "build"
+    shutil.copytree(source, build_dir)
+    subprocess.run(["sh", "./dkms-build.sh", "6.1.0-18-amd64"], cwd=build_dir, check=True, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "SANDBOX_DKMS_SECONDS": "0", "CC": "gcc"})
+    modinfo = subprocess.run(["readelf", "-p", ".modinfo", str(build_dir / "nvidia.ko")], capture_output=True,
+                             text=True, check=True).stdout
+    assert "version=580.105.08" in modinfo and f"license={licence}" in modinfo
+    # What node-init.sh reads from it at boot.
+    read = subprocess.run(["sh", "-c", "tr '\\000' '\\n' < nvidia.ko | sed -n 's/^license=//p'"], cwd=build_dir,
+                          capture_output=True, text=True, check=True).stdout
+    assert read == f"{licence}\n"
+
+
+def packaged_smi(tmp_path, banner: str | None):
+    """The nvidia-smi package's script run against a scratch root (banner None: no module)."""
+    root = tmp_path / "root"
+    write(root / "usr/share/sandbox-gpu/driver-version", "580.82.07\n")
+    write(root / "replay", "#!/bin/sh\necho 'Driver Version: 580.82.07'\n", 0o755)
+    if banner is not None:
+        write(root / "proc/version", banner)
+    script = driver_debs._text("nvidia-smi", VERSION="580.95.05")
+    for path, scratch in (("/proc/driver/nvidia/version", root / "proc/version"),
+                          ("/usr/share/sandbox-gpu/driver-version", root / "usr/share/sandbox-gpu/driver-version"),
+                          ("/usr/lib/sandbox-gpu/sandbox-gpu-replay", root / "replay")):
+        assert path in script
+        script = script.replace(path, str(scratch))
+    write(tmp_path / "nvidia-smi", script, 0o755)
+    return subprocess.run([str(tmp_path / "nvidia-smi")], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("banner, status, first_line", [
+    (None, 9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+              "latest NVIDIA driver is installed and running."),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.105.08  Release Build\n", 18,
+     "Failed to initialize NVML: Driver/library version mismatch"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n", 0,
+     "Driver Version: 580.95.05"),
+], ids=["no module", "module at another version", "module at its version"])
+def test_packaged_nvidia_smi_answers_only_with_its_module_loaded(tmp_path, banner, status, first_line):
+    proc = packaged_smi(tmp_path, banner)
+    assert (proc.returncode, proc.stdout.splitlines()[0]) == (status, first_line)
+
+
+def test_no_driver_state_has_no_layer_and_leaves_the_driver_out(tmp_path, monkeypatch):
+    assert field_states.expand(["no-driver"]) == []
+    assert field_states.canonical(["no-driver", "nvidia-repo"]) == ["nvidia-repo", "no-driver"]
+    monkeypatch.setattr(gpu_standin.os, "chown", lambda *args: None)  # root:root needs root; not this test's point
+    upper, lower = tmp_path / "upper", tmp_path / "lower"
+    upper.mkdir()
+    lower.mkdir()
+    gpu_standin.install_driver(upper, [lower], "rtx-pro-6000-x8", driver=False)
+    files = sorted(str(path.relative_to(upper)) for path in upper.rglob("*") if path.is_file())
+    assert files and all(name.startswith(gpu_standin.NODE_GPU_DATA + "/") for name in files)
+    assert not (upper / gpu_standin.NODE_GPU_DATA / "module-preinstalled").exists()
