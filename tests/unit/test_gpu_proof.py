@@ -1,0 +1,126 @@
+"""bench/gpu_proof.py's decisions and its table/JSON, without a GPU: the rows as the
+table and the saved document show them, the exit status of each mix of results, the
+"no GPU" decision, and the driver-layer, plan and agreement verdicts on recorded facts
+(tests/fixtures/facts/driver_layer/healthy-b200-hgx.json, the real planner)."""
+
+import copy
+import doctest
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from bringup.config import Config
+from bringup.plan import plan
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("gpu_proof", ROOT / "bench" / "gpu_proof.py")
+gpu_proof = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(gpu_proof)
+
+HGX = json.loads((ROOT / "tests" / "fixtures" / "facts" / "driver_layer" / "healthy-b200-hgx.json").read_text())
+
+
+def b200_node():
+    """The recorded HGX B200 facts as the proof reads them on a GPU machine: the module's
+    version the driver's, its GPUs on the PCI bus (B200 is 10de:2901), torch cu130."""
+    facts = copy.deepcopy(HGX)
+    facts["driver"]["version"] = facts["driver_layer"]["module"]["version"]
+    facts["pci_gpus"] = [{"bus_id": gpu["bus_id"], "vendor": "10de", "device": "2901", "class": "0302"}
+                         for gpu in facts["driver_layer"]["gpus"]]
+    facts["torch"] = {"version": "2.11.0", "cuda": "13.0", "arch_list": ["sm_90", "sm_100", "sm_120"],
+                      "arch_list_from": "import"}
+    return facts
+
+
+def test_doctests():
+    assert doctest.testmod(gpu_proof).failed == 0
+
+
+def test_table_and_saved_document(tmp_path):
+    rows = [gpu_proof.Step("probe", gpu_proof.PASS, 0.456, "1 GPU(s); facts.json fits").as_dict(),
+            gpu_proof.Step("driver layer", gpu_proof.FAIL, 1.04, "module a|b").as_dict()]
+    table = gpu_proof.render_table(rows).splitlines()
+    assert table == ["| step | result | seconds | evidence |", "| --- | --- | --- | --- |",
+                     "| probe | pass | 0.5 | 1 GPU(s); facts.json fits |",
+                     "| driver layer | FAIL | 1.0 | module a/b |"]
+    path = tmp_path / "gpu-proof.json"
+    gpu_proof.write_whole(path, json.dumps(gpu_proof.proof_document(rows, "h200", "/opt/torch/.venv/bin/python")))
+    saved = json.loads(path.read_text())
+    assert saved == {"host": "h200", "python": "/opt/torch/.venv/bin/python", "exit": 1,
+                     "steps": [{"step": "probe", "result": "pass", "seconds": 0.46,
+                                "evidence": "1 GPU(s); facts.json fits"},
+                               {"step": "driver layer", "result": "FAIL", "seconds": 1.04, "evidence": "module a|b"}]}
+    assert path.stat().st_mode & 0o777 == 0o644 and [p.name for p in tmp_path.iterdir()] == ["gpu-proof.json"]
+
+
+@pytest.mark.parametrize("results,status", [
+    (["pass", "pass"], 0),
+    (["pass", "NO GPU"], 3),
+    (["missing", "missing", "NO GPU"], 3),
+    (["pass", "missing", "pass"], 4),
+    (["pass", "FAIL", "missing"], 1),
+    (["FAIL", "NO GPU"], 1),
+])
+def test_exit_status(results, status):
+    assert gpu_proof.exit_status([{"result": result} for result in results]) == status
+
+
+@pytest.mark.parametrize("facts,devices,no_gpu", [
+    ({"gpus": [], "pci_gpus": [], "nvidia_smi": {"present": False, "error": "nvidia-smi not found"}}, [], True),
+    ({"gpus": [], "pci_gpus": None, "nvidia_smi": {"present": True, "error": None}}, [], True),
+    # The bus or a device node shows a GPU nvidia-smi does not list: a broken driver.
+    ({"gpus": [], "pci_gpus": [{"vendor": "10de", "device": "2335"}], "nvidia_smi": {}}, [], False),
+    ({"gpus": [], "pci_gpus": [], "nvidia_smi": {}}, ["/dev/nvidia0"], False),
+    ({"gpus": [{"index": 0}], "pci_gpus": [], "nvidia_smi": {}}, [], False),
+])
+def test_no_gpu_reason(facts, devices, no_gpu):
+    assert bool(gpu_proof.no_gpu_reason(facts, devices)) is no_gpu
+
+
+def test_driver_layer_of_a_healthy_node_is_whole():
+    facts = b200_node()
+    assert gpu_proof.driver_layer_problems(facts) == []
+    assert "module 580.95.05 open" in gpu_proof.driver_layer_evidence(facts)
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda f: f["driver"].update(version="580.82.07"), "module 580.95.05 (loaded: True) against driver 580.82.07"),
+    (lambda f: f["driver_layer"]["module"].update(flavour=None), "no module flavour"),
+    (lambda f: f["driver_layer"]["gpus"][3].update(mig_mode=None), "GPU 3: nvidia-smi -q gave no mig_mode"),
+    (lambda f: f["driver_layer"].update(topology=None), "no topology"),
+    (lambda f: f["pci_gpus"][0].update(device="ffff"), "PCI ids not in bringup/gpu_ids.py: 10de:ffff"),
+    (lambda f: f["pci_gpus"].pop(), "7 NVIDIA GPU(s) on the bus, nvidia-smi lists 8"),
+    (lambda f: f["driver_layer"]["gpus"][1].update(fabric_state="In Progress"), "fabric not up: GPU 1 In Progress"),
+])
+def test_driver_layer_problems(change, problem):
+    facts = b200_node()
+    change(facts)
+    assert problem in "; ".join(gpu_proof.driver_layer_problems(facts))
+
+
+def test_plan_of_the_real_planner_is_right_and_a_wrong_one_is_not():
+    facts = b200_node()
+    node = plan(facts, Config(venv_path="/opt/torch/.venv", venv_managed=False)).as_dict()
+    assert node["arch_list"] == "10.0a" and gpu_proof.plan_problems(node, facts) == []
+    assert gpu_proof.plan_problems({**node, "arch_list": "10.0f"}, facts) == [
+        "arch_list '10.0f', FlashInfer's target is '10.0a'"]
+    facts["torch"]["cuda"] = "12.9"
+    assert gpu_proof.plan_problems(node, facts)[0] == "torch_cuda 13.0, the venv's torch is built for 12.9"
+    old = dict(node, findings=[{"code": "DRIVER_TOO_OLD", "severity": "blocker"}])
+    assert "findings DRIVER_TOO_OLD" in gpu_proof.plan_problems(old, b200_node())
+
+
+@pytest.mark.parametrize("torch_cuda,nvcc,driver,problems", [
+    ("13.0", "13.0", {"version": "580.95.05", "cuda_version": "13.0"}, []),
+    ("13.0", "13.0", {"version": "590.44.01", "cuda_version": "13.1"}, []),
+    ("13.0", None, {"version": "580.95.05", "cuda_version": "13.0"},
+     ["torch CUDA 13.0, nvcc None"]),
+    ("13.0", "13.0", {"version": "580.95.05", "cuda_version": None},
+     ["driver's CUDA None < torch's 13.0", "driver's CUDA None < nvcc's 13.0"]),
+    ("13.0", "13.1", {"version": "580.95.05", "cuda_version": "13.0"},
+     ["torch CUDA 13.0, nvcc 13.1", "driver's CUDA 13.0 < nvcc's 13.1"]),
+])
+def test_agreement_problems(torch_cuda, nvcc, driver, problems):
+    assert gpu_proof.agreement_problems(torch_cuda, nvcc, driver) == problems
