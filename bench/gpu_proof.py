@@ -11,7 +11,8 @@ When the running python lacks those and ``python3`` on PATH has them, it runs it
 again with that one; torch is only ever run as the torch venv's own python
 (``--torch-venv``, default: the running python's venv). Prints one table (step,
 result, seconds, evidence) and writes it as JSON to ``--out``, else ``$OUT``, else
-bench/out/ (gpu-proof.json, with the facts and the plan beside it).
+bench/out/ (gpu-proof.json and gpu-proof.md, with facts.json, the settings and plan.json
+beside them: five files).
 
 Exit status:
   0  every step passed
@@ -178,8 +179,9 @@ def driver_layer_problems(facts):
         return problems + ["no driver_layer fact"]
     module = layer["module"]
     if not module.get("loaded") or module.get("version") != driver.get("version"):
+        # A container's kernel (gVisor's 4.4.0) or a VM's may show no module at all.
         problems.append(f"module {module.get('version')} (loaded: {module.get('loaded')}) against driver "
-                        f"{driver.get('version')}")
+                        f"{driver.get('version')}, kernel {(layer.get('kernel') or {}).get('release')}")
     if not module.get("flavour"):
         problems.append("no module flavour in /proc/driver/nvidia/version")
     by_index = {gpu["index"]: gpu for gpu in layer.get("gpus") or []}
@@ -281,6 +283,50 @@ def missing_requirements(python):
     return [names[module] for module in found.stdout.split()]
 
 
+def foreign_owner(path):
+    """Who besides root could change the program ``path`` (links resolved): the owner of
+    the first of it and its directories that is not root's, "others" for one of root's
+    that group or others may write (a sticky directory such as /tmp excepted), None when
+    only root can, like files/probe.sh's code_owner.
+
+    >>> foreign_owner("/"), foreign_owner("/nonexistent/python")
+    (None, None)
+    """
+    import pwd
+
+    try:
+        chain = [Path(path).resolve(strict=True)]
+    except OSError:
+        return None  # nothing there: running it fails with its own line
+    chain += list(chain[0].parents)
+    for entry in chain:
+        status = entry.stat()
+        if status.st_uid != 0:
+            try:
+                return pwd.getpwuid(status.st_uid).pw_name
+            except KeyError:
+                return str(status.st_uid)
+        sticky_dir = entry.is_dir() and status.st_mode & 0o1000
+        if status.st_mode & 0o022 and not sticky_dir:
+            return "others"
+    return None
+
+
+def run_as(path):
+    """The command prefix that runs the program ``path`` as files/probe.sh's run_program
+    would: as is, unless we are root and another user can change it; then as its owner
+    (``runuser``), or as nobody for one of root's that others may write (root never
+    executes what another user owns or can write).
+
+    >>> run_as("/nonexistent/python")
+    []
+    """
+    owner = foreign_owner(path) if os.geteuid() == 0 else None
+    if not owner:
+        return []
+    return ["runuser", "-u", "nobody" if owner == "others" else owner, "--"]
+
+
 def run(command, timeout, **kwargs):
     """A subprocess's CompletedProcess, or one with rc 124 and the reason when it overran
     or could not start."""
@@ -326,8 +372,9 @@ class Proof:
         return PASS, f"{sys.executable}: packaging {packaging.__version__}, PyYAML {yaml.__version__}{rerun}"
 
     def probe(self):
-        layout = NodeLayout.for_settings(str(self.torch_venv), "/nonexistent/sglang.env",
-                                         str(self.out / "probe-cache"), "sglang", managed=False)
+        # No SGLang install here: its env file and cache are paths the probe finds absent.
+        layout = NodeLayout.for_settings(str(self.torch_venv), "/nonexistent/sglang.env", "/nonexistent/sglang-cache",
+                                         "sglang", managed=False)
         result = run(["sh", "-c", probe_command(ProbeInputs(layout))], 180)
         if result.returncode != 0:
             return FAIL, f"probe {last_line(result)}"
@@ -363,7 +410,7 @@ class Proof:
 
     def cuda(self):
         python = self.torch_venv / "bin" / "python"
-        result = run([str(python), "-c", CUDA_SCRIPT], 300)
+        result = run([*run_as(python), str(python), "-c", CUDA_SCRIPT], 300)
         answer = parse_cuda_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"
@@ -377,7 +424,8 @@ class Proof:
         if not torch_cuda:
             return FAIL, f"no torch CUDA build in {self.torch_venv} (the probe's torch fact), so no toolkit to pick"
         nvcc = Path(toolkit_home(".".join(torch_cuda.split(".")[:2]))) / "bin" / "nvcc"
-        version = run([str(nvcc), "--version"], 60)
+        as_owner = run_as(nvcc)
+        version = run([*as_owner, str(nvcc), "--version"], 60)
         self.nvcc_release = parse_nvcc_release(version.stdout)
         if version.returncode != 0:
             return FAIL, f"{nvcc} (torch's CUDA {torch_cuda}) {last_line(version)}"
@@ -385,11 +433,14 @@ class Proof:
         with tempfile.TemporaryDirectory(prefix="gpu-proof-") as scratch:
             source, binary = Path(scratch) / "add.cu", Path(scratch) / "add"
             source.write_text(KERNEL)
+            if as_owner:
+                # nvcc's owner builds here, and its binary runs as that user too.
+                shutil.chown(scratch, as_owner[2])
             gencode = [f"-gencode=arch=compute_{sm},code=sm_{sm}" for sm in sms]
-            built = run([str(nvcc), *gencode, "-o", str(binary), str(source)], 300)
+            built = run([*as_owner, str(nvcc), *gencode, "-o", str(binary), str(source)], 300)
             if built.returncode != 0:
                 return FAIL, f"nvcc {' '.join(gencode)} {last_line(built)}"
-            ran = run([str(binary)], 120)
+            ran = run([*as_owner, str(binary)], 120)
         lines = [line for line in ran.stdout.splitlines() if line.startswith("@@nvcc device=")]
         wrong = [line for line in lines if "error=cudaSuccess wrong=0" not in line]
         if ran.returncode != 0 or not lines or wrong or len(lines) != len(self.facts["gpus"]):
@@ -444,15 +495,17 @@ def main(argv=None):
     if python != sys.executable:
         # The torch venv stays the one asked for: only the orchestrator changes python.
         os.environ[REEXEC_MARK] = sys.executable
-        os.execv(python, [python, __file__, "--torch-venv", args.torch_venv, "--out", args.out])
+        os.execv(python, [python, str(Path(__file__).resolve()), "--torch-venv", args.torch_venv, "--out", args.out])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     proof = Proof(Path(args.torch_venv), out, missing)
     proof.run_all()
     document = proof_document(proof.rows, socket.gethostname(), sys.executable)
     write_whole(out / "gpu-proof.json", json.dumps(document, indent=2) + "\n")
-    print(render_table(proof.rows))
-    print(f"saved: {out / 'gpu-proof.json'}")
+    table = render_table(proof.rows)
+    write_whole(out / "gpu-proof.md", table + "\n" + (proof.stop_line + "\n" if proof.stop_line else ""))
+    print(table)
+    print(f"saved: {out / 'gpu-proof.json'}, {out / 'gpu-proof.md'}")
     if proof.stop_line:
         print(proof.stop_line)
     return document["exit"]

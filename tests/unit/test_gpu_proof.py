@@ -7,6 +7,8 @@ import copy
 import doctest
 import importlib.util
 import json
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,15 @@ def test_plan_of_the_real_planner_is_right_and_a_wrong_one_is_not():
 ])
 def test_agreement_problems(torch_cuda, nvcc, driver, problems):
     assert gpu_proof.agreement_problems(torch_cuda, nvcc, driver) == problems
+
+
+def test_root_runs_no_program_another_user_can_change(tmp_path):
+    program = tmp_path / "python"
+    program.write_text("")
+    program.chmod(0o755)
+    root = os.geteuid() == 0
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert gpu_proof.foreign_owner(program) == (None if root else me)
+    program.chmod(0o757)
+    assert gpu_proof.foreign_owner(program) == ("others" if root else me)
+    assert gpu_proof.run_as(program) == (["runuser", "-u", "nobody", "--"] if root else [])
