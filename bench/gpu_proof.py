@@ -344,7 +344,8 @@ def last_line(result):
 
 
 class Proof:
-    """The steps in order, each reading what the ones before it found."""
+    """The steps in order, each reading what the ones before it found. Each program has
+    a bound (together under five minutes: a GPU machine may be lent for minutes)."""
 
     def __init__(self, torch_venv, out, missing):
         self.torch_venv, self.out, self.missing = torch_venv, out, missing
@@ -375,7 +376,7 @@ class Proof:
         # No SGLang install here: its env file and cache are paths the probe finds absent.
         layout = NodeLayout.for_settings(str(self.torch_venv), "/nonexistent/sglang.env", "/nonexistent/sglang-cache",
                                          "sglang", managed=False)
-        result = run(["sh", "-c", probe_command(ProbeInputs(layout))], 180)
+        result = run(["sh", "-c", probe_command(ProbeInputs(layout))], 60)
         if result.returncode != 0:
             return FAIL, f"probe {last_line(result)}"
         self.facts = build_document(result.stdout.splitlines())
@@ -397,7 +398,7 @@ class Proof:
         config = self.out / "proof-settings.yaml"
         write_whole(config, f"venv_path: {json.dumps(str(self.torch_venv))}\nvenv_managed: false\n")
         result = run([sys.executable, "-m", "bringup.plan", str(self.out / "facts.json"), "--config", str(config),
-                      "--host", socket.gethostname()], 120, cwd=ROOT)
+                      "--host", socket.gethostname()], 30, cwd=ROOT)
         if result.returncode != 0:
             return FAIL, f"python -m bringup.plan {last_line(result)}"
         self.plan = json.loads(result.stdout)
@@ -410,7 +411,7 @@ class Proof:
 
     def cuda(self):
         python = self.torch_venv / "bin" / "python"
-        result = run([*run_as(python), str(python), "-c", CUDA_SCRIPT], 300)
+        result = run([*run_as(python), str(python), "-c", CUDA_SCRIPT], 90)
         answer = parse_cuda_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"
@@ -425,7 +426,7 @@ class Proof:
             return FAIL, f"no torch CUDA build in {self.torch_venv} (the probe's torch fact), so no toolkit to pick"
         nvcc = Path(toolkit_home(".".join(torch_cuda.split(".")[:2]))) / "bin" / "nvcc"
         as_owner = run_as(nvcc)
-        version = run([*as_owner, str(nvcc), "--version"], 60)
+        version = run([*as_owner, str(nvcc), "--version"], 15)
         self.nvcc_release = parse_nvcc_release(version.stdout)
         if version.returncode != 0:
             return FAIL, f"{nvcc} (torch's CUDA {torch_cuda}) {last_line(version)}"
@@ -437,10 +438,10 @@ class Proof:
                 # nvcc's owner builds here, and its binary runs as that user too.
                 shutil.chown(scratch, as_owner[2])
             gencode = [f"-gencode=arch=compute_{sm},code=sm_{sm}" for sm in sms]
-            built = run([*as_owner, str(nvcc), *gencode, "-o", str(binary), str(source)], 300)
+            built = run([*as_owner, str(nvcc), *gencode, "-o", str(binary), str(source)], 60)
             if built.returncode != 0:
                 return FAIL, f"nvcc {' '.join(gencode)} {last_line(built)}"
-            ran = run([*as_owner, str(binary)], 120)
+            ran = run([*as_owner, str(binary)], 30)
         lines = [line for line in ran.stdout.splitlines() if line.startswith("@@nvcc device=")]
         wrong = [line for line in lines if "error=cudaSuccess wrong=0" not in line]
         if ran.returncode != 0 or not lines or wrong or len(lines) != len(self.facts["gpus"]):
