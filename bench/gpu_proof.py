@@ -443,7 +443,9 @@ class Proof:
                 return FAIL, f"nvcc {' '.join(gencode)} {last_line(built)}"
             ran = run([*as_owner, str(binary)], 30)
         lines = [line for line in ran.stdout.splitlines() if line.startswith("@@nvcc device=")]
-        wrong = [line for line in lines if "error=cudaSuccess wrong=0" not in line]
+        caps = {gpu["compute_cap"] for gpu in self.facts["gpus"]}
+        wrong = [line for line in lines if "error=cudaSuccess wrong=0" not in line
+                 or line.split(" sm=")[1].split()[0] not in caps]
         if ran.returncode != 0 or not lines or wrong or len(lines) != len(self.facts["gpus"]):
             return FAIL, f"the kernel: {'; '.join(wrong or lines) or last_line(ran)}"
         return PASS, (f"nvcc {self.nvcc_release} ({nvcc}) {' '.join(gencode)}: "
@@ -454,9 +456,13 @@ class Proof:
             return MISSING, f"bringup/cuda.py needs {', '.join(self.missing)}"
         torch_cuda, driver = (self.facts.get("torch") or {}).get("cuda"), self.facts.get("driver")
         problems = agreement_problems(torch_cuda, self.nvcc_release, driver)
-        return (FAIL if problems else PASS), "; ".join(problems) or (
-            f"torch CUDA {torch_cuda}, nvcc {self.nvcc_release}, driver {driver['version']} (CUDA "
-            f"{driver['cuda_version']})")
+        if problems:
+            return FAIL, "; ".join(problems)
+        from bringup.cuda import driver_floor_for_cuda
+        from bringup.versions import major_minor
+        return PASS, (f"torch CUDA {torch_cuda}, nvcc {self.nvcc_release}, driver {driver['version']} (CUDA "
+                      f"{driver['cuda_version']}; floor for CUDA {major_minor(torch_cuda)}: "
+                      f"{driver_floor_for_cuda(major_minor(torch_cuda))})")
 
     def run_all(self):
         self.step("requirements", self.requirements)

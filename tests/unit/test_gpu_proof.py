@@ -9,6 +9,8 @@ import importlib.util
 import json
 import os
 import pwd
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,50 @@ def test_root_runs_no_program_another_user_can_change(tmp_path):
     program.chmod(0o757)
     assert gpu_proof.foreign_owner(program) == ("others" if root else me)
     assert gpu_proof.run_as(program) == (["runuser", "-u", "nobody", "--"] if root else [])
+
+
+def recorded_machine(monkeypatch, kernel_sm="10.0"):
+    """The programs past the gate answer as on an HGX B200 machine (torch's CUDA script,
+    nvcc, the built kernel): recorded answers in place of gpu_proof.run; the planner
+    (sys.executable -m bringup.plan) runs for real."""
+    real_run = gpu_proof.run
+
+    def answer(command, timeout, **kwargs):
+        if command[0] == sys.executable:
+            return real_run(command, timeout, **kwargs)
+        if "-c" in command and command[command.index("-c") + 1] == gpu_proof.CUDA_SCRIPT:
+            kernels = {str(index): 2.0 for index in range(8)}
+            return subprocess.CompletedProcess(command, 0, "@@cuda " + json.dumps({"count": 8, "kernels": kernels}), "")
+        if command[-1] == "--version":
+            return subprocess.CompletedProcess(command, 0, "Cuda compilation tools, release 13.0, V13.0.88\n", "")
+        if "-o" in command:
+            assert command[-4:-3] == ["-gencode=arch=compute_100,code=sm_100"], command
+            return subprocess.CompletedProcess(command, 0, "", "")
+        lines = "".join(f"@@nvcc device={index} sm={kernel_sm} error=cudaSuccess wrong=0\n" for index in range(8))
+        return subprocess.CompletedProcess(command, 0, lines, "")
+
+    monkeypatch.setattr(gpu_proof, "run", answer)
+
+
+def test_the_steps_past_the_gate_pass_on_a_machine_that_answers_rightly(monkeypatch, tmp_path):
+    recorded_machine(monkeypatch)
+    proof = gpu_proof.Proof(Path("/opt/torch/.venv"), tmp_path, [])
+    proof.facts = b200_node()
+    (tmp_path / "facts.json").write_text(json.dumps(proof.facts))
+    for name, step in (("driver layer", proof.driver_layer), ("plan", proof.plan_step), ("cuda", proof.cuda),
+                       ("nvcc", proof.nvcc), ("agreement", proof.agreement)):
+        assert proof.step(name, step) == gpu_proof.PASS, proof.rows[-1]
+    evidence = {row["step"]: row["evidence"] for row in proof.rows}
+    assert evidence["plan"].startswith("arch_list 10.0a, torch_cuda 13.0, toolkit /usr/local/cuda-13.0")
+    assert evidence["nvcc"].startswith("nvcc 13.0 (/usr/local/cuda-13.0/bin/nvcc) -gencode=arch=compute_100")
+    assert evidence["agreement"] == ("torch CUDA 13.0, nvcc 13.0, driver 580.95.05 (CUDA 13.0; floor for CUDA "
+                                     "13.0: 580.65.6)")
+    assert json.loads((tmp_path / "plan.json").read_text())["arch_list"] == "10.0a"
+
+
+def test_a_kernel_that_ran_on_another_sm_fails(monkeypatch, tmp_path):
+    recorded_machine(monkeypatch, kernel_sm="9.0")
+    proof = gpu_proof.Proof(Path("/opt/torch/.venv"), tmp_path, [])
+    proof.facts = b200_node()
+    assert proof.step("nvcc", proof.nvcc) == gpu_proof.FAIL
+    assert proof.rows[-1]["evidence"].startswith("the kernel: @@nvcc device=0 sm=9.0 error=cudaSuccess wrong=0")
