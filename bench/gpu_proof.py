@@ -192,6 +192,11 @@ def driver_layer_problems(facts):
             problems.append(f"GPU {gpu['index']}: nvidia-smi -q gave no {', '.join(absent)}")
     if layer.get("topology") is None:
         problems.append("no topology (nvidia-smi topo -m)")
+    fabric = fabric_verdict(layer)
+    if fabric:
+        problems.append(f"fabric not up: {fabric}")
+    if facts.get("pci_gpus") is None:
+        return problems + ["the PCI bus could not be read (sysfs, the facts' pci_gpus is null): no GPU id checked"]
     on_bus = gpu_ids.bus_gpus(facts)
     unknown = [f"{gpu['vendor']}:{gpu['device']}" for gpu in on_bus if gpu_ids.gpu_model(gpu) is None]
     if unknown:
@@ -202,9 +207,6 @@ def driver_layer_problems(facts):
     if bus_sms and bus_sms != {gpu["compute_cap"] for gpu in gpus}:
         problems.append(f"PCI table's SMs {sorted(bus_sms)} against nvidia-smi's "
                         f"{sorted({gpu['compute_cap'] for gpu in gpus})}")
-    fabric = fabric_verdict(layer)
-    if fabric:
-        problems.append(f"fabric not up: {fabric}")
     return problems
 
 
