@@ -21,7 +21,7 @@ DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 # together): two fit this project's 2-core, 24 GiB CI machine and its disk budget.
 TEST_WORKERS := 2
 
-.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet lock lock-venv lock-cuda lock-driver
+.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -76,6 +76,15 @@ bench: setup
 # 50 sandbox nodes of their own (sc-01...), taken down at the end; about 5 minutes.
 bench-fleet: setup
 	$(PY) bench/fleet_scale.py --nodes 50 --deploy-nodes 8 --runs 3
+
+# On a machine with a real NVIDIA GPU (docs/contributing.md, "Proving it on a GPU machine"):
+# no control venv, no pyinfra, no network; PYTHON a python with torch (its venv is the one
+# proven unless TORCH_VENV says another). Elsewhere it stops at the first step that needs
+# a GPU with exit status 3. The table and JSON go to OUT (else bench/out/).
+PYTHON ?= python3
+TORCH_VENV ?=
+gpu-proof:
+	$(PYTHON) bench/gpu_proof.py $(if $(TORCH_VENV),--torch-venv '$(TORCH_VENV)') $(if $(OUT),--out '$(OUT)')
 
 # Regenerate files/locks/ from its .in files (control/locks.py): the venv locks for
 # every supported CPython and CPU (uv pip compile, PyPI), then the toolkit locks from

@@ -6,41 +6,12 @@ document; each narrower fact runs only the sections its key needs.
     pyinfra @local fact facts.node.GpuDevices
 """
 
-import base64
-import gzip
-import shlex
-from pathlib import Path
-
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
 from bringup.layout import ProbeInputs
 from facts.probe_output import build_document, sections_for
-
-FILES = Path(__file__).resolve().parent.parent / "files"
-# The env-file reader and the apt-lock finder first: the probe's sections call them.
-PROBE_SOURCES = (FILES / "service-env.sh", FILES / "apt-locks.sh", FILES / "probe.sh")
-# Run by the venv's python in the probe's venv section (no torch import).
-TORCH_INFO = FILES / "torch_info.py"
-
-
-def probe_command(inputs, sections=()):
-    """The one shell command that runs the probe (``sections``, default all) on a node,
-    given its ``ProbeInputs`` (bringup/layout.py).
-
-    The script travels compressed and base64-encoded so no quoting of its body can break,
-    and runs under ``sh`` so a node without bash still answers.
-
-    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[0]
-    'PROBE_SECTIONS=gpus'
-    """
-    script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
-        b"".join(path.read_bytes() for path in PROBE_SOURCES)
-    # gzip'd (gzip is essential on Debian and Ubuntu): a third of the bytes to send to each
-    # host, which is what a fleet's validate spends its control-side time on.
-    encoded = base64.b64encode(gzip.compress(script, 9, mtime=0)).decode("ascii")
-    assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.environment(sections).items())
-    return f"echo {encoded} | base64 -d | gzip -dc | {assignments} sh"
+from facts.probe_script import probe_command  # pyinfra-free: bench/gpu_proof.py sends it too
 
 
 class NodeFacts(FactBase):

@@ -1,0 +1,190 @@
+"""bench/gpu_proof.py's decisions and its table/JSON, without a GPU: the rows as the
+table and the saved document show them, the exit status of each mix of results, the
+"no GPU" decision, and the driver-layer, plan and agreement verdicts on recorded facts
+(tests/fixtures/facts/driver_layer/healthy-b200-hgx.json, the real planner)."""
+
+import copy
+import doctest
+import importlib.util
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bringup.config import Config
+from bringup.plan import plan
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("gpu_proof", ROOT / "bench" / "gpu_proof.py")
+gpu_proof = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(gpu_proof)
+
+HGX = json.loads((ROOT / "tests" / "fixtures" / "facts" / "driver_layer" / "healthy-b200-hgx.json").read_text())
+
+
+def b200_node():
+    """The recorded HGX B200 facts as the proof reads them on a GPU machine: the module's
+    version the driver's, its GPUs on the PCI bus (B200 is 10de:2901), torch cu130."""
+    facts = copy.deepcopy(HGX)
+    facts["driver"]["version"] = facts["driver_layer"]["module"]["version"]
+    facts["pci_gpus"] = [{"bus_id": gpu["bus_id"], "vendor": "10de", "device": "2901", "class": "0302"}
+                         for gpu in facts["driver_layer"]["gpus"]]
+    facts["torch"] = {"version": "2.11.0", "cuda": "13.0", "arch_list": ["sm_90", "sm_100", "sm_120"],
+                      "arch_list_from": "import"}
+    return facts
+
+
+def test_doctests():
+    assert doctest.testmod(gpu_proof).failed == 0
+
+
+def test_table_and_saved_document(tmp_path):
+    rows = [gpu_proof.Step("probe", gpu_proof.PASS, 0.456, "1 GPU(s); facts.json fits").as_dict(),
+            gpu_proof.Step("driver layer", gpu_proof.FAIL, 1.04, "module a|b").as_dict()]
+    table = gpu_proof.render_table(rows).splitlines()
+    assert table == ["| step | result | seconds | evidence |", "| --- | --- | --- | --- |",
+                     "| probe | pass | 0.5 | 1 GPU(s); facts.json fits |",
+                     "| driver layer | FAIL | 1.0 | module a/b |"]
+    path = tmp_path / "gpu-proof.json"
+    gpu_proof.write_whole(path, json.dumps(gpu_proof.proof_document(rows, "h200", "/opt/torch/.venv/bin/python")))
+    saved = json.loads(path.read_text())
+    assert saved == {"host": "h200", "python": "/opt/torch/.venv/bin/python", "exit": 1,
+                     "steps": [{"step": "probe", "result": "pass", "seconds": 0.46,
+                                "evidence": "1 GPU(s); facts.json fits"},
+                               {"step": "driver layer", "result": "FAIL", "seconds": 1.04, "evidence": "module a|b"}]}
+    assert path.stat().st_mode & 0o777 == 0o644 and [p.name for p in tmp_path.iterdir()] == ["gpu-proof.json"]
+
+
+@pytest.mark.parametrize("results,status", [
+    (["pass", "pass"], 0),
+    (["pass", "NO GPU"], 3),
+    (["missing", "missing", "NO GPU"], 3),
+    (["pass", "missing", "pass"], 4),
+    (["pass", "FAIL", "missing"], 1),
+    (["FAIL", "NO GPU"], 1),
+])
+def test_exit_status(results, status):
+    assert gpu_proof.exit_status([{"result": result} for result in results]) == status
+
+
+@pytest.mark.parametrize("facts,devices,no_gpu", [
+    ({"gpus": [], "pci_gpus": [], "nvidia_smi": {"present": False, "error": "nvidia-smi not found"}}, [], True),
+    ({"gpus": [], "pci_gpus": None, "nvidia_smi": {"present": True, "error": None}}, [], True),
+    # The bus or a device node shows a GPU nvidia-smi does not list: a broken driver.
+    ({"gpus": [], "pci_gpus": [{"vendor": "10de", "device": "2335"}], "nvidia_smi": {}}, [], False),
+    ({"gpus": [], "pci_gpus": [], "nvidia_smi": {}}, ["/dev/nvidia0"], False),
+    ({"gpus": [{"index": 0}], "pci_gpus": [], "nvidia_smi": {}}, [], False),
+])
+def test_no_gpu_reason(facts, devices, no_gpu):
+    assert bool(gpu_proof.no_gpu_reason(facts, devices)) is no_gpu
+
+
+def test_driver_layer_of_a_healthy_node_is_whole():
+    facts = b200_node()
+    assert gpu_proof.driver_layer_problems(facts) == []
+    assert "module 580.95.05 open" in gpu_proof.driver_layer_evidence(facts)
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda f: f["driver"].update(version="580.82.07"), "module 580.95.05 (loaded: True) against driver 580.82.07"),
+    (lambda f: f["driver_layer"]["module"].update(flavour=None), "no module flavour"),
+    (lambda f: f["driver_layer"]["gpus"][3].update(mig_mode=None), "GPU 3: nvidia-smi -q gave no mig_mode"),
+    (lambda f: f["driver_layer"].update(topology=None), "no topology"),
+    (lambda f: f["pci_gpus"][0].update(device="ffff"), "PCI ids not in bringup/gpu_ids.py: 10de:ffff"),
+    (lambda f: f["pci_gpus"].pop(), "7 NVIDIA GPU(s) on the bus, nvidia-smi lists 8"),
+    (lambda f: f["driver_layer"]["gpus"][1].update(fabric_state="In Progress"), "fabric not up: GPU 1 In Progress"),
+    (lambda f: f.update(pci_gpus=None), "the PCI bus could not be read"),
+])
+def test_driver_layer_problems(change, problem):
+    facts = b200_node()
+    change(facts)
+    assert problem in "; ".join(gpu_proof.driver_layer_problems(facts))
+
+
+def test_plan_of_the_real_planner_is_right_and_a_wrong_one_is_not():
+    facts = b200_node()
+    node = plan(facts, Config(venv_path="/opt/torch/.venv", venv_managed=False)).as_dict()
+    assert node["arch_list"] == "10.0a" and gpu_proof.plan_problems(node, facts) == []
+    assert gpu_proof.plan_problems({**node, "arch_list": "10.0f"}, facts) == [
+        "arch_list '10.0f', FlashInfer's target is '10.0a'"]
+    facts["torch"]["cuda"] = "12.9"
+    assert gpu_proof.plan_problems(node, facts)[0] == "torch_cuda 13.0, the venv's torch is built for 12.9"
+    old = dict(node, findings=[{"code": "DRIVER_TOO_OLD", "severity": "blocker"}])
+    assert "findings DRIVER_TOO_OLD" in gpu_proof.plan_problems(old, b200_node())
+
+
+@pytest.mark.parametrize("torch_cuda,nvcc,driver,problems", [
+    ("13.0", "13.0", {"version": "580.95.05", "cuda_version": "13.0"}, []),
+    ("13.0", "13.0", {"version": "590.44.01", "cuda_version": "13.1"}, []),
+    ("13.0", None, {"version": "580.95.05", "cuda_version": "13.0"},
+     ["torch CUDA 13.0, nvcc None"]),
+    ("13.0", "13.0", {"version": "580.95.05", "cuda_version": None},
+     ["driver's CUDA None < torch's 13.0", "driver's CUDA None < nvcc's 13.0"]),
+    ("13.0", "13.1", {"version": "580.95.05", "cuda_version": "13.0"},
+     ["torch CUDA 13.0, nvcc 13.1", "driver's CUDA 13.0 < nvcc's 13.1"]),
+])
+def test_agreement_problems(torch_cuda, nvcc, driver, problems):
+    assert gpu_proof.agreement_problems(torch_cuda, nvcc, driver) == problems
+
+
+def test_root_runs_no_program_another_user_can_change(tmp_path):
+    program = tmp_path / "python"
+    program.write_text("")
+    program.chmod(0o755)
+    root = os.geteuid() == 0
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert gpu_proof.foreign_owner(program) == (None if root else me)
+    program.chmod(0o757)
+    assert gpu_proof.foreign_owner(program) == ("others" if root else me)
+    assert gpu_proof.run_as(program) == (["runuser", "-u", "nobody", "--"] if root else [])
+
+
+def recorded_machine(monkeypatch, kernel_sm="10.0"):
+    """The programs past the gate answer as on an HGX B200 machine (torch's CUDA script,
+    nvcc, the built kernel): recorded answers in place of gpu_proof.run; the planner
+    (sys.executable -m bringup.plan) runs for real."""
+    real_run = gpu_proof.run
+
+    def answer(command, timeout, **kwargs):
+        if command[0] == sys.executable:
+            return real_run(command, timeout, **kwargs)
+        if "-c" in command and command[command.index("-c") + 1] == gpu_proof.CUDA_SCRIPT:
+            kernels = {str(index): 2.0 for index in range(8)}
+            return subprocess.CompletedProcess(command, 0, "@@cuda " + json.dumps({"count": 8, "kernels": kernels}), "")
+        if command[-1] == "--version":
+            return subprocess.CompletedProcess(command, 0, "Cuda compilation tools, release 13.0, V13.0.88\n", "")
+        if "-o" in command:
+            assert command[-4:-3] == ["-gencode=arch=compute_100,code=sm_100"], command
+            return subprocess.CompletedProcess(command, 0, "", "")
+        lines = "".join(f"@@nvcc device={index} sm={kernel_sm} error=cudaSuccess wrong=0\n" for index in range(8))
+        return subprocess.CompletedProcess(command, 0, lines, "")
+
+    monkeypatch.setattr(gpu_proof, "run", answer)
+
+
+def test_the_steps_past_the_gate_pass_on_a_machine_that_answers_rightly(monkeypatch, tmp_path):
+    recorded_machine(monkeypatch)
+    proof = gpu_proof.Proof(Path("/opt/torch/.venv"), tmp_path, [])
+    proof.facts = b200_node()
+    (tmp_path / "facts.json").write_text(json.dumps(proof.facts))
+    for name, step in (("driver layer", proof.driver_layer), ("plan", proof.plan_step), ("cuda", proof.cuda),
+                       ("nvcc", proof.nvcc), ("agreement", proof.agreement)):
+        assert proof.step(name, step) == gpu_proof.PASS, proof.rows[-1]
+    evidence = {row["step"]: row["evidence"] for row in proof.rows}
+    assert evidence["plan"].startswith("arch_list 10.0a, torch_cuda 13.0, toolkit /usr/local/cuda-13.0")
+    assert evidence["nvcc"].startswith("nvcc 13.0 (/usr/local/cuda-13.0/bin/nvcc) -gencode=arch=compute_100")
+    assert evidence["agreement"] == ("torch CUDA 13.0, nvcc 13.0, driver 580.95.05 (CUDA 13.0; floor for CUDA "
+                                     "13.0: 580.65.6)")
+    assert json.loads((tmp_path / "plan.json").read_text())["arch_list"] == "10.0a"
+
+
+def test_a_kernel_that_ran_on_another_sm_fails(monkeypatch, tmp_path):
+    recorded_machine(monkeypatch, kernel_sm="9.0")
+    proof = gpu_proof.Proof(Path("/opt/torch/.venv"), tmp_path, [])
+    proof.facts = b200_node()
+    assert proof.step("nvcc", proof.nvcc) == gpu_proof.FAIL
+    assert proof.rows[-1]["evidence"].startswith("the kernel: @@nvcc device=0 sm=9.0 error=cudaSuccess wrong=0")
