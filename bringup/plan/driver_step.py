@@ -231,6 +231,7 @@ CURES = {
     "NOUVEAU_LOADED": "nouveau", "NOUVEAU_NOT_BLACKLISTED": "nouveau", "DRIVER_NOT_HELD": "holds",
     "PERSISTENCE_OFF": "persistence",
 }
+FABRIC_MANAGER_CODES = ("FABRIC_MANAGER_MISSING", "FABRIC_MANAGER_VERSION", "FABRIC_MANAGER_INACTIVE")
 
 
 def install_text(plan):
@@ -276,8 +277,13 @@ def as_fixes(findings, plan):
     """
     if not plan.manage or not plan.lock:
         return list(findings)
-    cured = [replace(finding, severity=FIX, fix=_fix_text(CURES[finding.code], plan))
-             if finding.code in CURES and (finding.code != "DRIVER_OPEN_MODULE_REQUIRED" or plan.flavour == "open")
+    cures = dict(CURES)
+    # The fabric waits for Fabric Manager: when deploy installs, moves or starts it, the
+    # fabric's state is its consequence, not a problem of its own.
+    if any(finding.code in FABRIC_MANAGER_CODES for finding in findings):
+        cures["FABRIC_NOT_READY"] = "fabric"
+    cured = [replace(finding, severity=FIX, fix=_fix_text(cures[finding.code], plan))
+             if finding.code in cures and (finding.code != "DRIVER_OPEN_MODULE_REQUIRED" or plan.flavour == "open")
              else finding for finding in findings]
     if plan.reboot_for:
         cured.append(reboot_finding(plan))

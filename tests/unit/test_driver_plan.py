@@ -15,7 +15,7 @@ from bringup.findings import Finding
 from bringup.plan import driver_step, plan
 from bringup.steps import DEPLOY_STEPS
 from control.locks import dpkg_compare
-from tests.fixtures.facts.driver_layer.make import PROPRIETARY_BANNER, hgx_layer
+from tests.fixtures.facts.driver_layer.make import PROPRIETARY_BANNER, hgx_layer, layer_gpus
 from tests.fixtures.facts.driver_layer.make import changed as apply
 from tests.fixtures.facts.driver_layer.make import healthy_layer as healthy
 from tests.unit.scenarios import converged, gpus
@@ -267,3 +267,19 @@ def test_deploy_steps_without_the_driver_step_promise_no_driver_fix():
     node = planned(no_driver_facts(), {"deploy_steps": steps})
     assert node.driver == driver_step.DriverPlan(manage=False)
     assert codes(node, DRIVER_CODES)[0] == "DRIVER_NOT_LOADED:blocker"
+
+
+@pytest.mark.parametrize("fabric_manager_running,expected", [
+    (False, ["FABRIC_MANAGER_MISSING:fix", "NVLSM_MISSING:fix", "FABRIC_NOT_READY:fix"]),
+    (True, ["FABRIC_NOT_READY:blocker"]),
+], ids=["deploy starts fabric manager", "fabric manager already runs"])
+def test_a_fabric_waiting_for_fabric_manager_is_cured_with_it(fabric_manager_running, expected):
+    facts = nvswitch_facts()
+    layer = facts["driver_layer"]
+    layer["gpus"] = layer_gpus(8, fabric_state="In Progress", fabric_status="N/A")
+    if fabric_manager_running:
+        layer["units"] = hgx_layer()["units"]
+        layer["packages"] += [p for p in hgx_layer()["packages"] if p["name"] in ("nvlsm",)]
+        layer["packages"] += [{"name": n, "version": v, "held": True} for n, v in LOCKED["fabric"].items()]
+    node = planned(facts)
+    assert codes(node, DRIVER_CODES | {"FABRIC_NOT_READY"}) == expected
