@@ -113,8 +113,10 @@ OSES = {
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 DEFAULT_OS = "debian12"
 
-# Bump when the post-debootstrap steps change, so old caches are not reused.
+# Bump when the post-debootstrap steps change, so old caches are not reused
+# (UBUNTU_FORMAT: when only the Ubuntu roots' steps change).
 IMAGE_FORMAT = 2
+UBUNTU_FORMAT = 1
 
 
 def cache_dir() -> Path:
@@ -149,6 +151,8 @@ def image_key(os_name: str = DEFAULT_OS, machine: str | None = None) -> str:
     # there was a choice keep their key (and their cache entry).
     if spec.deb822_sources:
         fields["sources"] = "deb822"
+    if spec.vendor == "ubuntu":
+        fields["ubuntu_format"] = UBUNTU_FORMAT
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -355,6 +359,24 @@ def _finish_root(root: Path, spec: OsSpec = OSES[DEFAULT_OS]) -> None:
     # Each node writes its own /etc/machine-id; dbus falls back to it.
     (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
     _mask_host_units(root)
+    if spec.vendor == "ubuntu":
+        _share_host_resolver(root)
+
+
+def _share_host_resolver(root: Path) -> None:
+    """Name resolution as the Debian roots have it: the host's resolv.conf, copied.
+
+    Ubuntu 22.04's systemd links /etc/resolv.conf to systemd-resolved's stub
+    (127.0.0.53); a node shares the host's network, where every node's resolved
+    would listen on the same address, so it is masked and the link replaced by
+    the host's file, as debootstrap copies it into Debian's roots."""
+    resolv = root / "etc/resolv.conf"
+    if resolv.is_symlink():
+        resolv.unlink()
+        write_file(resolv, Path("/etc/resolv.conf").read_text(), 0o644)
+    link = root / "etc/systemd/system/systemd-resolved.service"
+    link.unlink(missing_ok=True)
+    os.symlink("/dev/null", link)
 
 
 # Units that would reach past the node into the host kernel it shares (nodes
