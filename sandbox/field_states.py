@@ -35,6 +35,11 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 | nouveau-loaded | /sys/module/nouveau | NOUVEAU_LOADED |
 | mig-on | MIG enabled on GPU 0 in nvidia-smi -q | MIG_ENABLED |
 
+``first-boot-upgrades`` (issue 24): a cloud image's first boot, unattended-upgrades
+holding apt's and dpkg's locks for 90 s from boot (a stand-in process,
+sandbox/files/unattended-upgrade-standin, taking them as apt does); the deploy's
+``apt_unlocked`` waits for it (``deploy_apt_lock_timeout``).
+
 The two Fabric Manager states are alternatives (composed, the upper layer's package is the
 node's); 580.95.05 is the h100-x8 profile's driver, the HGX profile to put them on.
 """
@@ -90,6 +95,8 @@ STATES = {
                                        files=("standin-deb.sh",)),
     "nouveau-loaded": State("nouveau-loaded"),
     "mig-on": State("mig-on"),
+    # Ubuntu's cloud images (issue 24): unattended-upgrades at first boot (a stand-in).
+    "first-boot-upgrades": State("first-boot-upgrades", files=("unattended-upgrade-standin",)),
 }
 ORDER = [name for name, state in STATES.items() if state.has_script]
 
