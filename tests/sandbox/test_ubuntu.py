@@ -28,8 +28,8 @@ DATA = ("prewarm_modules=activation:silu,sglang-activation", "service_model=Qwen
 SUMMARY = REPO_ROOT / "reports" / "summary.json"
 # os -> (node, address, python3's X.Y, the venv's CPython: path and X.Y, its lock's tag)
 RELEASES = {
-    "ubuntu2204": ("u2204", "127.0.0.67", "3.10", "/usr/bin/python3.11", "3.11", "cp311"),
-    "ubuntu2404": ("u2404", "127.0.0.68", "3.12", "/usr/bin/python3", "3.12", "cp312"),
+    "ubuntu2204": ("u-2204", "127.0.0.67", "3.10", "/usr/bin/python3.11", "3.11", "cp311"),
+    "ubuntu2404": ("u-2404", "127.0.0.68", "3.12", "/usr/bin/python3", "3.12", "cp312"),
 }
 
 
