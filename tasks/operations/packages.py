@@ -16,7 +16,8 @@ APT_LOCKS_SH = (Path(__file__).resolve().parents[2] / "files" / "apt-locks.sh").
 # ``_env``). needrestart, which Ubuntu's server and cloud images install, runs from
 # apt's DPkg::Post-Invoke hook after every install and asks which services to restart
 # (a dialog on 22.04 and later). NEEDRESTART_SUSPEND makes the hook return at once
-# (/usr/lib/needrestart/apt-pinvoke: "exit 0 if NEEDRESTART_SUSPEND is set"); should
+# (/usr/lib/needrestart/apt-pinvoke: "packages have been installed but needrestart is
+# suspended", then exit 0); should
 # it run anyway, NEEDRESTART_MODE=a answers for it without a prompt (needrestart(1),
 # "-r a"). Source: needrestart 3.5-5ubuntu2 (jammy) and 3.6-7ubuntu4 (noble), their
 # apt-pinvoke and README.md (github.com/liske/needrestart).
