@@ -127,10 +127,11 @@ def test_ubuntu2204_is_refused_before_anything_changes(jammy):
     codes = {(f["code"], f["severity"]) for f in report["plan"]["findings"]}
     assert {("PYTHON_UNUSABLE", "blocker"), ("FLASHINFER_ARCH_TRAP", "fix")} <= codes, codes
     assert report["plan"]["toolkit"]["lock"] == "files/locks/cuda-13.0-ubuntu2204-x86_64.txt"
-    before = run_ssh(jammy, "ls /etc/apt/sources.list.d /opt; ls /etc/sglang 2>&1").stdout
+    listing = "ls /etc/apt/sources.list.d /opt /var/cache; ls /etc/sglang 2>&1; true"
+    before = run_ssh(jammy, listing).stdout
     refused = pyinfra_cli("inventory/gpu.py", "--limit", jammy["name"], "deploy.py", data=DATA)
     assert refused.returncode == 1 and "PYTHON_UNUSABLE" in refused.output, refused.output[-3000:]
-    assert run_ssh(jammy, "ls /etc/apt/sources.list.d /opt; ls /etc/sglang 2>&1").stdout == before
+    assert run_ssh(jammy, listing).stdout == before
 
 
 @pytest.fixture(scope="module")
