@@ -9,8 +9,9 @@ recorded (``ubuntu_seconds``).
 
 Ubuntu 22.04's only CPython >= 3.11 is python3.11 3.11.0rc1 from jammy-updates, on
 which torch 2.14.1's torch._dynamo does not import (the first run of this suite showed
-it: SGLang's pre-warm failed there). validate names the trap and PYTHON_UNUSABLE, and
-deploy refuses it, changing nothing.
+it, from the incident state: the cp311 venv built on python3.11, SGLang's pre-warm
+failed). On a light node (NVIDIA's source, CUDA 12.8) validate names the trap and
+PYTHON_UNUSABLE, and deploy refuses it, changing nothing.
 
 And a cloud image's first boot: unattended-upgrades holding apt's locks (the
 ``first-boot-upgrades`` stand-in) on a light 24.04 node; the deploy waits for it."""
@@ -38,12 +39,12 @@ RELEASES = {
 }
 
 
-def start(sandbox_node, os_name):
+def start(sandbox_node, os_name, states=("incident",)):
     name, addr = RELEASES[os_name][:2]
     aptrepo.ensure_served()
     pypimirror.serve()
     started = time.monotonic()
-    return dict(sandbox_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="none", states=("incident",),
+    return dict(sandbox_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="none", states=states,
                              os_name=os_name), name=name, os_name=os_name, started=started)
 
 
@@ -57,7 +58,9 @@ def ubuntu(sandbox_node):
 
 @pytest.fixture(scope="module")
 def jammy(sandbox_node):
-    entry = start(sandbox_node, "ubuntu2204")
+    # A light node (CI's time): the incident's toolkit side without the hand-built venv,
+    # which changes nothing in what blocks (the archive's python3.11 itself).
+    entry = start(sandbox_node, "ubuntu2204", states=("nvidia-repo", "cuda-12.8"))
     yield entry
     sandbox_nodes.down([entry["name"]])
 
@@ -119,10 +122,11 @@ def test_ubuntu2404_incident_to_green(ubuntu, tmp_path, record_property):
 
 
 def test_ubuntu2204_is_refused_before_anything_changes(jammy):
-    """python3.11 is there (the operator installed it for the hand-built venv), but it is
-    3.11.0rc1: validate blocks with PYTHON_UNUSABLE beside the trap; deploy changes nothing."""
+    """The archive's python3.11 is 3.11.0rc1: validate blocks with PYTHON_UNUSABLE beside
+    the trap (CUDA 12.8 first on PATH); deploy changes nothing."""
     found_as_shipped(jammy)
-    assert run_ssh(jammy, "python3.11 --version").stdout.strip() == "Python 3.11.0rc1"
+    policy = run_ssh(jammy, "apt-cache policy python3.11 | sed -n 's/^  Candidate: //p'").stdout.strip()
+    assert policy.startswith("3.11.0~rc1-"), policy
     _, report = validate(jammy["name"], expect_rc=1, data=DATA)
     codes = {(f["code"], f["severity"]) for f in report["plan"]["findings"]}
     assert {("PYTHON_UNUSABLE", "blocker"), ("FLASHINFER_ARCH_TRAP", "fix")} <= codes, codes
