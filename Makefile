@@ -11,7 +11,8 @@ DEMO_NODE := gpu1
 DEMO_ADDR := 127.0.0.11
 DEMO_GPU := rtx-pro-6000-x8
 # The seeds' node as it is found (NVIDIA's apt source, CUDA 12.8 by apt, a hand-built
-# venv); DEMO_OS=debian13 runs the same demo on Debian 13 (CPython 3.13).
+# venv); DEMO_OS=debian13 runs the same demo on Debian 13 (CPython 3.13),
+# DEMO_OS=ubuntu2204 / ubuntu2404 on Ubuntu (python3.11 from jammy-updates; python3.12).
 DEMO_STATES := incident
 DEMO_OS := debian12
 # A model for the unit's arguments, which the node suite checks with SGLang's own

@@ -26,6 +26,8 @@ CODES = {
     "MIXED_GPUS": "The node has GPUs of different SMs; every SM is built for.",
     "PYTHON_TOO_OLD": "The node's python3 is older than SGLang needs (3.11); deploy fixes it where the archive "
                       "has a newer CPython.",
+    "PYTHON_UNUSABLE": "The only CPython >= 3.11 the distribution's archive has cannot run the stack (Ubuntu 22.04's "
+                       "3.11.0rc1: torch._dynamo does not import).",
     "VENV_LOCK_MISMATCH": "The explicit venv lock is resolved for another CPython or CPU than the venv's.",
     "VENV_LOCK_MISSING": "No venv lock (or uv bootstrap lock) exists for the venv's CPython and the node's CPU.",
     "LOCK_OMITS_PACKAGE": "The venv lock leaves a package out (no wheel for this CPython); what needs it is "

@@ -41,6 +41,8 @@ class Interpreter:
     path: str
     packages: tuple
     note: str = ""
+    # Why the stack does not run on it (observed on a real node of the release), or "".
+    unusable: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ class Distribution:
     interpreters: tuple
 
 
-def _cpython(version, note=""):
-    return Interpreter(version, f"/usr/bin/python{version}", (f"python{version}", f"python{version}-venv"), note)
+def _cpython(version, note="", unusable=""):
+    return Interpreter(version, f"/usr/bin/python{version}", (f"python{version}", f"python{version}-venv"), note,
+                       unusable)
 
 
 # (os-release ID, VERSION_ID) -> the distribution (sources: module docstring).
@@ -64,7 +67,11 @@ DISTRIBUTIONS = {
         "Ubuntu 22.04", "ubuntu2204", "3.10",
         (_cpython("3.10"),
          _cpython("3.11", "python3.11 on Ubuntu 22.04 is 3.11.0~rc1 from jammy-updates/universe, a release "
-                          "candidate without security support"))),
+                          "candidate without security support",
+                  # Seen on an Ubuntu 22.04 sandbox node (tests/sandbox/test_ubuntu.py, issue 24): SGLang's
+                  # pre-warm imports transformers, which imports torch._dynamo.
+                  "torch 2.14.1's torch._dynamo does not import on CPython 3.11.0rc1 (ValueError: Duplicate "
+                  "dispatch rule for <built-in function intern>), and SGLang imports it"))),
     ("ubuntu", "24.04"): Distribution("Ubuntu 24.04", "ubuntu2404", "3.12", (_cpython("3.12"),)),
     ("debian", "12"): Distribution("Debian 12", "debian12", "3.11", (_cpython("3.11"),)),
     ("debian", "13"): Distribution("Debian 13", "debian13", "3.13", (_cpython("3.13"),)),
@@ -196,6 +203,7 @@ class PythonChoice:
     packages: tuple
     source: str
     note: str = ""
+    unusable: str = ""
 
 
 def venv_python(dist, python3_version, interpreters, minimum):
@@ -221,5 +229,6 @@ def venv_python(dist, python3_version, interpreters, minimum):
             continue
         found = major_minor(interpreters.get(interpreter.path))
         source = "present" if found is not None and found == major_minor(interpreter.version) else "install"
-        return PythonChoice(interpreter.version, interpreter.path, interpreter.packages, source, interpreter.note)
+        return PythonChoice(interpreter.version, interpreter.path, interpreter.packages, source, interpreter.note,
+                            interpreter.unusable)
     return PythonChoice(str(current) if current else "", "", (), "none")

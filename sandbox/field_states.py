@@ -2,7 +2,8 @@
 
     python -m sandbox up gpu1 --addr 127.0.5.11 --gpu rtx-pro-6000-x8 --state incident,operator
 
-Each state is a small shell script, ``sandbox/states/<name>.sh``, run once per
+Each state is a small shell script, ``sandbox/states/<name>.sh`` (``<name>.<os>.sh`` or
+``<name>.ubuntu.sh`` where a distribution needs other steps: script_path), run once per
 machine as a cached layer (sandbox.layers); a node with states mounts their
 layers under its own overlay. States may imply others (``cuda-12.8`` needs
 ``nvidia-repo``) and ``incident`` is only the sum of three. A node's states are
@@ -12,7 +13,7 @@ expanded and put in one canonical order, so ``incident,operator`` and
 | state | what the node then has |
 | --- | --- |
 | handbuilt-venv | /opt/venv_sglang211: python3 -m venv + pip, torch 2.14.1 and FlashInfer 0.7.0 |
-| distro-cuda | Debian's own ``nvidia-cuda-toolkit`` (non-free), nvcc at /usr/bin/nvcc |
+| distro-cuda | the distribution's own ``nvidia-cuda-toolkit`` (Debian's non-free, Ubuntu's multiverse), nvcc at /usr/bin/nvcc |
 | nvidia-repo | NVIDIA's ``cuda-keyring`` from the sandbox's apt repository, installed as NVIDIA's guide says |
 | cuda-12.8 | CUDA 12.8 by apt from that repository, first on a login shell's PATH (implies nvidia-repo) |
 | operator | /etc/sglang/sglang.env with operator variables, Ubuntu's /etc/environment, an old venv directory at /opt/sglang/venv |
@@ -39,6 +40,11 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 ``no-driver`` is the node a vendor ships without a driver: the sandbox apt repository's
 stand-in driver packages (sandbox/aptrepo/driver_debs.py) install one, and its module
 is loaded at the next boot (``python -m sandbox reboot NAME``, sandbox/files/node-init.sh).
+
+``first-boot-upgrades`` (issue 24): a cloud image's first boot, unattended-upgrades
+holding apt's and dpkg's locks for 90 s from boot (a stand-in process,
+sandbox/files/unattended-upgrade-standin, taking them as apt does); the deploy's
+``apt_unlocked`` waits for it (``deploy_apt_lock_timeout``).
 
 The two Fabric Manager states are alternatives (composed, the upper layer's package is the
 node's); 580.95.05 is the h100-x8 profile's driver, the HGX profile to put them on.
@@ -99,6 +105,8 @@ STATES = {
     "mig-on": State("mig-on"),
     # Nothing to build: the node's own files leave the driver out (sandbox/node.py).
     "no-driver": State("no-driver", has_script=False),
+    # Ubuntu's cloud images (issue 24): unattended-upgrades at first boot (a stand-in).
+    "first-boot-upgrades": State("first-boot-upgrades", files=("unattended-upgrade-standin",)),
 }
 ORDER = [name for name, state in STATES.items() if state.has_script]
 
@@ -221,8 +229,24 @@ def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
             env["FIND_LINKS"] = pypimirror.serve([files["lock.txt"]])["url"]
         return env
 
-    script = (SCRIPTS / f"{state.name}.sh").read_text()
+    script = script_path(state.name, os_name).read_text()
     return layers.Step(state.name, script, inputs=inputs, prepare=prepare, files=files)
+
+
+def script_path(name: str, os_name: str, scripts: Path = SCRIPTS) -> Path:
+    """The script of state *name* on *os_name*: ``<name>.<os>.sh``, else ``<name>.<vendor>.sh``
+    (``ubuntu``), else ``<name>.sh``. A distribution that needs other steps gets a script of
+    its own, and the other distributions' layers keep their keys.
+
+    >>> script_path("handbuilt-venv", "ubuntu2204").name, script_path("handbuilt-venv", "debian12").name
+    ('handbuilt-venv.ubuntu2204.sh', 'handbuilt-venv.sh')
+    >>> script_path("distro-cuda", "ubuntu2404").name
+    'distro-cuda.ubuntu.sh'
+    """
+    for candidate in (f"{name}.{os_name}.sh", f"{name}.{image.os_spec(os_name).vendor}.sh"):
+        if (scripts / candidate).is_file():
+            return scripts / candidate
+    return scripts / f"{name}.sh"
 
 
 def _apt_repo(os_name: str) -> dict:

@@ -1,7 +1,8 @@
-"""The sandbox base images: cached Debian roots a GPU node would start from.
+"""The sandbox base images: cached Debian and Ubuntu roots a GPU node would start from.
 
-One per distribution in OSES (Debian 12 "bookworm", the default, and Debian 13
-"trixie") and CPU (this machine's, or arm64 through QEMU: sandbox.cpus), each
+One per distribution in OSES (Debian 12 "bookworm", the default, Debian 13
+"trixie", Ubuntu 22.04 "jammy" and 24.04 "noble", from Ubuntu's archive with its
+keyring checked: sandbox.ubuntu_keyring) and CPU (this machine's, or arm64 through QEMU: sandbox.cpus), each
 built once with ``debootstrap --variant=minbase`` plus the packages listed in
 PACKAGES, then shared read-only by every node (each node lays a writable overlay
 on top). The cache directory name carries a hash of
@@ -27,11 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from control.atomic import atomic_write
-from sandbox import cpus
+from sandbox import cpus, ubuntu_keyring
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
 
 MIRROR = os.environ.get("SANDBOX_MIRROR", "http://deb.debian.org/debian")
 SECURITY_MIRROR = os.environ.get("SANDBOX_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
+# Ubuntu's archive serves the release, -updates and -security pockets (amd64); a cloud
+# image names security.ubuntu.com for -security, which serves the same files.
+UBUNTU_MIRROR = os.environ.get("SANDBOX_UBUNTU_MIRROR", "http://archive.ubuntu.com/ubuntu")
+UBUNTU_SECURITY_MIRROR = os.environ.get("SANDBOX_UBUNTU_SECURITY_MIRROR", "http://security.ubuntu.com/ubuntu")
+UBUNTU_COMPONENTS = "main universe"
 
 # What a freshly installed Debian 12 GPU server has before the bring-up runs.
 # apt itself (in minbase) speaks https since apt 1.5; apt-transport-https is
@@ -59,6 +65,13 @@ PACKAGES = (
     "dbus",
 )
 
+# What Ubuntu's server and cloud images add that the bring-up meets: needrestart (its
+# apt hook asks which services to restart after every install from 22.04 on) and
+# unattended-upgrades (it holds apt's lock at first boot). Source: the Task fields of
+# both in Ubuntu's own index (archive.ubuntu.com dists/{jammy,noble}/main/binary-amd64/
+# Packages.gz, read 2026-12-02): "server-minimal, cloud-image, server" (needrestart
+# 3.5-5ubuntu2 on 22.04, 3.6-7ubuntu4 on 24.04).
+UBUNTU_PACKAGES = ("needrestart", "unattended-upgrades")
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,16 @@ class OsSpec:
     # /etc/apt sources as the distribution's installer writes them: Debian 12's
     # one-line sources.list, Debian 13's deb822 debian.sources.
     deb822_sources: bool
+    # "debian" or "ubuntu" (os-release's ID): which archive, keyring and packages.
+    vendor: str = "debian"
+
+    @property
+    def mirror(self) -> str:
+        return UBUNTU_MIRROR if self.vendor == "ubuntu" else MIRROR
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return PACKAGES + (UBUNTU_PACKAGES if self.vendor == "ubuntu" else ())
 
 
 # Debian 12's debootstrap (1.0.128+nmu2+deb12u2) builds trixie as it is: its
@@ -80,11 +103,20 @@ class OsSpec:
 OSES = {
     "debian12": OsSpec("debian12", "bookworm", "12", "3.11", deb822_sources=False),
     "debian13": OsSpec("debian13", "trixie", "13", "3.13", deb822_sources=True),
+    # Ubuntu's python3 is 3.10 on 22.04: the venv's CPython is python3.11 from
+    # jammy-updates/universe (bringup.platforms), its locks cp311. Debian 12's
+    # debootstrap has a jammy script; noble uses the same one (gutsy, which every
+    # Ubuntu suite's script links to), given by path.
+    "ubuntu2204": OsSpec("ubuntu2204", "jammy", "22.04", "3.11", deb822_sources=False, vendor="ubuntu"),
+    "ubuntu2404": OsSpec("ubuntu2404", "noble", "24.04", "3.12", deb822_sources=True, vendor="ubuntu"),
 }
+DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 DEFAULT_OS = "debian12"
 
-# Bump when the post-debootstrap steps change, so old caches are not reused.
+# Bump when the post-debootstrap steps change, so old caches are not reused
+# (UBUNTU_FORMAT: when only the Ubuntu roots' steps change).
 IMAGE_FORMAT = 2
+UBUNTU_FORMAT = 1
 
 
 def cache_dir() -> Path:
@@ -110,8 +142,8 @@ def image_key(os_name: str = DEFAULT_OS, machine: str | None = None) -> str:
     fields = {
         "suite": spec.suite,
         "variant": "minbase",
-        "mirror": MIRROR,
-        "packages": sorted(PACKAGES),
+        "mirror": spec.mirror,
+        "packages": sorted(spec.packages),
         "format": IMAGE_FORMAT,
         "arch": machine or cpus.host_machine(),
     }
@@ -119,6 +151,8 @@ def image_key(os_name: str = DEFAULT_OS, machine: str | None = None) -> str:
     # there was a choice keep their key (and their cache entry).
     if spec.deb822_sources:
         fields["sources"] = "deb822"
+    if spec.vendor == "ubuntu":
+        fields["ubuntu_format"] = UBUNTU_FORMAT
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -196,8 +230,8 @@ def _build(log, os_name: str, machine: str) -> None:
         "suite": spec.suite,
         "arch": cpus.dpkg_arch(machine),
         "variant": "minbase",
-        "mirror": MIRROR,
-        "packages": list(PACKAGES),
+        "mirror": spec.mirror,
+        "packages": list(spec.packages),
         "key": image_key(os_name, machine),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_seconds": seconds,
@@ -214,13 +248,32 @@ def _debootstrap(root: Path, log, spec: OsSpec, arch: str) -> None:
     cmd = [
         "unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
         "/bin/sh", "-c", 'umask 022 && exec "$@"', "sh",
-        "debootstrap", "--variant=minbase", f"--arch={arch}", f"--include={','.join(PACKAGES)}",
-        spec.suite, str(root), MIRROR,
+        *debootstrap_args(spec, arch, root),
     ]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-30:])
         raise RuntimeError(f"debootstrap failed (exit {proc.returncode}):\n{tail}")
+
+
+def debootstrap_args(spec: OsSpec, arch: str, root: Path, keyring: Path | None = None) -> list[str]:
+    """debootstrap's command line for *spec*: Ubuntu's with its archive's components,
+    its keyring checked (fetched and pinned: sandbox.ubuntu_keyring) and the Ubuntu
+    script for a suite Debian's debootstrap does not list.
+
+    >>> debootstrap_args(OSES["debian12"], "amd64", Path("/r"))[-3:]
+    ['bookworm', '/r', 'http://deb.debian.org/debian']
+    >>> args = debootstrap_args(OSES["ubuntu2404"], "amd64", Path("/r"), keyring=Path("/k.gpg"))
+    >>> [a for a in args if a.startswith(("--components", "--keyring"))], args[-4:]
+    (['--components=main,universe', '--keyring=/k.gpg'], ['noble', '/r', 'http://archive.ubuntu.com/ubuntu', '/usr/share/debootstrap/scripts/gutsy'])
+    """
+    args = ["debootstrap", "--variant=minbase", f"--arch={arch}", f"--include={','.join(spec.packages)}"]
+    if spec.vendor != "ubuntu":
+        return [*args, spec.suite, str(root), spec.mirror]
+    keyring = keyring or ubuntu_keyring.archive_keyring(cache_dir())
+    args += [f"--components={UBUNTU_COMPONENTS.replace(' ', ',')}", f"--keyring={keyring}"]
+    script = [] if (DEBOOTSTRAP_SCRIPTS / spec.suite).exists() else [str(DEBOOTSTRAP_SCRIPTS / "gutsy")]
+    return [*args, spec.suite, str(root), spec.mirror, *script]
 
 
 def apt_sources(spec: OsSpec) -> tuple[str, str]:
@@ -236,6 +289,8 @@ def apt_sources(spec: OsSpec) -> tuple[str, str]:
     Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
     """
     suite = spec.suite
+    if spec.vendor == "ubuntu":
+        return _ubuntu_sources(spec)
     if not spec.deb822_sources:
         return "etc/apt/sources.list", (
             f"deb {MIRROR} {suite} main\n"
@@ -249,6 +304,40 @@ def apt_sources(spec: OsSpec) -> tuple[str, str]:
     )
 
 
+def _ubuntu_sources(spec: OsSpec) -> tuple[str, str]:
+    """Ubuntu's sources as its installer and cloud images write them: 22.04's one-line
+    sources.list, 24.04's deb822 ubuntu.sources (and a sources.list that only says so).
+
+    >>> print(_ubuntu_sources(OSES["ubuntu2404"])[1].split(chr(10)*2)[0])
+    Types: deb
+    URIs: http://archive.ubuntu.com/ubuntu
+    Suites: noble noble-updates noble-backports
+    Components: main universe
+    Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+    >>> _ubuntu_sources(OSES["ubuntu2204"])[1].splitlines()[1]
+    'deb http://archive.ubuntu.com/ubuntu jammy-updates main universe'
+    """
+    suite, parts = spec.suite, UBUNTU_COMPONENTS
+    if not spec.deb822_sources:
+        return "etc/apt/sources.list", (
+            f"deb {UBUNTU_MIRROR} {suite} {parts}\n"
+            f"deb {UBUNTU_MIRROR} {suite}-updates {parts}\n"
+            f"deb {UBUNTU_MIRROR} {suite}-backports {parts}\n"
+            f"deb {UBUNTU_SECURITY_MIRROR} {suite}-security {parts}\n"
+        )
+    keyring = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
+    return "etc/apt/sources.list.d/ubuntu.sources", (
+        f"Types: deb\nURIs: {UBUNTU_MIRROR}\nSuites: {suite} {suite}-updates {suite}-backports\n"
+        f"Components: {parts}\nSigned-By: {keyring}\n\n"
+        f"Types: deb\nURIs: {UBUNTU_SECURITY_MIRROR}\nSuites: {suite}-security\n"
+        f"Components: {parts}\nSigned-By: {keyring}\n"
+    )
+
+
+# What 24.04's sources.list says once its sources moved (Ubuntu's own text).
+UBUNTU_DEB822_NOTE = "# Ubuntu sources have moved to /etc/apt/sources.list.d/ubuntu.sources\n"
+
+
 def _finish_root(root: Path, spec: OsSpec = OSES[DEFAULT_OS]) -> None:
     """Make the debootstrapped root a clean template for many nodes."""
     # Host keys must be unique per node: each node generates its own at `up`.
@@ -257,7 +346,9 @@ def _finish_root(root: Path, spec: OsSpec = OSES[DEFAULT_OS]) -> None:
     # A real install lists updates and security too, in its installer's format
     # (Debian 13's installer leaves no sources.list beside debian.sources).
     path, sources = apt_sources(spec)
-    if spec.deb822_sources:
+    if spec.deb822_sources and spec.vendor == "ubuntu":
+        write_file(root / "etc/apt/sources.list", UBUNTU_DEB822_NOTE, 0o644)
+    elif spec.deb822_sources:
         (root / "etc/apt/sources.list").unlink(missing_ok=True)
     write_file(root / path, sources, 0o644)
     # debootstrap copies the build host's name; each node writes its own.
@@ -268,6 +359,24 @@ def _finish_root(root: Path, spec: OsSpec = OSES[DEFAULT_OS]) -> None:
     # Each node writes its own /etc/machine-id; dbus falls back to it.
     (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
     _mask_host_units(root)
+    if spec.vendor == "ubuntu":
+        _share_host_resolver(root)
+
+
+def _share_host_resolver(root: Path) -> None:
+    """Name resolution as the Debian roots have it: the host's resolv.conf, copied.
+
+    Ubuntu 22.04's systemd links /etc/resolv.conf to systemd-resolved's stub
+    (127.0.0.53); a node shares the host's network, where every node's resolved
+    would listen on the same address, so it is masked and the link replaced by
+    the host's file, as debootstrap copies it into Debian's roots."""
+    resolv = root / "etc/resolv.conf"
+    if resolv.is_symlink():
+        resolv.unlink()
+        write_file(resolv, Path("/etc/resolv.conf").read_text(), 0o644)
+    link = root / "etc/systemd/system/systemd-resolved.service"
+    link.unlink(missing_ok=True)
+    os.symlink("/dev/null", link)
 
 
 # Units that would reach past the node into the host kernel it shares (nodes

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -245,6 +246,10 @@ def _build(os_name, base, base_key, below, step, key, log) -> None:
                               f"no layer cached. Last lines of its output:\n{tail}")
     for sub in ("work", "root", "inputs"):
         safe_rmtree(tmp / sub)
+    shared = share_identical_files(tmp / "upper", [p / "upper" for p in layers_dir().glob(f"{step.state}-*")
+                                                   if (p / "layer.json").is_file()])
+    if shared:
+        print(f"sandbox: layer {key} shares {shared / 1e9:.1f} GB with cached {step.state} layers", file=log, flush=True)
     meta = {
         "key": key, "state": step.state, "os": os_name, "base": base_key,
         "parent": below[-1].key if below else None, "inputs": step.inputs,
@@ -256,6 +261,60 @@ def _build(os_name, base, base_key, below, step, key, log) -> None:
     os.rename(tmp, layers_dir() / key)
     print(f"sandbox: layer {key} ready in {seconds} s, {meta['disk_bytes'] / 1e6:.0f} MB",
           file=log, flush=True)
+
+
+# Files smaller than this are not worth a comparison.
+SHARE_MIN_BYTES = 1 << 20
+
+
+def _file_digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def share_identical_files(upper: Path, others: list[Path], min_bytes: int = SHARE_MIN_BYTES) -> int:
+    """Hard-link the large files of the new layer *upper* to identical ones (content, mode,
+    owner) in the cached layers *others*; returns the bytes saved. Another distribution's
+    hand-built venv holds the same CUDA libraries (gigabytes, py3-none wheels). Only the new
+    layer's files are replaced (it is not mounted yet); a lower layer is never written by
+    overlayfs (a node's change is copied up), so a shared inode stays as it is.
+
+    >>> import tempfile; top = Path(tempfile.mkdtemp())
+    >>> for name in ("old", "new"):
+    ...     (top / name).mkdir(); _ = (top / name / "lib.so").write_bytes(b"x" * 64)
+    >>> share_identical_files(top / "new", [top / "old"], min_bytes=1)
+    64
+    >>> (top / "new" / "lib.so").stat().st_ino == (top / "old" / "lib.so").stat().st_ino
+    True
+    """
+    def large_files(root: Path):
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = Path(folder) / name
+                st = path.lstat()
+                if stat.S_ISREG(st.st_mode) and st.st_size >= min_bytes:
+                    yield path, st
+
+    new = list(large_files(upper))
+    sizes = {st.st_size for _, st in new}
+    known: dict[tuple, Path] = {}
+    for root in others:
+        for path, st in large_files(root):
+            if st.st_size in sizes:
+                known.setdefault((st.st_size, st.st_mode, st.st_uid, st.st_gid, _file_digest(path)), path)
+    known_sizes = {key[0] for key in known}
+    saved = 0
+    for path, st in new:
+        if st.st_nlink != 1 or st.st_size not in known_sizes:
+            continue
+        match = known.get((st.st_size, st.st_mode, st.st_uid, st.st_gid, _file_digest(path)))
+        if match is None or match.stat().st_dev != st.st_dev:
+            continue
+        link = path.with_name(f".{path.name}.share-{os.getpid()}")
+        os.link(match, link)
+        os.replace(link, path)
+        saved += st.st_size
+    return saved
 
 
 def _write_inputs(folder: Path, step: Step) -> None:

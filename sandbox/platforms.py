@@ -41,7 +41,8 @@ def parse(text: str) -> tuple[str, str]:
     >>> parse("debian12-arm64")
     Traceback (most recent call last):
     ...
-    ValueError: platform 'debian12-arm64': give OS-CPU, OS one of debian12, debian13, CPU one of aarch64, x86_64
+    ValueError: platform 'debian12-arm64': give OS-CPU, OS one of debian12, debian13, ubuntu2204, ubuntu2404, CPU one of \
+aarch64, x86_64
     """
     os_name, _, machine = text.partition("-")
     if os_name not in image.OSES or machine not in cpus.DPKG_ARCHES:

@@ -6,7 +6,7 @@ from pyinfra.operations import apt
 
 from tasks.operations.cuda import apt_source_disabled, pinned_keyring
 from tasks.operations.files import whole_template
-from tasks.operations.packages import lock_timeout_option
+from tasks.operations.packages import APT_ENV, lock_timeout_option
 
 TEMPLATES = "files/templates"
 
@@ -25,7 +25,8 @@ def cuda_repository(node):
                                    reason=f"the repository's source is {repo.source_file}")
                for path in repo.disable]
     changes.append(apt.packages(name="Install key tools (curl, gpg)", packages=list(repo.key_tools),
-                                no_recommends=True, extra_install_args=lock_timeout_option(node.apt_lock_timeout)))
+                                no_recommends=True, extra_install_args=lock_timeout_option(node.apt_lock_timeout),
+                                _env=APT_ENV))
     if not repo.adopt:
         changes.append(pinned_keyring(name="Install the pinned CUDA repository key", key_url=repo.key_url,
                                       fingerprint=repo.fingerprint, path=repo.keyring))

@@ -7,7 +7,7 @@ from pyinfra.operations import apt
 from pyinfra.operations.util import any_changed
 
 from tasks.operations.cuda import finish_interrupted_dpkg, nvcc_reports
-from tasks.operations.packages import apt_lists_refreshed, lock_timeout_option
+from tasks.operations.packages import APT_ENV, apt_lists_refreshed, lock_timeout_option
 
 
 def not_installed(pins, installed):
@@ -48,6 +48,7 @@ def cuda_toolkit(node, repo_changes):
     apt.packages(name=f"Install CUDA {toolkit.version} compiler and JIT headers{locked}",
                  packages=list(toolkit.pins), no_recommends=True, allow_downgrades=True,
                  # The .debs (about 500 MB) are not kept once installed: apt-get would keep them.
-                 extra_install_args=f"{lock_timeout_option(node.apt_lock_timeout)} -o APT::Keep-Downloaded-Packages=false")
+                 extra_install_args=f"{lock_timeout_option(node.apt_lock_timeout)} -o APT::Keep-Downloaded-Packages=false",
+                 _env=APT_ENV)
     nvcc_reports(name=f"Check {toolkit.home}/bin/nvcc reports {toolkit.version}",
                  home=toolkit.home, release=toolkit.version)

@@ -61,6 +61,12 @@ def _python(context):
                     f"the node has {seen}; SGLang needs CPython >= {MIN_PYTHON} and {where} none",
                     "use Debian 12/13 or Ubuntu 22.04/24.04 (their archives have CPython >= 3.11), or an "
                     "external venv (venv_managed: false)"))
+    elif choice.unusable:
+        add(Finding("PYTHON_UNUSABLE", BLOCKER,
+                    f"the node has {seen}; the CPython {dist.name}'s archive adds for SGLang, {choice.path}, cannot run "
+                    f"the stack: {choice.unusable}",
+                    "use Ubuntu 24.04 (CPython 3.12), or an external venv (venv_managed: false) built with a final "
+                    "CPython >= 3.11"))
     elif choice.source == "install":
         note = f" ({choice.note})" if choice.note else ""
         add(Finding("PYTHON_TOO_OLD", FIX,

@@ -11,7 +11,8 @@ what a plain ``apt-get install`` takes) in ``/usr/local/cuda-13.0``, and CUDA
 stub in ``cuda-driver-dev-X-Y`` and, because NVIDIA's 12.x wheels carry no
 nvcc driver, the version-reporting ``bin/nvcc`` of ``cuda-nvcc-12-8`` (its
 ptxas, libNVVM, libdevice and headers are NVIDIA's). Debian 13 nodes get the
-same packages from ``.../debian13/x86_64/`` (hard links, their own signed
+same packages from ``.../debian13/x86_64/`` (Ubuntu 22.04 and 24.04 nodes from
+``.../ubuntu2204/x86_64/`` and ``.../ubuntu2404/x86_64/``; hard links, their own signed
 indexes), where cuda-keyring's source names that directory (``distro_repo``).
 Arm servers (arm64 nodes) get ``.../debian12/sbsa/``: the 13.0 update 2 set re-made
 from NVIDIA's aarch64 wheels (``wheels-aarch64.lock``), ``Architecture: arm64``, in

@@ -8,6 +8,7 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
             <last 8 hex of the fingerprint>.pub       armored public key
         compute/cuda/repos/debian13/x86_64/ the same packages (hard links) but
             cuda-keyring, whose source names debian13; its own signed indexes
+            (ubuntu2204/x86_64 and ubuntu2404/x86_64 likewise)
         compute/cuda/repos/debian12/sbsa/   the Arm servers' packages (Architecture:
             arm64, targets/sbsa-linux) from the aarch64 wheels (wheels-aarch64.lock)
         fingerprint                         40 hex, upper case
@@ -59,8 +60,10 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8913
 
 # NVIDIA serves one flat directory per distro; the sandbox's nodes run Debian 12
-# (REPO_DIR, where packages are built) and these, which get the same packages.
-OTHER_DISTROS = ("debian13",)
+# (REPO_DIR, where packages are built) and these, which get the same packages. The
+# names are NVIDIA's (bringup.platforms.REPO_EVIDENCE: the installation guide's
+# ubuntu2204/x86_64 and ubuntu2404/x86_64) and the sandbox's --os names alike.
+OTHER_DISTROS = ("debian13", "ubuntu2204", "ubuntu2404")
 # The distros whose sbsa directory (Arm servers: GB10, Grace) the sandbox serves,
 # each with packages built from the aarch64 wheels.
 SBSA_DISTROS = ("debian12",)
@@ -139,11 +142,11 @@ def dirs_to_build(asked, present) -> list[tuple[str, str]]:
     [('debian12', 'x86_64'), ('debian13', 'x86_64')]
     >>> dirs_to_build([], [("debian12", "sbsa")])
     [('debian12', 'sbsa')]
-    >>> dirs_to_build([("ubuntu2404", "x86_64")], [])
+    >>> dirs_to_build([("ubuntu2404", "sbsa")], [])
     Traceback (most recent call last):
     ...
-    ValueError: the sandbox apt repository has no ubuntu2404/x86_64 directory; it serves debian12/x86_64, \
-debian13/x86_64, debian12/sbsa
+    ValueError: the sandbox apt repository has no ubuntu2404/sbsa directory; it serves debian12/x86_64, \
+debian13/x86_64, ubuntu2204/x86_64, ubuntu2404/x86_64, debian12/sbsa
     """
     wanted = {tuple(d) for d in [*asked, *present]}
     unknown = sorted(wanted - set(ALL_DIRS))

@@ -12,6 +12,26 @@ from tasks.operations.progress import StreamedCommand
 
 APT_LOCKS_SH = (Path(__file__).resolve().parents[2] / "files" / "apt-locks.sh").read_text()
 
+# The environment of every apt-get the tasks run (pyinfra's apt operations get it as
+# ``_env``). needrestart, which Ubuntu's server and cloud images install, runs from
+# apt's DPkg::Post-Invoke hook after every install and asks which services to restart
+# (a dialog on 22.04 and later). NEEDRESTART_SUSPEND makes the hook return at once
+# (/usr/lib/needrestart/apt-pinvoke: "packages have been installed but needrestart is
+# suspended", then exit 0); should
+# it run anyway, NEEDRESTART_MODE=a answers for it without a prompt (needrestart(1),
+# "-r a"). Source: needrestart 3.5-5ubuntu2 (jammy) and 3.6-7ubuntu4 (noble), their
+# apt-pinvoke and README.md (github.com/liske/needrestart).
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "NEEDRESTART_MODE": "a", "NEEDRESTART_SUSPEND": "1"}
+
+
+def apt_env_prefix(env=None):
+    """APT_ENV as a shell command's assignments.
+
+    >>> apt_env_prefix()
+    'DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1'
+    """
+    return " ".join(f"{name}={shlex.quote(value)}" for name, value in (env or APT_ENV).items())
+
 
 def lock_timeout_option(seconds):
     """apt-get's own wait for dpkg's lock, as an argument.
@@ -108,7 +128,7 @@ def apt_lists_refreshed(repo_url, timeout=300, source_file=""):
     fix = shlex.quote("check that it (or the mirror cuda_repo_url names) answers from the node, then run deploy "
                       "again; nothing was installed")
     only = f"{only_source(source_file)} " if source_file else ""
-    yield (f"out=$(DEBIAN_FRONTEND=noninteractive apt-get {lock_timeout_option(timeout)} {only}update 2>&1); rc=$?; "
+    yield (f"out=$({apt_env_prefix()} apt-get {lock_timeout_option(timeout)} {only}update 2>&1); rc=$?; "
            "printf '%s\\n' \"$out\"; "
            f"why=$(printf '%s\\n' \"$out\" | grep -E '^(W|E): Failed to fetch ' | grep -F {shlex.quote(url)} | head -n 1); "
            f"if [ -n \"$why\" ]; then echo {failed}: \"$why\"\\; {fix} >&2; exit 1; fi; "
@@ -137,6 +157,6 @@ def system_packages(packages, timeout=300):
         host.noop(f"{', '.join(packages)} installed")
         return
     wait = lock_timeout_option(timeout)
-    yield f"DEBIAN_FRONTEND=noninteractive apt-get {wait} update"
-    yield (f"DEBIAN_FRONTEND=noninteractive apt-get -y {wait} install --no-install-recommends "
+    yield f"{apt_env_prefix()} apt-get {wait} update"
+    yield (f"{apt_env_prefix()} apt-get -y {wait} install --no-install-recommends "
            f"{shlex.join(missing)}")

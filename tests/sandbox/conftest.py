@@ -19,7 +19,7 @@ from sandbox import node as sandbox_nodes
 from tests.sandbox_fixtures import DEPLOYED, MODULE_NODES
 
 # Suites that build a venv of their own: after the shared deployed node is gone.
-LAST = ("test_debian13.py",)
+LAST = ("test_debian13.py", "test_ubuntu.py")
 
 
 def _group(item):

@@ -135,8 +135,8 @@ EXACT_FINDINGS = {
     "old python on debian 12": ["PYTHON_TOO_OLD:fix"],
     "old python where no archive has a newer one": ["REPO_UNVERIFIED:warning", "TOOLKIT_UNLOCKED:warning",
                                                     "PYTHON_TOO_OLD:blocker"],
-    "ubuntu 24.04 python 3.12 picks its own lock": ["TOOLKIT_UNLOCKED:warning"],
-    "ubuntu 24.04 python 3.12 with the cp311 lock": ["TOOLKIT_UNLOCKED:warning", "VENV_LOCK_MISMATCH:blocker"],
+    "ubuntu 24.04 python 3.12 picks its own lock": [],
+    "ubuntu 24.04 python 3.12 with the cp311 lock": ["VENV_LOCK_MISMATCH:blocker"],
     "gb10 on aarch64 with the x86_64 lock": ["TOOLKIT_UNLOCKED:warning", "VENV_LOCK_MISMATCH:blocker",
                                              "FLASHINFER_ARCH_TRAP:fix", "JIT_CACHE_COLD:fix"],
     "a matching aarch64 lock": ["TOOLKIT_UNLOCKED:warning"],
@@ -445,8 +445,10 @@ def test_report_names_the_chosen_locks_and_cpython():
     text = render("gpu9", facts, plan(facts, Config()))
     assert ("  venv      : files/locks/sglang-0.5.23-cp311-x86_64.txt with /usr/bin/python3.11 (CPython 3.11), "
             "uv from files/locks/uv-cp311-x86_64.txt") in text
-    assert "  toolkit   : not locked" in text
+    assert "  toolkit   : files/locks/cuda-13.0-ubuntu2204-x86_64.txt" in text
     assert "ubuntu2204/x86_64/ (ubuntu2204/x86_64: listed by NVIDIA)" in text
+    gb10 = json.loads((FIXTURES / "facts" / "ubuntu2404-aarch64-gb10.json").read_text())
+    assert "  toolkit   : not locked" in render("gb10", gb10, plan(gb10, Config()))
     converged_text = render("n", converged(), plan(converged(), Config()))
     assert "toolkit   : files/locks/cuda-13.0-debian12-x86_64.txt" in converged_text
 

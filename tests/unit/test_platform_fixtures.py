@@ -19,18 +19,19 @@ FACTS = ROOT / "tests" / "fixtures" / "facts"
 NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 PLATFORMS = [
-    # Ubuntu 22.04's python3 is 3.10: deploy installs python3.11 and builds with it (cp311 lock).
+    # Ubuntu 22.04's python3 is 3.10 and its python3.11 is 3.11.0rc1, on which torch's
+    # torch._dynamo does not import (seen on a sandbox node): blocked, PYTHON_UNUSABLE.
     dict(facts="ubuntu2204-x86_64-h100.json", python3="3.10.12",
          lock="files/locks/sglang-0.5.23-cp311-x86_64.txt", uv_lock="files/locks/uv-cp311-x86_64.txt",
          python="/usr/bin/python3.11", python_version="3.11",
          system_packages=["python3-venv", "g++", "python3.11", "python3.11-venv"],
-         repo=f"{NVIDIA}/ubuntu2204/x86_64/", arch_list="9.0a", toolkit_lock="",
-         findings={"PYTHON_TOO_OLD": "fix", "TOOLKIT_UNLOCKED": "warning"}),
+         repo=f"{NVIDIA}/ubuntu2204/x86_64/", arch_list="9.0a",
+         toolkit_lock="files/locks/cuda-13.0-ubuntu2204-x86_64.txt", findings={"PYTHON_UNUSABLE": "blocker"}),
     dict(facts="ubuntu2404-x86_64-b200.json", python3="3.12.3",
          lock="files/locks/sglang-0.5.23-cp312-x86_64.txt", uv_lock="files/locks/uv-cp312-x86_64.txt",
          python="/usr/bin/python3", python_version="3.12", system_packages=["python3-venv", "g++"],
-         repo=f"{NVIDIA}/ubuntu2404/x86_64/", arch_list="10.0a", toolkit_lock="",
-         findings={"TOOLKIT_UNLOCKED": "warning"}),
+         repo=f"{NVIDIA}/ubuntu2404/x86_64/", arch_list="10.0a",
+         toolkit_lock="files/locks/cuda-13.0-ubuntu2404-x86_64.txt", findings={}),
     # GB10 (DGX Spark): SM 12.1 builds 12.1a; Grace is an SBSA machine.
     dict(facts="ubuntu2404-aarch64-gb10.json", python3="3.12.3",
          lock="files/locks/sglang-0.5.23-cp312-aarch64.txt", uv_lock="files/locks/uv-cp312-aarch64.txt",
@@ -51,7 +52,7 @@ PLATFORMS = [
          toolkit_lock="files/locks/cuda-13.0-debian12-x86_64.txt", findings={}),
 ]
 # Codes a platform row may (or may not) have that are about the platform, not the node's state.
-PLATFORM_CODES = {"PYTHON_TOO_OLD", "TOOLKIT_UNLOCKED", "LOCK_OMITS_PACKAGE", "REPO_UNVERIFIED",
+PLATFORM_CODES = {"PYTHON_TOO_OLD", "PYTHON_UNUSABLE", "TOOLKIT_UNLOCKED", "LOCK_OMITS_PACKAGE", "REPO_UNVERIFIED",
                   "VENV_LOCK_MISSING", "VENV_LOCK_MISMATCH", "UNSUPPORTED_OS"}
 
 
@@ -67,8 +68,9 @@ def test_platform_plan(row):
     facts = json.loads((FACTS / row["facts"]).read_text())
     assert facts["python"]["version"] == row["python3"]
     printed = plan_cli(row["facts"])
-    blockers = [f"{f['code']}: {f['message']}" for f in printed["findings"] if f["severity"] == "blocker"]
-    assert printed["ok"] and not blockers, blockers
+    blockers = [f["code"] for f in printed["findings"] if f["severity"] == "blocker"]
+    expected = [code for code, severity in row["findings"].items() if severity == "blocker"]
+    assert blockers == expected and printed["ok"] == (not expected), printed["findings"]
     venv = printed["venv"]
     assert (venv["lock"], venv["uv_lock"]) == (row["lock"], row["uv_lock"])
     assert (venv["python"], venv["python_version"]) == (row["python"], row["python_version"])
@@ -90,11 +92,11 @@ def test_locked_toolkit_pins_every_package():
     assert set(toolkit["packages"]) == {pin.split("=")[0] for pin in pins}
 
 
-def test_ubuntu_2204_names_the_release_candidate():
+def test_ubuntu_2204_names_the_release_candidate_that_cannot_run_the_stack():
     printed = plan_cli("ubuntu2204-x86_64-h100.json")
-    fix = next(f for f in printed["findings"] if f["code"] == "PYTHON_TOO_OLD")
-    assert "python3.11, python3.11-venv" in fix["fix"] and "/usr/bin/python3.11" in fix["fix"]
-    assert "release candidate" in fix["fix"]
+    blocker = next(f for f in printed["findings"] if f["code"] == "PYTHON_UNUSABLE")
+    assert "/usr/bin/python3.11" in blocker["message"] and "3.11.0rc1" in blocker["message"]
+    assert "torch._dynamo" in blocker["message"] and "Ubuntu 24.04" in blocker["fix"]
 
 
 def test_cp313_omission_is_named_with_its_cost():
