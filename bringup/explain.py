@@ -195,7 +195,7 @@ SIGNATURES = (
         "and that runtime is not loadable in the service.",
         f"drop FLASHINFER_NVCC from {{env_file}} and {SERVICE_TOOLKIT} ({BY_DEPLOY}); the JIT relinks its "
         f"modules for the new CUDA home; {RESTART}"),
-    # The driver layer (issue 22). Nothing here could record these (no node of this project
+    # The driver layer. Nothing here could record these (no node of this project
     # has the hardware): each pattern is a text quoted from the public report cited beside it,
     # and its sample in tests/fixtures/failures/public-*.log says so in its header.
     Signature(

@@ -67,7 +67,7 @@ CODES = {
                                  "after deploy.",
     "SERVICE_ARGS_CONFLICT": "service_args has a --config of its own beside service_api_key_file; SGLang takes one.",
     "CUDA_UNAVAILABLE": "A failed start's log shows torch finding no usable GPU, whatever nvidia-smi lists (explain only).",
-    # The driver layer (bringup/plan/driver.py, issue 22).
+    # The driver layer (bringup/plan/driver.py).
     "DRIVER_OPEN_MODULE_REQUIRED": "A Blackwell GPU (compute capability 10.x or 12.x) with the proprietary kernel module "
                                    "loaded or installed: it runs only on NVIDIA's open kernel modules.",
     "DRIVER_LIBRARY_MISMATCH": "The loaded kernel module's version differs from the user-space driver's (NVML): "
@@ -89,7 +89,7 @@ CODES = {
     "P2P_ACS_REDIRECT": "ACS redirects P2P traffic between the GPUs of a multi-GPU PCIe node to the root complex.",
     "P2P_IOMMU": "The IOMMU translates the GPUs' P2P traffic on a multi-GPU PCIe node (no iommu=pt).",
     "MIG_ENABLED": "MIG is on for a GPU: SGLang's NCCL cannot use the slices.",
-    # The driver step (bringup/plan/driver_step.py, issue 23).
+    # The driver step (bringup/plan/driver_step.py).
     "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",
     "DRIVER_LOCK_MISSING": "driver_manage is set but there is no driver lock for the branch, distro and CPU "

@@ -68,7 +68,7 @@ DISTRIBUTIONS = {
         (_cpython("3.10"),
          _cpython("3.11", "python3.11 on Ubuntu 22.04 is 3.11.0~rc1 from jammy-updates/universe, a release "
                           "candidate without security support",
-                  # Seen on an Ubuntu 22.04 sandbox node (tests/sandbox/test_ubuntu.py, issue 24): SGLang's
+                  # Seen on an Ubuntu 22.04 sandbox node (tests/sandbox/test_ubuntu.py): SGLang's
                   # pre-warm imports transformers, which imports torch._dynamo.
                   "torch 2.14.1's torch._dynamo does not import on CPython 3.11.0rc1 (ValueError: Duplicate "
                   "dispatch rule for <built-in function intern>), and SGLang imports it"))),

@@ -19,7 +19,7 @@ expanded and put in one canonical order, so ``incident,operator`` and
 | operator | /etc/sglang/sglang.env with operator variables, Ubuntu's /etc/environment, an old venv directory at /opt/sglang/venv |
 | incident | nvidia-repo + cuda-12.8 + handbuilt-venv: the seeds' node |
 
-The driver states (issue 22) are stand-ins for the GPU driver only, like the GPU
+The driver states are stand-ins for the GPU driver only, like the GPU
 profiles (sandbox/gpu_standin.py): files under /var/lib/sandbox-gpu that node-init.sh
 and the nvidia-smi stand-in read, and packages built on the node with dpkg-deb under
 NVIDIA's names (sandbox/files/standin-deb.sh) or the sandbox apt repository's stand-in
@@ -41,7 +41,7 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 stand-in driver packages (sandbox/aptrepo/driver_debs.py) install one, and its module
 is loaded at the next boot (``python -m sandbox reboot NAME``, sandbox/files/node-init.sh).
 
-``first-boot-upgrades`` (issue 24): a cloud image's first boot, unattended-upgrades
+``first-boot-upgrades``: a cloud image's first boot, unattended-upgrades
 holding apt's and dpkg's locks for 90 s from boot (a stand-in process,
 sandbox/files/unattended-upgrade-standin, taking them as apt does); the deploy's
 ``apt_unlocked`` waits for it (``deploy_apt_lock_timeout``).
@@ -92,7 +92,7 @@ STATES = {
     "cuda-12.8": State("cuda-12.8", implies=("nvidia-repo",), needs=("apt-repo",)),
     "operator": State("operator", needs=("mirror",), lock="operator-venv"),
     "incident": State("incident", implies=("nvidia-repo", "cuda-12.8", "handbuilt-venv"), has_script=False),
-    # The driver's stand-ins (issue 22): seconds each, on top of everything else.
+    # The driver's stand-ins: seconds each, on top of everything else.
     "proprietary-module": State("proprietary-module"),
     "library-mismatch": State("library-mismatch", files=("standin-deb.sh",)),
     "nvswitch-no-fm": State("nvswitch-no-fm"),
@@ -105,7 +105,7 @@ STATES = {
     "mig-on": State("mig-on"),
     # Nothing to build: the node's own files leave the driver out (sandbox/node.py).
     "no-driver": State("no-driver", has_script=False),
-    # Ubuntu's cloud images (issue 24): unattended-upgrades at first boot (a stand-in).
+    # Ubuntu's cloud images: unattended-upgrades at first boot (a stand-in).
     "first-boot-upgrades": State("first-boot-upgrades", files=("unattended-upgrade-standin",)),
 }
 ORDER = [name for name, state in STATES.items() if state.has_script]

@@ -1,4 +1,4 @@
-"""The driver layer's findings: what nvidia-smi does not say (issue 22).
+"""The driver layer's findings: what nvidia-smi does not say.
 
 ``driver_layer_findings(facts, config, add)`` reads the facts' ``driver_layer``
 (docs/facts.md; absent or null in an older report: nothing is said) and ``add``s one

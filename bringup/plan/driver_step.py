@@ -1,4 +1,4 @@
-"""The driver step (``driver_manage``, issue 23): what deploy does to converge NVIDIA's
+"""The driver step (``driver_manage``): what deploy does to converge NVIDIA's
 driver, and the driver layer's findings as the fixes deploy makes.
 
 ``driver_plan(context, repo)`` decides the ``DriverPlan`` from the facts (``gpus``, else

@@ -4,7 +4,7 @@ Names, versions and dependencies as NVIDIA's repository has them for Debian, bra
 (the driver installation guide's Debian page, "Compute-only (headless)" and "Version
 locking", docs.nvidia.com/datacenter/tesla/driver-installation-guide/; Fabric Manager's
 guide for ``nvidia-fabricmanager``, ``libnvidia-nscq`` and ``nvlsm``; the names fixed in
-the driver contract of issue 23 and its corrections), at two versions: 580.95.05-1 (the GPU profiles'
+the driver step's package table and its corrections), at two versions: 580.95.05-1 (the GPU profiles'
 recorded driver, the one the sandbox's lock takes) and 580.105.08-1 (newer: what an
 unheld ``apt-get upgrade`` would move to). Their contents are stand-ins, and each
 package's description says so:

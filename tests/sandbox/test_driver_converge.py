@@ -1,4 +1,4 @@
-"""The driver step (issue 23, tasks/driver.py) through the real ``pyinfra ... deploy.py``
+"""The driver step (tasks/driver.py) through the real ``pyinfra ... deploy.py``
 on light nodes (``deploy_steps`` repo and driver: no venv, no pre-warm), with the
 sandbox repository's stand-in driver packages (580.95.05-1 locked, 580.105.08-1 newer;
 only the driver is a stand-in, sandbox/field_states.py):

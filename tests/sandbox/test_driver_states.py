@@ -1,4 +1,4 @@
-"""The driver layer's traps (issue 22) on sandbox nodes in the driver states
+"""The driver layer's traps on sandbox nodes in the driver states
 (sandbox/field_states.py; stand-ins for the driver only): each shown by the real
 ``pyinfra ... validate.py`` with its code, severity, exit status and fix line, then
 cleared by changing that state on the node, as an operator would, and validated again.

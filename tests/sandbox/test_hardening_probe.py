@@ -1,4 +1,4 @@
-"""The probe on a deployed sandbox node (issue 21, finding 1): a non-root user plants
+"""The probe on a deployed sandbox node: a non-root user plants
 programs in a directory of its own that the service env file's PATH names, and the
 env file gets an LD_PRELOAD of that user's library; validate.py probes the node as
 root and no planted program, and no process with the library, ever runs as root.

@@ -1,4 +1,4 @@
-"""The sandbox's driver stand-ins (issue 23) on one light node: a node the vendor shipped
+"""The sandbox's driver stand-ins on one light node: a node the vendor shipped
 without a driver (state ``no-driver``) gets the sandbox apt repository's stand-in driver
 packages by apt, real Debian ``dkms`` builds their module for the running kernel, the
 module is loaded only at the next boot (``python -m sandbox reboot``), and a reboot from

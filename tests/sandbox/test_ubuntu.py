@@ -1,4 +1,4 @@
-"""Ubuntu for real (issue 24): nodes debootstrapped from Ubuntu's archive (needrestart
+"""Ubuntu for real: nodes debootstrapped from Ubuntu's archive (needrestart
 and unattended-upgrades installed as on a cloud image), found in the incident's state
 (NVIDIA's cuda-keyring source, CUDA 12.8 by apt, a hand-built venv).
 

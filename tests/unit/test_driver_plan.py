@@ -1,4 +1,4 @@
-"""The driver step's plan (bringup/plan/driver_step.py, issue 23) on a scenario table: a
+"""The driver step's plan (bringup/plan/driver_step.py) on a scenario table: a
 node after a deploy (tests/unit/scenarios.py, Debian 12) with a driver layer (docs/facts.md)
 of its own: no driver, the proprietary module on Blackwell, an NVSwitch node without
 Fabric Manager, a node converged and held; the lock is made by the lock resolver from the

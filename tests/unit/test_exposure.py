@@ -1,4 +1,4 @@
-"""Where the server listens and its API key (issue 21, finding 15): the bind address is
+"""Where the server listens and its API key: the bind address is
 ``service_host`` (127.0.0.1 by default, SGLang's own); the key comes from a YAML file on
 the node SGLang reads itself (``--config``, ``service_api_key_file``), so the unit's
 ExecStart, the process's argv and every report name the file, never the key; a server

@@ -1,4 +1,4 @@
-"""Node paths in one place (issue 25 item 3): outside bringup/layout.py no module of
+"""Node paths in one place: outside bringup/layout.py no module of
 tasks/, facts/, control/, inventory/, files/*.py, deploy.py or validate.py spells a path
 where the product places something on a node (under /opt, /etc, /var, /usr/local, /run,
 /srv, /home), the service's unit by name, or a name the layout puts below one of its

@@ -1,5 +1,5 @@
 """The sandbox apt repository's stand-in driver packages (sandbox/aptrepo/driver_debs.py):
-the table's names, versions and relations (the driver contract of issue 23), real .debs
+the table's names, versions and relations (the driver step's package table), real .debs
 built from it (dpkg-deb), the DKMS module stand-in's build as dkms runs it, the packaged
 nvidia-smi, and the no-driver state's node files. The packages on a node, with real dkms
 and a reboot: tests/sandbox/test_sandbox_driver.py."""

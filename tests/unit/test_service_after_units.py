@@ -1,4 +1,4 @@
-"""The SGLang unit starts after the driver's daemons the node has (issue 22): decided in
+"""The SGLang unit starts after the driver's daemons the node has: decided in
 the plan from ``driver_layer.units`` (bringup/plan/service.py ``driver_units``), shown by
 ``python -m bringup.plan``, rendered in files/templates/sglang.service.j2; a node without
 those units (every sandbox node by default) gets the unit it had."""
