@@ -20,7 +20,8 @@ import struct
 CONFIG_SIZE = 4096
 ACS_OFFSET = 0x100
 # Where the ACS control word sits: what the state acs-redirect sets and NCCL's
-# troubleshooting guide clears (``setpci -s BDF ECAP_ACS+0x6.w=0000``).
+# troubleshooting guide clears (``setpci -v -s ${BDF} ECAP_ACS+0x6.w=0000``, docs.nvidia.com/deeplearning/nccl
+# user-guide troubleshooting, "PCI Access Control Services (ACS)").
 ACS_CTRL_OFFSET = ACS_OFFSET + 6
 BRIDGE_VENDOR, BRIDGE_DEVICE, BRIDGE_CLASS = 0x1022, 0x1483, 0x060400
 # ACSCap of nccl#2079's bridge: SrcValid TransBlk ReqRedir CmpltRedir UpstreamFwd DirectTrans.
