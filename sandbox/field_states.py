@@ -35,6 +35,7 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 | nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 by apt (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
 | nouveau-loaded | /sys/module/nouveau | NOUVEAU_LOADED |
 | mig-on | MIG enabled on GPU 0 in nvidia-smi -q | MIG_ENABLED |
+| acs-redirect | pciutils by apt; ACSCtl ReqRedir+ CmpltRedir+ in the PCI config space of the root ports above the GPUs (a PCIe profile) | P2P_ACS_REDIRECT |
 | no-driver | the GPUs' recordings only: no nvidia-smi, libcuda, module or nouveau blacklist (no layer) | DRIVER_NOT_LOADED |
 
 ``no-driver`` is the node a vendor ships without a driver: the sandbox apt repository's
@@ -103,6 +104,8 @@ STATES = {
                                        needs=("apt-repo",)),
     "nouveau-loaded": State("nouveau-loaded"),
     "mig-on": State("mig-on"),
+    # pciutils from the distribution's archive (as distro-cuda's toolkit is).
+    "acs-redirect": State("acs-redirect"),
     # Nothing to build: the node's own files leave the driver out (sandbox/node.py).
     "no-driver": State("no-driver", has_script=False),
     # Ubuntu's cloud images: unattended-upgrades at first boot (a stand-in).

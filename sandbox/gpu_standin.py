@@ -9,10 +9,12 @@ These are the only fakes in the sandbox (docs/contributing.md, "The sandbox"):
   at /proc/driver/nvidia/version) and the driver package's nouveau blacklist;
   the driver states (sandbox/field_states.py) change these, and ``no-driver`` leaves
   only the recordings (the sandbox apt repository's driver packages replay them);
-* the PCI bus: one ``/sys/bus/pci/devices/<bus id>`` directory per GPU of the profile
-  (``vendor``, ``device``, ``class``; ids from tests/fixtures/gpus/<profile>/pci.txt),
-  on a tmpfs node-init.sh mounts (the host's devices never show), there with or without
-  a driver;
+* the PCI bus: ``/sys/bus/pci/devices/<bus id>`` per GPU of the profile (ids from
+  tests/fixtures/gpus/<profile>/pci.txt) and per root port above one, links into a
+  device tree as sysfs has them, each with ``vendor``, ``device``, ``class`` and its PCI
+  config space (sandbox/pci_config.py: the bridges' ACS control, set by the state
+  acs-redirect), on a tmpfs node-init.sh mounts (the host's devices never show), there
+  with or without a driver;
 * the incident's old CUDA 12.8 toolkit (``--toolkit incident``): an ``nvcc``
   that only reports its version (the one the apt repository's
   ``cuda-nvcc-12-8`` ships, ``sandbox/aptrepo/nvcc-12.8``), ``version.json``,
@@ -33,6 +35,8 @@ from pathlib import Path
 from sandbox import cpus
 from sandbox.driver_texts import driver_texts
 from sandbox.fsutil import write_file
+from sandbox.pci_config import (ACS_CTRL_REDIRECT, BRIDGE_CLASS, BRIDGE_DEVICE, BRIDGE_VENDOR,
+                                 config_space)
 
 FILES = Path(__file__).resolve().parent / "files"
 # The incident's nvcc 12.8: the same stand-in the apt repository's cuda-nvcc-12-8 ships.
@@ -170,8 +174,13 @@ def _libcuda_stub(machine: str) -> bytes:
 # state may take away; the GPUs stay on the bus with or without a driver. ----
 
 # Where the profile's PCI devices land inside the node; node-init.sh copies them onto the
-# tmpfs it mounts over /sys/bus/pci/devices.
+# tmpfs it mounts over /sys/bus/pci/devices. The bridges' config spaces with ACS redirect
+# on (the acs-redirect state) lie beside them, one file per bridge, named by its address.
 NODE_PCI_DATA = "usr/share/sandbox-pci/devices"
+NODE_PCI_ACS_REDIRECT = "usr/share/sandbox-pci/acs-redirect"
+# sysfs's device tree (/sys/devices/pci<domain>:<bus>/...) on the same tmpfs, under a
+# name lspci (pciutils lib/sysfs.c sysfs_scan) and the probe's globs skip: a dot first.
+PCI_TREE = ".devices"
 
 
 def pci_devices(profile_dir: Path) -> list[tuple[str, str, str, str]]:
@@ -194,24 +203,62 @@ def pci_devices(profile_dir: Path) -> list[tuple[str, str, str, str]]:
     return devices
 
 
-def write_pci_devices(target: Path, devices: list[tuple[str, str, str, str]]) -> None:
-    """One directory per device under *target* (``<bus id>/vendor``, ``device``, ``class``:
-    sysfs's file names and format, read-only as sysfs has them)."""
+def bridge_of(bus_id: str) -> tuple[str, str]:
+    """The host bridge and root port above the GPU at *bus_id*: each GPU on a host bridge
+    of its own, as ``nvidia-smi topo -m``'s NODE between the GPUs of one CPU says
+    ("traversing ... the interconnect between PCIe Host Bridges", sandbox/driver_texts.py).
+
+    >>> bridge_of("0000:18:00.0")
+    ('pci0000:17', '0000:17:01.1')
+    """
+    domain, bus = bus_id.split(":")[:2]
+    upstream = f"{int(bus, 16) - 1:02x}"
+    return f"pci{domain}:{upstream}", f"{domain}:{upstream}:01.1"
+
+
+def _write_pci_function(directory: Path, vendor: int, device: int, class_: int, config: bytes) -> None:
+    """One device's sysfs files: the ids lspci and the probe read (read-only, as sysfs has
+    them), the ``irq`` and ``resource`` lspci requires (pciutils lib/sysfs.c: mandatory; no
+    interrupt, no BARs) and ``config``, writable by root as sysfs's is."""
+    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for name, value in (("vendor", f"0x{vendor:04x}"), ("device", f"0x{device:04x}"), ("class", f"0x{class_:06x}"),
+                        ("irq", "0")):
+        write_file(directory / name, value + "\n", 0o444)
+    write_file(directory / "resource", "", 0o444)
+    write_file(directory / "config", config, 0o644)
+
+
+def write_pci_devices(target: Path, devices: list[tuple[str, str, str, str]], acs_target: Path | None = None) -> None:
+    """sysfs's view of *devices* under *target*: each GPU below a root port of its own in
+    the device tree (PCI_TREE), and ``<bus id>`` links to both, as /sys/bus/pci/devices
+    links into /sys/devices; each bridge's config with ACS redirect on under *acs_target*."""
     for bus_id, vendor, device, class_ in devices:
-        directory = target / bus_id
-        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-        for name, value in (("vendor", vendor), ("device", device), ("class", class_)):
-            write_file(directory / name, value + "\n", 0o444)
+        host, port = bridge_of(bus_id)
+        primary, secondary = int(port.split(":")[1], 16), int(bus_id.split(":")[1], 16)
+        port_dir = target / PCI_TREE / host / port
+        _write_pci_function(port_dir, BRIDGE_VENDOR, BRIDGE_DEVICE, BRIDGE_CLASS,
+                            config_space(BRIDGE_VENDOR, BRIDGE_DEVICE, BRIDGE_CLASS, (primary, secondary)))
+        ids = int(vendor, 16), int(device, 16), int(class_, 16)
+        _write_pci_function(port_dir / bus_id, *ids, config_space(*ids))
+        for name, path in ((port, f"{PCI_TREE}/{host}/{port}"), (bus_id, f"{PCI_TREE}/{host}/{port}/{bus_id}")):
+            (target / name).unlink(missing_ok=True)
+            (target / name).symlink_to(path)
+        if acs_target is not None:
+            acs_target.mkdir(mode=0o755, parents=True, exist_ok=True)
+            write_file(acs_target / port, config_space(BRIDGE_VENDOR, BRIDGE_DEVICE, BRIDGE_CLASS,
+                                                       (primary, secondary), ACS_CTRL_REDIRECT), 0o644)
 
 
 def install_pci(upper: Path, lower: Path | list[Path], profile: str) -> None:
     """SANDBOX STAND-IN for the node's PCI bus: *profile*'s GPUs (tests/fixtures/gpus/<profile>/pci.txt)
-    where node-init.sh finds them; nothing for a profile without GPUs on record (its bus is empty)."""
+    and their bridges where node-init.sh finds them; nothing for a profile without GPUs on
+    record (its bus is empty)."""
     if profile not in profiles():
         raise ValueError(f"unknown GPU profile {profile!r}; known: {', '.join(profiles())}")
     devices = pci_devices(FIXTURES / profile)
     if devices:
-        write_pci_devices(ensure_dir(upper, lower, NODE_PCI_DATA), devices)
+        write_pci_devices(ensure_dir(upper, lower, NODE_PCI_DATA), devices,
+                          ensure_dir(upper, lower, NODE_PCI_ACS_REDIRECT))
 
 # ---- end of the PCI stand-in ----
 

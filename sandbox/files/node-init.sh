@@ -83,13 +83,23 @@ fi
 # ---- The PCI stand-in (sandbox/gpu_standin.py install_pci; the pci_gpus fact) ----
 # The node's PCI bus shows its profile's GPUs alone, driver or not: a tmpfs over
 # /sys/bus/pci/devices (the host's devices, its own GPUs included, never show) holding
-# one directory per GPU with its vendor, device and class files. tmpfs gives each file a
-# page of its size= (8 GPUs: 24 files, 96 KiB).
+# a link per GPU and per root port above one into a device tree on the same tmpfs
+# (.devices/pci0000:17/0000:17:01.1/0000:18:00.0, as sysfs links into /sys/devices),
+# each device with its vendor, device, class, irq, resource and config files; the real
+# lspci reads them. With the state acs-redirect the bridges' config spaces are the ones
+# with ACS redirect on (root may write them back, as `setpci` does). tmpfs gives each
+# file a page of its size= (8 GPUs and their 8 bridges: 96 files, 384 KiB).
 pci_data=$root/usr/share/sandbox-pci/devices
+pci_acs=$root/usr/share/sandbox-pci/acs-redirect
 if [ -d "$root/sys/bus/pci/devices" ]; then
     mount -t tmpfs -o nosuid,nodev,noexec,mode=0755,size=1m tmpfs "$root/sys/bus/pci/devices"
     if [ -d "$pci_data" ]; then
         cp -R "$pci_data/." "$root/sys/bus/pci/devices/"
+        if [ -e "$gpu_state/acs-redirect" ] && [ -d "$pci_acs" ]; then
+            for pci_bridge in "$pci_acs"/*; do
+                cp "$pci_bridge" "$root/sys/bus/pci/devices/${pci_bridge##*/}/config"
+            done
+        fi
     fi
 fi
 # ---- end of the PCI stand-in ----

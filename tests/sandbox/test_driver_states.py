@@ -3,7 +3,7 @@
 ``pyinfra ... validate.py`` with its code, severity, exit status and fix line, then
 cleared by changing that state on the node, as an operator would, and validated again.
 
-Three light nodes: the PCIe Blackwell node carries four traps at once (none masks
+Three light nodes: the PCIe Blackwell node carries five traps at once (none masks
 another), the HGX nodes one Fabric Manager state each (the fabric states mask one
 another: a Fabric Manager at another version is never "inactive")."""
 
@@ -36,9 +36,10 @@ def refused_line(result):
 @pytest.fixture(scope="module")
 def pcie_node(sandbox_node):
     """8x RTX PRO 6000 (Blackwell, PCIe): the proprietary module loaded, user space at
-    580.105.08 under a 580.95.05 module, nouveau loaded, MIG on GPU 0."""
+    580.105.08 under a 580.95.05 module, nouveau loaded, MIG on GPU 0, ACS redirect on the
+    root ports above the GPUs."""
     entry = sandbox_node("drv-pcie", "127.0.0.161", gpu="rtx-pro-6000-x8", toolkit="none",
-                         states=("proprietary-module", "library-mismatch", "nouveau-loaded", "mig-on"))
+                         states=("proprietary-module", "library-mismatch", "nouveau-loaded", "mig-on", "acs-redirect"))
     return dict(entry, name="drv-pcie")
 
 
@@ -55,18 +56,26 @@ def fm_version_node(sandbox_node):
     return dict(entry, name="drv-fm-ver")
 
 
-def test_four_traps_on_one_node_each_cleared(pcie_node):
+def test_five_traps_on_one_node_each_cleared(pcie_node):
     result, report = validate(pcie_node["name"], expect_rc=1)
     found = driver_findings(report)
     assert severities(report) == {"DRIVER_OPEN_MODULE_REQUIRED": BLOCKER, "DRIVER_LIBRARY_MISMATCH": BLOCKER,
-                                  "NOUVEAU_LOADED": BLOCKER, "MIG_ENABLED": WARNING}, report["plan"]["findings"]
+                                  "NOUVEAU_LOADED": BLOCKER, "MIG_ENABLED": WARNING, "P2P_ACS_REDIRECT": WARNING}, \
+        report["plan"]["findings"]
     assert "apt-get install --autoremove --purge nvidia-open" in found["DRIVER_OPEN_MODULE_REQUIRED"]["fix"]
+    refused = refused_line(result)
     assert "580.95.05" in found["DRIVER_LIBRARY_MISMATCH"]["message"]
     assert "580.105.08" in found["DRIVER_LIBRARY_MISMATCH"]["message"]
     assert "modprobe -r nvidia_uvm" in found["DRIVER_LIBRARY_MISMATCH"]["fix"]
     assert "blacklist nouveau" in found["NOUVEAU_LOADED"]["fix"]
     assert "nvidia-smi -i 0 -mig 0" in found["MIG_ENABLED"]["fix"]
-    refused = refused_line(result)
+    # The node's real lspci (pciutils from Debian's archive) read the stand-in's config spaces.
+    assert "on 8 bridge(s)" in found["P2P_ACS_REDIRECT"]["message"]
+    assert "0000:17:01.1 above GPU 0000:18:00.0" in found["P2P_ACS_REDIRECT"]["message"]
+    assert "ECAP_ACS+6.w=0000" in found["P2P_ACS_REDIRECT"]["fix"]
+    assert "NCCL_P2P_DISABLE=1" in found["P2P_ACS_REDIRECT"]["fix"]
+    assert "--disable-custom-all-reduce" in found["P2P_ACS_REDIRECT"]["fix"]
+    assert "P2P_ACS_REDIRECT" not in refused
     assert all(code in refused for code in ("DRIVER_OPEN_MODULE_REQUIRED", "DRIVER_LIBRARY_MISMATCH",
                                             "NOUVEAU_LOADED")), refused
     layer = report["facts"]["driver_layer"]
@@ -85,14 +94,22 @@ def test_four_traps_on_one_node_each_cleared(pcie_node):
     run_ssh(pcie_node, f"cp {GPU_DATA}/proc-version-open {BANNER} && rm -r /sys/module/nouveau && "
                        "nvidia-smi -i 0 -mig 0")
     result, report = validate(pcie_node["name"], expect_rc=1)
-    assert severities(report) == {"DRIVER_LIBRARY_MISMATCH": BLOCKER}, report["plan"]["findings"]
+    assert severities(report) == {"DRIVER_LIBRARY_MISMATCH": BLOCKER, "P2P_ACS_REDIRECT": WARNING}, \
+        report["plan"]["findings"]
     assert report["facts"]["driver_layer"]["module"]["flavour"] == "open"
 
-    # Rebooted into the installed user space's module: nothing left.
+    # Rebooted into the installed user space's module: the ACS warning alone, validate passes.
     run_ssh(pcie_node, f"sed 's/580.95.05/580.105.08/' {GPU_DATA}/proc-version-open > {BANNER}")
     result, report = validate(pcie_node["name"])
-    assert severities(report) == {}, report["plan"]["findings"]
+    assert severities(report) == {"P2P_ACS_REDIRECT": WARNING}, report["plan"]["findings"]
     assert report["facts"]["driver_layer"]["module"]["version"] == "580.105.08"
+
+    # ACS cleared on every bridge as NCCL's troubleshooting guide does (BIOS or kernel arguments
+    # leave the same bits after a reboot): nothing left.
+    run_ssh(pcie_node, "for bdf in $(lspci -D -d ::0604 | cut -d' ' -f1); do setpci -s $bdf ECAP_ACS+6.w=0000; done")
+    result, report = validate(pcie_node["name"])
+    assert severities(report) == {}, report["plan"]["findings"]
+    assert {entry["redirect"] for entry in report["facts"]["driver_layer"]["acs"]} == {False}
 
 
 def test_fabric_manager_inactive_then_started(fm_inactive_node):

@@ -79,7 +79,7 @@ def test_the_whole_probe_carries_the_pci_section(tmp_path):
 def sandbox_bus(tmp_path, profile):
     """The node's /sys/bus/pci/devices of *profile*: install_pci into a node's upper dir
     (its lower layer holding the directories above, as the base image does), then the
-    copy node-init.sh makes onto its tmpfs."""
+    copy node-init.sh makes onto its tmpfs (links kept, as `cp -R` keeps them)."""
     upper, lower = tmp_path / "upper", tmp_path / "lower"
     (lower / gpu_standin.NODE_PCI_DATA).mkdir(parents=True)
     upper.mkdir()
@@ -89,7 +89,7 @@ def sandbox_bus(tmp_path, profile):
     bus.mkdir(parents=True)
     data = upper / gpu_standin.NODE_PCI_DATA
     if data.is_dir():
-        shutil.copytree(data, bus, dirs_exist_ok=True)
+        shutil.copytree(data, bus, symlinks=True, dirs_exist_ok=True)
     return root
 
 
