@@ -26,26 +26,26 @@ def asked(service, unit_name):
     return unit_name, service.user, service.host, service.port, service.api_key_file
 
 
-def _say(text, colour=None):
+def _say(on, text, colour=None):
     # At any verbosity, host-prefixed on stderr as pyinfra prints a command's output.
-    click.echo(f"{host.print_prefix}{click.style(text, fg=colour) if colour else text}", err=True)
+    click.echo(f"{on.print_prefix}{click.style(text, fg=colour) if colour else text}", err=True)
 
 
 def _record(state_name, reason, waited):
     fleet.record(host.name, "deploy", service_serving={"state": state_name, "reason": reason, "waited": waited})
 
 
-def wait_serving(state, the_host, service, unit_name, arguments, result):
+def wait_serving(state, host, service, unit_name, arguments, result):  # pyinfra passes state, host by name
     """Look every POLL_SECONDS until ``serving.decision`` is no longer ``wait``; the
     outcome goes in ``result`` (the operation's next command reads it)."""
 
     def run(command):
-        _, output = the_host.run_shell_command(StringCommand(command), **arguments)
+        _, output = host.run_shell_command(StringCommand(command), **arguments)
         return list(output.stdout_lines)
 
     started, cursor, restarts_before = time.monotonic(), "", None
     endpoint = f"http://{service.host}:{service.port}{serving.HEALTH_PATH}"
-    _say(f"waiting for {unit_name} to answer {endpoint} (up to {service.ready_timeout} s)")
+    _say(host, f"waiting for {unit_name} to answer {endpoint} (up to {service.ready_timeout} s)")
     last_said = ""
     while True:
         unit, status, journal, seen = parse_look(run(look_command(*asked(service, unit_name), cursor=cursor)))
@@ -55,11 +55,11 @@ def wait_serving(state, the_host, service, unit_name, arguments, result):
         for line in journal:
             said = serving.progress(line)
             if said:
-                _say(f"{unit_name}: {said}")
+                _say(host, f"{unit_name}: {said}")
         waited = time.monotonic() - started
         decided, why = serving.decision(unit, status, restarts_before, waited, service.ready_timeout)
         if decided == serving.READY:
-            _say(f"{unit_name} serves: {why}", "green")
+            _say(host, f"{unit_name} serves: {why}", "green")
             result.update(state=serving.READY, reason=why, waited=int(waited))
             return True
         if decided != serving.WAIT:
@@ -68,7 +68,7 @@ def wait_serving(state, the_host, service, unit_name, arguments, result):
             result.update(state=decided, reason=f"{why}; cause: {cause}", waited=int(waited))
             return True
         if why != last_said:
-            _say(f"{unit_name}: {why}")
+            _say(host, f"{unit_name}: {why}")
             last_said = why
         time.sleep(POLL_SECONDS)
 
