@@ -19,14 +19,26 @@ def probe_command(user, listen, port, key_file, what="health"):
                        key_file])
 
 
+def journal_since(name, started):
+    """``journalctl``'s words for the unit's lines since ``started`` (systemd's
+    ExecMainStartTimestamp: its current start's), or since the unit's current start.
+
+    >>> journal_since("sglang.service", "Wed 2026-12-02 02:37:36 UTC")
+    "journalctl -u sglang.service -o cat --no-pager --since='Wed 2026-12-02 02:37:36 UTC'"
+    """
+    since = shlex.quote(started) if started else f'"$(systemctl show -p ExecMainStartTimestamp --value {name})"'
+    return f"journalctl -u {name} -o cat --no-pager --since={since}"
+
+
 def look_command(unit_name, user, listen, port, key_file, cursor=""):
     """systemd's state, ``/health``'s answer, and the journal lines since ``cursor``
-    (the last minute's when "")."""
-    since = f"--after-cursor={shlex.quote(cursor)}" if cursor else "--since=@$(( $(date +%s) - 60 ))"
+    (since the unit's current start when "")."""
     name = shlex.quote(unit_name)
-    return (f"systemctl show {name} -p ActiveState -p SubState -p Result -p NRestarts; "
+    journal = f"journalctl -u {name} -o cat --no-pager --after-cursor={shlex.quote(cursor)}" if cursor else \
+        journal_since(name, "")
+    return (f"systemctl show {name} -p ActiveState -p SubState -p Result -p NRestarts -p ExecMainStartTimestamp; "
             f"echo probe=$({probe_command(user, listen, port, key_file)}); "
-            f"journalctl -u {name} -o cat --no-pager --show-cursor {since} 2>/dev/null | sed 's/^/journal=/'")
+            f"{journal} --show-cursor 2>/dev/null | sed 's/^/journal=/'")
 
 
 def parse_look(lines):
@@ -36,7 +48,8 @@ def parse_look(lines):
     ...             'probe={"status": 503, "body": null}', "journal=Load weight begin.", "journal=-- cursor: s=1"])
     ({'active_state': 'active', 'sub_state': 'running', 'result': 'success', 'restarts': 0}, 503, ['Load weight begin.'], 's=1')
     """
-    keys = {"ActiveState": "active_state", "SubState": "sub_state", "Result": "result", "NRestarts": "restarts"}
+    keys = {"ActiveState": "active_state", "SubState": "sub_state", "Result": "result", "NRestarts": "restarts",
+            "ExecMainStartTimestamp": "started"}
     unit, status, journal, cursor = {}, None, [], ""
     for line in lines:
         key, _, value = line.partition("=")

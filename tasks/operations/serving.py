@@ -15,7 +15,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
 from bringup import serving
 from control import fleet
-from facts.serving import ServiceLook, look_command, parse_look
+from facts.serving import ServiceLook, journal_since, look_command, parse_look
 
 POLL_SECONDS = 2
 JOURNAL_LINES = 400
@@ -43,15 +43,17 @@ def wait_serving(state, host, service, unit_name, arguments, result):  # pyinfra
         _, output = host.run_shell_command(StringCommand(command), **arguments)
         return list(output.stdout_lines)
 
-    started, cursor, restarts_before = time.monotonic(), "", None
+    started, cursor, restarts_before, since = time.monotonic(), "", None, ""
     endpoint = f"http://{service.host}:{service.port}{serving.HEALTH_PATH}"
     _say(host, f"waiting for {unit_name} to answer {endpoint} (up to {service.ready_timeout} s)")
     last_said = ""
     while True:
         unit, status, journal, seen = parse_look(run(look_command(*asked(service, unit_name), cursor=cursor)))
         cursor = seen or cursor
+        unit["name"] = unit_name
         if restarts_before is None:
-            restarts_before = unit.get("restarts") or 0
+            # The start the gate waits for: its journal holds the cause of a failure.
+            restarts_before, since = unit.get("restarts") or 0, unit.get("started") or ""
         for line in journal:
             said = serving.progress(line)
             if said:
@@ -63,8 +65,8 @@ def wait_serving(state, host, service, unit_name, arguments, result):  # pyinfra
             result.update(state=serving.READY, reason=why, waited=int(waited))
             return True
         if decided != serving.WAIT:
-            cause = serving.cause(run(f"journalctl -u {shlex.quote(unit_name)} -o cat --no-pager "
-                                      f"-n {JOURNAL_LINES} 2>/dev/null"))
+            cause = serving.cause(run(f"{journal_since(shlex.quote(unit_name), since)} -n {JOURNAL_LINES} "
+                                      "2>/dev/null"))
             result.update(state=decided, reason=f"{why}; cause: {cause}", waited=int(waited))
             return True
         if why != last_said:
