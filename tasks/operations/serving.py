@@ -3,13 +3,11 @@ endpoint answers, printing the start's milestones from the unit's journal; fail 
 host with the cause ``bringup.explain`` finds when the unit fails, restarts or is not
 ready in time (bringup/serving.py decides; this module only asks the node)."""
 
-import json
 import shlex
 import time
-from pathlib import Path
 
 import click
-from pyinfra import host, logger
+from pyinfra import host
 from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
@@ -108,7 +106,6 @@ def service_serving(service, unit_name):
         return
     reason = result.get("reason") or "the gate stopped before an answer"
     _record(result.get("state") or serving.FAILED, reason, result.get("waited", 0))
-    logger.debug("service gate: %s", reason)
     line = f"{host.name}: {unit_name} is not serving: {reason}"
     yield f"echo {shlex.quote(line)} >&2; exit 1"
 
