@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import changed_operations, node_addr, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, pyinfra_cli, run_ssh
 
 pytestmark = pytest.mark.sandbox
 
@@ -127,3 +127,13 @@ def test_a_start_that_fails_fails_the_host_with_explains_cause(nodes):
     assert "cause: CUDA_UNAVAILABLE (SGLang found no usable GPU): " in reason and NO_GPU in reason, reason
     # Found at the first failed start, long before the 60 s timeout.
     assert result.seconds < 60, result.seconds
+
+
+def test_the_node_suite_says_which_host_serves(nodes, tmp_path):
+    """The node check ``service_serving``: ``B`` answers ``/health`` and a one-token
+    generate; ``A`` (the double that exits at start) does not, named in one line."""
+    run = node_suite(tmp_path, "-k", "service_serving", data=DATA)
+    assert run.results.get((B, "service_serving")) == "PASS", run.output[-3000:]
+    assert run.failing(A) == {"service_serving"}, run.output[-3000:]
+    assert f"{A}: sglang.service health (http://{nodes[A]['ssh_hostname']}:30000/health): expected 200" \
+        in run.output, run.output[-3000:]
