@@ -7,7 +7,7 @@ import shlex
 import time
 
 import click
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
@@ -101,6 +101,8 @@ def service_serving(service, unit_name):
                  if key in CONNECTOR_ARGUMENT_KEYS}
     result = {}
     yield FunctionCommand(wait_serving, (service, unit_name, arguments, result), {})
+    if not state.is_executing:
+        return  # --dry: listed, not waited for
     if result.get("state") == serving.READY:
         _record("serving", result["reason"], result["waited"])
         return
