@@ -126,6 +126,7 @@ SCHEMA = {
     "driver_reboot": checks.Choice("never", "if-needed"),
     "driver_reboot_serving": checks.Bool(),
     "driver_reboot_timeout": checks.Seconds(least=60, most=7200),
+    "service_ready_timeout": checks.Seconds(least=10, most=86400),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS), empty=(
         f"name at least one step ({', '.join(DEPLOY_STEPS)}; all by default): with none deploy has nothing "
         "to do (validate.py checks a node without changing it)")),
@@ -263,6 +264,9 @@ class Config:
     # passed as `--config`: the key itself is never on a command line or in a report.
     service_host: str = "127.0.0.1"
     service_api_key_file: str = ""
+    # Seconds deploy waits, after it started or restarted the unit, for SGLang's health
+    # endpoint to answer (weights, CUDA graph capture: minutes on a large model).
+    service_ready_timeout: int = 1200
     # JIT modules compiled before the service starts: FlashInfer's (sampling, rope,
     # norm, activation:<fn>, page, cascade, prefill, decode; attention modules for
     # each head dim and dtype below) and SGLang's own (sglang-activation, per dtype).

@@ -10,7 +10,12 @@ A host's outcome (``HostOutcome`` as plain data)::
     {"host": "gpu-01", "purpose": "deploy", "reached": True, "connect_error": "",
      "settings_error": "", "plan_error": "", "probe_failed": False, "facts": {...}, "plan": {...NodePlan.as_dict()},
      "operations": [{"name": "CUDA toolkit | Install ...", "status": "changed", "error": ""}],
-     "driver_reboot": {"state": "needs reboot", "reason": "loaded: none; installed: 580.95.05 open", "waited": 0}}
+     "driver_reboot": {"state": "needs reboot", "reason": "loaded: none; installed: 580.95.05 open", "waited": 0},
+     "service_serving": {"state": "serving", "reason": "/health answered 200 after 41 s", "waited": 41}}
+
+``service_serving`` is what deploy's readiness gate found (tasks/operations/serving.py):
+``{"state": "serving" | "failed" | "timed out", "reason", "waited"}``; absent when the
+service is not enabled (or the run ended before the gate).
 
 ``driver_reboot`` is what the driver step found of the loaded module after its install
 (tasks/operations/driver.py): ``loaded``, ``needs reboot``, ``rebooting``, ``rebooted``
@@ -21,21 +26,24 @@ Operation status: ``changed``, ``unchanged``, ``error`` or ``not run``.
 
 import re
 
-from bringup import redact
+from bringup import redact, serving
 from bringup.findings import BLOCKER, FIX
 from bringup.steps import STEP_OF_TASK
 
 # Verdicts, in the order the table groups them: what went well first, so the
 # hosts that need a look end the table, just above the lines that say why.
 READY, NEEDS_DEPLOY, DEPLOYED, DRY_RUN = "ready", "needs deploy", "deployed", "dry run"
+# serving: deployed, and SGLang's health endpoint answered deploy's readiness gate;
+# deployed stays for a host whose service is not enabled (nothing to wait for).
+SERVING = "serving"
 # needs reboot: deployed, but the driver installed is not the loaded module until the
 # host boots (driver_reboot: never, or its service serving); exit status 1.
 NEEDS_REBOOT = "needs reboot"
 BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED = "blocked", "failed", "stopped", "unreachable", "not examined"
-VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, DEPLOYED, NEEDS_REBOOT, BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED)
+VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED, NEEDS_REBOOT, BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED)
 # The verdicts that leave the run's exit status at 0: validate's "needs deploy" is a
 # host deploy can bring up (nothing blocks it).
-GOOD = (READY, NEEDS_DEPLOY, DRY_RUN, DEPLOYED)
+GOOD = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED)
 
 CHANGED, UNCHANGED, ERROR, NOT_RUN = "changed", "unchanged", "error", "not run"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -177,6 +185,8 @@ def verdict(outcome, executed=True):
         return STOPPED, f"the run stopped before {pending[0]['name']}"
     if reboot.get("state") == NEEDS_REBOOT:
         return NEEDS_REBOOT, reboot.get("reason", "")
+    if serving.serving_of(outcome.get("service_serving"))[0]:
+        return SERVING, ""
     return DEPLOYED, ""
 
 

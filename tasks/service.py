@@ -11,6 +11,7 @@ from pyinfra.operations.util import any_changed
 
 from facts.files import ManagedFile
 from tasks.operations.files import whole_template
+from tasks.operations.serving import service_serving
 
 
 def key_file_problem(fact, user):
@@ -63,7 +64,8 @@ def sglang_service(node, changes=()):
     """
     Render the unit; on a systemd host with a model, enable and start it, and restart a
     running service when its unit, its environment or its venv changed in this run
-    (a run with no change restarts nothing). Drop-ins (sglang.service.d/) are the
+    (a run with no change restarts nothing); then wait until it serves (the readiness
+    gate, tasks/operations/serving.py: ``service_ready_timeout``). Drop-ins (sglang.service.d/) are the
     operator's and stay as they are.
 
     + node: the NodePlan (``service``, ``layout``)
@@ -82,3 +84,4 @@ def sglang_service(node, changes=()):
     changed = any_changed(unit, *changes)
     systemd.service(name="Restart sglang (its unit, environment or venv changed)", service=unit_name,
                     restarted=True, _if=lambda: changed() and not started.did_change())
+    service_serving(name="Wait for sglang to serve", service=service, unit_name=unit_name)

@@ -177,6 +177,10 @@ class ServicePlan:
     # The driver's daemons the node has (service.driver_units): the unit wants them and
     # starts after them; none on a node without them.
     after_units: tuple = ()
+    # Where deploy's readiness gate asks SGLang's health endpoint (bringup/serving.py)
+    # and how long it waits for an answer (service_ready_timeout).
+    port: str = "30000"
+    ready_timeout: int = 1200
 
 
 @dataclass(frozen=True)

@@ -107,12 +107,29 @@ def service_plan(context, env):
                        description=f"SGLang server ({config.service_model or 'no model configured'})",
                        enable=bool(config.service_model) and config.service_enable,
                        host=listen_address(exec_start), api_key_file=config.service_api_key_file,
-                       after_units=driver_units(context.facts))
+                       after_units=driver_units(context.facts), port=last_option(exec_start, "--port", "30000"),
+                       ready_timeout=config.service_ready_timeout)
+
+
+def last_option(argv, option, default):
+    """The value of ``option`` in ``argv`` as ``sglang serve`` takes it: the last one
+    (argparse keeps the last; ``service_args`` may name one after the plan's), or
+    ``default`` (SGLang's own) without one.
+
+    >>> last_option(["sglang", "serve", "--port", "30000", "--port=8000"], "--port", "30000")
+    '8000'
+    """
+    value = default
+    for at, word in enumerate(argv):
+        if word == option and at + 1 < len(argv):
+            value = argv[at + 1]
+        elif word.startswith(option + "="):
+            value = word.partition("=")[2]
+    return value
 
 
 def listen_address(argv):
-    """The address ``sglang serve`` binds with ``argv``: its last ``--host`` (argparse
-    keeps the last; ``service_args`` may name one after the plan's), SGLang's own
+    """The address ``sglang serve`` binds with ``argv``: its last ``--host``, SGLang's own
     default 127.0.0.1 without one.
 
     >>> listen_address(["sglang", "serve", "--host", "127.0.0.1", "--tp", "8", "--host=0.0.0.0"])
@@ -120,13 +137,7 @@ def listen_address(argv):
     >>> listen_address(["sglang", "serve"])
     '127.0.0.1'
     """
-    address = "127.0.0.1"
-    for at, word in enumerate(argv):
-        if word == "--host" and at + 1 < len(argv):
-            address = argv[at + 1]
-        elif word.startswith("--host="):
-            address = word.partition("=")[2]
-    return address
+    return last_option(argv, "--host", "127.0.0.1")
 
 
 def loopback_only(address):

@@ -42,6 +42,8 @@ PYINFRA_DATA = [
     ("cuda_repo_distro", "debian12\nTrusted: yes", "control characters"),
     ("deploy_steps", "repo,everything", "use one of"),
     ("deploy_apt_lock_timeout", "5m", "whole seconds"),
+    ("service_ready_timeout", "5", "use whole seconds from 10 to 86400"),
+    ("service_ready_timeout", "20m", "whole seconds"),
     ("report_detail", "maybe", "true or false"),
     # Line separators str.splitlines() splits on: the env file and the unit are line-based.
     ("service_model", "org/m\u2028CUDA_HOME=/opt/evil", "line separators"),

@@ -1,5 +1,10 @@
 """The service unit: root's, and it runs the venv's SGLang with the planned environment."""
 
+import json
+import shlex
+
+from bringup import serving
+from facts.serving import probe_command
 from tests.node.expected import exec_argv, parse_unit
 from tests.node.remote import fail, read_text, stat
 
@@ -53,3 +58,39 @@ def test_service_model_set(host, expected):
     if model != expected.config.service_model:
         fail(expected, f"{expected.layout.unit}'s --model-path", expected.config.service_model,
              model or "none: run deploy.py to write the unit with service_model")
+
+
+def test_service_serving(host, expected):
+    """Where deploy enables the unit, SGLang serves: ``/health`` answers 200 and one
+    generate request of one token gets a token back (bringup/serving.py: the pinned
+    release's endpoints), asked as the service user on ``service_host:service_port``
+    with the API key of ``service_api_key_file`` (never printed). Where it does not
+    (no model, or ``service_enable: false``), the unit is not enabled: nothing claims to
+    serve."""
+    service, unit = expected.plan.service, expected.layout.unit_name
+    if not service.enable:
+        enabled = host.run(f"systemctl is-enabled {shlex.quote(unit)} 2>/dev/null").stdout.strip()
+        if enabled == "enabled":
+            fail(expected, f"{unit} (not enabled by the plan)", "not enabled (no model, or service_enable: false)",
+                 "enabled: deploy does not wait for it, nothing says it serves")
+        return
+    words = (service.user, service.host, service.port, service.api_key_file)
+    where = f"http://{service.host}:{service.port}"
+    health = _answer(host, probe_command(*words, what="health"))
+    if health.get("status") != 200:
+        fail(expected, f"{unit} health ({where}{serving.HEALTH_PATH})", "200",
+             f"{health.get('status') or 'no answer'} {health.get('error', '')}".strip()
+             + " (journalctl -u sglang shows why; bringup.explain names known causes)")
+    generated = _answer(host, probe_command(*words, what="generate"))
+    if not serving.answered_token(generated.get("status"), generated.get("body")):
+        fail(expected, f"{unit} one-token generate ({where}{serving.GENERATE_PATH})",
+             "status 200 and meta_info.completion_tokens >= 1",
+             f"status {generated.get('status')}: {str(generated.get('body') or generated.get('error'))[:200]}")
+
+
+def _answer(host, command):
+    result = host.run(command)
+    try:
+        return json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"status": None, "error": f"exit {result.rc}: {result.stderr.strip()[-200:]}"}

@@ -69,6 +69,19 @@ CASES = [
         CHANGED_DRIVER, op("NVIDIA driver | Check the loaded module", "error", "Server did not reboot in time")],
         "driver_reboot": {"state": "unreachable", "reason": "did not come back within 903 s of its reboot",
                           "waited": 903}}, True, "unreachable", "within 903 s"),
+    # The readiness gate (tasks/operations/serving.py): its outcome's service_serving.
+    ("the service answered the gate", {"purpose": "deploy", "plan": plan(), "operations": [
+        CHANGED_REPO, op("SGLang service | Wait for sglang to serve", "changed")],
+        "service_serving": {"state": "serving", "reason": "/health answered 200 after 7 s", "waited": 7}},
+     True, "serving", ""),
+    ("the service did not answer in time", {"purpose": "deploy", "plan": plan(), "failed": True, "operations": [
+        op("SGLang service | Wait for sglang to serve", "error",
+           "n1: sglang.service is not serving: timed out; cause: CUDA_UNAVAILABLE")],
+        "service_serving": {"state": "timed out", "reason": "not serving after 60 s", "waited": 60}},
+     True, "failed", "Wait for sglang to serve: n1: sglang.service is not serving: timed out; cause: CUDA_UNAVAILABLE"),
+    ("a --dry run waits for nothing", {"purpose": "deploy", "plan": plan(),
+                                       "operations": [op("SGLang service | Wait for sglang to serve", "not run")]},
+     False, "dry run", ""),
 ]
 
 

@@ -1,0 +1,118 @@
+"""Deploy's readiness gate: wait until the SGLang unit is ``active`` and its health
+endpoint answers, printing the start's milestones from the unit's journal; fail the
+host with the cause ``bringup.explain`` finds when the unit fails, restarts or is not
+ready in time (bringup/serving.py decides; this module only asks the node)."""
+
+import shlex
+import time
+
+import click
+from pyinfra import host, state
+from pyinfra.api import FunctionCommand, StringCommand, operation
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+
+from bringup import serving
+from control import fleet
+from facts.serving import ServiceLook, journal_since, look_command, parse_look
+
+POLL_SECONDS = 2
+JOURNAL_LINES = 400
+
+
+def asked(service, unit_name):
+    """What a look needs of the plan, as the fact's arguments (plain strings)."""
+    return unit_name, service.user, service.host, service.port, service.api_key_file
+
+
+def _say(on, text, colour=None):
+    # At any verbosity, host-prefixed on stderr as pyinfra prints a command's output.
+    click.echo(f"{on.print_prefix}{click.style(text, fg=colour) if colour else text}", err=True)
+
+
+def _record(state_name, reason, waited):
+    fleet.record(host.name, "deploy", service_serving={"state": state_name, "reason": reason, "waited": waited})
+
+
+def wait_serving(state, host, service, unit_name, arguments, result):  # pyinfra passes state, host by name
+    """Look every POLL_SECONDS until ``serving.decision`` is no longer ``wait``; the
+    outcome goes in ``result`` (the operation's next command reads it)."""
+
+    def run(command):
+        _, output = host.run_shell_command(StringCommand(command), **arguments)
+        return list(output.stdout_lines)
+
+    started, cursor, restarts_before, since = time.monotonic(), "", None, ""
+    endpoint = f"http://{service.host}:{service.port}{serving.HEALTH_PATH}"
+    _say(host, f"waiting for {unit_name} to answer {endpoint} (up to {service.ready_timeout} s)")
+    last_said = ""
+    while True:
+        unit, status, journal, seen = parse_look(run(look_command(*asked(service, unit_name), cursor=cursor)))
+        cursor = seen or cursor
+        unit["name"] = unit_name
+        if restarts_before is None:
+            # The start the gate waits for: its journal holds the cause of a failure.
+            restarts_before, since = unit.get("restarts") or 0, unit.get("started") or ""
+        for line in journal:
+            said = serving.progress(line)
+            if said:
+                _say(host, f"{unit_name}: {said}")
+        waited = time.monotonic() - started
+        decided, why = serving.decision(unit, status, restarts_before, waited, service.ready_timeout)
+        if decided == serving.READY:
+            _say(host, f"{unit_name} serves: {why}", "green")
+            result.update(state=serving.READY, reason=why, waited=int(waited))
+            return True
+        if decided != serving.WAIT:
+            cause = serving.cause(run(f"{journal_since(shlex.quote(unit_name), since)} -n {JOURNAL_LINES} "
+                                      "2>/dev/null"))
+            result.update(state=decided, reason=f"{why}; cause: {cause}", waited=int(waited))
+            return True
+        if why != last_said:
+            _say(host, f"{unit_name}: {why}")
+            last_said = why
+        time.sleep(POLL_SECONDS)
+
+
+@operation(is_idempotent=False)
+def service_serving(service, unit_name):
+    """
+    Wait until the enabled SGLang unit serves (``bringup.serving.decision``): systemd's
+    ``active`` and ``/health`` answering 200, within ``service.ready_timeout`` seconds.
+    A unit already serving is a no-op; one that fails, restarts or is not ready in time
+    fails the host with the cause found in its journal. The outcome is recorded for the
+    fleet summary (``serving``).
+
+    + service: the ServicePlan (user, host, port, api_key_file, ready_timeout)
+    + unit_name: the unit (``sglang.service``)
+
+    **Example**:
+
+    .. code:: python
+
+        service_serving(name="Wait for sglang to serve", service=node.service, unit_name="sglang.service")
+    """
+    unit, status, _, _ = host.get_fact(ServiceLook, *asked(service, unit_name))
+    decided, why = serving.decision(unit, status, unit.get("restarts") or 0, 0, service.ready_timeout)
+    if decided == serving.READY:
+        _record("serving", why, 0)
+        host.noop(f"{unit_name} serves: {why}")
+        return
+    arguments = {key: value for key, value in (host.current_op_global_arguments or {}).items()
+                 if key in CONNECTOR_ARGUMENT_KEYS}
+    result = {}
+    yield FunctionCommand(wait_serving, (service, unit_name, arguments, result), {})
+    if not state.is_executing:
+        return  # --dry: listed, not waited for
+    if result.get("state") == serving.READY:
+        _record("serving", result["reason"], result["waited"])
+        return
+    reason = result.get("reason") or "the gate stopped before an answer"
+    _record(result.get("state") or serving.FAILED, reason, result.get("waited", 0))
+    line = f"{host.name}: {unit_name} is not serving: {reason}"
+    yield f"echo {shlex.quote(line)} >&2; exit 1"
+
+
+def host_serving(name):
+    """Whether deploy's gate found ``name`` serving in this run, and why not ("" when it
+    does): ``bringup.serving.serving_of`` of what the gate recorded (for a rollback)."""
+    return serving.serving_of((fleet.RUN.records.get(name) or {}).get("service_serving"))

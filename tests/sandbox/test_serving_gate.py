@@ -1,0 +1,139 @@
+"""Deploy's readiness gate (tasks/operations/serving.py) over real SSH to two light
+sandbox nodes with real systemd, against the test double of SGLang's HTTP server
+(tests/fixtures/serving/fake_sglang.py) started by the unit in place of SGLang.
+
+Light: no toolkit, no venv (``deploy_steps=account,service``). The double is the
+only stand-in besides the driver's, and in no product path: it lies in
+/usr/local/lib/fake-sglang/ and an operator's drop-in (sglang.service.d/, which deploy
+leaves as it is) runs it instead of the unit's ExecStart, with the double's knob in the
+drop-in's Environment=; the env file deploy's env step would write is an empty file.
+A change of ``service_args`` changes the unit, so deploy restarts it (and reloads
+systemd, which reads the new drop-in): the gate then waits for that start.
+
+The other host (``B``) stays a double that becomes ready after a while; ``A`` becomes
+one that never is, then one that exits at start as SGLang does on a node without a GPU.
+"""
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sandbox.registration import inventory_document
+from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, pyinfra_cli, run_ssh
+
+pytestmark = pytest.mark.sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = (ROOT / "tests" / "fixtures" / "serving" / "fake_sglang.py").read_text()
+A, B = "sg-gate-a", "sg-gate-b"
+ADDRS = {A: "127.0.0.91", B: "127.0.0.92"}
+DOUBLE = "/usr/local/lib/fake-sglang/sglang"
+DROP_IN = "/etc/systemd/system/sglang.service.d/fake-sglang.conf"
+DATA = ("deploy_steps=account,service", "service_model=fake/model", "service_ready_timeout=60")
+# Sandbox nodes share this machine's network: each server listens on its node's own
+# address (service_host, per host), or one node's gate would hear another's server.
+REPORTS = ROOT / "reports" / "serving-gate"
+NO_GPU = "RuntimeError: No accelerator (CUDA, XPU, HPU) or platform plugin is available"
+
+
+def plant(entry, knob):
+    """The double, the empty env file and the drop-in that runs the double, listening on
+    the node's address, with ``knob`` (quoted: systemd splits Environment= at spaces)."""
+    run_ssh(entry, f"install -d -m 0755 {Path(DOUBLE).parent} {Path(DROP_IN).parent} /etc/sglang && "
+                   f"printf %s {shlex.quote(FAKE)} > {DOUBLE} && chmod 0755 {DOUBLE} && "
+                   "touch /etc/sglang/sglang.env && "
+                   f"printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/python3 -I {DOUBLE} serve "
+                   f"--model-path fake/model --host {entry['ssh_hostname']} --port 30000\\nEnvironment=\"%s\"\\n' "
+                   f"{shlex.quote(knob)} > {DROP_IN}")
+
+
+@pytest.fixture(scope="module")
+def nodes(sandbox_host):
+    from sandbox import node
+
+    entries = {}
+    try:
+        for name, addr in ADDRS.items():
+            entries[name] = node.up(name, node_addr(addr), "rtx-pro-6000-x8", "none")
+            plant(entries[name], "FAKE_SGLANG_READY_AFTER=6")
+        registered = inventory_document({name: entry for name, entry in node.read_registry().items()
+                                         if name in ADDRS})
+        hosts = {name: {**data, "service_host": entries[name]["ssh_hostname"]}
+                 for name, data in registered["hosts"].items()}
+        REPORTS.mkdir(parents=True, exist_ok=True)
+        hosts_file = REPORTS / "hosts.yml"
+        hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
+        os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
+        yield entries
+    finally:
+        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
+        node.down(list(ADDRS))
+
+
+def deploy(*data, json_output=False):
+    started = time.monotonic()
+    result = pyinfra_cli("inventory/gpu.py", "deploy.py", data=(*DATA, *data), json_output=json_output, timeout=600)
+    result.seconds = time.monotonic() - started
+    rows = json.loads((REPORTS / "summary.json").read_text())["hosts"]
+    result.rows = {row["host"]: row for row in rows}
+    return result
+
+
+def test_a_server_ready_after_a_while_is_serving_and_a_second_deploy_changes_nothing(nodes):
+    result = deploy()
+    assert result.returncode == 0, result.output[-4000:]
+    assert {host: row["verdict"] for host, row in result.rows.items()} == {A: "serving", B: "serving"}
+    # The journal's milestones, at default verbosity, as the double logs the release's lines.
+    for said in (f"waiting for sglang.service to answer http://{nodes[A]['ssh_hostname']}:30000/health (up to 60 s)",
+                 "sglang.service: loading the weights",
+                 "sglang.service: capturing CUDA graphs (can take several minutes)",
+                 "sglang.service: /health answered 503 (loading)", "sglang.service serves: /health answered 200 after"):
+        assert f"[{A}] {said}" in result.output, result.output[-4000:]
+
+    again = deploy(json_output=True)
+    assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
+    assert {host: row["verdict"] for host, row in again.rows.items()} == {A: "serving", B: "serving"}
+
+
+def test_never_ready_fails_that_host_in_the_timeout_and_the_other_serves(nodes):
+    plant(nodes[A], "FAKE_SGLANG_NEVER_READY=1")
+    result = deploy("service_ready_timeout=15", "service_args=--log-level info")
+    assert result.returncode == 1, result.output[-4000:]
+    assert result.rows[B]["verdict"] == "serving", result.rows
+    failed = result.rows[A]
+    assert failed["verdict"] == "failed", failed
+    assert "Wait for sglang to serve" in failed["reason"], failed
+    assert "sglang.service is not serving: not serving after 15 s (service_ready_timeout): /health answered 503" \
+        in failed["reason"], failed
+    # The cause: explain knows no signature of a server that never warms up; its last line.
+    assert "cause: no known cause; its last line:" in failed["reason"], failed
+    # Bounded by the timeout (and the deploy's own steps), not by systemd's 1800 s.
+    assert result.seconds < 120, result.seconds
+
+
+def test_a_start_that_fails_fails_the_host_with_explains_cause(nodes):
+    plant(nodes[A], f"FAKE_SGLANG_EXIT_AT_START={NO_GPU}")
+    result = deploy("service_args=--log-level warning")
+    assert result.returncode == 1, result.output[-4000:]
+    assert result.rows[B]["verdict"] == "serving", result.rows
+    reason = result.rows[A]["reason"]
+    assert "sglang.service is not serving: sglang.service failed (exit-code) and waits to be restarted" in reason, \
+        reason
+    assert "cause: CUDA_UNAVAILABLE (SGLang found no usable GPU): " in reason and NO_GPU in reason, reason
+    # Found at the first failed start, long before the 60 s timeout.
+    assert result.seconds < 60, result.seconds
+
+
+def test_the_node_suite_says_which_host_serves(nodes, tmp_path):
+    """The node check ``service_serving``: ``B`` answers ``/health`` and a one-token
+    generate; ``A`` (the double that exits at start) does not, named in one line."""
+    run = node_suite(tmp_path, "-k", "service_serving", data=DATA)
+    assert run.results.get((B, "service_serving")) == "PASS", run.output[-3000:]
+    assert run.failing(A) == {"service_serving"}, run.output[-3000:]
+    assert f"{A}: sglang.service health (http://{nodes[A]['ssh_hostname']}:30000/health): expected 200" \
+        in run.output, run.output[-3000:]

@@ -1,0 +1,150 @@
+"""The readiness gate's pure parts (bringup/serving.py: the ready decision, the journal's
+milestones, the cause) and the node-side probe (files/serving_probe.py) against the
+test double (tests/fixtures/serving/fake_sglang.py) run as real processes."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup import serving
+from facts.serving import parse_look
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = ROOT / "tests" / "fixtures" / "serving" / "fake_sglang.py"
+PROBE = ROOT / "files" / "serving_probe.py"
+UP = {"active_state": "active", "sub_state": "running", "result": "success", "restarts": 0}
+
+# unit, status, restarts before, waited, timeout -> decision, reason (substring)
+DECISIONS = [
+    ("answers", UP, 200, 0, 3, 60, serving.READY, "answered 200 after 3 s"),
+    ("loading: no answer", UP, None, 0, 3, 60, serving.WAIT, "gave no answer"),
+    ("warming up: 503", UP, 503, 0, 3, 60, serving.WAIT, "503 (loading)"),
+    ("activating yet answering is not ready", dict(UP, active_state="activating"), 200, 0, 3, 60, serving.WAIT, ""),
+    ("not in time", UP, 503, 0, 60, 60, serving.TIMED_OUT, "not serving after 60 s (service_ready_timeout)"),
+    ("failed", dict(UP, active_state="failed", sub_state="failed", result="exit-code"), None, 0, 2, 60,
+     serving.FAILED, "failed (exit-code)"),
+    ("waits to restart", dict(UP, active_state="activating", sub_state="auto-restart", result="exit-code"), None, 0,
+     2, 60, serving.FAILED, "waits to be restarted"),
+    ("restarted since the gate began", dict(UP, restarts=3), 503, 2, 20, 60, serving.FAILED, "1 automatic restart"),
+    ("restarts from before the gate", dict(UP, restarts=3), 200, 3, 4, 60, serving.READY, ""),
+    ("a failure beats the timeout", dict(UP, active_state="failed", result="exit-code"), None, 0, 99, 60,
+     serving.FAILED, ""),
+]
+
+
+@pytest.mark.parametrize("name,unit,status,before,waited,timeout,decided,why", DECISIONS,
+                         ids=[case[0] for case in DECISIONS])
+def test_decision(name, unit, status, before, waited, timeout, decided, why):
+    found, reason = serving.decision(unit, status, before, waited, timeout)
+    assert found == decided
+    assert why in reason
+
+
+@pytest.mark.parametrize("line,said", [
+    ("[2026-02-26 05:20:20 TP7] Load weight begin. avail mem=283.62 GB", "loading the weights"),
+    ("[2025-12-02 12:01:19] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16", "weights loaded"),
+    ("[2026-03-04 16:46:41 TP4] Capture cuda graph begin. This can take up to several minutes. avail mem=15.30 GB",
+     "capturing CUDA graphs (can take several minutes)"),
+    ("[2026-06-05 18:12:34] Capture cuda graph end. Time elapsed: 1.23 s.", "CUDA graphs captured"),
+    ("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)", "HTTP server listening, warming up"),
+    ("[2026-06-05 18:12:40] The server is fired up and ready to roll!", "ready to roll"),
+    ("[2026-06-05 18:12:41] Prefill batch. #new-seq: 1, #new-token: 6", ""),
+])
+def test_progress(line, said):
+    assert serving.progress(line) == said
+
+
+def test_the_cause_is_explains_and_the_recorded_no_gpu_start_names_cuda_unavailable():
+    journal = (ROOT / "tests" / "fixtures" / "failures" / "service-start-no-gpu.log").read_text().splitlines()
+    assert serving.cause(journal).startswith("CUDA_UNAVAILABLE (SGLang found no usable GPU): ")
+    assert serving.cause(["Traceback (most recent call last):", "  x", "OSError: model not found"]) == \
+        "no known cause; its last line: OSError: model not found"
+
+
+def test_parse_look_without_an_answer_nor_a_journal():
+    unit, status, journal, cursor = parse_look(["ActiveState=activating", "SubState=start", "Result=success",
+                                                "NRestarts=", 'probe={"status": null, "error": "refused"}'])
+    assert (unit["restarts"], status, journal, cursor) == ("", None, [], "")
+    assert serving.decision(unit, status, 0, 1, 60)[0] == serving.WAIT
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ask(port, what, key_file=""):
+    out = subprocess.run([sys.executable, "-I", str(PROBE), "127.0.0.1", str(port), what, key_file],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
+@pytest.fixture
+def fake(tmp_path):
+    started = []
+
+    def start(*args, **env):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, str(FAKE), "serve", "--model-path", "m", "--host", "127.0.0.1",
+                                 "--port", str(port), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env={**os.environ, **env})
+        started.append(proc)
+        return proc, port
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+def until(check, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError("not within the time")
+
+
+def test_the_double_answers_as_the_release_no_answer_then_503_then_200_and_one_token(fake):
+    proc, port = fake(FAKE_SGLANG_READY_AFTER="3")
+    first = ask(port, "health")
+    assert first["status"] is None and first["error"]
+    until(lambda: ask(port, "health")["status"] == 503)
+    until(lambda: ask(port, "health")["status"] == 200)
+    generated = ask(port, "generate")
+    assert serving.answered_token(generated["status"], generated["body"]), generated
+    proc.kill()
+    lines = proc.stdout.read().splitlines()
+    said = [serving.progress(line) for line in lines if serving.progress(line)]
+    assert said[0] == "loading the weights" and said[-1] == "ready to roll", lines
+
+
+def test_the_double_never_ready_and_exit_at_start(fake):
+    _, port = fake(FAKE_SGLANG_NEVER_READY="1", FAKE_SGLANG_READY_AFTER="0.3")
+    until(lambda: ask(port, "health")["status"] == 503)
+    time.sleep(1)
+    assert ask(port, "health")["status"] == 503
+    proc, _ = fake(FAKE_SGLANG_EXIT_AT_START="RuntimeError: No accelerator (CUDA, XPU, HPU) or platform plugin "
+                                             "is available")
+    assert proc.wait(timeout=20) == 1
+    assert serving.cause(proc.stdout.read().splitlines()).startswith("CUDA_UNAVAILABLE")
+
+
+def test_the_key_goes_in_the_header_health_needs_none_and_is_never_printed(fake, tmp_path):
+    key_file = tmp_path / "api-key.yaml"
+    key_file.write_text("api-key: sk-serving-test-1234\n")
+    _, port = fake("--config", str(key_file), FAKE_SGLANG_READY_AFTER="0.3")
+    until(lambda: ask(port, "health")["status"] == 200)
+    assert ask(port, "generate")["status"] == 401
+    answer = subprocess.run([sys.executable, "-I", str(PROBE), "127.0.0.1", str(port), "generate", str(key_file)],
+                            capture_output=True, text=True, timeout=60).stdout
+    assert json.loads(answer)["status"] == 200 and "sk-serving-test-1234" not in answer
