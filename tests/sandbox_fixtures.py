@@ -255,6 +255,25 @@ def node_suite(tmp, *args, env=None, data=DEPLOY_DATA):
     return SuiteRun(proc, junit, report)
 
 
+FAKE_SGLANG = REPO_ROOT / "tests" / "fixtures" / "serving" / "fake_sglang.py"
+FAKE_SGLANG_PATH = "/usr/local/lib/fake-sglang/sglang"
+FAKE_SGLANG_DROP_IN = "/etc/systemd/system/sglang.service.d/fake-sglang.conf"
+
+
+def plant_fake_sglang(entry: dict, knob: str, model: str) -> None:
+    """The test double of SGLang's HTTP server (tests/fixtures/serving/fake_sglang.py) on
+    the node, run by an operator's drop-in in place of the unit's ExecStart, listening on
+    the node's own address (nodes share this machine's network), with ``knob`` in
+    Environment= (quoted: systemd splits it at spaces); /etc/sglang/sglang.env exists.
+    No product path holds it: deploy leaves sglang.service.d/ as it finds it."""
+    run_ssh(entry, f"install -d -m 0755 /usr/local/lib/fake-sglang /etc/systemd/system/sglang.service.d "
+                   f"/etc/sglang && printf %s {_quote(FAKE_SGLANG.read_text())} > {FAKE_SGLANG_PATH} && "
+                   f"chmod 0755 {FAKE_SGLANG_PATH} && touch /etc/sglang/sglang.env && "
+                   f"printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/python3 -I {FAKE_SGLANG_PATH} serve "
+                   f"--model-path {model} --host {entry['ssh_hostname']} --port 30000\\nEnvironment=\"%s\"\\n' "
+                   f"{_quote(knob)} > {FAKE_SGLANG_DROP_IN}")
+
+
 def make_demo(entry):
     """``make demo`` against the shared node: its name, address, field states and the
     suites' settings instead of the Makefile's defaults (the full pre-warm)."""

@@ -16,7 +16,8 @@ import pytest
 from packaging.version import Version
 
 from bringup.torch_builds import ARCH_LIST_FOR_TORCH_CUDA
-from tests.sandbox_fixtures import DEPLOY_DATA, changed_operations, pyinfra_cli, ssh_command, validate
+from tests.sandbox_fixtures import (DEPLOY_DATA, FAKE_SGLANG_DROP_IN, FAKE_SGLANG_PATH, changed_operations,
+                                    plant_fake_sglang, pyinfra_cli, ssh_command, validate)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -163,18 +164,20 @@ def test_second_deploy_changes_nothing_and_takes_seconds(node):
 
 
 def test_the_service_is_started_and_restarted_only_on_change(node, sandbox_ssh):
-    """service_enable on a systemd node: deploy enables and starts the unit, a run with
-    no change leaves the running process alone, a changed environment restarts it, and
-    the operator's drop-in stays. The drop-in stands in for the server (no GPU here to
-    serve on): the unit's own ExecStart is checked by the node suite."""
-    enabled = tuple(item for item in DEPLOY_DATA if item != "service_enable=false") + ("service_enable=true",)
+    """service_enable on a systemd node: deploy enables and starts the unit and waits for
+    it to serve, a run with no change leaves the running process alone, a changed
+    environment restarts it, and the operator's drop-in stays. The drop-in runs the test
+    double of SGLang's HTTP server in place of the server (no GPU here to serve on), on
+    the node's own address: the unit's own ExecStart is checked by the node suite."""
+    enabled = tuple(item for item in DEPLOY_DATA if item != "service_enable=false") + (
+        "service_enable=true", f"service_host={node['ssh_hostname']}", "service_ready_timeout=60")
     main_pid = "systemctl show -p MainPID --value sglang"
-    sandbox_ssh(node, "mkdir -p /etc/systemd/system/sglang.service.d && printf '%s\\n' '[Service]' 'ExecStart=' "
-                      "'ExecStart=/bin/sleep infinity' > /etc/systemd/system/sglang.service.d/zz-operator.conf "
-                      "&& systemctl daemon-reload")
+    plant_fake_sglang(node, "FAKE_SGLANG_READY_AFTER=1", "Qwen/Qwen3-0.6B")
+    sandbox_ssh(node, "systemctl daemon-reload")
     try:
         first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=enabled)
         assert first.returncode == 0, first.output[-3000:]
+        assert f"[{node['name']}] sglang.service serves: /health answered 200" in first.output, first.output[-3000:]
         state = sandbox_ssh(node, f"systemctl is-enabled sglang; systemctl is-active sglang; {main_pid}").stdout.split()
         assert state[:2] == ["enabled", "active"] and state[2] != "0", state
         again = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=enabled, json_output=True)
@@ -184,13 +187,13 @@ def test_the_service_is_started_and_restarted_only_on_change(node, sandbox_ssh):
                               data=enabled + ("service_env=RESTART_TEST=1",))
         assert changed.returncode == 0, changed.output[-3000:]
         restarted = sandbox_ssh(node, f"systemctl is-active sglang; {main_pid}; "
-                                      "cat /etc/systemd/system/sglang.service.d/zz-operator.conf").stdout.split()
+                                      f"cat {FAKE_SGLANG_DROP_IN}").stdout.split()
         assert restarted[0] == "active" and restarted[1] not in ("0", state[2]), (state, restarted)
-        assert "ExecStart=/bin/sleep" in restarted, "the operator's drop-in was changed"
+        assert f"{FAKE_SGLANG_PATH}" in restarted, "the operator's drop-in was changed"
     finally:
-        sandbox_ssh(node, "systemctl disable --now sglang; rm -rf /etc/systemd/system/sglang.service.d; "
-                          "systemctl daemon-reload", check=False)
-    # Back to the shared deployed state (the env file without RESTART_TEST).
+        sandbox_ssh(node, "systemctl disable --now sglang; rm -rf /etc/systemd/system/sglang.service.d "
+                          "/usr/local/lib/fake-sglang; systemctl daemon-reload", check=False)
+    # Back to the shared deployed state (the env file without RESTART_TEST, the unit on loopback).
     assert deploy(node).returncode == 0
 
 

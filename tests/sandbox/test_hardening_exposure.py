@@ -96,8 +96,11 @@ def test_the_api_key_is_on_no_command_line_and_in_no_report(node):
         assert run_ssh(node, unit_digest).stdout.strip() == before, "the unit was written"
 
         run_ssh(node, f"chown root:sglang {KEY_FILE} && chmod 0640 {KEY_FILE}")
-        result = deploy(node, *keyed, "deploy_steps=service")
-        assert result.returncode == 0, result.output[-4000:]
+        # The unit is written and started; SGLang finds no GPU on the stand-in and exits, so
+        # the readiness gate fails the host at once, naming the cause (and never the key).
+        result = deploy(node, *keyed, "deploy_steps=service", "service_ready_timeout=300")
+        assert result.returncode == 1, result.output[-4000:]
+        assert "CUDA_UNAVAILABLE" in result.output, result.output[-4000:]
         shown = run_ssh(node, "systemctl show -p ExecStart sglang; cat /etc/systemd/system/sglang.service").stdout
         assert f"--host 0.0.0.0 --port 30000 --config {KEY_FILE}" in shown, shown
         samples = argv_samples(node)
@@ -107,7 +110,7 @@ def test_the_api_key_is_on_no_command_line_and_in_no_report(node):
                                 data=(*DEPLOY_DATA, *keyed))
         report = report_path(node["name"]).read_text()
         for where, text in (("systemctl show / the unit", shown), ("ps", samples), ("validate's output",
-                            validated.output), ("the report", report)):
+                            validated.output), ("the report", report), ("deploy's output", result.output)):
             assert SECRET not in text, f"the API key is in {where}"
         assert "SERVICE_OPEN" not in [f["code"] for f in json.loads(report)["plan"]["findings"]]
     finally:

@@ -16,7 +16,6 @@ one that never is, then one that exits at start as SGLang does on a node without
 
 import json
 import os
-import shlex
 import time
 from pathlib import Path
 
@@ -24,16 +23,13 @@ import pytest
 import yaml
 
 from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, plant_fake_sglang, pyinfra_cli, run_ssh
 
 pytestmark = pytest.mark.sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE = (ROOT / "tests" / "fixtures" / "serving" / "fake_sglang.py").read_text()
 A, B = "sg-gate-a", "sg-gate-b"
 ADDRS = {A: "127.0.0.91", B: "127.0.0.92"}
-DOUBLE = "/usr/local/lib/fake-sglang/sglang"
-DROP_IN = "/etc/systemd/system/sglang.service.d/fake-sglang.conf"
 DATA = ("deploy_steps=account,service", "service_model=fake/model", "service_ready_timeout=60")
 # Sandbox nodes share this machine's network: each server listens on its node's own
 # address (service_host, per host), or one node's gate would hear another's server.
@@ -42,14 +38,8 @@ NO_GPU = "RuntimeError: No accelerator (CUDA, XPU, HPU) or platform plugin is av
 
 
 def plant(entry, knob):
-    """The double, the empty env file and the drop-in that runs the double, listening on
-    the node's address, with ``knob`` (quoted: systemd splits Environment= at spaces)."""
-    run_ssh(entry, f"install -d -m 0755 {Path(DOUBLE).parent} {Path(DROP_IN).parent} /etc/sglang && "
-                   f"printf %s {shlex.quote(FAKE)} > {DOUBLE} && chmod 0755 {DOUBLE} && "
-                   "touch /etc/sglang/sglang.env && "
-                   f"printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/python3 -I {DOUBLE} serve "
-                   f"--model-path fake/model --host {entry['ssh_hostname']} --port 30000\\nEnvironment=\"%s\"\\n' "
-                   f"{shlex.quote(knob)} > {DROP_IN}")
+    """The double on ``entry``, listening on the node's own address, with ``knob``."""
+    plant_fake_sglang(entry, knob, "fake/model")
 
 
 @pytest.fixture(scope="module")
