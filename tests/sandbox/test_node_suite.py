@@ -31,7 +31,7 @@ VENV_CHECKS = {"flashinfer_resolves_toolkit", "flashinfer_target_archs", "flashi
 JIT_CHECKS = {"prewarm_manifest_matches", "prewarm_libraries_exist", "prewarm_ninja_no_work",
               "prewarm_sglang_no_compile", "deployed_file_not_world_writable[prewarm-manifest]"}
 UNIT_CHECKS = {"service_unit_file", "service_unit_directives", "service_unit_args_accepted", "deep_gemm_args_accepted",
-               "service_model_set", "deployed_file_not_world_writable[service-unit]"}
+               "service_model_set", "service_serving", "deployed_file_not_world_writable[service-unit]"}
 CACHE_CHECKS = {f"service_cache_placed[{variable}]" for variable in (
     "CUDA_CACHE_PATH", "FLASHINFER_WORKSPACE_BASE", "SGLANG_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR",
     "TILELANG_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TVM_FFI_CACHE_DIR", "XDG_CACHE_HOME")}
