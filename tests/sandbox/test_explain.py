@@ -3,7 +3,8 @@ real systemd (docs/findings.md: "Explain a failed start").
 
 The node gets the toolkit, the environment and the unit from deploy.py (no venv: too
 slow for CI), with a model set so the unit is enabled and started. Its start first
-fails for want of the venv (a failure no signature knows); then a drop-in makes the
+fails for want of the venv (systemd cannot execute its program: 203/EXEC, the
+entry point's signature); then a drop-in makes the
 unit run the recorded ptxas configuration (tests/fixtures/failures/ptxas-12.8-sm120f.log:
 NVIDIA's ptxas 12.8 asked for sm_120f), a failure the corpus knows. The node is taken
 down at the end of the module.
@@ -36,7 +37,10 @@ def failing_node(sandbox_host):
     entry = node.up(NAME, node_addr(ADDR), "rtx-pro-6000-x8", "none")
     try:
         deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA)
-        assert deployed.returncode == 0, deployed.output[-4000:]
+        # The unit is written, enabled and started; with no venv its start fails, and the
+        # readiness gate fails the host at the first failed start (no known cause).
+        assert deployed.returncode == 1, deployed.output[-4000:]
+        assert "sglang.service is not serving: " in deployed.output, deployed.output[-4000:]
         yield entry
     finally:
         node.down([NAME])
@@ -65,12 +69,14 @@ def validate():
 
 def test_validate_explains_the_failing_unit(failing_node):
     entry = failing_node
-    # 1. The deployed unit cannot start: there is no venv. A failure, but no known cause.
+    # 1. The deployed unit cannot start: there is no venv, so systemd cannot execute its
+    #    program (status=203/EXEC), which explain names.
     wait_failing(entry)
     result, document, failed = validate()
     unit = document["facts"]["service_unit"]
     assert unit["name"] == "sglang.service" and unit["journal"], unit
-    assert len(failed) == 1 and "no known cause" in failed[0]["message"], failed
+    assert len(failed) == 1 and "SERVICE_ENTRY_POINT_BROKEN (systemd could not execute" in failed[0]["message"], failed
+    assert "Failed at step EXEC spawning /opt/sglang/venv/bin/sglang" in failed[0]["message"], failed
     assert "service   : sglang.service" in result.output
 
     # 2. The unit now runs the recorded ptxas configuration: NVIDIA's ptxas 12.8 asked for sm_120f.
