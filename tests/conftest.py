@@ -12,3 +12,7 @@ from tests.sandbox_fixtures import (  # noqa: E402,F401
     sandbox_node,
     sandbox_ssh,
 )
+
+# Deploy files the CLI tests hand to pyinfra (tests/cli/test_driver_step_local.py): they
+# run a deploy when imported, so --doctest-modules must not import them.
+collect_ignore_glob = ["fixtures/deploy/*.py"]
