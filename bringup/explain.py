@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from bringup import redact
 from bringup.config import Config, ConfigError
 from bringup.findings import CODES
 from bringup.layout import toolkit_home
@@ -366,7 +367,7 @@ def clean_lines(text):
     >>> clean_lines("\\x1b[31mERROR\\x1b[0m x\\r\\nnext")
     ['ERROR x', 'next']
     """
-    return [ANSI.sub("", line).rstrip("\r") for line in text.splitlines()]
+    return [redact.log_line(ANSI.sub("", line).rstrip("\r")) for line in text.splitlines()]
 
 
 def explain(lines):
@@ -378,7 +379,7 @@ def explain(lines):
     >>> explain(["ninja: build stopped: subcommand failed."])
     []
     """
-    lines = [ANSI.sub("", line) for line in lines]
+    lines = [redact.log_line(ANSI.sub("", line)) for line in lines]
     matches = []
     for signature in SIGNATURES:
         found = [(number, line) for number, line in enumerate(lines, 1)

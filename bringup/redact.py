@@ -32,6 +32,33 @@ def urls(text):
     return USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)
 
 
+# What a server's own log can carry of a secret: SGLang logs its ServerArgs
+# (``api_key='...'``, ``admin_api_key=...``), an echoed command line (``--api-key X``) or
+# config (``api-key: X``), a request's ``Authorization: Bearer X``, a Hugging Face token.
+LOG_SECRETS = (
+    (re.compile(r"(?P<keep>\b(?:admin_)?api_key=)(?:'[^']*'|\"[^\"]*\"|[^\s,)]+)"), rf"\g<keep>'{REDACTED}'"),
+    (re.compile(r"(?P<keep>--(?:admin-)?api-key[= ])\S+"), rf"\g<keep>{REDACTED}"),
+    (re.compile(r"(?P<keep>\b(?:admin-)?api-key:\s*)\S+"), rf"\g<keep>{REDACTED}"),
+    (re.compile(r"(?P<keep>\bBearer\s+)\S+", re.IGNORECASE), rf"\g<keep>{REDACTED}"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{16,}\b"), REDACTED),
+)
+
+
+def log_line(line):
+    """A log line as it may be printed or saved: the secrets a server's log can carry
+    (LOG_SECRETS) and URL credentials replaced; ``api_key=None`` stays.
+
+    >>> log_line("server_args=ServerArgs(model_path='m', api_key='s3cret-key', admin_api_key=None)")
+    "server_args=ServerArgs(model_path='m', api_key='<redacted>', admin_api_key=None)"
+    >>> log_line("sglang serve --api-key s3cret --port 30000; Authorization: Bearer abc123")
+    'sglang serve --api-key <redacted> --port 30000; Authorization: Bearer <redacted>'
+    """
+    for pattern, replacement in LOG_SECRETS:
+        line = pattern.sub(lambda match: match.group(0) if match.group(0).endswith("=None")
+                           else match.expand(replacement), line)
+    return urls(line)
+
+
 def data(value):
     """Plain data (dicts, lists, tuples, strings) with ``urls`` applied to every string.
 

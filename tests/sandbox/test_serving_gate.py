@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, plant_fake_sglang, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, plant_fake_sglang, pyinfra_cli
 
 pytestmark = pytest.mark.sandbox
 

@@ -216,3 +216,18 @@ def test_signature_codes_are_findings():
     assert {signature.code for signature in explain.SIGNATURES} <= set(CODES)
     with pytest.raises(ValueError):
         explain.Signature("x", "NOT_A_CODE", "t", ("p",), "m", "f")
+
+
+def test_a_key_in_the_servers_log_is_never_shown(tmp_path):
+    """SGLang logs its ServerArgs (``api_key='...'``); the cause explain names from that
+    log, and the lines it quotes, carry no secret (bringup.redact.log_line)."""
+    secret = "sk-test-0123456789abcdef"
+    log = tmp_path / "journal.log"
+    log.write_text(f"server_args=ServerArgs(model_path='Qwen/Qwen3-0.6B', api_key='{secret}', admin_api_key=None)\n"
+                   f"sglang serve --api-key {secret} --port 30000\n"
+                   f"RuntimeError: No accelerator (CUDA, XPU, HPU) or platform plugin is available "
+                   f"(api_key='{secret}')\n")
+    result = run_cli(str(log))
+    assert result.returncode == 0 and "CUDA_UNAVAILABLE" in result.stdout, result.stdout + result.stderr
+    assert secret not in result.stdout + result.stderr
+    assert "api_key='<redacted>'" in result.stdout, result.stdout
