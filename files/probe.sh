@@ -480,8 +480,10 @@ probe_jit_cache() {
                 *": not found") printf '%s\n' "$cxx" ;;
                 *) run_program "$cxx" --version 2>&1 ;;
             esac
+            # libcuda1 is the driver's user-space library (no header, no compiler): an
+            # upgrade of the driver must not read as a changed toolchain.
             dpkg-query -W -f '${db:Status-Abbrev}${Package}=${Version}\n' 'cuda-*' 'libcu*' 'libc6-dev' \
-                'libstdc++*-dev' 'g++*' 'gcc*' 2>/dev/null | sed -n 's/^ii //p' | LC_ALL=C sort
+                'libstdc++*-dev' 'g++*' 'gcc*' 2>/dev/null | sed -n '/^ii libcuda1[:=]/d; s/^ii //p' | LC_ALL=C sort
         } | sha256sum | cut -c1-64
     )
     emit toolchain 0 "$toolchain"

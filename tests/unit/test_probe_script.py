@@ -193,3 +193,22 @@ def test_path_chains_make_a_writable_directory_a_blocker(tmp_path):
     # Owned by a non-root user, it stays unsafe: that user could still change it.
     named = [message for message in unsafe if message.startswith(f"{shared} ")]
     assert bool(named) == (os.geteuid() != 0), unsafe
+
+
+def test_toolchain_digest_ignores_the_drivers_libcuda1(tmp_path):
+    """The driver's user-space library (libcuda1: no header, no compiler) moving, as an
+    `apt-get upgrade` from NVIDIA's repository moves it, is no toolchain change; a header
+    package moving is."""
+    (tmp_path / "bin").mkdir()
+    packages = tmp_path / "packages"
+    query = tmp_path / "bin" / "dpkg-query"
+    query.write_text(f"#!/bin/sh\ncat {packages}\n")
+    query.chmod(0o755)
+
+    def digest(*lines):
+        packages.write_text("".join(f"ii {line}\n" for line in lines))
+        return run_probe(tmp_path, "b200-x8")["jit_cache"]["toolchain"]
+
+    first = digest("libcuda1=535.216.03-1", "libcublas-dev-13-0=13.0.2.14-1")
+    assert digest("libcuda1=580.105.08-1", "libcublas-dev-13-0=13.0.2.14-1") == first
+    assert digest("libcuda1=535.216.03-1", "libcublas-dev-13-0=13.0.3.1-1") != first
