@@ -16,10 +16,10 @@ from packaging.version import InvalidVersion, Version
 GO, NEEDS_REBOOT, REBOOT = "go", "needs reboot", "reboot"
 
 
-def _same_version(found, wanted):
+def same_version(found, wanted):
     """Whether two driver versions are one ("580.95.05" and "580.95.5" are).
 
-    >>> _same_version("580.95.05", "580.95.5"), _same_version("570.86.15", "580.95.05"), _same_version("x", "x")
+    >>> same_version("580.95.05", "580.95.5"), same_version("570.86.15", "580.95.05"), same_version("x", "x")
     (True, False, True)
     """
     try:
@@ -53,7 +53,7 @@ def module_mismatch(module, driver):
     >>> module_mismatch({"loaded": True, "version": "580.95.05", "flavour": "proprietary"}, plan)
     'loaded: 580.95.05 proprietary; installed: 580.95.05 open'
     """
-    if module and module.get("loaded") and module.get("version") and _same_version(module["version"], driver.version) \
+    if module and module.get("loaded") and module.get("version") and same_version(module["version"], driver.version) \
             and module.get("flavour") in (None, driver.flavour):
         return ""
     return f"loaded: {module_text(module)}; installed: {driver.version} {driver.flavour}".rstrip()

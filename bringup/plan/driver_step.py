@@ -21,6 +21,7 @@ from dataclasses import replace
 from packaging.version import Version
 
 from bringup import locks as lockfiles
+from bringup.driver_reboot import REBOOT, reboot_decision, same_version
 from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
 from bringup.plan.model import DriverPlan
@@ -90,7 +91,8 @@ def reboot_reason(module, version, flavour):
     >>> reboot_reason({"loaded": True, "version": "580.95.05", "flavour": "open"}, "580.95.05", "open")
     ''
     """
-    if module.get("loaded") and module.get("version") == version and module.get("flavour") == flavour:
+    if module.get("loaded") and module.get("version") and same_version(module["version"], version) \
+            and module.get("flavour") == flavour:
         return ""
     loaded = (f"{module.get('version')} {module.get('flavour') or 'unknown flavour'}" if module.get("loaded")
               else "none")
@@ -218,7 +220,7 @@ def will_reboot(plan):
     >>> will_reboot(DriverPlan(manage=True, reboot_for="x", reboot="if-needed", service_active=True))
     False
     """
-    return bool(plan.reboot_for) and plan.reboot == "if-needed" and (plan.reboot_serving or not plan.service_active)
+    return reboot_decision(plan, plan.reboot_for)[0] == REBOOT
 
 
 # The findings the driver step cures, and which part of it does: the driver itself
