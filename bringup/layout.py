@@ -148,6 +148,16 @@ class NodeLayout:
         return posixpath.dirname(self.env_file)
 
     @property
+    def releases(self):
+        """Where deploy records the service's releases (files/release.sh: what was live,
+        the venv link's target with the unit and env file that went with it), root's only.
+
+        >>> DEFAULT_LAYOUT.releases
+        '/opt/sglang/releases'
+        """
+        return f"{self.venv_root}/releases"
+
+    @property
     def entry_point(self):
         """The program the unit's ExecStart runs: the venv's ``sglang`` script, whose ``#!``
         line names the interpreter the kernel starts (files/probe.sh probe_entry_point).

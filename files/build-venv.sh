@@ -17,6 +17,8 @@
 #   VENV_INSTALLER  uv or pip
 #   VENV_PYTHON     the interpreter the venv is built with
 #   VENV_TORCH_INFO files/torch_info.py: records torch's arch list inside the venv
+#   VENV_RELEASES   the service's release records (files/release.sh): a venv one of
+#                   them names is kept, so a rollback always finds it
 # INDEX_OPTION: --index-url/--extra-index-url/--find-links/--no-index, as pip and uv take them.
 #
 # Everything is built and owned by root, read-only to the service: the service user
@@ -130,10 +132,16 @@ ln -sfn "venvs/$VENV_DIGEST" "$VENV_LINK.new"
 mv -T "$VENV_LINK.new" "$VENV_LINK"
 log "$VENV_LINK -> venvs/$VENV_DIGEST"
 
-# Keep the live venv, the rollback and every adopted venv; drop the others.
+# Keep the live venv, the rollback, every adopted venv and every venv a release record
+# names (the service's rollback, files/release.sh); drop the others.
 rollback=$(readlink "$VENV_DIRS/previous" 2>/dev/null || true)
+released=" "
+for record in "${VENV_RELEASES:-/nonexistent}"/*/venv; do
+    [ -f "$record" ] && released="$released$(sed -n 's|^venvs/||p' "$record") "
+done
 for dir in "$VENV_DIRS"/*; do
     name=${dir##*/}
     case $name in previous|"$VENV_DIGEST"|"$rollback"|adopted-*) continue ;; esac
+    case $released in *" $name "*) continue ;; esac
     rm -rf "$dir"
 done

@@ -97,6 +97,9 @@ class VenvPlan:
     torch_info: str = f"{LIBEXEC}/torch_info.py"
     # Runs the build so that it dies with its SSH session (files/session-bound).
     session_bound: str = f"{LIBEXEC}/session-bound"
+    # The service's release records (files/release.sh): the build's cleanup keeps every
+    # venv one of them names, so a rollback always finds its venv.
+    releases: str = ""
 
 
 @dataclass(frozen=True)

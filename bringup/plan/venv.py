@@ -40,7 +40,7 @@ def venv_plan(context):
                     python_version=python.version if python else "",
                     torch_record=layout.torch_record, torch_info=layout.helper("torch_info.py"),
                     torch_recorded=recorded,
-                    session_bound=layout.helper("session-bound"))
+                    session_bound=layout.helper("session-bound"), releases=layout.releases)
 
 
 def _python(context):

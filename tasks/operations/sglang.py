@@ -69,7 +69,8 @@ def venv_from_lock(venv: VenvPlan):
     yield from whole_file._inner(src=venv.uv_lock, dest=node_uv_lock)
     inputs = {"VENV_LINK": venv.path, "VENV_DIRS": venv.dirs, "VENV_DIGEST": digest, "VENV_LOCK": node_lock,
               "VENV_UV_LOCK": node_uv_lock, "VENV_TOOLS": venv.tools, "VENV_CACHE": venv.cache,
-              "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python, "VENV_TORCH_INFO": venv.torch_info}
+              "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python, "VENV_TORCH_INFO": venv.torch_info,
+              "VENV_RELEASES": venv.releases}
     # The build dies with its SSH session (files/session-bound): a killed connection
     # never leaves one running beside the re-run's.
     yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.python,

@@ -77,7 +77,8 @@ def node(tmp_path):
                "VENV_LINK": str(root / "venv"), "VENV_DIRS": str(root / "venvs"), "VENV_DIGEST": digest,
                "VENV_LOCK": str(venv_lock), "VENV_UV_LOCK": str(uv), "VENV_TOOLS": str(root / "tools"),
                "VENV_CACHE": str(root / "cache"), "VENV_INSTALLER": installer,
-               "VENV_PYTHON": str(bin_dir / "python"), "VENV_TORCH_INFO": ""}
+               "VENV_PYTHON": str(bin_dir / "python"), "VENV_TORCH_INFO": "",
+               "VENV_RELEASES": str(root / "releases")}
         return subprocess.run(["sh", str(BUILD_VENV)], env=env, capture_output=True, text=True, timeout=60)
 
     def hand_built():
@@ -117,6 +118,24 @@ def test_an_adopted_venv_survives_the_next_lock_changes(node):
     assert node["adopted"]() == [adopted]
     assert sorted(path.name for path in (node["root"] / "venvs").glob("[!.]*")) == \
         sorted([adopted, "b" * 16, "c" * 16, "previous"])
+
+
+
+def test_a_venv_a_release_names_is_kept(node):
+    # files/release.sh's record of what the service ran: its venv outlives the cleanup
+    # (live + previous) for as long as the record names it, so a rollback finds it.
+    for digest in ("a", "b"):
+        ok(node["build"](digest * 16))
+    record = node["root"] / "releases" / "0123456789abcdef"
+    record.mkdir(parents=True)
+    (record / "venv").write_text("venvs/" + "a" * 16 + "\n")
+    for digest in ("c", "d"):
+        ok(node["build"](digest * 16))
+    assert sorted(path.name for path in (node["root"] / "venvs").glob("[!.]*")) == \
+        sorted(["a" * 16, "c" * 16, "d" * 16, "previous"])
+    (record / "venv").unlink()
+    ok(node["build"]("e" * 16))
+    assert not (node["root"] / "venvs" / ("a" * 16)).exists()
 
 
 @pytest.mark.parametrize("kill_at", [
