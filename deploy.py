@@ -17,6 +17,7 @@ from tasks.cuda_toolkit import cuda_toolkit
 from tasks.deploy_lock import deploy_lock, deploy_lock_check, deploy_lock_release
 from tasks.driver import nvidia_driver, nvidia_driver_outcome
 from tasks.prewarm import deep_gemm_precompile, flashinfer_prewarm
+from tasks.release import release_before_change
 from tasks.service import sglang_service
 from tasks.service_account import service_account
 from tasks.sglang_venv import sglang_venv
@@ -45,6 +46,10 @@ if node:
     if node.runs("toolkit"):
         deploy_lock_check("toolkit")
         cuda_toolkit(node, repo_changes)
+    # Before the first step that can change the env file, the unit or the venv: what the
+    # service runs is recorded (once), so that a rollback can put it back.
+    if node.venv.managed and any(node.runs(step) for step in ("env", "venv", "service")):
+        release_before_change(node)
     if node.runs("env"):
         deploy_lock_check("env")
         env_changes = cuda_environment(node)

@@ -127,6 +127,7 @@ SCHEMA = {
     "driver_reboot_serving": checks.Bool(),
     "driver_reboot_timeout": checks.Seconds(least=60, most=7200),
     "service_ready_timeout": checks.Seconds(least=10, most=86400),
+    "service_rollback": checks.Choice("never", "on-failure"),
     "deploy_steps": checks.ListOf(checks.Choice(*DEPLOY_STEPS), empty=(
         f"name at least one step ({', '.join(DEPLOY_STEPS)}; all by default): with none deploy has nothing "
         "to do (validate.py checks a node without changing it)")),
@@ -267,6 +268,9 @@ class Config:
     # Seconds deploy waits, after it started or restarted the unit, for SGLang's health
     # endpoint to answer (weights, CUDA graph capture: minutes on a large model).
     service_ready_timeout: int = 1200
+    # on-failure: a host whose service fails deploy's readiness gate after a change is
+    # put back on the release it ran before (rollback.py's own mechanism), and fails.
+    service_rollback: str = "never"
     # JIT modules compiled before the service starts: FlashInfer's (sampling, rope,
     # norm, activation:<fn>, page, cascade, prefill, decode; attention modules for
     # each head dim and dtype below) and SGLang's own (sglang-activation, per dtype).

@@ -34,11 +34,12 @@ STEPS = (
     Step("account", ("Service account and helpers",)),
     Step("venv", ("SGLang venv",), apt=True),
     Step("prewarm", ("FlashInfer JIT pre-warm", "DeepGEMM pre-compile")),
-    Step("service", ("SGLang service",)),
+    # The rollback is the service step's own (service_rollback: on-failure), and rollback.py's.
+    Step("service", ("SGLang service", "SGLang rollback")),
 )
 # Tasks around the steps on every deploy (no deploy_steps value of their own): the
 # summary counts them under these names.
-GUARDS = {"apt locks": "apt", "Deploy lock": "lock", "Deploy lock released": "lock"}
+GUARDS = {"apt locks": "apt", "Deploy lock": "lock", "Deploy lock released": "lock", "SGLang release": "release"}
 
 DEPLOY_STEPS = tuple(step.name for step in STEPS)
 APT_STEPS = tuple(step.name for step in STEPS if step.apt)

@@ -26,7 +26,7 @@ Operation status: ``changed``, ``unchanged``, ``error`` or ``not run``.
 
 import re
 
-from bringup import redact, serving
+from bringup import redact, release, serving
 from bringup.findings import BLOCKER, FIX
 from bringup.steps import STEP_OF_TASK
 
@@ -39,11 +39,25 @@ SERVING = "serving"
 # needs reboot: deployed, but the driver installed is not the loaded module until the
 # host boots (driver_reboot: never, or its service serving); exit status 1.
 NEEDS_REBOOT = "needs reboot"
+# rolled back: deploy's gate failed and the host is back on its previous release,
+# serving (service_rollback: on-failure; exit status 1: the change failed), or
+# rollback.py put it back (its good outcome).
+ROLLED_BACK = "rolled back"
 BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED = "blocked", "failed", "stopped", "unreachable", "not examined"
-VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED, NEEDS_REBOOT, BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED)
+VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED, ROLLED_BACK, NEEDS_REBOOT, BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED)
 # The verdicts that leave the run's exit status at 0: validate's "needs deploy" is a
 # host deploy can bring up (nothing blocks it).
 GOOD = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED)
+
+
+def good_verdicts(purpose):
+    """The verdicts that leave ``purpose``'s exit status at 0: for rollback.py, a host
+    rolled back is what was asked.
+
+    >>> ROLLED_BACK in good_verdicts("rollback"), ROLLED_BACK in good_verdicts("deploy")
+    (True, False)
+    """
+    return GOOD + (ROLLED_BACK,) if purpose == "rollback" else GOOD
 
 CHANGED, UNCHANGED, ERROR, NOT_RUN = "changed", "unchanged", "error", "not run"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -168,12 +182,20 @@ def verdict(outcome, executed=True):
     reboot = outcome.get("driver_reboot") or {}
     if reboot.get("state") == UNREACHABLE:
         return UNREACHABLE, reboot.get("reason") or "did not come back from its reboot"
+    rolled = outcome.get("service_rollback")
+    if rolled:
+        # Before the failed operation: the rollback's own line says more (both causes).
+        rolled_verdict, why = release.rollback_outcome(rolled, outcome.get("service_serving"))
+        if rolled_verdict:
+            return rolled_verdict, why
     failed = _first_error(operations)
     if failed and reboot.get("state") == NEEDS_REBOOT and step_of(failed["name"]) == "driver":
         # The driver step stopped the host itself, before the steps that need the driver.
         return NEEDS_REBOOT, reboot.get("reason", "")
     if failed:
         return FAILED, f"{failed['name']}: {failed.get('error') or 'failed (see the log above)'}"
+    if outcome.get("purpose") == "rollback":
+        return (DRY_RUN, "") if not executed else (FAILED, "no rollback ran (see the log above)")
     if outcome.get("purpose") != "deploy":
         return (NEEDS_DEPLOY if _codes(plan, FIX) else READY), ""
     if not executed:
@@ -209,7 +231,7 @@ def host_row(outcome, executed=True):
     not_serving = [f["message"] for f in plan.get("findings") or [] if f["code"] == NOT_SERVING]
     if not_serving:
         row["not_serving_ready"] = not_serving[0]
-    if outcome.get("purpose") == "deploy":
+    if outcome.get("purpose") in ("deploy", "rollback"):
         operations = outcome.get("operations") or []
         row["changed"] = changed_steps(operations) if executed and operations else "-"
     if state == BLOCKED:
@@ -230,6 +252,7 @@ def summary_document(purpose, outcomes, executed=True, stopped=""):
     """
     rows = [host_row(dict(outcome, purpose=outcome.get("purpose") or purpose), executed) for outcome in outcomes]
     rows.sort(key=lambda row: (VERDICTS.index(row["verdict"]), row["host"]))
+    good = good_verdicts(purpose)
     counts = {}
     for row in rows:
         counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
@@ -237,7 +260,7 @@ def summary_document(purpose, outcomes, executed=True, stopped=""):
         "purpose": purpose,
         "executed": executed,
         "stopped": stopped,
-        "ok": bool(rows) and all(row["verdict"] in GOOD for row in rows) and not stopped,
+        "ok": bool(rows) and all(row["verdict"] in good for row in rows) and not stopped,
         "counts": counts,
         "hosts": rows,
     })
@@ -281,7 +304,7 @@ def render(document):
             for blocker in row.get("blocker_details", []):
                 lines.append(f"{row['host']}: [BLOCKER] {blocker['code']}: {blocker['message']}")
                 lines.append(f"{' ' * len(row['host'])}  fix: {blocker['fix']}")
-        elif row["verdict"] not in GOOD:
+        elif row["verdict"] not in good_verdicts(document["purpose"]) or row["verdict"] == ROLLED_BACK:
             lines.append(f"{row['host']}: {row['verdict']}: {row['reason']}")
         elif row.get("not_serving_ready"):
             # Good for the exit status (deploy can run, or ran), yet nothing will serve.
@@ -298,16 +321,20 @@ def outcome_line(document):
     '1 of 2 host(s) need a look (exit status 1)'
     """
     if document["ok"]:
+        if document["purpose"] == "rollback":
+            return "every host rolled back (exit status 0)" if document.get("executed", True) else \
+                "dry run: nothing changed (exit status 0)"
         if document["purpose"] == "deploy":
             return "every host deployed (exit status 0)" if document.get("executed", True) else \
                 "dry run: nothing changed (exit status 0)"
         return "no host is blocked, failed or unreachable (exit status 0)"
-    bad = sum(row["verdict"] not in GOOD for row in document["hosts"])
+    bad = sum(row["verdict"] not in good_verdicts(document["purpose"]) for row in document["hosts"])
     return f"{bad} of {len(document['hosts'])} host(s) need a look (exit status 1)"
 
 
 def purpose_from_argv(argv):
-    """"validate" or "deploy" when the command line runs validate.py or deploy.py, else None.
+    """"validate", "deploy" or "rollback" when the command line runs validate.py, deploy.py or
+    rollback.py, else None.
 
     >>> purpose_from_argv(["pyinfra", "-y", "inventory/gpu.py", "deploy.py"])
     'deploy'
@@ -316,6 +343,6 @@ def purpose_from_argv(argv):
     """
     for argument in argv[1:]:
         name = argument.rsplit("/", 1)[-1]
-        if name in ("validate.py", "deploy.py"):
+        if name in ("validate.py", "deploy.py", "rollback.py"):
             return name[:-3]
     return None

@@ -9,9 +9,13 @@ from pyinfra.facts.files import Directory
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
+from bringup.release import pending
 from facts.files import ManagedFile
+from facts.release import ReleaseLook
 from tasks.operations.files import whole_template
-from tasks.operations.serving import service_serving
+from tasks.operations.release import release_promoted, release_recorded, rolled_back_outcome
+from tasks.operations.serving import host_serving, service_serving
+from tasks.rollback import rolled_back, sglang_rollback
 
 
 def key_file_problem(fact, user):
@@ -65,8 +69,10 @@ def sglang_service(node, changes=()):
     Render the unit; on a systemd host with a model, enable and start it, and restart a
     running service when its unit, its environment or its venv changed in this run
     (a run with no change restarts nothing); then wait until it serves (the readiness
-    gate, tasks/operations/serving.py: ``service_ready_timeout``). Drop-ins (sglang.service.d/) are the
-    operator's and stay as they are.
+    gate, tasks/operations/serving.py: ``service_ready_timeout``). Before a restart, the
+    release it ran is kept as the rollback (files/release.sh); with ``service_rollback:
+    on-failure`` a host whose gate fails is put back on it (tasks/rollback.py) and fails,
+    ``rolled back``. Drop-ins (sglang.service.d/) are the operator's and stay as they are.
 
     + node: the NodePlan (``service``, ``layout``)
     + changes: operations of this run whose change the running service must pick up
@@ -80,8 +86,22 @@ def sglang_service(node, changes=()):
         return
     systemd.daemon_reload(name="Reload systemd (the unit changed)", _if=unit.did_change)
     unit_name = node.layout.unit_name
+    # Releases (files/release.sh) are recorded for a managed venv: a change live on the
+    # node that the service was not restarted for (an interrupted deploy) restarts it too.
+    releases = node.venv.managed
+    changed_here = any_changed(unit, *changes)
+    changed = (lambda: True) if releases and pending(host.get_fact(ReleaseLook, layout=node.layout)) else changed_here
+    if releases:
+        release_promoted(name="Keep the release sglang ran as the rollback", layout=node.layout, _if=changed)
     started = systemd.service(name="Enable and start sglang", service=unit_name, enabled=True, running=True)
-    changed = any_changed(unit, *changes)
     systemd.service(name="Restart sglang (its unit, environment or venv changed)", service=unit_name,
                     restarted=True, _if=lambda: changed() and not started.did_change())
-    service_serving(name="Wait for sglang to serve", service=service, unit_name=unit_name)
+    if releases:
+        release_recorded(name="Record the release sglang runs", layout=node.layout,
+                         _if=lambda: changed() or started.did_change())
+    on_failure = releases and service.rollback == "on-failure"
+    service_serving(name="Wait for sglang to serve", service=service, unit_name=unit_name, fail_host=not on_failure)
+    if on_failure:
+        sglang_rollback(node, purpose="deploy", when=lambda: not host_serving(host.name)[0])
+        rolled_back_outcome(name="Rolled back: the change did not serve", unit_name=unit_name,
+                            _if=lambda: rolled_back() and host_serving(host.name)[0])

@@ -184,6 +184,8 @@ class ServicePlan:
     # and how long it waits for an answer (service_ready_timeout).
     port: str = "30000"
     ready_timeout: int = 1200
+    # What deploy does when the gate fails after a change (service_rollback).
+    rollback: str = "never"
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ def _say(on, text, colour=None):
     click.echo(f"{on.print_prefix}{click.style(text, fg=colour) if colour else text}", err=True)
 
 
-def _record(state_name, reason, waited):
-    fleet.record(host.name, "deploy", service_serving={"state": state_name, "reason": reason, "waited": waited})
+def _record(state_name, reason, waited, purpose="deploy"):
+    fleet.record(host.name, purpose, service_serving={"state": state_name, "reason": reason, "waited": waited})
 
 
 def wait_serving(state, host, service, unit_name, arguments, result):  # pyinfra passes state, host by name
@@ -74,7 +74,7 @@ def wait_serving(state, host, service, unit_name, arguments, result):  # pyinfra
 
 
 @operation(is_idempotent=False)
-def service_serving(service, unit_name):
+def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
     """
     Wait until the enabled SGLang unit serves (``bringup.serving.decision``): systemd's
     ``active`` and ``/health`` answering 200, within ``service.ready_timeout`` seconds.
@@ -84,6 +84,9 @@ def service_serving(service, unit_name):
 
     + service: the ServicePlan (user, host, port, api_key_file, ready_timeout)
     + unit_name: the unit (``sglang.service``)
+    + fail_host: False: a unit that does not serve is recorded, and the host goes on
+      (to the rollback of ``service_rollback: on-failure``, which reads ``host_serving``)
+    + purpose: the run the outcome is recorded for ("deploy", "rollback")
 
     **Example**:
 
@@ -94,7 +97,7 @@ def service_serving(service, unit_name):
     unit, status, _, _ = host.get_fact(ServiceLook, *asked(service, unit_name))
     decided, why = serving.decision(unit, status, unit.get("restarts") or 0, 0, service.ready_timeout)
     if decided == serving.READY:
-        _record("serving", why, 0)
+        _record("serving", why, 0, purpose)
         host.noop(f"{unit_name} serves: {why}")
         return
     arguments = {key: value for key, value in (host.current_op_global_arguments or {}).items()
@@ -104,10 +107,12 @@ def service_serving(service, unit_name):
     if not state.is_executing:
         return  # --dry: listed, not waited for
     if result.get("state") == serving.READY:
-        _record("serving", result["reason"], result["waited"])
+        _record("serving", result["reason"], result["waited"], purpose)
         return
     reason = result.get("reason") or "the gate stopped before an answer"
-    _record(result.get("state") or serving.FAILED, reason, result.get("waited", 0))
+    _record(result.get("state") or serving.FAILED, reason, result.get("waited", 0), purpose)
+    if not fail_host:
+        return
     line = f"{host.name}: {unit_name} is not serving: {reason}"
     yield f"echo {shlex.quote(line)} >&2; exit 1"
 

@@ -1,0 +1,109 @@
+"""The service's releases (files/release.sh records them on the node): what a look at
+them says, when deploy must restart for a release not yet live, and the one line that
+refuses a rollback (pure: plain data in, decisions and text out)."""
+
+# What release.sh's look prints, one ``key=value`` line each (digests and names only).
+LOOK_KEYS = ("current", "live", "previous", "previous_venv", "previous_problem")
+NO_PREVIOUS = "no previous release recorded"
+
+
+def parse_look(lines):
+    """The look's lines as a dict of every ``LOOK_KEYS`` key ("" when absent).
+
+    >>> look = parse_look(["current=aa", "live=bb", "previous=", "noise"])
+    >>> look["current"], look["live"], look["previous"], look["previous_problem"]
+    ('aa', 'bb', '', '')
+    """
+    look = dict.fromkeys(LOOK_KEYS, "")
+    for line in lines:
+        key, separator, value = line.partition("=")
+        if separator and key in look:
+            look[key] = value.strip()
+    return look
+
+
+def pending(look):
+    """Whether what is live on the node is not what the service was last started with:
+    a change an earlier deploy made and did not restart for (it was interrupted, or ran
+    without the service step). The service step restarts for it as for a change of its
+    own run; a node with no record yet has nothing pending.
+
+    >>> pending({"current": "aa", "live": "bb"}), pending({"current": "aa", "live": "aa"})
+    (True, False)
+    >>> pending({"current": "", "live": "bb"})
+    False
+    """
+    return bool(look.get("current")) and look.get("current") != look.get("live")
+
+
+def rollback_problem(managed, enabled, look=None):
+    """Why the host cannot be rolled back ("" when it can): an external venv, a service
+    deploy does not start, or the look's own answer (no previous release, its venv
+    missing or incomplete). ``look`` None: not looked at yet (the node answers at the
+    rollback itself).
+
+    >>> rollback_problem(False, True)
+    'venv_managed is false'
+    >>> rollback_problem(True, True, {"previous_problem": "no previous release recorded"})
+    'no previous release recorded'
+    >>> rollback_problem(True, True, {"previous_problem": ""}), rollback_problem(True, True)
+    ('', '')
+    """
+    if not managed:
+        return "venv_managed is false"
+    if not enabled:
+        return "the service is not enabled"
+    return (look or {}).get("previous_problem", "")
+
+
+def fix_for(problem):
+    """What the operator does about a rollback's ``problem``.
+
+    >>> fix_for(NO_PREVIOUS)
+    'nothing to go back to (none recorded yet, or a rollback already used it): deploy the release you want with deploy.py'
+    """
+    if problem == "venv_managed is false":
+        return ("the venv at venv_path is yours and deploy records no release of it: put the venv you want back "
+                "there yourself, then restart sglang")
+    if problem == "the service is not enabled":
+        return "deploy starts no service here (service_enable, service_model, systemd): nothing to roll back"
+    if problem == NO_PREVIOUS:
+        return ("nothing to go back to (none recorded yet, or a rollback already used it): deploy the release you "
+                "want with deploy.py")
+    return "deploy the release you want with deploy.py (its venv_lock and settings)"
+
+
+def refusal_line(host, problem):
+    """The one line that refuses a rollback of ``host``.
+
+    >>> refusal_line("n1", NO_PREVIOUS)[:60]
+    'n1: rollback refused, nothing changed: no previous release r'
+    """
+    return f"{host}: rollback refused, nothing changed: {problem}; fix: {fix_for(problem)}"
+
+
+def rollback_outcome(rollback, gate):
+    """The verdict of a host that was rolled back (or refused one), and why, from what
+    was recorded: ``rollback`` (``{"state": "rolled back" | "refused", "cause", "reason"}``,
+    ``cause`` the failure of deploy's gate that asked for it, "" for rollback.py) and the
+    gate's record after it. Returns (verdict, reason); verdict None: the rollback's gate
+    did not run (the host's failed operation says why).
+
+    >>> rollback_outcome({"state": "rolled back", "cause": "failed: exited; cause: CUDA_UNAVAILABLE"},
+    ...                  {"state": "serving"})
+    ('rolled back', 'the change failed (failed: exited; cause: CUDA_UNAVAILABLE); back on the previous release, serving')
+    >>> rollback_outcome({"state": "refused", "cause": "", "reason": "no previous release recorded"}, None)[1]
+    'rollback refused: no previous release recorded'
+    >>> rollback_outcome({"state": "rolled back", "cause": "x"}, {"state": "failed", "reason": "y"})
+    ('failed', 'the change failed (x); rolled back, and the previous release does not serve either: failed: y')
+    """
+    cause = rollback.get("cause") or ""
+    before = f"the change failed ({cause}); " if cause else ""
+    if rollback.get("state") == "refused":
+        return "failed", f"{before}rollback refused: {rollback.get('reason', '')}"
+    if not gate:
+        return None, ""
+    if gate.get("state") == "serving":
+        return "rolled back", f"{before}back on the previous release, serving"
+    return "failed", (f"{before}rolled back, and the previous release does not serve either: "
+                      f"{gate.get('state')}: {gate.get('reason', '')}")
