@@ -25,6 +25,9 @@ UNCHANGED_ENV = op("CUDA environment | Service environment file", "unchanged")
 CHANGED_DRIVER = op("NVIDIA driver | Install NVIDIA driver 580.95.05 (open)", "changed")
 NEEDS_REBOOT = {"state": "needs reboot", "reason": "loaded: none; installed: 580.95.05 open (driver_reboot: never)"}
 
+GATE_FAILED = "failed: sglang.service exited; cause: CUDA_UNAVAILABLE"
+SERVED = {"state": "serving", "reason": "/health answered 200 after 2 s", "waited": 2}
+
 # name, outcome, executed, verdict, reason (substring)
 CASES = [
     ("unreachable", {"reached": False, "connect_error": "Could not connect (Connection refused)"}, True,
@@ -82,6 +85,35 @@ CASES = [
     ("a --dry run waits for nothing", {"purpose": "deploy", "plan": plan(),
                                        "operations": [op("SGLang service | Wait for sglang to serve", "not run")]},
      False, "dry run", ""),
+    # service_rollback: on-failure (tasks/rollback.py): its outcome's service_rollback.
+    ("the gate failed, rolled back, serving", {"purpose": "deploy", "plan": plan(), "failed": True, "operations": [
+        op("SGLang rollback | Wait for sglang to serve (the previous release)", "changed"),
+        op("SGLang service | Rolled back: the change did not serve", "error", "n1: rolled back")],
+        "service_rollback": {"state": "rolled back", "cause": GATE_FAILED}, "service_serving": SERVED},
+     True, "rolled back", f"the change failed ({GATE_FAILED}); back on the previous release, serving"),
+    ("rolled back, and the previous release fails too", {
+        "purpose": "deploy", "plan": plan(), "failed": True, "operations": [
+            op("SGLang rollback | Wait for sglang to serve (the previous release)", "error", "n1: not serving")],
+        "service_rollback": {"state": "rolled back", "cause": GATE_FAILED},
+        "service_serving": {"state": "failed", "reason": "exited; cause: OUT_OF_MEMORY", "waited": 3}},
+     True, "failed", f"the change failed ({GATE_FAILED}); rolled back, and the previous release does not serve "
+                     "either: failed: exited; cause: OUT_OF_MEMORY"),
+    ("the gate failed, nothing to roll back to", {
+        "purpose": "deploy", "plan": plan(), "failed": True, "operations": [
+            op("SGLang rollback | Put the previous release back", "error", "n1: rollback refused")],
+        "service_rollback": {"state": "refused", "cause": GATE_FAILED, "reason": "no previous release recorded"},
+        "service_serving": {"state": "failed", "reason": "exited", "waited": 3}},
+     True, "failed", f"the change failed ({GATE_FAILED}); rollback refused: no previous release recorded"),
+    # rollback.py: a host put back is its good outcome; a refusal names why.
+    ("rollback.py put the host back", {"purpose": "rollback", "plan": plan(), "operations": [
+        op("SGLang rollback | Put the previous release back", "changed")],
+        "service_rollback": {"state": "rolled back", "cause": ""}, "service_serving": SERVED},
+     True, "rolled back", "back on the previous release, serving"),
+    ("rollback.py with nothing to go back to", {"purpose": "rollback", "plan": plan(), "failed": True,
+                                                "operations": [op("Refuse the rollback", "error", "n1: refused")],
+                                                "service_rollback": {"state": "refused", "cause": "",
+                                                                     "reason": "venv_managed is false"}},
+     True, "failed", "rollback refused: venv_managed is false"),
 ]
 
 
@@ -194,6 +226,7 @@ def test_error_line(lines, expected):
 @pytest.mark.parametrize("argv,purpose", [
     (["pyinfra", "-y", "inventory/gpu.py", "validate.py"], "validate"),
     (["pyinfra", "inventory/gpu.py", "/abs/path/deploy.py"], "deploy"),
+    (["pyinfra", "inventory/gpu.py", "rollback.py"], "rollback"),
     (["pyinfra", "inventory/gpu.py", "fact", "facts.node.NodeFacts"], None),
     (["pyinfra", "inventory/gpu.py", "debug-inventory"], None),
 ])
@@ -211,3 +244,20 @@ def test_needs_reboot_is_a_row_of_its_own_that_fails_the_run():
     text = summary.render(document)
     assert "b: needs reboot: loaded: none; installed: 580.95.05 open" in text
     assert "1 of 2 host(s) need a look (exit status 1)" in text
+
+
+@pytest.mark.parametrize("purpose,ok,line", [
+    ("deploy", False, "1 of 1 host(s) need a look (exit status 1)"),
+    ("rollback", True, "every host rolled back (exit status 0)"),
+])
+def test_rolled_back_fails_a_deploy_and_is_a_rollbacks_good_outcome(purpose, ok, line):
+    # deploy's change did not serve: the host fails (exit status 1), saying it is back.
+    outcome = {"host": "n1", "purpose": purpose, "facts": FACTS, "plan": plan(),
+               "operations": [op("SGLang rollback | Put the previous release back", "changed")],
+               "service_rollback": {"state": "rolled back", "cause": GATE_FAILED if purpose == "deploy" else ""},
+               "service_serving": SERVED}
+    document = summary.summary_document(purpose, [outcome])
+    assert (document["ok"], document["hosts"][0]["verdict"]) == (ok, "rolled back")
+    text = summary.render(document)
+    assert line in text
+    assert "n1: rolled back: " in text
