@@ -111,9 +111,12 @@ def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
         return
     reason = result.get("reason") or "the gate stopped before an answer"
     _record(result.get("state") or serving.FAILED, reason, result.get("waited", 0), purpose)
-    if not fail_host:
-        return
     line = f"{host.name}: {unit_name} is not serving: {reason}"
+    if not fail_host:
+        # Said here, at the failure; the rollback that follows names it again.
+        yield FunctionCommand(lambda state, host: _say(host, f"{line}; rolling back (service_rollback: on-failure)",
+                                                       "yellow") or True, (), {})
+        return
     yield f"echo {shlex.quote(line)} >&2; exit 1"
 
 

@@ -174,3 +174,21 @@ def test_validate_says_a_node_without_a_model_is_not_serving_ready():
     assert served.returncode == 0, served.output
     assert "not serving-ready" not in served.output and "SERVICE_NOT_SERVING_READY" not in served.output
     assert json.loads(SUMMARY.read_text())["hosts"][0]["service"] == "enabled"
+
+
+def test_rollback_with_nothing_to_roll_back_is_refused_in_one_line_and_changes_nothing():
+    # No model: deploy starts no service here, so there is no release to go back to.
+    result = pyinfra("@local", "--data", "target_sms=12.0", "rollback.py")
+    assert result.returncode == 1, result.output
+    assert ("@local: rollback refused, nothing changed: the service is not enabled; fix: deploy starts no service "
+            "here (service_enable, service_model, systemd): nothing to roll back") in result.output
+    assert "@local: failed: rollback refused: the service is not enabled" in result.output
+    # The refusal only: no lock taken, nothing asked of the node.
+    planned = json.loads(pyinfra("--dry", "--json", "@local", "--data", "target_sms=12.0", "rollback.py").stdout)
+    assert [operation["name"] for operation in planned["plan"]] == ["Refuse the rollback"]
+
+
+def test_service_rollback_takes_never_or_on_failure():
+    result = pyinfra("@local", "--data", "service_rollback=always", "validate.py")
+    assert result.returncode == 1
+    assert "@local: setting service_rollback='always' is invalid" in result.output
