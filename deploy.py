@@ -48,7 +48,7 @@ if node:
         cuda_toolkit(node, repo_changes)
     # Before the first step that can change the env file, the unit or the venv: what the
     # service runs is recorded (once), so that a rollback can put it back.
-    if node.venv.managed and any(node.runs(step) for step in ("env", "venv", "service")):
+    if node.venv.managed and node.service.enable and any(node.runs(step) for step in ("env", "venv", "service")):
         release_before_change(node)
     if node.runs("env"):
         deploy_lock_check("env")

@@ -16,13 +16,12 @@ the double exits at start with SGLang's no-GPU line (CUDA_UNAVAILABLE).
 import json
 import os
 import shlex
-from pathlib import Path
 
 import pytest
 import yaml
 
 from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import REPO_ROOT, node_addr, plant_fake_sglang, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import REPO_ROOT, plant_fake_sglang, pyinfra_cli, run_ssh
 
 pytestmark = pytest.mark.sandbox
 
