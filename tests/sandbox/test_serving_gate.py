@@ -12,18 +12,23 @@ systemd, which reads the new drop-in): the gate then waits for that start.
 
 The other host (``B``) stays a double that becomes ready after a while; ``A`` becomes
 one that never is, then one that exits at start as SGLang does on a node without a GPU.
+Between the first test and those, the rolling restart (``--serial``, docs/deploy.md,
+"Rolling restarts") plants the double that exits at start on both, then the ready one
+again.
 """
 
 import json
 import os
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, plant_fake_sglang, pyinfra_cli
+from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, plant_fake_sglang, pyinfra_cli, run_ssh
 
 pytestmark = pytest.mark.sandbox
 
@@ -65,9 +70,11 @@ def nodes(sandbox_host):
         node.down(list(ADDRS))
 
 
-def deploy(*data, json_output=False):
+def deploy(*data, json_output=False, options=()):
+    """deploy.py on both nodes; ``options`` go to pyinfra (``--serial``, ``--fail-percent 0``)."""
     started = time.monotonic()
-    result = pyinfra_cli("inventory/gpu.py", "deploy.py", data=(*DATA, *data), json_output=json_output, timeout=600)
+    result = pyinfra_cli(*options, "inventory/gpu.py", "deploy.py", data=(*DATA, *data), json_output=json_output,
+                         timeout=600)
     result.seconds = time.monotonic() - started
     rows = json.loads((REPORTS / "summary.json").read_text())["hosts"]
     result.rows = {row["host"]: row for row in rows}
@@ -88,6 +95,71 @@ def test_a_server_ready_after_a_while_is_serving_and_a_second_deploy_changes_not
     again = deploy(json_output=True)
     assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
     assert {host: row["verdict"] for host, row in again.rows.items()} == {A: "serving", B: "serving"}
+
+
+def health(entry):
+    """What the node's server answers to ``GET /health`` (its status, or "no answer")."""
+    try:
+        with urllib.request.urlopen(f"http://{entry['ssh_hostname']}:30000/health", timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return "no answer"
+
+
+def service_as_found(entry):
+    """What a deploy that reached the node would change: the unit file's sha256, the
+    unit's start (systemd's InvocationID and when it became active) and what it serves."""
+    unit = run_ssh(entry, "sha256sum /etc/systemd/system/sglang.service").stdout.split()[0]
+    start = run_ssh(entry, "systemctl show sglang.service -p InvocationID -p ActiveEnterTimestampMonotonic "
+                           "-p NRestarts -p ActiveState").stdout.split()
+    return {"unit": unit, "start": sorted(start), "health": health(entry)}
+
+
+SERIAL = ("--serial", "--fail-percent", "0")
+
+
+def test_a_serial_deploy_stops_at_the_first_host_that_fails_the_gate_and_leaves_the_next_unchanged(nodes):
+    """A rolling restart: ``--serial --fail-percent 0``, a ``service_args`` change that
+    restarts the unit on both, each planted to exit at start. pyinfra runs every
+    operation of one host before the next (``_run_serial_ops``), in the order of a set
+    (``Inventory.get_active_hosts``), not the inventory's: whichever it takes first fails
+    the gate, ``State.fail_hosts`` stops the run, and the other is as it was, still
+    serving on its old unit and start."""
+    before = {name: service_as_found(entry) for name, entry in nodes.items()}
+    assert {name: found["health"] for name, found in before.items()} == {A: 200, B: 200}, before
+    for entry in nodes.values():  # written, not read: systemd reads a drop-in at deploy's reload
+        plant(entry, f"FAKE_SGLANG_EXIT_AT_START={NO_GPU}")
+    result = deploy("service_args=--log-level debug", options=SERIAL)
+    assert result.returncode == 1, result.output[-4000:]
+    assert "Over 0% of hosts failed (50%)" in result.output, result.output[-4000:]
+    failed = [host for host, row in result.rows.items() if row["verdict"] == "failed"]
+    assert len(failed) == 1, result.rows
+    first, = failed
+    second, = set(nodes) - {first}
+    assert "cause: CUDA_UNAVAILABLE (SGLang found no usable GPU): " in result.rows[first]["reason"], result.rows
+    assert f"[{first}] waiting for sglang.service to answer" in result.output, result.output[-4000:]
+    assert f"[{second}] waiting for sglang.service" not in result.output, result.output[-4000:]
+    assert service_as_found(nodes[second]) == before[second]
+    assert service_as_found(nodes[first])["unit"] != before[first]["unit"]
+    # The summary says what happened to the host pyinfra never reached, and why the run ended.
+    reached_none = "not reached: the run stopped before its first operation; nothing ran on this host"
+    assert (result.rows[second]["verdict"], result.rows[second]["reason"]) == ("stopped", reached_none), result.rows
+    assert f"{second}: stopped: {reached_none}" in result.stderr, result.stderr[-3000:]
+    assert "-- the run stopped early: pyinfra stopped the run while executing operations" in result.stderr
+    assert result.seconds < 60, result.seconds
+
+    # The contrast: without --fail-percent, pyinfra goes on to the next host after a failure.
+    carried_on = deploy("service_args=--log-level error", options=("--serial",))
+    assert carried_on.returncode == 1, carried_on.output[-4000:]
+    assert {host: row["verdict"] for host, row in carried_on.rows.items()} == {A: "failed", B: "failed"}, \
+        carried_on.rows
+    for name in nodes:
+        assert f"[{name}] waiting for sglang.service to answer" in carried_on.output, carried_on.output[-4000:]
+    # For the tests below: both ready again at their next restart (the next service_args change).
+    for entry in nodes.values():
+        plant(entry, "FAKE_SGLANG_READY_AFTER=6")
 
 
 def test_never_ready_fails_that_host_in_the_timeout_and_the_other_serves(nodes):
