@@ -300,7 +300,12 @@ def outcome_line(document):
     'every host deployed (exit status 0)'
     >>> outcome_line({"ok": False, "purpose": "validate", "hosts": [{"verdict": "ready"}, {"verdict": "blocked"}]})
     '1 of 2 host(s) need a look (exit status 1)'
+    >>> outcome_line({"ok": False, "purpose": "deploy", "hosts": []})
+    'no host was targeted, nothing ran (pyinfra exits 0)'
     """
+    if not document["hosts"]:
+        # A --limit that matches no host (pyinfra warns, runs nothing and exits 0).
+        return "no host was targeted, nothing ran (pyinfra exits 0)"
     if document["ok"]:
         if document["purpose"] == "deploy":
             return "every host deployed (exit status 0)" if document.get("executed", True) else \
