@@ -12,13 +12,15 @@ systemd, which reads the new drop-in): the gate then waits for that start.
 
 The other host (``B``) stays a double that becomes ready after a while; ``A`` becomes
 one that never is, then one that exits at start as SGLang does on a node without a GPU.
-Between the first test and those, the rolling restart (``--serial``, docs/deploy.md,
-"Rolling restarts") plants the double that exits at start on both, then the ready one
-again.
+Between the first test and those, the rolling restarts (docs/deploy.md, "Rolling
+restarts"): ``--serial`` with the double that exits at start on both, then one run per
+batch with it on ``A``; each plants the ready double again when done.
 """
 
 import json
 import os
+import shlex
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +30,8 @@ import pytest
 import yaml
 
 from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, plant_fake_sglang, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import (PYINFRA, REPO_ROOT, changed_operations, node_addr, node_suite, plant_fake_sglang,
+                                    pyinfra_cli, run_ssh)
 
 pytestmark = pytest.mark.sandbox
 
@@ -160,6 +163,40 @@ def test_a_serial_deploy_stops_at_the_first_host_that_fails_the_gate_and_leaves_
     # For the tests below: both ready again at their next restart (the next service_args change).
     for entry in nodes.values():
         plant(entry, "FAKE_SGLANG_READY_AFTER=6")
+
+
+# docs/deploy.md's batch script ("Rolling restarts"), with this module's hosts and settings.
+BATCHES = """n=0
+for batch in {batches}; do
+    n=$((n + 1))
+    GPU_BRINGUP_REPORTS={reports}/batch-$n {pyinfra} -y {data} inventory/gpu.py deploy.py --limit "$batch" \\
+        || {{ echo "batch $n ($batch) stopped the roll: {reports}/batch-$n/summary.json" >&2; exit 1; }}
+done
+"""
+
+
+def test_one_run_per_batch_stops_at_the_first_batch_that_fails_and_the_next_is_not_run(nodes):
+    """Batches in an order of the operator's (``--limit``, one run each): the first, ``A``
+    alone (the canary), fails the gate; the script stops, ``B``'s batch never runs."""
+    ready = deploy("service_args=--log-level critical")
+    assert ready.returncode == 0, ready.output[-4000:]
+    before = service_as_found(nodes[B])
+    assert before["health"] == 200, before
+    plant(nodes[A], f"FAKE_SGLANG_EXIT_AT_START={NO_GPU}")
+    for batch in REPORTS.glob("batch-*/summary.json"):
+        batch.unlink()
+    data = " ".join(f"--data {shlex.quote(item)}" for item in (*DATA, "service_args=--log-level debug"))
+    script = BATCHES.format(batches=f"'{A[:-1]}[a]' {B}", reports=shlex.quote(str(REPORTS)), pyinfra=PYINFRA, data=data)
+    rolled = subprocess.run(["sh", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL)
+    assert rolled.returncode == 1, rolled.stdout[-3000:] + rolled.stderr[-3000:]
+    assert f"batch 1 ({A[:-1]}[a]) stopped the roll" in rolled.stderr, rolled.stderr[-3000:]
+    rows = json.loads((REPORTS / "batch-1" / "summary.json").read_text())["hosts"]
+    assert [(row["host"], row["verdict"]) for row in rows] == [(A, "failed")], rows
+    assert "cause: CUDA_UNAVAILABLE" in rows[0]["reason"], rows
+    assert not (REPORTS / "batch-2" / "summary.json").exists()
+    assert service_as_found(nodes[B]) == before
+    plant(nodes[A], "FAKE_SGLANG_READY_AFTER=6")  # ready again at its next restart
 
 
 def test_never_ready_fails_that_host_in_the_timeout_and_the_other_serves(nodes):
