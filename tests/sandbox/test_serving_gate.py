@@ -186,7 +186,9 @@ def test_one_run_per_batch_stops_at_the_first_batch_that_fails_and_the_next_is_n
     for batch in REPORTS.glob("batch-*/summary.json"):
         batch.unlink()
     data = " ".join(f"--data {shlex.quote(item)}" for item in (*DATA, "service_args=--log-level debug"))
-    script = BATCHES.format(batches=f"'{A[:-1]}[a]' {B}", reports=shlex.quote(str(REPORTS)), pyinfra=PYINFRA, data=data)
+    # The first batch a pattern (sg-gate-[a]), as the page's are; the second a name.
+    script = BATCHES.format(batches=f"'{A[:-1]}[a]' {B}", reports=shlex.quote(str(REPORTS)),
+                            pyinfra=shlex.quote(PYINFRA), data=data)
     rolled = subprocess.run(["sh", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                             stdin=subprocess.DEVNULL)
     assert rolled.returncode == 1, rolled.stdout[-3000:] + rolled.stderr[-3000:]
