@@ -70,6 +70,8 @@ CODES = {
     # The driver layer (bringup/plan/driver.py).
     "DRIVER_OPEN_MODULE_REQUIRED": "A Blackwell GPU (compute capability 10.x or 12.x) with the proprietary kernel module "
                                    "loaded or installed: it runs only on NVIDIA's open kernel modules.",
+    "DRIVER_PROPRIETARY_MODULE_REQUIRED": "driver_flavour: open on a GPU older than Turing (compute capability below "
+                                          "7.5): NVIDIA's open kernel modules do not drive it.",
     "DRIVER_LIBRARY_MISMATCH": "The loaded kernel module's version differs from the user-space driver's (NVML): "
                                "NVML and CUDA refuse to start until a reboot or a module reload.",
     "FABRIC_MANAGER_MISSING": "An NVSwitch node without Fabric Manager: CUDA fails with Error 802 (system not yet "

@@ -1,9 +1,10 @@
 """Whether SGLang serves: its health endpoint, the ready decision and the journal lines
 that say how far its start got (pure: the gate's I/O is tasks/operations/serving.py).
 
-Source: SGLang's HTTP server, python/sglang/srt/entrypoints/http_server.py
-(sgl-project/sglang, the release files/locks/sglang-0.5.23.in pins; read at commit
-0025436e), and python/sglang/srt/utils add_api_key_middleware:
+Source: the sglang 0.5.23 wheel files/locks/sglang-0.5.23-cp311-x86_64.txt pins (its
+hash), read on 2026-12-02: sglang/srt/entrypoints/http_server.py (``/health``,
+``/health_generate``, ``/ready``, ``/get_model_info``, ``_wait_and_warmup``) and
+sglang/srt/utils/auth.py (``decide_request_auth``):
 
 | endpoint | while loading | when ready |
 | --- | --- | --- |
@@ -12,8 +13,11 @@ Source: SGLang's HTTP server, python/sglang/srt/entrypoints/http_server.py
 | ``GET /get_model_info`` | answers as soon as the port is open (the warm-up polls it) | ``{"model_path", "tokenizer_path", "is_generation", ...}`` |
 | ``POST /generate`` | | ``{"text", "meta_info": {"completion_tokens", ...}}`` |
 
-``/health*`` passes the API key middleware without a key (``--api-key``: every other
-path needs ``Authorization: Bearer <key>``). The log says "The server is fired up and
+``/health*`` (and ``/ready``, ``/metrics``) pass the API key middleware without a key
+(``--api-key``: every other path needs ``Authorization: Bearer <key>``). ``/health`` runs
+the one-token request unless ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION`` is false
+(default true, sglang/srt/environ.py), when it answers 200 as soon as the status is no
+longer ``Starting``. The log says "The server is fired up and
 ready to roll!" when the warm-up returned: from then on ``/health`` answers 200.
 """
 
@@ -28,14 +32,16 @@ GENERATE_REQUEST = {"text": "The capital city of France is", "sampling_params": 
 
 READY, WAIT, FAILED, TIMED_OUT = "ready", "wait", "failed", "timed out"
 
-# The start's milestones as the release logs them (python/sglang/srt/model_executor/
-# model_runner.py: load_model, init_device_graphs; http_server.py _wait_and_warmup;
-# uvicorn's own start line), and what the gate prints for each.
+# The start's milestones as the release logs them (0.5.23: model_executor/model_runner.py
+# load_model; model_runner_components/cuda_graph_setup.py "Capture target decode CUDA
+# graph begin."; http_server.py _wait_and_warmup and its "Uvicorn running on" line; older
+# releases logged "Capture cuda graph begin.", sgl-project/sglang#11716), and what the
+# gate prints for each.
 PROGRESS = (
     (re.compile(r"Load weight begin\."), "loading the weights"),
     (re.compile(r"Load weight end\."), "weights loaded"),
-    (re.compile(r"Capture cuda graph begin\."), "capturing CUDA graphs (can take several minutes)"),
-    (re.compile(r"Capture cuda graph end\."), "CUDA graphs captured"),
+    (re.compile(r"Capture (?:[\w ]+ )?graph begin\.", re.IGNORECASE), "capturing CUDA graphs (can take several minutes)"),
+    (re.compile(r"Capture (?:[\w ]+ )?graph end\.", re.IGNORECASE), "CUDA graphs captured"),
     (re.compile(r"Uvicorn running on"), "HTTP server listening, warming up"),
     (re.compile(r"The server is fired up and ready to roll!"), "ready to roll"),
 )
@@ -44,7 +50,7 @@ PROGRESS = (
 def progress(line):
     """What a journal line says of the start, or "" when it is no milestone.
 
-    >>> progress("[2026-05-02 16:14:33] Capture cuda graph begin. This can take up to several minutes. avail mem=9 GB")
+    >>> progress("[2026-12-02 16:14:33] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1")
     'capturing CUDA graphs (can take several minutes)'
     >>> progress("[2026-05-02 16:14:30] Load weight begin. avail mem=92.50 GB"), progress("Prefill batch. #new-seq: 1")
     ('loading the weights', '')

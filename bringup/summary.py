@@ -60,6 +60,7 @@ def good_verdicts(purpose):
     return GOOD + (ROLLED_BACK,) if purpose == "rollback" else GOOD
 
 CHANGED, UNCHANGED, ERROR, NOT_RUN = "changed", "unchanged", "error", "not run"
+NOT_REACHED = "not reached: the run stopped before its first operation; nothing ran on this host"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -203,6 +204,9 @@ def verdict(outcome, executed=True):
     if outcome.get("failed"):
         return FAILED, "pyinfra failed this host (see the log above)"
     pending = [op for op in operations if op["status"] == NOT_RUN]
+    if pending and len(pending) == len(operations):
+        # --serial: the hosts after the one that stopped the run were planned, never reached.
+        return STOPPED, NOT_REACHED
     if pending:
         return STOPPED, f"the run stopped before {pending[0]['name']}"
     if reboot.get("state") == NEEDS_REBOOT:
@@ -319,7 +323,12 @@ def outcome_line(document):
     'every host deployed (exit status 0)'
     >>> outcome_line({"ok": False, "purpose": "validate", "hosts": [{"verdict": "ready"}, {"verdict": "blocked"}]})
     '1 of 2 host(s) need a look (exit status 1)'
+    >>> outcome_line({"ok": False, "purpose": "deploy", "hosts": []})
+    'no host was targeted, nothing ran (pyinfra exits 0)'
     """
+    if not document["hosts"]:
+        # A --limit that matches no host (pyinfra warns, runs nothing and exits 0).
+        return "no host was targeted, nothing ran (pyinfra exits 0)"
     if document["ok"]:
         if document["purpose"] == "rollback":
             return "every host rolled back (exit status 0)" if document.get("executed", True) else \

@@ -32,7 +32,9 @@ NOUVEAU_TEXT = "blacklist nouveau\noptions nouveau modeset=0\n"
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51gpu-bringup-driver"
 # NVIDIA's open kernel modules drive Turing (SM 7.5) and newer; older GPUs need the
 # proprietary ones (driver installation guide, "Kernel Modules": "the open-source GPU
-# kernel modules ... are only supported on Turing and later GPUs"; Blackwell requires them).
+# kernel modules ... are only supported on Turing and later GPUs"; Blackwell requires them;
+# NVIDIA's "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules", 2024: Maxwell,
+# Pascal and Volta "are not compatible" with them, mixed nodes keep the proprietary driver).
 TURING = Version("7.5")
 # The units deploy enables and starts once the module is loaded; Fabric Manager starts
 # NVLSM itself on NVLink5 (Fabric Manager user guide, fourth-generation NVSwitches).
@@ -102,7 +104,8 @@ def reboot_reason(module, version, flavour):
 def driver_plan(context, repo):
     """The driver step's plan (``manage`` False with ``driver_manage: false``); a missing or
     unreadable lock is DRIVER_LOCK_MISSING, a proprietary flavour asked for Blackwell
-    DRIVER_OPEN_MODULE_REQUIRED (blockers)."""
+    DRIVER_OPEN_MODULE_REQUIRED, the open one asked for pre-Turing GPUs
+    DRIVER_PROPRIETARY_MODULE_REQUIRED (blockers: no flavour drives a node with both)."""
     config, facts, add = context.config, context.facts, context.add
     # deploy_steps without "driver" runs no driver step: validate must not promise its fixes.
     if not config.driver_manage or "driver" not in config.deploy_steps:
@@ -117,6 +120,12 @@ def driver_plan(context, repo):
                     f"driver_flavour: proprietary on Blackwell GPUs (compute capability "
                     f"{', '.join(str(sm) for sm in sms)}): they run only on NVIDIA's open kernel modules",
                     "set driver_flavour: open (or auto)"))
+    older = [sm for sm in sms if sm < TURING]
+    if flavour == "open" and older:
+        add(Finding("DRIVER_PROPRIETARY_MODULE_REQUIRED", BLOCKER,
+                    f"driver_flavour: open on GPUs older than Turing (compute capability "
+                    f"{', '.join(str(sm) for sm in older)}): NVIDIA's open kernel modules do not drive them",
+                    "set driver_flavour: proprietary (or auto)"))
     if repo is None:
         return DriverPlan(flavour=flavour, **settings)
     name = lockfiles.driver_lock_name(config.driver_branch, repo.distro, context.machine)

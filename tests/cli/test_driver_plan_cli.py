@@ -80,3 +80,14 @@ def test_a_bad_driver_setting_is_one_line(checkout):
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "error: node: setting driver_reboot='always' is invalid: use one of never, if-needed"
+
+
+def test_the_open_flavour_asked_for_a_pre_turing_node_is_a_blocker(checkout):
+    """A V100 node (SM 7.0): ``auto`` plans the proprietary modules; ``open`` is refused by name."""
+    from tests.unit.test_driver_plan import gpus
+
+    facts = dict(converged(), gpus=gpus("Tesla V100-SXM2-32GB", "7.0", 8), driver_layer=converged_layer())
+    assert plan_cli(checkout, facts, {"driver_manage": True})["driver"]["flavour"] == "proprietary"
+    printed = plan_cli(checkout, facts, {"driver_manage": True, "driver_flavour": "open"})
+    refused = [f for f in printed["findings"] if f["code"] == "DRIVER_PROPRIETARY_MODULE_REQUIRED"]
+    assert [f["severity"] for f in refused] == ["blocker"] and "compute capability 7.0" in refused[0]["message"]

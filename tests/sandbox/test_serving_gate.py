@@ -12,18 +12,26 @@ systemd, which reads the new drop-in): the gate then waits for that start.
 
 The other host (``B``) stays a double that becomes ready after a while; ``A`` becomes
 one that never is, then one that exits at start as SGLang does on a node without a GPU.
+Between the first test and those, the rolling restarts (docs/deploy.md, "Rolling
+restarts"): ``--serial`` with the double that exits at start on both, then one run per
+batch with it on ``A``; each plants the ready double again when done.
 """
 
 import json
 import os
+import shlex
+import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import changed_operations, node_addr, node_suite, plant_fake_sglang, pyinfra_cli
+from tests.sandbox_fixtures import (PYINFRA, REPO_ROOT, changed_operations, node_addr, node_suite, plant_fake_sglang,
+                                    pyinfra_cli, run_ssh)
 
 pytestmark = pytest.mark.sandbox
 
@@ -65,9 +73,11 @@ def nodes(sandbox_host):
         node.down(list(ADDRS))
 
 
-def deploy(*data, json_output=False):
+def deploy(*data, json_output=False, options=()):
+    """deploy.py on both nodes; ``options`` go to pyinfra (``--serial``, ``--fail-percent 0``)."""
     started = time.monotonic()
-    result = pyinfra_cli("inventory/gpu.py", "deploy.py", data=(*DATA, *data), json_output=json_output, timeout=600)
+    result = pyinfra_cli(*options, "inventory/gpu.py", "deploy.py", data=(*DATA, *data), json_output=json_output,
+                         timeout=600)
     result.seconds = time.monotonic() - started
     rows = json.loads((REPORTS / "summary.json").read_text())["hosts"]
     result.rows = {row["host"]: row for row in rows}
@@ -88,6 +98,107 @@ def test_a_server_ready_after_a_while_is_serving_and_a_second_deploy_changes_not
     again = deploy(json_output=True)
     assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
     assert {host: row["verdict"] for host, row in again.rows.items()} == {A: "serving", B: "serving"}
+
+
+def health(entry):
+    """What the node's server answers to ``GET /health`` (its status, or "no answer")."""
+    try:
+        with urllib.request.urlopen(f"http://{entry['ssh_hostname']}:30000/health", timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return "no answer"
+
+
+def service_as_found(entry):
+    """What a deploy that reached the node would change: the unit file's sha256, the
+    unit's start (systemd's InvocationID and when it became active) and what it serves."""
+    unit = run_ssh(entry, "sha256sum /etc/systemd/system/sglang.service").stdout.split()[0]
+    start = run_ssh(entry, "systemctl show sglang.service -p InvocationID -p ActiveEnterTimestampMonotonic "
+                           "-p NRestarts -p ActiveState").stdout.split()
+    return {"unit": unit, "start": sorted(start), "health": health(entry)}
+
+
+SERIAL = ("--serial", "--fail-percent", "0")
+
+
+def test_a_serial_deploy_stops_at_the_first_host_that_fails_the_gate_and_leaves_the_next_unchanged(nodes):
+    """A rolling restart: ``--serial --fail-percent 0``, a ``service_args`` change that
+    restarts the unit on both, each planted to exit at start. pyinfra runs every
+    operation of one host before the next (``_run_serial_ops``), in the order of a set
+    (``Inventory.get_active_hosts``), not the inventory's: whichever it takes first fails
+    the gate, ``State.fail_hosts`` stops the run, and the other is as it was, still
+    serving on its old unit and start."""
+    before = {name: service_as_found(entry) for name, entry in nodes.items()}
+    assert {name: found["health"] for name, found in before.items()} == {A: 200, B: 200}, before
+    for entry in nodes.values():  # written, not read: systemd reads a drop-in at deploy's reload
+        plant(entry, f"FAKE_SGLANG_EXIT_AT_START={NO_GPU}")
+    result = deploy("service_args=--log-level debug", options=SERIAL)
+    assert result.returncode == 1, result.output[-4000:]
+    assert "Over 0% of hosts failed (50%)" in result.output, result.output[-4000:]
+    failed = [host for host, row in result.rows.items() if row["verdict"] == "failed"]
+    assert len(failed) == 1, result.rows
+    first, = failed
+    second, = set(nodes) - {first}
+    assert "cause: CUDA_UNAVAILABLE (SGLang found no usable GPU): " in result.rows[first]["reason"], result.rows
+    assert f"[{first}] waiting for sglang.service to answer" in result.output, result.output[-4000:]
+    assert f"[{second}] waiting for sglang.service" not in result.output, result.output[-4000:]
+    assert service_as_found(nodes[second]) == before[second]
+    assert service_as_found(nodes[first])["unit"] != before[first]["unit"]
+    # The summary says what happened to the host pyinfra never reached, and why the run ended.
+    reached_none = "not reached: the run stopped before its first operation; nothing ran on this host"
+    assert (result.rows[second]["verdict"], result.rows[second]["reason"]) == ("stopped", reached_none), result.rows
+    assert f"{second}: stopped: {reached_none}" in result.stderr, result.stderr[-3000:]
+    assert "-- the run stopped early: pyinfra stopped the run while executing operations" in result.stderr
+    assert result.seconds < 60, result.seconds
+
+    # The contrast: without --fail-percent, pyinfra goes on to the next host after a failure.
+    carried_on = deploy("service_args=--log-level error", options=("--serial",))
+    assert carried_on.returncode == 1, carried_on.output[-4000:]
+    assert {host: row["verdict"] for host, row in carried_on.rows.items()} == {A: "failed", B: "failed"}, \
+        carried_on.rows
+    for name in nodes:
+        assert f"[{name}] waiting for sglang.service to answer" in carried_on.output, carried_on.output[-4000:]
+    # For the tests below: both ready again at their next restart (the next service_args change).
+    for entry in nodes.values():
+        plant(entry, "FAKE_SGLANG_READY_AFTER=6")
+
+
+# docs/deploy.md's batch script ("Rolling restarts"), with this module's hosts and settings.
+BATCHES = """n=0
+for batch in {batches}; do
+    n=$((n + 1))
+    GPU_BRINGUP_REPORTS={reports}/batch-$n {pyinfra} -y {data} inventory/gpu.py deploy.py --limit "$batch" \\
+        || {{ echo "batch $n ($batch) stopped the roll: {reports}/batch-$n/summary.json" >&2; exit 1; }}
+done
+"""
+
+
+def test_one_run_per_batch_stops_at_the_first_batch_that_fails_and_the_next_is_not_run(nodes):
+    """Batches in an order of the operator's (``--limit``, one run each): the first, ``A``
+    alone (the canary), fails the gate; the script stops, ``B``'s batch never runs."""
+    ready = deploy("service_args=--log-level critical")
+    assert ready.returncode == 0, ready.output[-4000:]
+    before = service_as_found(nodes[B])
+    assert before["health"] == 200, before
+    plant(nodes[A], f"FAKE_SGLANG_EXIT_AT_START={NO_GPU}")
+    for batch in REPORTS.glob("batch-*/summary.json"):
+        batch.unlink()
+    data = " ".join(f"--data {shlex.quote(item)}" for item in (*DATA, "service_args=--log-level debug"))
+    # The first batch a pattern (sg-gate-[a]), as the page's are; the second a name.
+    script = BATCHES.format(batches=f"'{A[:-1]}[a]' {B}", reports=shlex.quote(str(REPORTS)),
+                            pyinfra=shlex.quote(PYINFRA), data=data)
+    rolled = subprocess.run(["sh", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL)
+    assert rolled.returncode == 1, rolled.stdout[-3000:] + rolled.stderr[-3000:]
+    assert f"batch 1 ({A[:-1]}[a]) stopped the roll" in rolled.stderr, rolled.stderr[-3000:]
+    rows = json.loads((REPORTS / "batch-1" / "summary.json").read_text())["hosts"]
+    assert [(row["host"], row["verdict"]) for row in rows] == [(A, "failed")], rows
+    assert "cause: CUDA_UNAVAILABLE" in rows[0]["reason"], rows
+    assert not (REPORTS / "batch-2" / "summary.json").exists()
+    assert service_as_found(nodes[B]) == before
+    plant(nodes[A], "FAKE_SGLANG_READY_AFTER=6")  # ready again at its next restart
 
 
 def test_never_ready_fails_that_host_in_the_timeout_and_the_other_serves(nodes):

@@ -252,6 +252,17 @@ def test_proprietary_asked_for_blackwell_is_refused():
     assert refused[0].fix == "set driver_flavour: open (or auto)"
 
 
+def test_open_asked_for_pre_turing_is_refused():
+    """A V100 node (SM 7.0) with ``driver_flavour: open``: the open modules do not drive it."""
+    facts = dict(converged(), gpus=gpus("Tesla V100-SXM2-32GB", "7.0", 8), driver_layer=converged_layer())
+    refused = [f for f in planned(facts, {"driver_flavour": "open"}).findings
+               if f.code == "DRIVER_PROPRIETARY_MODULE_REQUIRED"]
+    assert [f.severity for f in refused] == ["blocker"]
+    assert "compute capability 7.0" in refused[0].message
+    assert refused[0].fix == "set driver_flavour: proprietary (or auto)"
+    assert not [f for f in planned(facts).findings if f.code == "DRIVER_PROPRIETARY_MODULE_REQUIRED"]
+
+
 @pytest.mark.parametrize("sms,setting,expected", [
     (("12.0",), "auto", "open"), (("9.0",), "auto", "open"), (("7.5",), "auto", "open"),
     (("7.0",), "auto", "proprietary"), (("6.0", "8.0"), "auto", "proprietary"), ((), "auto", "open"),

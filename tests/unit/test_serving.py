@@ -52,6 +52,11 @@ def test_decision(name, unit, status, before, waited, timeout, decided, why):
     ("[2026-03-04 16:46:41 TP4] Capture cuda graph begin. This can take up to several minutes. avail mem=15.30 GB",
      "capturing CUDA graphs (can take several minutes)"),
     ("[2026-06-05 18:12:34] Capture cuda graph end. Time elapsed: 1.23 s.", "CUDA graphs captured"),
+    # 0.5.23's lines (model_runner_components/cuda_graph_setup.py).
+    ("[2026-12-02 09:01:02 TP0] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
+     "avail mem=70.10 GB", "capturing CUDA graphs (can take several minutes)"),
+    ("[2026-12-02 09:01:40 TP0] Capture target prefill CUDA graph end. elapsed=3.20 s, mem usage=1.10 GB",
+     "CUDA graphs captured"),
     ("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)", "HTTP server listening, warming up"),
     ("[2026-06-05 18:12:40] The server is fired up and ready to roll!", "ready to roll"),
     ("[2026-06-05 18:12:41] Prefill batch. #new-seq: 1, #new-token: 6", ""),

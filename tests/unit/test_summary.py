@@ -48,6 +48,9 @@ CASES = [
     ("deploy stopped by --fail-percent", {"purpose": "deploy", "plan": plan(),
                                          "operations": [CHANGED_REPO, op("CUDA toolkit | Install", "not run")]},
      True, "stopped", "before CUDA toolkit | Install"),
+    ("deploy --serial stopped before this host", {"purpose": "deploy", "plan": plan(), "operations": [
+        op("Deploy lock | Take the node's deploy lock", "not run"), op("CUDA toolkit | Install", "not run")]},
+     True, "stopped", "not reached: the run stopped before its first operation; nothing ran on this host"),
     ("deploy failed outside an operation", {"purpose": "deploy", "plan": plan(), "failed": True,
                                             "operations": [CHANGED_REPO]}, True, "failed", "pyinfra failed this host"),
     ("deploy --dry", {"purpose": "deploy", "plan": plan(("TOOLKIT_MISSING", "fix")),
