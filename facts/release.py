@@ -11,19 +11,33 @@ from bringup.release import parse_look
 SCRIPT = (Path(__file__).resolve().parents[1] / "files" / "release.sh").read_text()
 
 
-def release_command(layout, action):
-    """The shell words that run files/release.sh's ``action`` for this layout (the
+def release_paths(layout):
+    """What files/release.sh is given of the layout, as the fact's arguments.
+
+    >>> from bringup.layout import DEFAULT_LAYOUT
+    >>> release_paths(DEFAULT_LAYOUT)["releases"]
+    '/opt/sglang/releases'
+    """
+    return {"releases": layout.releases, "venv": layout.venv, "venvs": layout.venvs, "unit": layout.unit,
+            "env_file": layout.env_file}
+
+
+def script_command(action, releases, venv, venvs, unit, env_file):
+    """The shell words that run files/release.sh's ``action`` on these paths (the
     script's text travels in the command: root runs nothing a user could have changed,
     and no step has to install it first).
 
-    >>> from bringup.layout import DEFAULT_LAYOUT
-    >>> release_command(DEFAULT_LAYOUT, "look").split()[:3]
-    ['env', 'RELEASES=/opt/sglang/releases', 'VENV=/opt/sglang/venv']
+    >>> script_command("look", "/r", "/v", "/vs", "/u", "/e").split()[:3]
+    ['env', 'RELEASES=/r', 'VENV=/v']
     """
-    inputs = {"RELEASES": layout.releases, "VENV": layout.venv, "VENVS": layout.venvs, "UNIT": layout.unit,
-              "ENV_FILE": layout.env_file}
+    inputs = {"RELEASES": releases, "VENV": venv, "VENVS": venvs, "UNIT": unit, "ENV_FILE": env_file}
     return shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), "sh", "-c", SCRIPT,
                        "release.sh", action])
+
+
+def release_command(layout, action):
+    """``script_command`` for this layout."""
+    return script_command(action, **release_paths(layout))
 
 
 class ReleaseLook(FactBase):
@@ -33,8 +47,8 @@ class ReleaseLook(FactBase):
     a rollback goes back to, its venv, and why it cannot be used ("" when it can).
     """
 
-    def command(self, layout):
-        return release_command(layout, "look")
+    def command(self, releases, venv, venvs, unit, env_file):
+        return script_command("look", releases, venv, venvs, unit, env_file)
 
     def process(self, output):
         return parse_look(output)

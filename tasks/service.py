@@ -11,7 +11,7 @@ from pyinfra.operations.util import any_changed
 
 from bringup.release import pending
 from facts.files import ManagedFile
-from facts.release import ReleaseLook
+from facts.release import ReleaseLook, release_paths
 from tasks.operations.files import whole_template
 from tasks.operations.release import release_promoted, release_recorded, rolled_back_outcome
 from tasks.operations.serving import host_serving, service_serving
@@ -90,7 +90,8 @@ def sglang_service(node, changes=()):
     # node that the service was not restarted for (an interrupted deploy) restarts it too.
     releases = node.venv.managed
     changed_here = any_changed(unit, *changes)
-    changed = (lambda: True) if releases and pending(host.get_fact(ReleaseLook, layout=node.layout)) else changed_here
+    live_not_started = releases and pending(host.get_fact(ReleaseLook, **release_paths(node.layout)))
+    changed = (lambda: True) if live_not_started else changed_here
     if releases:
         release_promoted(name="Keep the release sglang ran as the rollback", layout=node.layout, _if=changed)
     started = systemd.service(name="Enable and start sglang", service=unit_name, enabled=True, running=True)

@@ -6,10 +6,12 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
+from bringup.layout import NodeLayout
 from bringup.release import refusal_line
 from control import fleet
-from facts.release import ReleaseLook, release_command
+from facts.release import ReleaseLook, release_command, release_paths
 from tasks.operations.serving import host_serving
+from tasks.operations.sglang import as_plan
 
 ROLLED_BACK, REFUSED = "rolled back", "refused"
 
@@ -24,8 +26,10 @@ def release_seeded(layout):
 
     + layout: the NodeLayout
     """
-    if host.get_fact(ReleaseLook, layout=layout)["current"]:
-        host.noop("the live release is recorded")
+    layout = as_plan(NodeLayout, layout)
+    current = host.get_fact(ReleaseLook, **release_paths(layout))["current"]
+    if current:
+        host.noop(f"release {current} is recorded as what sglang runs")
         return
     yield release_command(layout, "seed")
 
@@ -38,7 +42,7 @@ def release_promoted(layout):
 
     + layout: the NodeLayout
     """
-    yield release_command(layout, "promote")
+    yield release_command(as_plan(NodeLayout, layout), "promote")
 
 
 @operation(is_idempotent=False)
@@ -48,7 +52,7 @@ def release_recorded(layout):
 
     + layout: the NodeLayout
     """
-    yield release_command(layout, "record")
+    yield release_command(as_plan(NodeLayout, layout), "record")
 
 
 def rollback_state(name):
