@@ -22,7 +22,7 @@ from pyinfra.api.exceptions import PyinfraError
 from bringup.checks import cut
 from bringup.config import Config, ConfigError
 from bringup.facts_schema import FactsError
-from bringup.layout import ProbeInputs
+from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan
 from bringup.report import render
 from control import fleet
@@ -78,7 +78,8 @@ def probe_inputs(config):
     >>> inputs.layout.venv, inputs.layout.torch_record, "CUDA_HOME" in inputs.env_keys
     ('/srv/venv', '', True)
     """
-    return ProbeInputs(config.layout, tuple(managed_env_keys(config)))
+    return ProbeInputs(config.layout, tuple(managed_env_keys(config)), config.service_model,
+                       tuple((key, value) for key, value in config.service_env if key in MODEL_ENV_KEYS))
 
 
 def gather(config):
