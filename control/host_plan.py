@@ -23,7 +23,7 @@ from bringup.checks import cut
 from bringup.config import Config, ConfigError
 from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
-from bringup.plan import managed_env_keys, plan
+from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
 from control import fleet
 from control import reports
@@ -78,8 +78,11 @@ def probe_inputs(config):
     >>> inputs.layout.venv, inputs.layout.torch_record, "CUDA_HOME" in inputs.env_keys
     ('/srv/venv', '', True)
     """
+    # The hub's settings as the service will have them after deploy: the plan's
+    # XDG_CACHE_HOME (bringup/caches.py) and service_env's HF_* keys.
+    planned = service_env(config, "", "")
     return ProbeInputs(config.layout, tuple(managed_env_keys(config)), config.service_model,
-                       tuple((key, value) for key, value in config.service_env if key in MODEL_ENV_KEYS))
+                       tuple((key, planned[key]) for key in MODEL_ENV_KEYS if key in planned))
 
 
 def gather(config):

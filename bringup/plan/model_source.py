@@ -45,8 +45,8 @@ class ModelDecision:
 def hub_fact(**changes):
     """A hub id's ``model`` fact (a cache miss, the hub unreachable), for examples and tests."""
     return {"model": "Qwen/Qwen3-0.6B", "kind": "hub", "path": None, "dir": None,
-            "cache": "/var/lib/sglang/.cache/huggingface/hub", "cache_via": "default",
-            "entry": "/var/lib/sglang/.cache/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None,
+            "cache": "/var/cache/sglang/xdg/huggingface/hub", "cache_via": "XDG_CACHE_HOME",
+            "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None,
             "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co", "offline": None,
             "token": False, "hub": {"status": None, "error": "[Errno -2] Name or service not known"}, **changes}
 

@@ -24,7 +24,7 @@ from facts.probe_output import build_document
 from tests.hub_double import REVISION, answering_hub, closed_endpoint, plant_cache_entry
 from tests.unit.scenarios import FIXTURES, converged, varied
 
-CACHE = "/var/lib/sglang/.cache/huggingface/hub"
+CACHE = "/var/cache/sglang/xdg/huggingface/hub"
 ENTRY = f"{CACHE}/models--Qwen--Qwen3-0.6B"
 REFUSED = {"status": None, "error": "[Errno 111] Connection refused"}
 CACHED = {"revision": REVISION, "config": ROOT_FILE, "readable": "yes"}
@@ -290,5 +290,5 @@ def test_plan_cli_names_the_unreachable_hub_and_the_cache(tmp_path):
         found, = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "MODEL_UNAVAILABLE"]
         assert found["severity"] == severity
         assert found["message"].startswith(f"service_model=Qwen/Qwen3-0.6B is not in the service's hub cache ({CACHE}, "
-                                           "from default) and the hub (https://huggingface.co) does not answer "
+                                           "from XDG_CACHE_HOME) and the hub (https://huggingface.co) does not answer "
                                            "from the node ([Errno -2] Name or service not known)"), found["message"]
