@@ -141,7 +141,7 @@ def _hub_answer(hub):
     return f"answers {hub['status']}", hub["status"] < 400
 
 
-def decide_hub(fact, user, serving, fetch=False):
+def decide_hub(fact, user, serving, fetch=False, writes_env=True):
     """A hub id: from the service's cache (offline, the node gets HF_HUB_OFFLINE=1), or
     from the hub where it answers (SGLang downloads it at start, or deploy fetches it)."""
     model, cache, entry = fact["model"], fact.get("cache"), fact.get("entry")
@@ -156,7 +156,11 @@ def decide_hub(fact, user, serving, fetch=False):
         snapshot = (fact.get("revision") or "")[:12]
         said = f"service_model={model} from the cache {entry} (snapshot {snapshot}), readable by {user}"
         if hub is not None and hub.get("status") is None and not offline_set:
-            return ModelDecision("cache", "MODEL_OFFLINE", FIX, f"{said}; the hub ({endpoint}) {_hub_answer(hub)[0]}",
+            said = f"{said}; the hub ({endpoint}) {_hub_answer(hub)[0]}"
+            if not writes_env:
+                return ModelDecision("cache", "MODEL_SOURCE", INFO, f"{said}: SGLang asks it at start (deploy_steps "
+                                     "without env: HF_HUB_OFFLINE=1 is not written)", "")
+            return ModelDecision("cache", "MODEL_OFFLINE", FIX, said,
                                  "deploy writes HF_HUB_OFFLINE=1 into the service env file (its env step), so SGLang "
                                  "reads the cache without asking the hub; set HF_HUB_OFFLINE in service_env to "
                                  "decide it yourself", offline=True)
@@ -191,12 +195,13 @@ def decide_hub(fact, user, serving, fetch=False):
                     "check service_model's spelling (org/name, as the hub shows it)")
 
 
-def decide(fact, user, serving, fetch=False):
+def decide(fact, user, serving, fetch=False, writes_env=True):
     """The decision for a ``model`` fact (files/probe.sh probe_model): ``user`` the service
-    user, ``serving`` whether this deploy starts the service, ``fetch`` service_model_fetch."""
+    user, ``serving`` whether this deploy starts the service, ``fetch`` service_model_fetch,
+    ``writes_env`` whether it writes the env file (its env step)."""
     if fact["kind"] == "path":
         return decide_path(fact, user, serving)
-    return decide_hub(fact, user, serving, fetch)
+    return decide_hub(fact, user, serving, fetch, writes_env)
 
 
 def check_model_source(context):
@@ -206,7 +211,9 @@ def check_model_source(context):
     if not config.service_model or not fact or fact.get("model") != config.service_model:
         return None
     serving = config.service_enable and "service" in config.deploy_steps
-    decision = decide(fact, config.service_user, serving, config.service_model_fetch)
+    # A fetch runs in the service step.
+    fetch = config.service_model_fetch and "service" in config.deploy_steps
+    decision = decide(fact, config.service_user, serving, fetch, "env" in config.deploy_steps)
     context.add(Finding(decision.code, decision.severity, decision.message, decision.fix))
     return decision
 

@@ -39,6 +39,7 @@ def fetch_command(fetch, host_name):
     """
     run = ["timeout", "-k", "30", str(fetch.timeout), SYSTEM_PYTHON, "-I", fetch.session_bound, fetch.runner,
            "--as", fetch.user, fetch.home, fetch.base_path, fetch.env_file, "env", "HF_HUB_DISABLE_TELEMETRY=1",
+           "HF_HUB_DISABLE_UPDATE_CHECK=1",
            fetch.hf, "download", fetch.model, "--cache-dir", fetch.cache]
     said = f"model: fetching {fetch.model} into {fetch.cache} as {fetch.user} (service_model_fetch)"
     # The exit status goes between two quoted halves: no value of the plan is ever read by the shell.

@@ -75,6 +75,8 @@ CASES = [
      ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("does not answer",)),
     ("cached, the hub unreachable: offline", hub_fact(**CACHED), True, False,
      ("MODEL_OFFLINE", FIX, "cache", True, False), ("from the cache", ENTRY, "snapshot c1899de289a0")),
+    ("cached, the hub unreachable, deploy_steps without env", hub_fact(**CACHED), True, False,
+     ("MODEL_SOURCE", INFO, "cache", False, False), ("from the cache", "HF_HUB_OFFLINE=1 is not written")),
     ("cached, the operator set HF_HUB_OFFLINE", hub_fact(**CACHED, offline="1", hub=None), True, False,
      ("MODEL_SOURCE", INFO, "cache", False, False), ("from the cache", "HF_HUB_OFFLINE is set")),
     ("cached, the operator set HF_HUB_OFFLINE=0 and the hub is down", hub_fact(**CACHED, offline="0"), True, False,
@@ -104,7 +106,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,fact,serving,fetch,expected,words", CASES, ids=[case[0] for case in CASES])
 def test_model_source_decision(name, fact, serving, fetch, expected, words):
-    decision = decide(fact, "sglang", serving=serving, fetch=fetch)
+    decision = decide(fact, "sglang", serving=serving, fetch=fetch, writes_env="without env" not in name)
     assert (decision.code, decision.severity, decision.source, decision.offline, decision.fetch) == expected, decision
     assert all(word in decision.message for word in words), decision.message
     assert "pw@" not in decision.message
