@@ -81,8 +81,8 @@ def probe_inputs(config):
     # The hub's settings as the service will have them after deploy: the plan's
     # XDG_CACHE_HOME (bringup/caches.py) and service_env's HF_* keys.
     planned = service_env(config, "", "")
-    return ProbeInputs(config.layout, tuple(managed_env_keys(config)), config.service_model,
-                       tuple((key, planned[key]) for key in MODEL_ENV_KEYS if key in planned))
+    return ProbeInputs(config.layout, tuple(managed_env_keys(config)), model=config.service_model,
+                       model_env=tuple((key, planned[key]) for key in MODEL_ENV_KEYS if key in planned))
 
 
 def gather(config):
