@@ -20,14 +20,13 @@ import os
 import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.hub_double import answering_hub
-from tests.sandbox_fixtures import (ENV_FILE, changed_operations, node_addr, plant_fake_sglang,
-                                    plant_hub_entry_command, pyinfra_cli, report_path, run_ssh, ssh_command)
+from tests.sandbox_fixtures import (ENV_FILE, changed_operations, plant_fake_sglang, plant_hub_entry_command,
+                                    pyinfra_cli, report_path, run_ssh, ssh_command)
 
 pytestmark = pytest.mark.sandbox
 
