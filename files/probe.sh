@@ -604,7 +604,9 @@ probe_model() {
     # The hub: asked unless the settings make the service offline; one HEAD of the
     # model's config.json, as the service's first request is, no token, no redirect
     # followed, 5 s at most; the system's python, isolated, as root reads nothing of it.
-    if [ -z "$offline" ] && [ -x /usr/bin/python3 ]; then
+    # huggingface_hub's true values (constants.py _is_true: 1, ON, YES, TRUE, any case).
+    case $(printf '%s' "$offline" | tr '[:lower:]' '[:upper:]') in 1 | ON | YES | TRUE) asked=no ;; *) asked=yes ;; esac
+    if [ "$asked" = yes ] && [ -x /usr/bin/python3 ]; then
         hub=$(as_user "" /usr/bin/python3 -I -c '
 import sys, urllib.error, urllib.request
 class Stay(urllib.request.HTTPRedirectHandler):

@@ -258,6 +258,10 @@ def test_probe_reads_the_env_file_and_never_reports_the_token(open_dir):
     assert (fact["cache"], fact["cache_via"], fact["token"], fact["offline"], fact["hub"]) == (
         f"{open_dir}/xdg/huggingface/hub", "XDG_CACHE_HOME", True, "1", None), fact
     assert probe("Qwen/Qwen3-0.6B", env_file=str(env_file), HF_HUB_CACHE="/srv/hub")["cache_via"] == "HF_HUB_CACHE"
+    # HF_HUB_OFFLINE=0 is not offline (huggingface_hub's true values only): the hub is asked.
+    endpoint = closed_endpoint()
+    fact = probe("Qwen/Qwen3-0.6B", env_file=str(env_file), HF_HUB_OFFLINE="0", HF_ENDPOINT=endpoint)
+    assert fact["offline"] == "0" and "Connection refused" in fact["hub"]["error"], fact
 
 
 def test_probe_takes_a_relative_directory_under_the_service_home_as_sglang_does():
