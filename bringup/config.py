@@ -105,6 +105,8 @@ SCHEMA = {
     "service_args": checks.Arguments(),
     "service_env": checks.Assignments(),
     "service_enable": checks.Bool(),
+    "service_model_fetch": checks.Bool(),
+    "service_model_fetch_timeout": checks.Seconds(least=60, most=86400),
     "prewarm_modules": checks.ListOf(PrewarmModule()),
     "prewarm_head_dims": checks.ListOf(checks.HeadDim()),
     "prewarm_dtypes": checks.ListOf(checks.Choice("bf16", "fp16")),
@@ -259,6 +261,10 @@ class Config:
     # On a systemd host with a model: enable and start the unit (false: write it only,
     # for nodes staged before their model or their GPUs are ready).
     service_enable: bool = True
+    # Fetch a hub service_model into the service's hub cache before the unit starts (the
+    # venv's `hf download`, as the service user, with its progress), at most the timeout.
+    service_model_fetch: bool = False
+    service_model_fetch_timeout: int = 3600
     # Where the server listens (an IP address; 127.0.0.1 by default, as SGLang's own
     # default: a router on another host needs the node's address or 0.0.0.0), and the
     # node's YAML file with its API key (root:<service user> 0640, `api-key: <key>`),

@@ -68,6 +68,13 @@ SCHEMA = {
                              "format": OPT_STR, "first_line": OPT_STR, "wrapper": OPT_STR, "interpreter": OPT_STR,
                              "interpreter_file": Optional({"user": STR, "mode": STR, "kind": STR}),
                              "interpreter_owner": OPT_STR, "interpreter_dir": OPT_STR, "venv_bin": OPT_STR}),
+    # Where service_model comes from (absent from an older report, null without a model).
+    "model": Optional({"model": STR, "kind": STR, "path": OPT_STR, "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
+                       "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR,
+                       "config": Optional({"user": STR, "mode": STR, "kind": STR}), "readable": OPT_STR,
+                       "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
+                       "endpoint": OPT_STR, "offline": OPT_STR, "token": BOOL,
+                       "hub": Optional({"status": Optional(INT), "error": OPT_STR})}),
     "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
                            # The manifest is the service user's file: its shape is the
                            # planner's to judge (bringup/prewarm.py), a gap, not a refusal.

@@ -66,6 +66,14 @@ CODES = {
     "SERVICE_NOT_SERVING_READY": "No service_model: the unit is written but not enabled, so the node serves nothing "
                                  "after deploy.",
     "SERVICE_ARGS_CONFLICT": "service_args has a --config of its own beside service_api_key_file; SGLang takes one.",
+    # Where service_model comes from (bringup/plan/model_source.py).
+    "MODEL_SOURCE": "Where service_model comes from: a local directory, the service's hub cache, or the hub.",
+    "MODEL_OFFLINE": "The hub does not answer from the node and the service's hub cache holds the model: deploy "
+                     "writes HF_HUB_OFFLINE=1.",
+    "MODEL_MISSING": "service_model names a local path that is no directory with a config.json.",
+    "MODEL_UNREADABLE": "The service user cannot read service_model's directory or its hub cache entry.",
+    "MODEL_UNAVAILABLE": "service_model is a hub id neither in the service's hub cache nor given by the hub from the "
+                         "node: SGLang would retry the hub and never serve.",
     "CUDA_UNAVAILABLE": "A failed start's log shows torch finding no usable GPU, whatever nvidia-smi lists (explain only).",
     # The driver layer (bringup/plan/driver.py).
     "DRIVER_OPEN_MODULE_REQUIRED": "A Blackwell GPU (compute capability 10.x or 12.x) with the proprietary kernel module "

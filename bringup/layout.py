@@ -243,6 +243,14 @@ class NodeLayout:
         return asdict(self)
 
 
+# The service's settings that decide where huggingface_hub looks for a model and asks for
+# it (huggingface_hub 1.33.0, constants.py: the cache's HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
+# HF_HOME, XDG_CACHE_HOME; ENDPOINT from HF_ENDPOINT; HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE):
+# no secret among them (HF_TOKEN is not one; the probe says only whether it is set).
+MODEL_ENV_KEYS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HF_ENDPOINT",
+                  "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
 @dataclass(frozen=True)
 class ProbeInputs:
     """One node's probe inputs, ready: the layout files/probe.sh looks at and the env
@@ -250,15 +258,24 @@ class ProbeInputs:
     builds it from the host's settings (control/host_plan.py, a task from its plan's
     layout); facts/node.py only turns it into the probe's environment.
 
+    ``model`` is ``service_model`` and ``model_env`` the (key, value) pairs of
+    ``service_env`` among MODEL_ENV_KEYS (deploy writes them into the env file, so they
+    are the service's, whatever the file holds now): the probe's model section.
+
     >>> inputs = ProbeInputs(DEFAULT_LAYOUT, ("CUDA_HOME", "PATH"))
     >>> inputs.environment(("gpus",))["PROBE_SECTIONS"], inputs.environment()["PROBE_ENV_KEYS"]
     ('gpus', 'CUDA_HOME PATH')
     >>> str(ProbeInputs.defaults())
     'venv=/opt/sglang/venv (managed), env_file=/etc/sglang/sglang.env, cache_dir=/var/cache/sglang, service_user=sglang'
+    >>> ProbeInputs(DEFAULT_LAYOUT, model="Qwen/Qwen3-0.6B", model_env=(("HF_HOME", "/srv/hf"),)).environment()[
+    ...     "PROBE_MODEL_ENV_HF_HOME"]
+    '/srv/hf'
     """
 
     layout: NodeLayout
     env_keys: tuple = ()
+    model: str = ""
+    model_env: tuple = ()
 
     @classmethod
     def defaults(cls):
@@ -270,7 +287,9 @@ class ProbeInputs:
         """The probe's environment: ``PROBE_SECTIONS`` (``sections``; none: all of them),
         the layout's paths (``NodeLayout.probe_inputs``), ``PROBE_ENV_KEYS``."""
         return {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **self.layout.probe_inputs(),
-                **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {})}
+                **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {}),
+                **({"PROBE_MODEL": self.model} if self.model else {}),
+                **{f"PROBE_MODEL_ENV_{key}": value for key, value in self.model_env if key in MODEL_ENV_KEYS}}
 
     def __str__(self):
         # pyinfra names a fact's arguments by str() (its log lines, and the operation
@@ -278,8 +297,9 @@ class ProbeInputs:
         layout = self.layout
         managed = "managed" if layout.torch_record else "external"
         keys = f", env_keys={' '.join(self.env_keys)}" if self.env_keys else ""
+        model = f", model={self.model}" if self.model else ""
         return (f"venv={layout.venv} ({managed}), env_file={layout.env_file}, cache_dir={layout.cache_dir}, "
-                f"service_user={layout.service_user}{keys}")
+                f"service_user={layout.service_user}{keys}{model}")
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

@@ -5,8 +5,16 @@ secret (bringup.redact keeps them in what it prints).
 
 >>> "CUDA_HOME" in PLANNED_ENV_KEYS and "SGLANG_JIT_CACHE_DIR" in PLANNED_ENV_KEYS
 True
+
+``OFFLINE_KEY`` is set by the plan only where the operator has not set it (service_env or
+the env file; bringup/plan/model_source.py): not one of the planned keys, no secret either.
 """
 
 from bringup.caches import CACHE_DIRS
 
 PLANNED_ENV_KEYS = ("CUDA_HOME", "PATH", "FLASHINFER_CUDA_ARCH_LIST", *CACHE_DIRS, "CXX")
+# huggingface_hub's offline switch (1.33.0 constants.py HF_HUB_OFFLINE): an offline node
+# whose hub cache holds the model gets it, so SGLang does not sit retrying the hub.
+OFFLINE_KEY = "HF_HUB_OFFLINE"
+# The env keys whose values are shown where they are printed (bringup/redact.py).
+NOT_SECRET_ENV_KEYS = (*PLANNED_ENV_KEYS, OFFLINE_KEY)

@@ -13,7 +13,7 @@ only what is printed or saved passes through here.
 import re
 import shlex
 
-from bringup.planned_env import PLANNED_ENV_KEYS
+from bringup.planned_env import NOT_SECRET_ENV_KEYS
 
 REDACTED = "<redacted>"
 # scheme://userinfo@ : everything between the scheme and the first "@" of the
@@ -76,12 +76,12 @@ def data(value):
 
 def env(values, keep=None):
     """An env mapping (the plan's service env, the env file's values the probe saw)
-    with every value redacted but those of ``keep`` (default: the planned keys).
+    with every value redacted but those of ``keep`` (default: the planned keys and HF_HUB_OFFLINE).
 
     >>> env({"CXX": "/usr/bin/g++", "HF_TOKEN": "hf_abc"})
     {'CXX': '/usr/bin/g++', 'HF_TOKEN': '<redacted>'}
     """
-    keep = PLANNED_ENV_KEYS if keep is None else keep
+    keep = NOT_SECRET_ENV_KEYS if keep is None else keep
     return {key: (value if key in keep else REDACTED) for key, value in (values or {}).items()}
 
 

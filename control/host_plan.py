@@ -22,8 +22,8 @@ from pyinfra.api.exceptions import PyinfraError
 from bringup.checks import cut
 from bringup.config import Config, ConfigError
 from bringup.facts_schema import FactsError
-from bringup.layout import ProbeInputs
-from bringup.plan import managed_env_keys, plan
+from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
+from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
 from control import fleet
 from control import reports
@@ -78,7 +78,11 @@ def probe_inputs(config):
     >>> inputs.layout.venv, inputs.layout.torch_record, "CUDA_HOME" in inputs.env_keys
     ('/srv/venv', '', True)
     """
-    return ProbeInputs(config.layout, tuple(managed_env_keys(config)))
+    # The hub's settings as the service will have them after deploy: the plan's
+    # XDG_CACHE_HOME (bringup/caches.py) and service_env's HF_* keys.
+    planned = service_env(config, "", "")
+    return ProbeInputs(config.layout, tuple(managed_env_keys(config)), model=config.service_model,
+                       model_env=tuple((key, planned[key]) for key in MODEL_ENV_KEYS if key in planned))
 
 
 def gather(config):

@@ -157,3 +157,12 @@ class ServiceAccount(NodeFacts):
     """
 
     keys = ("account",)
+
+
+class ModelSource(NodeFacts):
+    """
+    Returns where the inputs' ``model`` would come from (docs/facts.md ``model``): a local
+    directory, or its hub cache entry and snapshot, and what the hub answered.
+    """
+
+    keys = ("model",)

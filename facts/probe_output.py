@@ -378,6 +378,62 @@ def entry_point(section):
     }
 
 
+def _chain_line(line):
+    """``owner group mode kind|path`` (probe.sh probe_model: stat -c '%U %G %a %F|%n') ->
+    {"path", "user", "group", "mode", "kind"}.
+
+    >>> _chain_line("root root 755 directory|/srv/models")
+    {'path': '/srv/models', 'user': 'root', 'group': 'root', 'mode': '755', 'kind': 'directory'}
+    """
+    attributes, _, path = line.partition("|")
+    fields = attributes.split(" ", 3)
+    if len(fields) != 4 or not fields[2].isdigit():
+        raise ValueError(f"unexpected model path line: {_quoted(line)}")
+    return {"path": path, **dict(zip(("user", "group", "mode", "kind"), fields))}
+
+
+def model_source(section):
+    """The ``model`` section -> where ``service_model`` would come from (files/probe.sh
+    probe_model): a local directory or a hub id, its config.json's state and whether
+    the service user reads it, the hub cache and snapshot, and what the hub answered;
+    None without a model (or from an older probe).
+
+    >>> found = model_source(Section("model", 0, ("model", "Qwen/Qwen3-0.6B"), ["kind=hub", "offline=", "token=unset",
+    ...     "endpoint=https://huggingface.co", "cache=/var/lib/sglang/.cache/huggingface/hub", "via=default",
+    ...     "entry=/var/lib/sglang/.cache/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision=", "config=",
+    ...     "hub_error=[Errno -2] Name or service not known"]))
+    >>> found["kind"], found["config"], found["hub"]
+    ('hub', None, {'status': None, 'error': '[Errno -2] Name or service not known'})
+    """
+    if section is None or section.rc != 0:
+        return None
+    values = parse_assignments("\n".join(line for line in section.lines if not line.startswith("chain=")))
+    if values.get("kind") not in ("path", "hub"):
+        raise ValueError(f"unexpected model kind: {_quoted(values.get('kind') or '')}")
+    status = values.get("hub_status")
+    if status is not None and not status.isdigit():
+        raise ValueError(f"unexpected hub status: {_quoted(status)}")
+    asked = "hub_status" in values or "hub_error" in values
+    return {
+        "model": section.attribute("model"),
+        "kind": values["kind"],
+        "path": values.get("path"),
+        "dir": _file_state(values.get("dir"), "model directory"),
+        "cache": values.get("cache"),
+        "cache_via": values.get("via"),
+        "entry": values.get("entry"),
+        "revision": values.get("revision"),
+        "config": _file_state(values.get("config"), "model config.json"),
+        "readable": values.get("readable"),
+        "chain": [_chain_line(line[len("chain="):]) for line in section.lines if line.startswith("chain=")],
+        "endpoint": values.get("endpoint"),
+        "offline": values.get("offline"),
+        "token": values.get("token") == "set",
+        "hub": {"status": int(status) if status else None,
+                "error": values.get("hub_error") or (None if status else "no answer")} if asked else None,
+    }
+
+
 # Sections that appear once per item (a toolkit, a path chain, an apt file or keyring).
 REPEATED = ("toolkit", "path", "python-alt", "apt-source", "apt-keyring")
 
@@ -564,6 +620,7 @@ PARTS = {
     "apt_locks": (("apt_locks",), lambda by_name: apt_lock_holders(by_name.get("apt-locks"))),
     "account": (("account",), service_account),
     "driver_layer": (("driver_layer",), driver_layer),
+    "model": (("model",), lambda by_name: model_source(by_name.get("model"))),
     "jit_cache": (("prewarm", "jit_cache"),
                   lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")),
                                             by_name.get("toolchain"))),

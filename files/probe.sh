@@ -25,6 +25,8 @@
 #   PROBE_TORCH_RECORD  torch's recorded arch list inside a managed venv ("" for an external venv)
 #   PROBE_SERVICE_USER  the service account's name (service_user)
 #   PROBE_SERVICE_HOME  the home the deploy gives it (/var/lib/<user>)
+#   PROBE_MODEL         service_model (none: the model section says nothing)
+#   PROBE_MODEL_ENV_<KEY> service_env's HF_* settings the model section uses (HF_HOME, HF_ENDPOINT...)
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 LC_ALL=C
 export LC_ALL
@@ -518,6 +520,113 @@ probe_unit() {
     fi
 }
 
+probe_model() {
+    # Where service_model comes from, as SGLang will look for it (docs/facts.md "model";
+    # bringup/plan/model_source.py decides): a directory (os.path.isdir, as SGLang 0.5.23
+    # tells a local model from a hub id: sglang/srt/utils/common.py has_hf_quant_config),
+    # absolute or under the unit's WorkingDirectory (the service's home); otherwise a hub
+    # id, looked up in the service's hub cache (huggingface_hub 1.33.0 constants.py:
+    # HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+    # $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, ~ the service's
+    # HOME; file_download.py: models--<org>--<name>/refs/main names the snapshot), and
+    # the hub (HF_ENDPOINT, else https://huggingface.co) asked once, bounded, without a
+    # token, whether it answers from here. The service's settings: PROBE_MODEL_ENV_<KEY>
+    # (service_env's, which deploy writes), else the env file's. Readable by the service
+    # user: checked as that user when the account exists (a clean environment), else
+    # left to the planner from the owners and modes of each directory on the way.
+    [ -n "${PROBE_MODEL:-}" ] || { emit model 127 ""; return; }
+    read_env_file "$PROBE_ENV_FILE" HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT \
+        HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_TOKEN
+    for key in HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT HF_HUB_OFFLINE TRANSFORMERS_OFFLINE; do
+        if eval "[ -n \"\${PROBE_MODEL_ENV_$key+set}\" ]"; then
+            eval "service_env_$key=\$PROBE_MODEL_ENV_$key"
+        fi
+    done
+    model=$PROBE_MODEL home=$PROBE_SERVICE_HOME
+    reader=
+    getent passwd "$PROBE_SERVICE_USER" >/dev/null 2>&1 && reader=$PROBE_SERVICE_USER
+    case $model in
+        /*) place=$model ;;
+        *) place=$home/$model ;;
+    esac
+    token=unset
+    [ -n "${service_env_HF_TOKEN:-}" ] && token=set
+    unset service_env_HF_TOKEN
+    offline=${service_env_HF_HUB_OFFLINE:-${service_env_TRANSFORMERS_OFFLINE:-}}
+    endpoint=${service_env_HF_ENDPOINT:-https://huggingface.co}
+    endpoint=${endpoint%/}
+    case $model in
+        /*) kind=path ;;
+        *) if [ -d "$place" ]; then kind=path; else kind=hub; fi ;;
+    esac
+    # A password in the endpoint's URL is never reported.
+    case $endpoint in *://*@*) shown=${endpoint%%://*}://***@${endpoint#*@} ;; *) shown=$endpoint ;; esac
+    body="kind=$kind${NL}offline=$offline${NL}token=$token${NL}endpoint=$shown"
+    if [ "$kind" = path ]; then
+        config=$place/config.json
+        body="$body${NL}path=$place${NL}dir=$(stat -L -c '%U %a %F' -- "$place" 2>/dev/null)"
+    else
+        if [ -n "${service_env_HF_HUB_CACHE:-}" ]; then cache=$service_env_HF_HUB_CACHE via=HF_HUB_CACHE
+        elif [ -n "${service_env_HUGGINGFACE_HUB_CACHE:-}" ]; then cache=$service_env_HUGGINGFACE_HUB_CACHE via=HUGGINGFACE_HUB_CACHE
+        elif [ -n "${service_env_HF_HOME:-}" ]; then cache=$service_env_HF_HOME/hub via=HF_HOME
+        elif [ -n "${service_env_XDG_CACHE_HOME:-}" ]; then cache=$service_env_XDG_CACHE_HOME/huggingface/hub via=XDG_CACHE_HOME
+        else cache=$home/.cache/huggingface/hub via=default
+        fi
+        case $cache in "~"/*) cache=$home/${cache#"~"/} ;; "~") cache=$home ;; esac
+        # huggingface_hub's repo_folder_name: "models--" and the id with "/" as "--".
+        entry=$cache/models--$(printf '%s' "$model" | sed 's|/|--|g')
+        revision=
+        [ -f "$entry/refs/main" ] && [ -r "$entry/refs/main" ] && read -r revision < "$entry/refs/main"
+        case $revision in "" | *[!0-9a-f]*) revision= ;; esac
+        config=
+        [ -n "$revision" ] && config=$entry/snapshots/$revision/config.json
+        body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision"
+    fi
+    state=
+    [ -n "$config" ] && state=$(stat -L -c '%U %a %F' -- "$config" 2>/dev/null)
+    body="$body${NL}config=$state"
+    if [ -n "$state" ]; then
+        if [ -z "$reader" ]; then
+            body="$body${NL}readable=unknown"
+        elif as_user "$reader" /bin/sh -c 'test -r "$1" && test -r "${1%/*}" && test -x "${1%/*}"' sh "$config"; then
+            body="$body${NL}readable=yes"
+        else
+            body="$body${NL}readable=no"
+        fi
+        # Who may read each directory on the way, for a service user not created yet.
+        body="$body${NL}$(stat -L -c 'chain=%U %G %a %F|%n' -- "$config" 2>/dev/null)"
+        chain=${config%/*}
+        while [ -n "$chain" ]; do
+            body="$body${NL}$(stat -L -c 'chain=%U %G %a %F|%n' -- "$chain" 2>/dev/null)"
+            chain=${chain%/*}
+        done
+    fi
+    # The hub: asked unless the settings make the service offline; one HEAD of the
+    # model's config.json, as the service's first request is, no token, no redirect
+    # followed, 5 s at most; the system's python, isolated, as root reads nothing of it.
+    # huggingface_hub's true values (constants.py _is_true: 1, ON, YES, TRUE, any case).
+    case $(printf '%s' "$offline" | tr '[:lower:]' '[:upper:]') in 1 | ON | YES | TRUE) asked=no ;; *) asked=yes ;; esac
+    if [ "$asked" = yes ] && [ -x /usr/bin/python3 ]; then
+        hub=$(as_user "" /usr/bin/python3 -I -c '
+import sys, urllib.error, urllib.request
+class Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
+url = sys.argv[1] + "/" + sys.argv[2] + "/resolve/main/config.json"
+try:
+    answer = urllib.request.build_opener(Stay).open(urllib.request.Request(url, method="HEAD"), timeout=5)
+    print("status=%d" % answer.status)
+except urllib.error.HTTPError as error:
+    print("status=%d" % error.code)
+except Exception as error:
+    reason = getattr(error, "reason", error)
+    print("error=" + " ".join(str(reason).split())[:200])
+' "$endpoint" "$model" 2>&1 | head -n 1)
+        body="$body${NL}hub_$hub"
+    fi
+    emit model 0 "$body" "model=$model"
+}
+
 # ---- The driver layer (docs/facts.md "driver_layer"; facts/driver_layer.py parses it) ----
 # What nvidia-smi alone does not say: the loaded module's version and flavour against the
 # user space and the packages, nouveau, NVSwitch and Fabric Manager, persistence, DKMS and
@@ -777,13 +886,13 @@ if [ -z "${PROBE_SECTIONS:-}" ] && tmp=$(mktemp -d 2>/dev/null); then
     { probe_os; probe_gpus; probe_pci; probe_toolkits; probe_unit; } > "$tmp/1" &
     { probe_packages; probe_login; probe_venv; probe_entry_point; } > "$tmp/2" &
     { probe_python; probe_service; probe_prewarm; } > "$tmp/3" &
-    { probe_driver_layer; } > "$tmp/5" &
+    { probe_driver_layer; probe_model; } > "$tmp/5" &
     { probe_jit_cache; probe_paths; probe_apt; probe_apt_locks; probe_account; } > "$tmp/4"
     wait
     cat "$tmp/1" "$tmp/2" "$tmp/3" "$tmp/4" "$tmp/5"
     rm -rf "$tmp"
 else
-    for section in ${PROBE_SECTIONS:-os gpus pci toolkits packages login service python venv entry_point prewarm jit_cache paths apt apt_locks account unit driver_layer}; do
+    for section in ${PROBE_SECTIONS:-os gpus pci toolkits packages login service python venv entry_point prewarm jit_cache paths apt apt_locks account unit driver_layer model}; do
         "probe_$section"
     done
 fi

@@ -13,6 +13,7 @@ from bringup.release import pending
 from facts.files import ManagedFile
 from facts.release import ReleaseLook, release_paths
 from tasks.operations.files import whole_template
+from tasks.operations.model import model_fetched
 from tasks.operations.release import release_promoted, release_recorded, rolled_back_outcome
 from tasks.operations.serving import host_serving, service_serving
 from tasks.rollback import rolled_back, sglang_rollback
@@ -80,6 +81,10 @@ def sglang_service(node, changes=()):
     service = node.service
     if service.api_key_file:
         api_key_file_checked(name="Check the API key file", path=service.api_key_file, user=service.user)
+    if node.model_fetch:
+        # Before the unit is written or started: a fetch that fails leaves the service as it was.
+        model_fetched(name=f"Fetch {node.model_fetch.model} into the service's hub cache", fetch=node.model_fetch,
+                      layout=node.layout)
     unit = whole_template(name="SGLang systemd unit", src="files/templates/sglang.service.j2", dest=service.unit,
                           service=service)
     if not (host.get_fact(Directory, path="/run/systemd/system") and service.enable):

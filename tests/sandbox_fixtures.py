@@ -37,6 +37,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from sandbox import node  # noqa: E402
+from tests.hub_double import REVISION  # noqa: E402
 
 
 def pytest_configure(config):
@@ -260,18 +261,59 @@ FAKE_SGLANG_PATH = "/usr/local/lib/fake-sglang/sglang"
 FAKE_SGLANG_DROP_IN = "/etc/systemd/system/sglang.service.d/fake-sglang.conf"
 
 
-def plant_fake_sglang(entry: dict, knob: str, model: str) -> None:
+def plant_fake_sglang(entry: dict, knob: str, model: str, hub_cache: bool = True) -> None:
     """The test double of SGLang's HTTP server (tests/fixtures/serving/fake_sglang.py) on
     the node, run by an operator's drop-in in place of the unit's ExecStart, listening on
     the node's own address (nodes share this machine's network), with ``knob`` in
     Environment= (quoted: systemd splits it at spaces); /etc/sglang/sglang.env exists.
-    No product path holds it: deploy leaves sglang.service.d/ as it finds it."""
+    No product path holds it: deploy leaves sglang.service.d/ as it finds it.
+
+    ``hub_cache``: ``model`` is also planted in a hub cache of the operator's
+    (FAKE_HUB_CACHE, named by an ``HF_HUB_CACHE`` line of theirs in the env file, which
+    deploy keeps), so validate finds it there (bringup/plan/model_source.py): the double
+    needs no weights, but a model that cannot be had is a blocker."""
+    cache = f" && {plant_fake_model_command(model)}" if hub_cache else ""
     run_ssh(entry, f"install -d -m 0755 /usr/local/lib/fake-sglang /etc/systemd/system/sglang.service.d "
                    f"/etc/sglang && printf %s {_quote(FAKE_SGLANG.read_text())} > {FAKE_SGLANG_PATH} && "
                    f"chmod 0755 {FAKE_SGLANG_PATH} && touch /etc/sglang/sglang.env && "
                    f"printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/python3 -I {FAKE_SGLANG_PATH} serve "
                    f"--model-path {model} --host {entry['ssh_hostname']} --port 30000\\nEnvironment=\"%s\"\\n' "
-                   f"{_quote(knob)} > {FAKE_SGLANG_DROP_IN}")
+                   f"{_quote(knob)} > {FAKE_SGLANG_DROP_IN}{cache}")
+
+
+# The operator's hub cache plant_fake_sglang puts the double's model in, named by a line
+# of the operator's in the service env file.
+FAKE_HUB_CACHE = "/var/cache/fake-hub"
+ENV_FILE = "/etc/sglang/sglang.env"
+
+
+def plant_fake_model_command(model: str) -> str:
+    """The shell command that gives a node's service ``model`` from an operator's hub
+    cache (FAKE_HUB_CACHE, an ``HF_HUB_CACHE`` line in the env file): a model that can be
+    had, for tests that start the service (a hub model neither cached nor reachable is
+    MODEL_UNAVAILABLE, a blocker; sandbox nodes cannot reach huggingface.co)."""
+    return (f"{plant_hub_entry_command(FAKE_HUB_CACHE, model, 'root')} && install -d -m 0755 /etc/sglang && "
+            f"touch {ENV_FILE} && {{ grep -q '^HF_HUB_CACHE=' {ENV_FILE} || "
+            f"echo HF_HUB_CACHE={FAKE_HUB_CACHE} >> {ENV_FILE}; }}")
+
+
+def remove_fake_model(entry: dict) -> None:
+    """Undo plant_fake_model_command on a node: the cache, its env file line and the
+    HF_HUB_OFFLINE=1 a deploy wrote for it (the shared node goes back to its state)."""
+    run_ssh(entry, f"rm -rf {FAKE_HUB_CACHE}; [ ! -f {ENV_FILE} ] || sed -i -e '/^HF_HUB_CACHE={FAKE_HUB_CACHE.replace('/', '[/]')}$/d' "
+                   f"-e '/^HF_HUB_OFFLINE=1$/d' {ENV_FILE}")
+
+
+def plant_hub_entry_command(cache: str, model: str, owner: str) -> str:
+    """The shell command that plants ``model`` in the hub cache ``cache`` on a node, owned
+    by ``owner``, as huggingface_hub lays an entry out (tests/hub_double.py): refs/main
+    naming a snapshot whose config.json links into blobs/; readable by every user."""
+    entry = f"{cache}/models--{model.replace('/', '--')}"
+    config = '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}'
+    return (f"install -d -m 0755 {entry}/refs {entry}/blobs {entry}/snapshots/{REVISION} && "
+            f"printf %s {REVISION} > {entry}/refs/main && printf '%s\\n' {_quote(config)} > {entry}/blobs/0f3a && "
+            f"ln -sfn ../../blobs/0f3a {entry}/snapshots/{REVISION}/config.json && "
+            f"chmod 0644 {entry}/refs/main {entry}/blobs/0f3a && chown -R {owner}: {cache}")
 
 
 def make_demo(entry):

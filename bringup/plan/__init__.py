@@ -20,6 +20,7 @@ concern is a module of its own, its decisions pure functions of one ``PlanContex
 - paths.py: the paths root writes or hands over (UNSAFE_PATH)
 - account.py: the service account
 - service.py: the service's env file, unit and exposure, a failing unit's cause
+- model_source.py: where service_model comes from; HF_HUB_OFFLINE, the model's fetch
 - prewarm.py: FlashInfer's JIT pre-warm, DeepGEMM's kernels
 """
 
@@ -28,7 +29,9 @@ from dataclasses import replace
 from bringup import facts_schema
 from bringup import locks as lockfiles
 from bringup.layout import SERVICE_BASE_PATH
-from bringup.plan import account, driver_step, gpus, paths, prewarm, repository, service, toolkit, venv
+from bringup.planned_env import OFFLINE_KEY
+from bringup.plan import (account, driver_step, gpus, model_source, paths, prewarm, repository, service, toolkit,
+                          venv)
 from bringup.plan.driver import driver_layer_findings
 from bringup.plan.account import service_account_problem
 from bringup.plan.cli import load_facts, load_settings, main
@@ -97,6 +100,10 @@ def plan(facts, config, locks=None):
     node.session_path = f"{context.home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, context.home, node.arch_list)
     service.check_service_env(context, node.env)
+    source = model_source.check_model_source(context)
+    if source is not None and source.offline:
+        node.env = {**node.env, OFFLINE_KEY: "1"}
+    node.model_fetch = model_source.fetch_plan(context, source)
     node.prewarm = prewarm.prewarm_plan(context)
     node.service = driver_step.service_after(service.service_plan(context, node.env), node.driver)
     service.check_serving_ready(context)

@@ -161,6 +161,24 @@ class DeepGemmPlan:
 
 
 @dataclass(frozen=True)
+class ModelFetchPlan:
+    """The hub model deploy fetches into the service's hub cache before the unit starts
+    (``service_model_fetch``): the venv's own ``hf download``, run as the service user
+    with the service's environment (its HF_ENDPOINT, HF_TOKEN), at most ``timeout`` s."""
+
+    model: str
+    cache: str
+    hf: str
+    user: str
+    home: str
+    env_file: str
+    timeout: int = 3600
+    base_path: str = ""
+    runner: str = ""
+    session_bound: str = ""
+
+
+@dataclass(frozen=True)
 class ServicePlan:
     """The SGLang service: its account, environment file content and unit."""
 
@@ -234,6 +252,8 @@ class NodePlan:
     prewarm: PrewarmPlan = None
     deep_gemm: DeepGemmPlan = None
     service: ServicePlan = None
+    # The hub model deploy fetches before the unit starts (service_model_fetch), or None.
+    model_fetch: ModelFetchPlan = None
     driver: DriverPlan = field(default_factory=lambda: DriverPlan(manage=False))
     manage_alternative: bool = True
     steps: tuple = ()
@@ -283,6 +303,7 @@ class NodePlan:
             "prewarm": asdict(self.prewarm) if self.prewarm else {},
             "deep_gemm": asdict(self.deep_gemm) if self.deep_gemm else {},
             "service": service,
+            "model_fetch": asdict(self.model_fetch) if self.model_fetch else {},
             "driver": asdict(self.driver) if self.driver else {},
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.hub_double import answering_hub
+
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 REPORTS = ROOT / "reports" / "cli-exposure"
@@ -50,8 +52,10 @@ def test_a_keyed_server_names_the_file_and_never_the_key():
     key_file = key_dir / "api-key.yaml"
     key_file.write_text(f"api-key: {secret}\n")
     key_file.chmod(0o640)
-    result = validate("service_host=0.0.0.0", "service_model=m", f"service_api_key_file={key_file}",
-                      "report_detail=true")
+    # A hub that answers for the model (tests/hub_double.py, on loopback).
+    with answering_hub(200) as (endpoint, _):
+        result = validate("service_host=0.0.0.0", "service_model=m", f"service_api_key_file={key_file}",
+                          "report_detail=true", f"service_env=HF_ENDPOINT={endpoint}")
     assert result.returncode == 0, result.output
     report_text = REPORT.read_text()
     report = json.loads(report_text)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.hub_double import answering_hub
+
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 # This suite's own reports directory (control/reports.py): runs of other suites beside
@@ -170,7 +172,10 @@ def test_validate_says_a_node_without_a_model_is_not_serving_ready():
     row = json.loads(SUMMARY.read_text())["hosts"][0]
     assert (row["verdict"], row["service"]) in (("ready", "not serving-ready (service_model)"),
                                                 ("needs deploy", "not serving-ready (service_model)")), row
-    served = pyinfra("@local", "--data", "target_sms=12.0", "--data", "service_model=Qwen/Qwen3-0.6B", "validate.py")
+    # A hub that answers (tests/hub_double.py, on loopback): the model can be had.
+    with answering_hub(200) as (endpoint, _):
+        served = pyinfra("@local", "--data", "target_sms=12.0", "--data", "service_model=Qwen/Qwen3-0.6B",
+                         "--data", f"service_env=HF_ENDPOINT={endpoint}", "validate.py")
     assert served.returncode == 0, served.output
     assert "not serving-ready" not in served.output and "SERVICE_NOT_SERVING_READY" not in served.output
     assert json.loads(SUMMARY.read_text())["hosts"][0]["service"] == "enabled"

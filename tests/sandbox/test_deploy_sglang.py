@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from bringup.torch_builds import ARCH_LIST_FOR_TORCH_CUDA
 from tests.sandbox_fixtures import (DEPLOY_DATA, FAKE_SGLANG_DROP_IN, FAKE_SGLANG_PATH, changed_operations,
-                                    plant_fake_sglang, pyinfra_cli, ssh_command, validate)
+                                    plant_fake_sglang, pyinfra_cli, remove_fake_model, ssh_command, validate)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -193,6 +193,7 @@ def test_the_service_is_started_and_restarted_only_on_change(node, sandbox_ssh):
     finally:
         sandbox_ssh(node, "systemctl disable --now sglang; rm -rf /etc/systemd/system/sglang.service.d "
                           "/usr/local/lib/fake-sglang; systemctl daemon-reload", check=False)
+        remove_fake_model(node)
     # Back to the shared deployed state (the env file without RESTART_TEST, the unit on loopback).
     assert deploy(node).returncode == 0
 

@@ -36,6 +36,9 @@ def failing_node(sandbox_host):
     aptrepo.ensure_served()
     entry = node.up(NAME, node_addr(ADDR), "rtx-pro-6000-x8", "none")
     try:
+        # A model directory (SGLang never gets to read it: the unit cannot start): a
+        # service_model that is not there blocks a deploy that starts the service.
+        run_ssh(entry, "install -d -m 0755 /opt/models/none && echo '{}' > /opt/models/none/config.json")
         deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA)
         # The unit is written, enabled and started; with no venv its start fails, and the
         # readiness gate fails the host at the first failed start (no known cause).

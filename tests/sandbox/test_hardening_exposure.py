@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from tests.sandbox_fixtures import DEPLOY_DATA, pyinfra_cli, report_path, run_ssh
+from tests.sandbox_fixtures import (DEPLOY_DATA, plant_fake_model_command, pyinfra_cli, remove_fake_model, report_path,
+                                    run_ssh)
 
 pytestmark = pytest.mark.sandbox
 
@@ -86,6 +87,8 @@ def test_the_api_key_is_on_no_command_line_and_in_no_report(node):
     keyed = ("service_enable=true", "service_host=0.0.0.0", f"service_api_key_file={KEY_FILE}")
     unit_digest = "sha256sum /etc/systemd/system/sglang.service | cut -c1-64"
     try:
+        # The model can be had (a hub model neither cached nor reachable blocks a deploy that starts the service).
+        run_ssh(node, plant_fake_model_command("Qwen/Qwen3-0.6B"))
         before = run_ssh(node, f"printf 'api-key: %s\\n' {SECRET} > {KEY_FILE} && chown root:sglang {KEY_FILE} "
                                f"&& chmod 0644 {KEY_FILE} && {unit_digest}").stdout.strip()
         # A key file every user can read: the host fails before the unit is written.
@@ -116,6 +119,7 @@ def test_the_api_key_is_on_no_command_line_and_in_no_report(node):
         assert "SERVICE_OPEN" not in [f["code"] for f in json.loads(report)["plan"]["findings"]]
     finally:
         run_ssh(node, f"systemctl disable --now sglang; systemctl reset-failed sglang; rm -f {KEY_FILE}; true")
+        remove_fake_model(node)
         time.sleep(1)
         # Back to the shared deployed state (the unit of DEPLOY_DATA: loopback, no key, not enabled).
         assert deploy(node).returncode == 0

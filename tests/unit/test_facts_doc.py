@@ -103,6 +103,18 @@ sglang:x:998:998:gpu-bringup service account:/var/lib/sglang:/usr/sbin/nologin
 ops
 @@ account-home rc=0 path=/var/lib/sglang
 sglang 755 directory
+@@ model rc=0 model=/srv/models/qwen3
+kind=path
+offline=
+token=unset
+endpoint=https://huggingface.co
+path=/srv/models/qwen3
+dir=root 755 directory
+config=root 644 regular file
+readable=yes
+chain=root root 644 regular file|/srv/models/qwen3/config.json
+chain=root root 755 directory|/srv/models/qwen3
+hub_status=200
 @@ driver-proc-version rc=0
 NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-A24-9-2)
 @@ driver-sys-version rc=0

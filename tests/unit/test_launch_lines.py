@@ -1,4 +1,4 @@
-"""Who runs what in the commands the pre-warm and DeepGEMM operations yield (their
+"""Who runs what in the commands the pre-warm, DeepGEMM and model fetch operations yield (their
 exact commands are the JSON cases under tests/unit/operations/, which
 test_operations.py checks against the operations themselves): root starts only the
 system's ``/usr/bin/python3 -I`` (files/session-bound is stdlib only); the venv's
@@ -18,7 +18,7 @@ import pytest
 from bringup.plan import SYSTEM_PYTHON
 
 CASES = Path(__file__).resolve().parent / "operations"
-OPERATIONS = {"sglang.jit_prewarm": "prewarm", "sglang.deep_gemm_compiled": "deep_gemm"}
+OPERATIONS = {"sglang.jit_prewarm": "prewarm", "sglang.deep_gemm_compiled": "deep_gemm", "model.model_fetched": "fetch"}
 SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
 SEPARATORS = {"&&", "||", ";", "|", "(", ")"}
 
@@ -84,11 +84,14 @@ def test_there_are_launch_lines_to_check():
 
 @pytest.mark.parametrize("plan,command", PARAMS)
 def test_root_starts_only_the_system_python_and_the_venv_runs_as_the_service_user(plan, command):
-    venv_python = f"{plan['venv']}/bin/python" if "venv" in plan else plan["command"][0]
+    # The venv's program: its python, DeepGEMM's command, or the model fetch's hf.
+    venv_python = plan.get("hf") or (f"{plan['venv']}/bin/python" if "venv" in plan else plan["command"][0])
     for words in segments(command):
         assert venv_python not in root_runs(words, plan["runner"]), f"root runs {venv_python}: {words}"
         assert set(root_runs(words, plan["runner"])) <= {SYSTEM_PYTHON}, words
-        if venv_python in words:
+        program = [word for word in words if word != "{"][:1]
+        # A test of the file ([ -x ... ]) runs nothing of it.
+        if venv_python in words and program not in (["["], ["test"]):
             at = drops_at(words, plan["runner"])
             assert words[at:at + 4] in (["runuser", "-u", plan["user"], "--"],
                                         [plan["runner"], "--as", plan["user"], plan["home"]]), words

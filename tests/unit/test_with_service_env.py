@@ -75,3 +75,17 @@ def test_without_as_the_reader_is_the_caller_and_a_file_it_cannot_read_is_one_li
                              str(env_file), "true"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert result.stderr.strip() == f"with-service-env: cannot read {env_file}"
+
+
+def test_the_hub_token_is_on_no_command_line(scratch):
+    """The env file's HF_TOKEN reaches the command (a model fetch) through runuser's
+    environment, never as a word of runuser's command line, which every user may read
+    (/proc/<pid>/cmdline) while the command runs; the other keys keep their words."""
+    libexec, env_file, _ = scratch
+    result = run(libexec, "--as", "nobody", "/nonexistent", BASE_PATH, str(env_file), "/bin/sh", "-c",
+                 'printf "%s|%s|" "$HF_TOKEN" "$X"; tr "\\0" " " < /proc/$PPID/cmdline')
+    assert result.returncode == 0, result.stderr
+    token, x, parent = result.stdout.split("|", 2)
+    assert (token, x) == ("hf a  b", "2")
+    assert "runuser" in parent and "X=2" in parent, parent
+    assert "hf a  b" not in parent and "HF_TOKEN=" not in parent, parent

@@ -1,0 +1,81 @@
+"""The service's model fetched into its hub cache before the unit starts
+(``service_model_fetch``)."""
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from bringup.layout import NodeLayout, ProbeInputs
+from bringup.plan import SYSTEM_PYTHON
+from bringup.plan.model import ModelFetchPlan
+from facts.node import ModelSource
+from tasks.operations.progress import StreamedCommand
+from tasks.operations.sglang import as_plan
+
+
+def cached(state):
+    """Whether the ModelSource fact finds the model in the hub cache, readable by the
+    service user (``unknown`` only before the account exists: the fetch then fails
+    naming it).
+
+    >>> cached({"kind": "hub", "config": {"user": "sglang"}, "readable": "yes"}), cached({"kind": "hub", "config": None})
+    (True, False)
+    """
+    return bool(state and state.get("config") and state.get("readable") == "yes")
+
+
+def fetch_command(fetch, host_name):
+    """The fetch as one shell command run by root: the venv's ``hf download`` (huggingface_hub
+    1.33.0's CLI: ``hf download REPO_ID --cache-dir DIR``, cli/download.py) as the service
+    user with the service's environment (files/with-service-env: the env file's HF_ENDPOINT
+    and HF_TOKEN reach ``hf`` as its environment, never its arguments), bound to the SSH
+    session and to the timeout; a failure is one line naming the host, the model and the
+    fix, and fails the host before the unit is written or started.
+
+    >>> fetch_command(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h/.cache/huggingface/hub", "/v/bin/hf", "sglang", "/h",
+    ...     "/e", 60, "/usr/bin:/bin", "/l/with-service-env", "/l/session-bound"), "n1").split(" && ")[2][:50]
+    '{ timeout -k 30 60 /usr/bin/python3 -I /l/session-'
+    """
+    run = ["timeout", "-k", "30", str(fetch.timeout), SYSTEM_PYTHON, "-I", fetch.session_bound, fetch.runner,
+           "--as", fetch.user, fetch.home, fetch.base_path, fetch.env_file, "env", "HF_HUB_DISABLE_TELEMETRY=1",
+           "HF_HUB_DISABLE_UPDATE_CHECK=1",
+           fetch.hf, "download", fetch.model, "--cache-dir", fetch.cache]
+    said = f"model: fetching {fetch.model} into {fetch.cache} as {fetch.user} (service_model_fetch)"
+    # The exit status goes between two quoted halves: no value of the plan is ever read by the shell.
+    failed = (shlex.quote(f"{host_name}: service_model_fetch: hf download {fetch.model} failed (exit ") + '"$status"'
+              + shlex.quote(f"; 124: not done within service_model_fetch_timeout, {fetch.timeout} s); the unit was not "
+                            "(re)started. Make the hub reachable from the node (HF_ENDPOINT in service_env for a "
+                            "mirror, HF_TOKEN for a gated model), raise the timeout, or put the model into "
+                            f"{fetch.cache} yourself; then deploy again"))
+    missing = (f"{host_name}: service_model_fetch: {fetch.hf} is not there (huggingface_hub >= 1.0's CLI); the unit "
+               f"was not (re)started. Use a venv whose huggingface_hub has it, or put {fetch.model} into "
+               f"{fetch.cache} yourself")
+    return (f"echo {shlex.quote(said)} && {{ [ -x {shlex.quote(fetch.hf)} ] || {{ echo {shlex.quote(missing)} >&2; "
+            f"exit 1; }}; }} && {{ {shlex.join(run)} || {{ status=$?; echo {failed} >&2; exit 1; }}; }}")
+
+
+@operation()
+def model_fetched(fetch: ModelFetchPlan, layout: NodeLayout):
+    """
+    Fetch the hub model into the service's hub cache, as the service user, unless the
+    cache holds it (checked when this runs: the probe's model section, without asking
+    the hub).
+
+    + fetch: the plan's ``ModelFetchPlan``
+    + layout: the plan's ``NodeLayout`` (what the probe looks at)
+
+    **Example**:
+
+    .. code:: python
+
+        model_fetched(fetch=node.model_fetch, layout=node.layout)
+    """
+    fetch, layout = as_plan(ModelFetchPlan, fetch), as_plan(NodeLayout, layout)
+    # HF_HUB_OFFLINE for the check only: the cache is what it looks at; the hub is hf's to ask.
+    inputs = ProbeInputs(layout, model=fetch.model, model_env=(("HF_HUB_CACHE", fetch.cache), ("HF_HUB_OFFLINE", "1")))
+    state = host.get_fact(ModelSource, inputs=inputs)
+    if cached(state):
+        host.noop(f"{fetch.cache} holds {fetch.model} (snapshot {(state.get('revision') or '')[:12]})")
+        return
+    yield StreamedCommand(fetch_command(fetch, host.name))

@@ -1,0 +1,78 @@
+"""Where service_model comes from, through the real CLI (``pyinfra @local validate.py``,
+an image builder's target_sms as tests/cli/test_pyinfra_local.py): the probe runs on this
+machine, the hub is tests/hub_double.py's on loopback (huggingface.co is never asked).
+An uncached model behind a hub that refuses the connection is a blocker naming the hub
+and its error (a warning where deploy does not start the service); planted in the
+service's hub cache, it is "from the cache" and the plan's env file gets HF_HUB_OFFLINE=1."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.hub_double import closed_endpoint, plant_cache_entry
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+REPORTS = ROOT / "reports" / "cli-model-source"
+REPORT = REPORTS / "@local.json"
+MODEL = "Qwen/Qwen3-0.6B"
+
+
+@pytest.fixture
+def hub_cache():
+    """A hub cache every user may search, outside the checkout (a clone may be under /tmp)."""
+    path = Path(tempfile.mkdtemp(prefix="cli-model-source-", dir="/var/tmp"))
+    path.chmod(0o755)
+    yield path / "hub"
+    shutil.rmtree(path)
+
+
+def validate(*data):
+    REPORT.unlink(missing_ok=True)
+    args = [item for pair in (("--data", d) for d in ("target_sms=12.0", f"service_model={MODEL}", *data))
+            for item in pair]
+    result = subprocess.run([PYINFRA, "-y", "-v", "@local", *args, "validate.py"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env=dict(os.environ, GPU_BRINGUP_REPORTS=str(REPORTS)),
+                            stdin=subprocess.DEVNULL)
+    result.output = result.stdout + result.stderr
+    return result, json.loads(REPORT.read_text())
+
+
+def model_findings(report):
+    return {f["code"]: f for f in report["plan"]["findings"] if f["code"].startswith("MODEL_")}
+
+
+def test_an_uncached_model_behind_an_unreachable_hub_is_named_before_deploy(hub_cache):
+    endpoint = closed_endpoint()
+    env = f"service_env=HF_ENDPOINT={endpoint} HF_HUB_CACHE={hub_cache}"
+    result, report = validate(env)
+    assert result.returncode == 1, result.output
+    finding = model_findings(report)["MODEL_UNAVAILABLE"]
+    assert finding["severity"] == "blocker"
+    assert finding["message"] == (f"service_model={MODEL} is not in the service's hub cache ({hub_cache}, from "
+                                  f"HF_HUB_CACHE) and the hub ({endpoint}) does not answer from the node ([Errno 111] "
+                                  "Connection refused): the service would never serve"), finding["message"]
+    assert "MODEL_UNAVAILABLE" in result.output
+    # The probe saw the endpoint the service will use, and no HF_HUB_OFFLINE is planned.
+    assert report["facts"]["model"]["endpoint"] == endpoint and "HF_HUB_OFFLINE" not in report["plan"]["env"]
+    # The same node, a deploy that does not start the service: a warning, validate passes.
+    staged, report = validate(env, "deploy_steps=repo,toolkit,env,account,venv")
+    assert staged.returncode == 0, staged.output
+    assert model_findings(report)["MODEL_UNAVAILABLE"]["severity"] == "warning"
+
+
+def test_a_model_in_the_services_hub_cache_is_from_the_cache_and_the_node_goes_offline(hub_cache):
+    entry = plant_cache_entry(hub_cache, MODEL)
+    result, report = validate(f"service_env=HF_ENDPOINT={closed_endpoint()} HF_HUB_CACHE={hub_cache}")
+    assert result.returncode == 0, result.output
+    finding = model_findings(report)["MODEL_OFFLINE"]
+    assert finding["severity"] == "fix" and f"service_model={MODEL} from the cache {entry}" in finding["message"]
+    assert "deploy writes HF_HUB_OFFLINE=1" in finding["fix"]
+    assert report["plan"]["env"]["HF_HUB_OFFLINE"] == "1"
+    assert report["plan"]["service"]["env"]["HF_HUB_OFFLINE"] == "1"

@@ -1,0 +1,170 @@
+"""Where the model comes from (bringup/plan/model_source.py, tasks/operations/model.py),
+over real SSH to one light sandbox node with real systemd: no toolkit, no venv build, no
+pre-warm (``deploy_steps=env,account,service``), SGLang's HTTP server played by the test
+double (tests/fixtures/serving/fake_sglang.py, run by an operator's drop-in).
+
+Sandbox nodes cannot reach huggingface.co (nothing here downloads a real model), so:
+validate names the hub that does not answer for an uncached model (a blocker: the
+service would never serve); the fetch (``service_model_fetch``) runs the real
+``hf download`` of huggingface_hub 1.33.0, the venv lock's pin, from a venv of that
+package and its dependencies alone (the lock's wheels, from the sandbox's wheel mirror),
+against a hub double on loopback that answers validate's HEAD and nothing hf can use:
+it fails the host in one line, before the unit is written; with the model's files in
+the service's hub cache (a minimal, well-formed entry, as hf writes one) validate says
+"from the cache", deploy writes HF_HUB_OFFLINE=1 and the fetch does nothing; a second
+deploy changes nothing.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.hub_double import answering_hub
+from tests.sandbox_fixtures import (ENV_FILE, changed_operations, plant_fake_sglang, plant_hub_entry_command,
+                                    pyinfra_cli, report_path, run_ssh, ssh_command)
+
+pytestmark = pytest.mark.sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME, ADDR = "md-model", "127.0.0.94"
+MODEL = "Qwen/Qwen3-0.6B"
+# The service's hub cache: the plan's XDG_CACHE_HOME (bringup/caches.py) + huggingface/hub.
+CACHE = "/var/cache/sglang/xdg/huggingface/hub"
+VENV = "/opt/sglang/venv"
+LOCK = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
+# huggingface_hub 1.33.0 and what it needs (its wheel's Requires-Dist, resolved in LOCK).
+HF_PACKAGES = ("huggingface-hub", "anyio", "certifi", "click", "filelock", "fsspec", "h11", "hf-xet", "httpcore", "httpx",
+               "idna", "packaging", "pyyaml", "tqdm", "typing-extensions")
+
+
+def only_pins(text, names):
+    """A lock's text reduced to the requirements (pin and hash lines) of ``names``.
+
+    >>> only_pins("a==1 \\\\\\n    --hash=sha256:x\\nb==2 \\\\\\n    --hash=sha256:y\\n", {"b"})
+    'b==2 \\\\\\n    --hash=sha256:y\\n'
+    """
+    kept, keeping = [], False
+    for line in text.splitlines(keepends=True):
+        if line[:1].strip() and not line.startswith("#"):
+            keeping = line.split("==", 1)[0].strip().lower() in names
+        elif not line.lstrip().startswith("--hash"):
+            continue
+        if keeping:
+            kept.append(line)
+    return "".join(kept)
+
+
+def plant_hf_venv(entry, tmp):
+    """A venv at VENV holding huggingface_hub 1.33.0 and its dependencies at the lock's
+    pins and hashes (wheels fetched into the sandbox's wheel mirror as the mirror does),
+    root-owned as a managed venv is; its bin/hf is the package's console script."""
+    from sandbox import pypimirror
+
+    requirements = tmp / "hf-requirements.txt"
+    requirements.write_text(only_pins(LOCK.read_text(), set(HF_PACKAGES)))
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
+    pypimirror.CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(pypimirror.download_command(LOCK, requirements), env=env, check=True, capture_output=True)
+    site = tmp / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--find-links",
+                    str(pypimirror.CACHE), "--target", str(site), "--only-binary=:all:", "-r", str(requirements)],
+                   env=env, check=True, capture_output=True)
+    archive = tmp / "site.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(site, arcname=".", filter=lambda info: None if info.name.startswith("./bin") else info)
+    version = run_ssh(entry, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'").stdout.strip()
+    packages = f"{VENV}/lib/python{version}/site-packages"
+    script = "import sys\nfrom huggingface_hub.cli.hf import main\nsys.exit(main())\n"
+    with archive.open("rb") as data:
+        subprocess.run(ssh_command(entry, f"install -d -m 0755 {VENV}/bin {packages} && tar -x -o -C {packages} && "
+                                          f"ln -sfn /usr/bin/python3 {VENV}/bin/python && "
+                                          f"printf 'home = /usr/bin\\ninclude-system-site-packages = false\\n' > "
+                                          f"{VENV}/pyvenv.cfg && printf '#!{VENV}/bin/python\\n%s' '{script}' > "
+                                          f"{VENV}/bin/hf && chmod 0755 {VENV}/bin/hf && chown -R root:root {VENV}"),
+                       stdin=data, check=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model_node(sandbox_node, tmp_path_factory):
+    entry = sandbox_node(NAME, ADDR, "rtx-pro-6000-x8", "none")
+    plant_hf_venv(entry, tmp_path_factory.mktemp("hf-venv"))
+    return entry
+
+
+def data(entry, *more):
+    return ("deploy_steps=env,account,service", f"service_model={MODEL}", "service_ready_timeout=60",
+            "cuda_manage_alternative=false", f"service_host={entry['ssh_hostname']}", *more)
+
+
+def validate(entry, *more, expect_rc=0):
+    report_path(NAME).unlink(missing_ok=True)
+    result = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "validate.py", data=data(entry, *more), timeout=600)
+    assert result.returncode == expect_rc, result.output[-4000:]
+    report = json.loads(report_path(NAME).read_text())
+    return {f["code"]: f for f in report["plan"]["findings"] if f["code"].startswith("MODEL_")}, report
+
+
+def deploy(entry, *more, json_output=False):
+    return pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data(entry, *more),
+                       json_output=json_output, timeout=600)
+
+
+def summary_row():
+    rows = json.loads((ROOT / "reports" / "summary.json").read_text())["hosts"]
+    return next(row for row in rows if row["host"] == NAME)
+
+
+def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model_node):
+    entry = model_node
+    # 1. Not cached, the hub unreachable: validate names it, a blocker, nothing changed.
+    found, report = validate(entry, expect_rc=1)
+    unavailable = found["MODEL_UNAVAILABLE"]
+    assert unavailable["severity"] == "blocker", unavailable
+    assert unavailable["message"].startswith(f"service_model={MODEL} is not in the service's hub cache ({CACHE}, "
+                                             "from XDG_CACHE_HOME) and the hub (https://huggingface.co) does not "
+                                             "answer from the node ("), unavailable["message"]
+    assert report["facts"]["model"]["hub"]["status"] is None
+
+    # 2. The fetch, against a hub that answers validate's HEAD but serves hf nothing it can
+    #    use: the host fails in one line before the unit is written; nothing is started.
+    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=1", MODEL, hub_cache=False)
+    run_ssh(entry, "systemctl daemon-reload")
+    with answering_hub(200) as (endpoint, asked):
+        failed = deploy(entry, "service_model_fetch=true", "service_model_fetch_timeout=60",
+                        f"service_env=HF_ENDPOINT={endpoint}")
+    assert failed.returncode == 1, failed.output[-4000:]
+    assert f"[{NAME}] model: fetching {MODEL} into {CACHE} as sglang (service_model_fetch)" in failed.output, \
+        failed.output[-4000:]
+    # hf itself asked the double.
+    assert any(path.startswith(f"/api/models/{MODEL}") for path in asked), (asked, failed.output[-4000:])
+    row = summary_row()
+    assert row["verdict"] == "failed", row
+    assert f"{NAME}: service_model_fetch: hf download {MODEL} failed (exit 1;" in row["reason"], row
+    assert "the unit was not (re)started" in row["reason"] and "\n" not in row["reason"], row
+    assert run_ssh(entry, "test -e /etc/systemd/system/sglang.service", check=False).returncode == 1
+    assert run_ssh(entry, "systemctl is-active sglang", check=False).stdout.strip() != "active"
+
+    # 3. The model in the service's hub cache, as hf writes it (the service user's): from
+    #    the cache; the hub unreachable, so deploy writes HF_HUB_OFFLINE=1.
+    run_ssh(entry, f"sed -i '/^HF_ENDPOINT=/d' {ENV_FILE} && install -d -o sglang -g sglang -m 0755 "
+                   f"/var/cache/sglang/xdg && {plant_hub_entry_command(CACHE, MODEL, 'sglang')} && "
+                   "chown sglang: /var/cache/sglang/xdg/huggingface")
+    found, _ = validate(entry, "service_model_fetch=true")
+    offline = found["MODEL_OFFLINE"]
+    assert offline["severity"] == "fix" and f"from the cache {CACHE}/models--Qwen--Qwen3-0.6B" in offline["message"]
+    served = deploy(entry, "service_model_fetch=true")
+    assert served.returncode == 0, served.output[-4000:]
+    assert f"[{NAME}] sglang.service serves: /health answered 200" in served.output, served.output[-4000:]
+    assert summary_row()["verdict"] == "serving"
+    assert "HF_HUB_OFFLINE=1" in run_ssh(entry, f"cat {ENV_FILE}").stdout.splitlines()
+
+    # 4. A second deploy: the fetch finds the model (a no-op), nothing changes.
+    again = deploy(entry, "service_model_fetch=true", json_output=True)
+    assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
+    found, _ = validate(entry, "service_model_fetch=true")
+    assert found["MODEL_SOURCE"]["message"].endswith("HF_HUB_OFFLINE is set"), found
