@@ -249,6 +249,8 @@ class ProbeInputs:
 
     layout: NodeLayout
     env_keys: tuple = ()
+    # The operator's CPython (venv_python), looked at only when set.
+    venv_python: str = ""
 
     @classmethod
     def defaults(cls):
@@ -260,7 +262,8 @@ class ProbeInputs:
         """The probe's environment: ``PROBE_SECTIONS`` (``sections``; none: all of them),
         the layout's paths (``NodeLayout.probe_inputs``), ``PROBE_ENV_KEYS``."""
         return {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **self.layout.probe_inputs(),
-                **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {})}
+                **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {}),
+                **({"PROBE_VENV_PYTHON": self.venv_python} if self.venv_python else {})}
 
     def __str__(self):
         # pyinfra names a fact's arguments by str() (its log lines, and the operation
@@ -268,8 +271,9 @@ class ProbeInputs:
         layout = self.layout
         managed = "managed" if layout.torch_record else "external"
         keys = f", env_keys={' '.join(self.env_keys)}" if self.env_keys else ""
+        python = f", venv_python={self.venv_python}" if self.venv_python else ""
         return (f"venv={layout.venv} ({managed}), env_file={layout.env_file}, cache_dir={layout.cache_dir}, "
-                f"service_user={layout.service_user}{keys}")
+                f"service_user={layout.service_user}{keys}{python}")
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

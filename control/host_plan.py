@@ -70,15 +70,16 @@ def load_config(purpose):
 
 
 def probe_inputs(config):
-    """What the probe is given for this host's settings: their layout and the env file
-    keys the plan manages (whose values it reports as the service sees them).
+    """What the probe is given for this host's settings: their layout, the env file keys
+    the plan manages (whose values it reports as the service sees them) and the
+    operator's CPython (venv_python).
 
     >>> from bringup.config import Config
     >>> inputs = probe_inputs(Config.from_data({"venv_path": "/srv/venv", "venv_managed": False}))
     >>> inputs.layout.venv, inputs.layout.torch_record, "CUDA_HOME" in inputs.env_keys
     ('/srv/venv', '', True)
     """
-    return ProbeInputs(config.layout, tuple(managed_env_keys(config)))
+    return ProbeInputs(config.layout, tuple(managed_env_keys(config)), config.venv_python)
 
 
 def gather(config):
