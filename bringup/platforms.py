@@ -23,6 +23,8 @@ their pages named below were not reachable from this project's machines:
   updated (https://packages.ubuntu.com/jammy-updates/python3.11,
   archive.ubuntu.com pool/universe/p/python3.11/python3.11_3.11.0~rc1-1~22.04.1_amd64.deb).
   uv and pip accept it for ``Requires-Python >=3.11`` (they compare 3.11.0).
+  Fleets on 22.04 bring their own final CPython (deadsnakes' python3.11, a build into
+  their image under /opt) and name it with ``venv_python`` (``operator_python``).
 - Ubuntu 24.04 noble: ``python3`` 3.12.3-0ubuntu2.1, ``python3.12``/``python3.12-venv``;
   no ``python3.11``/``python3.13`` (https://packages.ubuntu.com/noble/python3).
 """

@@ -6,9 +6,9 @@
 # root-owned, writable by root only: what venv_python then names. Not a stand-in.
 #
 # The libraries its modules link (OpenSSL, SQLite, libffi, liblzma, libbz2, zlib,
-# readline, libuuid, ncurses, gdbm) are the base image's, which the build was made on.
+# readline, libuuid, ncurses, gdbm, expat) are the base image's, which the build was made on.
 set -eu
 tar --numeric-owner --no-same-permissions -C / -xf cpython.tar
 chown -R root:root /opt/cpython-3.11
 chmod -R go-w /opt/cpython-3.11
-/opt/cpython-3.11/bin/python3.11 -I -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, readline, uuid, venv, ensurepip; print("operator python", __import__("sys").version.split()[0])'
+/opt/cpython-3.11/bin/python3.11 -I -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, readline, uuid, pyexpat, venv, ensurepip; print("operator python", __import__("sys").version.split()[0])'
