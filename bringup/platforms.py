@@ -271,11 +271,12 @@ def _operator_python_problem(path, found, minimum):
     if state is None:
         return f"{path} does not exist on this node", install
     if found.get("owner"):
-        return (f"{path} ({state['kind']}, owner {state['user']}, mode {state['mode']}) can be changed by "
+        what = (f"{path} ({state['kind']}, owner {state['user']}, mode {state['mode']}) can be changed by "
                 f"{found['owner']} (it, a link on its way or a directory above them): root never runs it, nothing "
-                "was run",
-                f"make {path}, every link to it and every directory above them root's and writable by root only "
-                "(chown root, chmod go-w), or install the interpreter where only root can change it")
+                "was run")
+        fix = (f"make {path}, every link to it and every directory above them root's and writable by root only "
+               "(chown root, chmod go-w), or install the interpreter where only root can change it")
+        return what, fix
     if state["kind"] != "regular file" or found.get("ran") is None:
         return (f"{path} ({state['kind']}, owner {state['user']}, mode {state['mode']}) is not an executable file",
                 install)

@@ -96,7 +96,7 @@ def fetch_source(folder: Path, log=sys.stderr) -> Path:
     env = {**os.environ, "APT_CONFIG": str(apt_config(folder / "apt"))}
     for command in (["apt-get", "-q", "update"],
                     ["apt-get", "-q", "source", "--download-only", f"{PACKAGE}={SOURCE_VERSION}"]):
-        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     dsc = folder / f"{PACKAGE}_{SOURCE_VERSION.split(':')[-1]}.dsc"
@@ -111,6 +111,20 @@ def _build(os_name: str, final: Path, log) -> None:
     for stale in final.parent.glob(".tmp-*"):
         safe_rmtree(stale)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    try:
+        meta = _build_in(os_name, base, tmp, final.name, log)
+    except BaseException:
+        safe_rmtree(tmp)  # a failed build leaves no entry
+        raise
+    atomic_write(tmp / "build.json", json.dumps(meta, indent=2) + "\n", 0o644)
+    os.rename(tmp, final)
+    print(f"sandbox: CPython {meta['version']} built in {meta['build_seconds']} s ({meta['bytes'] / 1e6:.0f} MB)",
+          file=log, flush=True)
+
+
+def _build_in(os_name: str, base: Path, tmp: Path, key: str, log) -> dict:
+    """The build in *tmp*: the source fetched, built in an overlay of *base*, PREFIX kept
+    as tmp/cpython.tar; returns build.json's contents."""
     for sub in ("upper", "work", "root", "inputs", "source"):
         (tmp / sub).mkdir(parents=True, mode=0o755)
     os.chmod(tmp / "upper", os.stat(base).st_mode & 0o7777)
@@ -125,22 +139,17 @@ def _build(os_name: str, final: Path, log) -> None:
     returncode = layers.run_script(tmp, str(base), {"PREFIX": PREFIX, "DSC": dsc.name})
     seconds = round(time.monotonic() - started, 1)
     if returncode != 0:
-        tail = layers.log_tail(tmp / "build.log")
-        safe_rmtree(tmp)
         raise layers.LayerBuildError(f"the CPython build failed on {os_name} (exit {returncode}); nothing cached. "
-                                     f"Last lines of its output:\n{tail}")
+                                     f"Last lines of its output:\n{layers.log_tail(tmp / 'build.log')}")
     subprocess.run(["tar", "--numeric-owner", "-C", str(tmp / "upper"), "-cf", str(tmp / "cpython.tar"),
                     PREFIX.lstrip("/")], check=True)
-    meta = {"key": final.name, "os": os_name, "source": f"{PACKAGE} {SOURCE_VERSION}", "prefix": PREFIX,
+    meta = {"key": key, "os": os_name, "source": f"{PACKAGE} {SOURCE_VERSION}", "prefix": PREFIX,
             "dsc_sha256": hashlib.sha256(dsc.read_bytes()).hexdigest(),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "build_seconds": seconds,
             "version": _built_version(tmp / "build.log"), "bytes": (tmp / "cpython.tar").stat().st_size}
     for sub in ("upper", "work", "root", "inputs", "source"):
         safe_rmtree(tmp / sub)
-    atomic_write(tmp / "build.json", json.dumps(meta, indent=2) + "\n", 0o644)
-    os.rename(tmp, final)
-    print(f"sandbox: CPython {meta['version']} built in {seconds} s ({meta['bytes'] / 1e6:.0f} MB)",
-          file=log, flush=True)
+    return meta
 
 
 def _built_version(build_log: Path) -> str:

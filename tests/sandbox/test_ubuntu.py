@@ -94,7 +94,7 @@ def incident_to_green(entry, data, tmp_path, record_property):
     (ready), the node suite green, a second deploy changing nothing; the wall time since
     the node was started is recorded as ``<os>_seconds``."""
     name, os_name = entry["name"], entry["os_name"]
-    _, _, python3, venv_python, venv_version, tag = RELEASES[os_name]
+    _, _, _, venv_python, venv_version, tag = RELEASES[os_name]
     _, before = validate(name, data=data)
     plan = before["plan"]
     codes = {(f["code"], f["severity"]) for f in plan["findings"]}

@@ -65,7 +65,8 @@ def plan_cli(tmp_path, fact, settings):
     (tmp_path / "facts.json").write_text(json.dumps(facts))
     (tmp_path / "settings.yaml").write_text(json.dumps(settings))
     result = subprocess.run([sys.executable, "-m", "bringup.plan", str(tmp_path / "facts.json"), "--config",
-                             str(tmp_path / "settings.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+                             str(tmp_path / "settings.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                            check=False)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
