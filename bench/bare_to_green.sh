@@ -3,7 +3,9 @@
 # Ubuntu 24.04; no field state, the base image and the servers warm), brought up by
 # deploy.py with the suites' reduced pre-warm, then the node suite; prints each node's
 # seconds for `sandbox up`, deploy.py and the node suite, and the ratio to Debian 12.
-# Each node (bg-<os>) goes once measured.
+# Each node (bg-<os>) goes once measured. Ubuntu 22.04's node carries the operator's
+# CPython (the operator-python state: its archive has no final CPython >= 3.11), which
+# venv_python names.
 #   bash bench/bare_to_green.sh [OS ...]   (default: debian12 ubuntu2204 ubuntu2404)
 set -u
 cd "$(dirname "$0")/.."
@@ -21,14 +23,19 @@ octet=94
 for os in "${OSES[@]}"; do
     node=bg-$os
     nodes+=("$node")
+    state=() data=("${DATA[@]}")
+    if [ "$os" = ubuntu2204 ]; then
+        state=(--state operator-python) data+=(--data venv_python=/opt/cpython-3.11/bin/python3.11)
+    fi
     start=$(date +%s)
-    $PY -m sandbox up "$node" --addr "$NET.$octet" --gpu rtx-pro-6000-x8 --os "$os" > "$logs/$node.up" 2>&1
+    $PY -m sandbox up "$node" --addr "$NET.$octet" --gpu rtx-pro-6000-x8 --os "$os" "${state[@]}" \
+        > "$logs/$node.up" 2>&1
     up=$(( $(date +%s) - start ))
-    .venv/bin/pyinfra -y "${DATA[@]}" inventory/gpu.py --limit "$node" deploy.py > "$logs/$node.deploy" 2>&1
+    .venv/bin/pyinfra -y "${data[@]}" inventory/gpu.py --limit "$node" deploy.py > "$logs/$node.deploy" 2>&1
     rc=$?
     deployed=$(( $(date +%s) - start - up ))
     .venv/bin/pytest -q -p no:cacheprovider tests/node --inventory inventory/gpu.py --node-limit "$node" \
-        ${DATA[@]/--data/--node-data} > "$logs/$node.suite" 2>&1
+        ${data[@]/--data/--node-data} > "$logs/$node.suite" 2>&1
     suite_rc=$?
     total[$os]=$(( $(date +%s) - start ))
     echo "$os ($node): up $up s, deploy.py rc=$rc $deployed s, node suite rc=$suite_rc" \

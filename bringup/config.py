@@ -61,6 +61,28 @@ class PrewarmModule(checks.Check):
         return value
 
 
+class Interpreter(checks.Check):
+    """The absolute path of a CPython the operator installed (deadsnakes' python3.11, a
+    build under /opt), or empty: the distribution's own (bringup.platforms).
+
+    >>> Interpreter().parse("/opt/cpython-3.11/bin/python3.11"), Interpreter().parse("")
+    ('/opt/cpython-3.11/bin/python3.11', '')
+    """
+
+    def parse(self, value):
+        value = checks.text(value)
+        if not value:
+            return value
+        if not value.startswith("/") or posixpath.normpath(value) != value or not checks.PATH_CHARS.match(value):
+            raise checks.Invalid("use the absolute path of a CPython >= 3.11 installed by root, such as "
+                                 "/opt/cpython-3.11/bin/python3.11 or /usr/bin/python3.11 (deadsnakes), or leave "
+                                 "it empty for the distribution's")
+        if any(checks.inside(value, tree) for tree in checks.SHARED_TREES):
+            raise checks.Invalid("use an interpreter outside directories every user can write (/tmp, /var/tmp, "
+                                 "/dev/shm): root runs it")
+        return value
+
+
 class Lock(checks.Check):
     """A lock file on the control machine (relative to the directory pyinfra runs in),
     or empty: the plan picks the lock of the node's CPython and CPU."""
@@ -96,6 +118,7 @@ SCHEMA = {
     "venv_find_links": checks.ListOf(checks.Url(paths=True)),
     "venv_no_index": checks.Bool(),
     "venv_installer": checks.Choice("uv", "pip"),
+    "venv_python": Interpreter(),
     "service_user": checks.UserName(),
     "service_env_file": checks.OwnDirFile("sglang"),
     "service_cache_dir": checks.ServiceDir(),
@@ -245,6 +268,9 @@ class Config:
     # uv (bootstrapped from files/locks/uv-*.txt) or pip; uv falls back to pip
     # when the index cannot serve uv.
     venv_installer: str = "uv"
+    # The CPython the managed venv is built with, installed by the operator (Ubuntu 22.04
+    # has no final CPython >= 3.11 of its own); empty: the distribution's (bringup.platforms).
+    venv_python: str = ""
     # The service: user, environment file, JIT cache root (FLASHINFER_WORKSPACE_BASE
     # and SGLANG_CACHE_DIR both point here, so pre-warm and serve share one cache).
     service_user: str = DEFAULT_SERVICE_USER

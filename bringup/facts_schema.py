@@ -57,6 +57,11 @@ SCHEMA = {
     "service_env": Optional(Values(OPT_STR)),
     "python": Optional({"version": VERSION}),
     "python_interpreters": Items({"path": STR, "version": VERSION}),
+    # The operator's CPython (venv_python): null when the setting is empty; version and
+    # the rest only from one that ran (root's alone).
+    "venv_python": Optional({"path": STR, "file": Optional({"user": STR, "mode": STR, "kind": STR}),
+                             "owner": OPT_STR, "real": OPT_STR, "ran": Optional(INT), "version": OPT_STR,
+                             "releaselevel": OPT_STR, "pip": OPT_STR, "venv": OPT_STR}),
     "cuda_packages": Optional(Values(STR)),
     "torch": Optional({"version": VERSION, "cuda": OPT_VERSION, "arch_list": Items(STR), "arch_list_from": STR,
                        "error": STR}),

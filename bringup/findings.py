@@ -28,6 +28,9 @@ CODES = {
                       "has a newer CPython.",
     "PYTHON_UNUSABLE": "The only CPython >= 3.11 the distribution's archive has cannot run the stack (Ubuntu 22.04's "
                        "3.11.0rc1: torch._dynamo does not import).",
+    "VENV_PYTHON_UNUSABLE": "venv_python names a CPython the venv cannot be built with: not there, changeable by a "
+                            "user other than root (then never run), older than 3.11, a pre-release, or without venv "
+                            "support.",
     "VENV_LOCK_MISMATCH": "The explicit venv lock is resolved for another CPython or CPU than the venv's.",
     "VENV_LOCK_MISSING": "No venv lock (or uv bootstrap lock) exists for the venv's CPython and the node's CPU.",
     "LOCK_OMITS_PACKAGE": "The venv lock leaves a package out (no wheel for this CPython); what needs it is "

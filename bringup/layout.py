@@ -276,6 +276,8 @@ class ProbeInputs:
     env_keys: tuple = ()
     model: str = ""
     model_env: tuple = ()
+    # The operator's CPython (venv_python), looked at only when set.
+    venv_python: str = ""
 
     @classmethod
     def defaults(cls):
@@ -289,7 +291,8 @@ class ProbeInputs:
         return {**({"PROBE_SECTIONS": " ".join(sections)} if sections else {}), **self.layout.probe_inputs(),
                 **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {}),
                 **({"PROBE_MODEL": self.model} if self.model else {}),
-                **{f"PROBE_MODEL_ENV_{key}": value for key, value in self.model_env if key in MODEL_ENV_KEYS}}
+                **{f"PROBE_MODEL_ENV_{key}": value for key, value in self.model_env if key in MODEL_ENV_KEYS},
+                **({"PROBE_VENV_PYTHON": self.venv_python} if self.venv_python else {})}
 
     def __str__(self):
         # pyinfra names a fact's arguments by str() (its log lines, and the operation
@@ -298,8 +301,9 @@ class ProbeInputs:
         managed = "managed" if layout.torch_record else "external"
         keys = f", env_keys={' '.join(self.env_keys)}" if self.env_keys else ""
         model = f", model={self.model}" if self.model else ""
+        python = f", venv_python={self.venv_python}" if self.venv_python else ""
         return (f"venv={layout.venv} ({managed}), env_file={layout.env_file}, cache_dir={layout.cache_dir}, "
-                f"service_user={layout.service_user}{keys}{model}")
+                f"service_user={layout.service_user}{keys}{model}{python}")
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

@@ -23,13 +23,15 @@ their pages named below were not reachable from this project's machines:
   updated (https://packages.ubuntu.com/jammy-updates/python3.11,
   archive.ubuntu.com pool/universe/p/python3.11/python3.11_3.11.0~rc1-1~22.04.1_amd64.deb).
   uv and pip accept it for ``Requires-Python >=3.11`` (they compare 3.11.0).
+  Fleets on 22.04 bring their own final CPython (deadsnakes' python3.11, a build into
+  their image under /opt) and name it with ``venv_python`` (``operator_python``).
 - Ubuntu 24.04 noble: ``python3`` 3.12.3-0ubuntu2.1, ``python3.12``/``python3.12-venv``;
   no ``python3.11``/``python3.13`` (https://packages.ubuntu.com/noble/python3).
 """
 
 from dataclasses import dataclass
 
-from bringup.versions import major_minor
+from bringup.versions import major_minor, parse
 
 
 @dataclass(frozen=True)
@@ -195,8 +197,9 @@ class PythonChoice:
     """The CPython the managed venv is built with.
 
     ``source``: ``system`` (the node's python3), ``present`` (the archive's newer
-    interpreter is already installed), ``install`` (deploy installs ``packages``) or
-    ``none`` (nothing new enough can be had: ``path`` is empty)."""
+    interpreter is already installed), ``install`` (deploy installs ``packages``),
+    ``setting`` (the operator's, ``venv_python``) or ``none`` (nothing new enough can
+    be had, or the operator's cannot be used: ``path`` is empty)."""
 
     version: str
     path: str
@@ -232,3 +235,62 @@ def venv_python(dist, python3_version, interpreters, minimum):
         return PythonChoice(interpreter.version, interpreter.path, interpreter.packages, source, interpreter.note,
                             interpreter.unusable)
     return PythonChoice(str(current) if current else "", "", (), "none")
+
+
+def operator_python(path, found, minimum):
+    """Judge the operator's CPython (the ``venv_python`` setting) as the probe found it
+    (the ``venv_python`` fact): ``(PythonChoice, None)`` when the venv can be built with
+    it, else ``(None, (what is wrong, the fix))``. Checked in the order the probe learns:
+    there, only root may change it (else it was never run), it answered, then what it said.
+
+    + path: the setting; found: the fact (None: the probe was not given the setting)
+    + minimum: the oldest ``X.Y`` the stack runs on (a Version)
+
+    >>> good = {"file": {"user": "root", "mode": "755", "kind": "regular file"}, "owner": None, "ran": 0,
+    ...         "version": "3.11.2", "releaselevel": "final", "venv": "ok"}
+    >>> operator_python("/opt/py/bin/python3.11", good, major_minor("3.11"))[0].version
+    '3.11'
+    >>> operator_python("/opt/py/bin/python3.11", dict(good, releaselevel="candidate", version="3.11.0"),
+    ...                 major_minor("3.11"))[1][0]
+    '/opt/py/bin/python3.11 is CPython 3.11.0 (releaselevel candidate), a pre-release'
+    """
+    problem = _operator_python_problem(path, found, minimum)
+    if problem:
+        return None, problem
+    version = str(major_minor(found["version"]))
+    return PythonChoice(version, path, (), "setting", f"the operator's CPython {found['version']}"), None
+
+
+def _operator_python_problem(path, found, minimum):
+    """What keeps the operator's CPython from building the venv, as (what, fix), or None."""
+    install = (f"install a final CPython >= {minimum} root-owned at {path} (deadsnakes' python3.11 and "
+               "python3.11-venv, or a build under /opt such as /opt/cpython-3.11), or correct venv_python")
+    if found is None:
+        return f"{path} was not looked at (facts from a probe without venv_python)", "run validate again"
+    state = found.get("file")
+    if state is None:
+        return f"{path} does not exist on this node", install
+    if found.get("owner"):
+        what = (f"{path} ({state['kind']}, owner {state['user']}, mode {state['mode']}) can be changed by "
+                f"{found['owner']} (it, a link on its way or a directory above them): root never runs it, nothing "
+                "was run")
+        fix = (f"make {path}, every link to it and every directory above them root's and writable by root only "
+               "(chown root, chmod go-w), or install the interpreter where only root can change it")
+        return what, fix
+    if state["kind"] != "regular file" or found.get("ran") is None:
+        return (f"{path} ({state['kind']}, owner {state['user']}, mode {state['mode']}) is not an executable file",
+                install)
+    version = parse(found.get("version"))
+    if found["ran"] != 0 or version is None:
+        return f"{path} did not answer `{path} -I -c` (exit {found['ran']}) with its version", install
+    if major_minor(found["version"]) < minimum:
+        return f"{path} is CPython {version}; SGLang needs CPython >= {minimum}", install
+    if found.get("releaselevel") != "final":
+        return (f"{path} is CPython {version} (releaselevel {found.get('releaselevel')}), a pre-release",
+                f"use a final release of CPython >= {minimum} (pre-releases break the stack: torch._dynamo does "
+                "not import on 3.11.0rc1); " + install)
+    if found.get("venv") != "ok":
+        return (f"{path} (CPython {version}) has no venv support: {found.get('venv') or 'not reported'} missing",
+                f"install its venv support (deadsnakes: python{major_minor(found['version'])}-venv) or build it "
+                "with ensurepip (configure's default); " + install.split(", or correct")[0])
+    return None

@@ -517,6 +517,35 @@ def python_interpreters(sections):
             for s in sections if s.rc == 0 and s.text.strip()]
 
 
+def venv_python(section):
+    """The ``venv-python`` section -> the operator's CPython (``venv_python``) as the probe
+    found it (files/probe.sh probe_venv_python): its state, the first non-root user who
+    may change it (it, a link on its way or a directory above either; None: root alone),
+    and, only when it ran, what it said; None when the setting is empty.
+
+    >>> found = venv_python(Section("venv-python", 0, ("path", "/opt/py/bin/python3.11"), [
+    ...     "file=root 755 regular file", "owner=", "real=/opt/py/bin/python3.11", "ran=0", "version=3.11.2",
+    ...     "releaselevel=final", "pip=22.3.1", "venv=ok"]))
+    >>> found["file"]["user"], found["owner"], found["ran"], found["version"], found["venv"]
+    ('root', None, 0, '3.11.2', 'ok')
+    """
+    if section is None:
+        return None
+    values = parse_assignments(section.text)
+    ran = values.get("ran")
+    return {
+        "path": section.attribute("path"),
+        "file": _file_state(values.get("file"), f"{section.attribute('path')}"),
+        "owner": values.get("owner"),
+        "real": values.get("real"),
+        "ran": int(ran) if ran and ran.isdigit() else None,
+        "version": values.get("version"),
+        "releaselevel": values.get("releaselevel"),
+        "pip": values.get("pip"),
+        "venv": values.get("venv"),
+    }
+
+
 def deb_packages(section):
     """``dpkg-query`` lines (``status|name|version``) -> {name: version} of installed
     packages (``ii``, or ``hi`` when held); None where dpkg-query does not exist.
@@ -609,6 +638,7 @@ PARTS = {
     "service_env": (("service",), lambda by_name: service_env_values(by_name.get("service-env"))),
     "python": (("python",), _python),
     "python_interpreters": (("python",), lambda by_name: python_interpreters(by_name["python-alt"])),
+    "venv_python": (("python",), lambda by_name: venv_python(by_name.get("venv-python"))),
     "cuda_packages": (("packages",), lambda by_name: deb_packages(by_name.get("deb-packages"))),
     "torch": (("venv",), _venv_part(0)),
     "flashinfer": (("venv",), _venv_part(1)),

@@ -27,6 +27,7 @@
 #   PROBE_SERVICE_HOME  the home the deploy gives it (/var/lib/<user>)
 #   PROBE_MODEL         service_model (none: the model section says nothing)
 #   PROBE_MODEL_ENV_<KEY> service_env's HF_* settings the model section uses (HF_HOME, HF_ENDPOINT...)
+#   PROBE_VENV_PYTHON   the operator's CPython the venv is built with (venv_python; "" for the distribution's)
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 LC_ALL=C
 export LC_ALL
@@ -100,6 +101,26 @@ code_owner() {
             *:*[2367]? | *:*[2367]) printf 'nobody\n'; break ;;
         esac
     done
+}
+
+link_chain_owner() {
+    # link_chain_owner FILE: as code_owner, and every symbolic link on the way to FILE
+    # (each hop, not only where they end) is root's in a directory only root can change:
+    # a link another user may replace would send root's next run elsewhere.
+    lc_path=$1 lc_hops=0
+    while [ -L "$lc_path" ]; do
+        lc_hops=$((lc_hops + 1))
+        [ "$lc_hops" -le 40 ] || { printf 'nobody\n'; return; }
+        lc_dir=${lc_path%/*}
+        lc_dir=${lc_dir:-/}
+        lc_owner=$(stat -c %U -- "$lc_path")
+        [ "$lc_owner" = root ] || { printf '%s\n' "$lc_owner"; return; }
+        lc_owner=$(code_owner "$lc_dir")
+        [ -z "$lc_owner" ] || { printf '%s\n' "$lc_owner"; return; }
+        lc_target=$(readlink -- "$lc_path")
+        case $lc_target in /*) lc_path=$lc_target ;; *) lc_path=$lc_dir/$lc_target ;; esac
+    done
+    code_owner "$lc_path"
 }
 
 as_user() {
@@ -263,6 +284,41 @@ probe_python() {
     for interpreter in /usr/bin/python3.[0-9] /usr/bin/python3.[0-9][0-9]; do
         [ -x "$interpreter" ] && capture python-alt "path=$interpreter" "$interpreter" -I --version
     done
+    probe_venv_python
+}
+
+# What the operator's CPython says of itself (-I: no site, no PYTHON* variables): its
+# version and release level, and whether venv and ensurepip (with its bundled pip) are there.
+VENV_PYTHON_CHECK='import sys, importlib.util
+print("version=%d.%d.%d" % sys.version_info[:3])
+print("releaselevel=" + sys.version_info.releaselevel)
+missing = [name for name in ("venv", "ensurepip", "ensurepip.__main__") if importlib.util.find_spec(name) is None]
+if not missing:
+    import ensurepip
+    try:
+        print("pip=" + ensurepip.version())
+    except Exception:
+        missing.append("ensurepip'"'"'s bundled pip")
+print("venv=" + (",".join(missing) or "ok"))'
+
+probe_venv_python() {
+    # The operator's CPython (venv_python), run only when it, every link on the way to it
+    # and every directory above each are root's and writable by root only: root never
+    # runs what another user could have changed. Its state and owner are reported either way.
+    [ -n "${PROBE_VENV_PYTHON:-}" ] || return 0
+    vp_file=$(stat -L -c '%U %a %F' -- "$PROBE_VENV_PYTHON" 2>/dev/null)
+    vp_owner=
+    [ -z "$vp_file" ] || vp_owner=$(link_chain_owner "$PROBE_VENV_PYTHON")
+    vp_real=$(readlink -f -- "$PROBE_VENV_PYTHON" 2>/dev/null)
+    body="file=$vp_file${NL}owner=$vp_owner${NL}real=$vp_real"
+    case $vp_file in
+        "root "*" regular file")
+            if [ -z "$vp_owner" ] && [ -x "$vp_real" ]; then
+                vp_out=$(env -i PATH="$CLEAN_PATH" LC_ALL=C "$vp_real" -I -c "$VENV_PYTHON_CHECK" 2>/dev/null)
+                body="$body${NL}ran=$?${NL}$vp_out"
+            fi ;;
+    esac
+    emit venv-python 0 "$body" "path=$PROBE_VENV_PYTHON"
 }
 
 probe_packages() {

@@ -18,6 +18,7 @@ expanded and put in one canonical order, so ``incident,operator`` and
 | cuda-12.8 | CUDA 12.8 by apt from that repository, first on a login shell's PATH (implies nvidia-repo) |
 | operator | /etc/sglang/sglang.env with operator variables, Ubuntu's /etc/environment, an old venv directory at /opt/sglang/venv |
 | incident | nvidia-repo + cuda-12.8 + handbuilt-venv: the seeds' node |
+| operator-python | (Ubuntu 22.04) the operator's CPython 3.11.2 at /opt/cpython-3.11, root's: built from Debian's signed source package (sandbox/operator_python.py), what ``venv_python`` names; not a stand-in |
 
 The driver states are stand-ins for the GPU driver only, like the GPU
 profiles (sandbox/gpu_standin.py): files under /var/lib/sandbox-gpu that node-init.sh
@@ -59,7 +60,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox import aptrepo, image, layers, pypimirror
+from sandbox import aptrepo, image, layers, operator_python, pypimirror
 
 SCRIPTS = Path(__file__).resolve().parent / "states"
 FILES = Path(__file__).resolve().parent / "files"
@@ -73,7 +74,8 @@ class State:
     name: str
     implies: tuple[str, ...] = ()
     # "apt-repo": the sandbox's CUDA apt repository (CUDA_REPO); "mirror": the
-    # wheel mirror (FIND_LINKS) and the lock <lock>-cpXY-ARCH.txt as lock.txt.
+    # wheel mirror (FIND_LINKS) and the lock <lock>-cpXY-ARCH.txt as lock.txt;
+    # "cpython": the operator's CPython build (sandbox.operator_python) as cpython.tar.
     needs: tuple[str, ...] = ()
     lock: str = ""
     has_script: bool = True
@@ -92,6 +94,7 @@ STATES = {
     "nvidia-repo": State("nvidia-repo", needs=("apt-repo",)),
     "cuda-12.8": State("cuda-12.8", implies=("nvidia-repo",), needs=("apt-repo",)),
     "operator": State("operator", needs=("mirror",), lock="operator-venv"),
+    "operator-python": State("operator-python", needs=("cpython",)),
     "incident": State("incident", implies=("nvidia-repo", "cuda-12.8", "handbuilt-venv"), has_script=False),
     # The driver's stand-ins: seconds each, on top of everything else.
     "proprietary-module": State("proprietary-module"),
@@ -223,9 +226,15 @@ def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
     for name in state.files:
         files[name] = FILES / name
         inputs[name] = hashlib.sha256(files[name].read_bytes()).hexdigest()
+    if "cpython" in state.needs:
+        # Keyed by what makes the build; built (once per machine) only when the layer is.
+        inputs["cpython"] = operator_python.artifact_key(os_name)
+        files["cpython.tar"] = operator_python.artifact_dir(os_name) / "cpython.tar"
 
     def prepare() -> dict:
         env = {}
+        if "cpython" in state.needs:
+            operator_python.tarball(os_name)
         if "apt-repo" in state.needs:
             env["CUDA_REPO"] = repo["repo_url"]
         if "mirror" in state.needs:

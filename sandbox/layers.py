@@ -237,10 +237,10 @@ def _build(os_name, base, base_key, below, step, key, log) -> None:
     _write_inputs(tmp / "inputs", step)
     print(f"sandbox: building layer {key} ({os_name}, state {step.state})...", file=log, flush=True)
     started = time.monotonic()
-    returncode = _run_script(tmp, lowerdir(base, below), env)
+    returncode = run_script(tmp, lowerdir(base, below), env)
     seconds = round(time.monotonic() - started, 1)
     if returncode != 0:
-        tail = _tail(tmp / "build.log")
+        tail = log_tail(tmp / "build.log")
         safe_rmtree(tmp)
         raise LayerBuildError(f"state {step.state} failed on {os_name} (exit {returncode}); "
                               f"no layer cached. Last lines of its output:\n{tail}")
@@ -324,7 +324,7 @@ def _write_inputs(folder: Path, step: Step) -> None:
         shutil.copyfile(source, folder / name)
 
 
-def _run_script(tmp: Path, lower: str, env: dict) -> int:
+def run_script(tmp: Path, lower: str, env: dict) -> int:
     """layer-init.sh in private mount+PID namespaces; its output goes to tmp/build.log."""
     cmd = [
         "unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
@@ -339,7 +339,7 @@ def _run_script(tmp: Path, lower: str, env: dict) -> int:
             return 124
 
 
-def _tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
+def log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
     """Last lines of a build log."""
     try:
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])

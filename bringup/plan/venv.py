@@ -16,7 +16,7 @@ import re
 from bringup import locks as lockfiles
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.plan.model import MIN_PYTHON, SYSTEM_PYTHON, VENV_SYSTEM_PACKAGES, VenvPlan
-from bringup.platforms import distribution, venv_python
+from bringup.platforms import PythonChoice, distribution, operator_python, venv_python
 from bringup.venv import index_options
 from bringup.versions import parse, same_major_minor
 
@@ -45,10 +45,17 @@ def venv_plan(context):
 
 def _python(context):
     """The CPython the managed venv is built with (bringup.platforms.venv_python), or None
-    for an external venv; PYTHON_TOO_OLD when python3 is older than SGLang needs."""
+    for an external venv; PYTHON_TOO_OLD when python3 is older than SGLang needs. The
+    operator's (``venv_python``) when set: VENV_PYTHON_UNUSABLE when it cannot be used."""
     facts, config, add = context.facts, context.config, context.add
     if not config.venv_managed:
         return None
+    if config.venv_python:
+        choice, problem = operator_python(config.venv_python, facts.get("venv_python"), MIN_PYTHON)
+        if problem:
+            add(Finding("VENV_PYTHON_UNUSABLE", BLOCKER, f"venv_python: {problem[0]}", problem[1]))
+            return PythonChoice("", "", (), "none")
+        return choice
     os_facts = facts.get("os") or {}
     dist = distribution(os_facts.get("id"), os_facts.get("version_id"))
     python3 = (facts.get("python") or {}).get("version")
@@ -65,8 +72,9 @@ def _python(context):
         add(Finding("PYTHON_UNUSABLE", BLOCKER,
                     f"the node has {seen}; the CPython {dist.name}'s archive adds for SGLang, {choice.path}, cannot run "
                     f"the stack: {choice.unusable}",
-                    "use Ubuntu 24.04 (CPython 3.12), or an external venv (venv_managed: false) built with a final "
-                    "CPython >= 3.11"))
+                    f"set venv_python to a final CPython >= {MIN_PYTHON} installed root-owned (deadsnakes' "
+                    "python3.11 with python3.11-venv, or a build under /opt such as /opt/cpython-3.11/bin/python3.11), "
+                    "use Ubuntu 24.04 (CPython 3.12), or an external venv (venv_managed: false)"))
     elif choice.source == "install":
         note = f" ({choice.note})" if choice.note else ""
         add(Finding("PYTHON_TOO_OLD", FIX,

@@ -93,6 +93,8 @@ PLAN_CONFIG = [
     ('venv_index_url: "pypi.org/simple"\n', "http://, https:// or file:/ URL"),
     ('venv_find_links: ["relative/dir"]\n', "absolute directory"),
     ('venv_lock: "files/locks/missing-cp311-x86_64.txt"\n', "missing-cp311-x86_64.txt"),
+    ('venv_python: "python3.11"\n', "the absolute path of a CPython >= 3.11 installed by root"),
+    ('venv_python: "/tmp/cpython/bin/python3.11"\n', "outside directories every user can write"),
     ('service_model: "my model"\n', "no spaces"),
     ('service_env: "CUDA_HOME=/usr/local/cuda-12.8"\n', "CUDA_HOME is decided by the plan"),
     ('service_env: {"1BAD": "x"}\n', "KEY=value with KEY a variable name"),

@@ -92,7 +92,7 @@ def gather(host, name, data):
         config = Config.from_data(data, host=name)
     except ValueError as error:
         raise NodeNotReady(f"{name}: invalid settings: {error}") from error
-    command = probe_command(ProbeInputs(config.layout, managed_env_keys(config)))
+    command = probe_command(ProbeInputs(config.layout, managed_env_keys(config), config.venv_python))
     try:
         result = host.run(command)
     except Exception as error:  # paramiko/socket errors: the host cannot be reached

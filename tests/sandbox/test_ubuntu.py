@@ -9,9 +9,13 @@ recorded (``ubuntu_seconds``).
 
 Ubuntu 22.04's only CPython >= 3.11 is python3.11 3.11.0rc1 from jammy-updates, on
 which torch 2.14.1's torch._dynamo does not import (the first run of this suite showed
-it, from the incident state: the cp311 venv built on python3.11, SGLang's pre-warm
-failed). On a light node (NVIDIA's source, CUDA 12.8) validate names the trap and
-PYTHON_UNUSABLE, and deploy refuses it, changing nothing.
+it: the cp311 venv built on python3.11, SGLang's pre-warm failed). Fleets on 22.04 bring
+their own CPython: the node is found in the incident state plus the operator's CPython
+3.11.2 under /opt/cpython-3.11 (the ``operator-python`` state: built from Debian's signed
+source package, sandbox/operator_python.py). Without ``venv_python`` validate names the
+trap and PYTHON_UNUSABLE and deploy refuses, changing nothing; with it the node goes to
+green as the 24.04 one does, its cp311 venv built with that interpreter
+(``ubuntu2204_seconds``).
 
 And a cloud image's first boot: unattended-upgrades holding apt's locks (the
 ``first-boot-upgrades`` stand-in) on a light 24.04 node; the deploy waits for it."""
@@ -32,9 +36,11 @@ pytestmark = pytest.mark.sandbox
 # (make demo DEMO_OS=ubuntu2404 pre-warms the full set), a model for the unit's arguments.
 DATA = ("prewarm_modules=activation:silu,sglang-activation", "service_model=Qwen/Qwen3-0.6B", "service_enable=false")
 SUMMARY = REPO_ROOT / "reports" / "summary.json"
+# The operator's CPython on the 22.04 node (sandbox/states/operator-python.ubuntu2204.sh).
+OPERATOR_PYTHON = "/opt/cpython-3.11/bin/python3.11"
 # os -> (node, address, python3's X.Y, the venv's CPython: path and X.Y, its lock's tag)
 RELEASES = {
-    "ubuntu2204": ("u-2204", "127.0.0.67", "3.10", "/usr/bin/python3.11", "3.11", "cp311"),
+    "ubuntu2204": ("u-2204", "127.0.0.67", "3.10", OPERATOR_PYTHON, "3.11", "cp311"),
     "ubuntu2404": ("u-2404", "127.0.0.68", "3.12", "/usr/bin/python3", "3.12", "cp312"),
 }
 
@@ -48,19 +54,19 @@ def start(sandbox_node, os_name, states=("incident",)):
                              os_name=os_name), name=name, os_name=os_name, started=started)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ubuntu(sandbox_node):
     entry = start(sandbox_node, "ubuntu2404")
     yield entry
-    # Its venvs take gigabytes: free them before the next node.
+    # Its venvs take gigabytes: free them before the 22.04 node.
     sandbox_nodes.down([entry["name"]])
 
 
 @pytest.fixture(scope="module")
 def jammy(sandbox_node):
-    # A light node (CI's time): the incident's toolkit side without the hand-built venv,
-    # which changes nothing in what blocks (the archive's python3.11 itself).
-    entry = start(sandbox_node, "ubuntu2204", states=("nvidia-repo", "cuda-12.8"))
+    # The incident's node with the operator's CPython: refused without venv_python,
+    # deployed with it (one node for both, CI's time).
+    entry = start(sandbox_node, "ubuntu2204", states=("incident", "operator-python"))
     yield entry
     sandbox_nodes.down([entry["name"]])
 
@@ -82,12 +88,14 @@ def verdict(host):
     return {row["host"]: row for row in json.loads(SUMMARY.read_text())["hosts"]}[host]["verdict"]
 
 
-def test_ubuntu2404_incident_to_green(ubuntu, tmp_path, record_property):
-    name, os_name = ubuntu["name"], ubuntu["os_name"]
-    _, _, python3, venv_python, venv_version, tag = RELEASES[os_name]
-    found_as_shipped(ubuntu)
-
-    _, before = validate(name, data=DATA)
+def incident_to_green(entry, data, tmp_path, record_property):
+    """validate (the trap named, nothing blocks), deploy (the toolkit at its lock, the venv
+    with the release's CPython and lock, the reduced pre-warm, the unit), validate again
+    (ready), the node suite green, a second deploy changing nothing; the wall time since
+    the node was started is recorded as ``<os>_seconds``."""
+    name, os_name = entry["name"], entry["os_name"]
+    _, _, _, venv_python, venv_version, tag = RELEASES[os_name]
+    _, before = validate(name, data=data)
     plan = before["plan"]
     codes = {(f["code"], f["severity"]) for f in plan["findings"]}
     assert {("FLASHINFER_ARCH_TRAP", "fix"), ("PATH_SHADOWS_CUDA_HOME", "fix"), ("APT_SOURCE_CONFLICT", "info"),
@@ -99,43 +107,70 @@ def test_ubuntu2404_incident_to_green(ubuntu, tmp_path, record_property):
     assert plan["venv"]["uv_lock"] == f"files/locks/uv-{tag}-x86_64.txt"
     assert plan["venv"]["python"] == venv_python, plan["venv"]
 
-    deployed = pyinfra_cli("inventory/gpu.py", "--limit", name, "deploy.py", data=DATA)
+    deployed = pyinfra_cli("inventory/gpu.py", "--limit", name, "deploy.py", data=data)
     assert deployed.returncode == 0, deployed.output[-4000:]
     assert re.search(r"build-venv: venv [0-9a-f]+ built with uv in \d+s", deployed.output), deployed.output[-4000:]
     timed = re.findall(r"prewarm: done  (\S+) in \d+\.\d s", deployed.output)
     assert "activation:silu" in timed and any(module.startswith("sglang-activation:") for module in timed), timed
-    venv = run_ssh(ubuntu, "/opt/sglang/venv/bin/python -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'; "
-                           "systemctl cat sglang.service >/dev/null && echo unit").stdout.split()
-    assert venv == [venv_version, "unit"], venv
+    venv = run_ssh(entry, "/opt/sglang/venv/bin/python -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'; "
+                          "sed -n 's/^home = //p' /opt/sglang/venv/pyvenv.cfg; "
+                          "systemctl cat sglang.service >/dev/null && echo unit").stdout.split()
+    # pyvenv.cfg's home: the directory of the interpreter the venv was built with.
+    assert venv == [venv_version, venv_python.rsplit("/", 1)[0], "unit"], venv
 
-    validate(name, data=DATA)
+    validate(name, data=data)
     assert verdict(name) == "ready"
-    run = node_suite(tmp_path, "--node-limit", name, data=DATA)
+    run = node_suite(tmp_path, "--node-limit", name, data=data)
     assert run.rc == 0 and run.failing(name) == set(), run
     assert "toolkit_packages_at_lock" in run.checks(name), run.checks(name)
-    again = pyinfra_cli("inventory/gpu.py", "--limit", name, "deploy.py", data=DATA, json_output=True)
+    again = pyinfra_cli("inventory/gpu.py", "--limit", name, "deploy.py", data=data, json_output=True)
     assert again.returncode == 0, again.output[-4000:]
     assert changed_operations(again) == []
-    seconds = round(time.monotonic() - ubuntu["started"])
-    record_property("ubuntu_seconds", seconds)
+    seconds = round(time.monotonic() - entry["started"])
+    record_property(f"{os_name}_seconds", seconds)
     print(f"\n{os_name}: incident node to green (up, validate, deploy, validate, node suite, deploy): {seconds} s")
 
 
+def test_ubuntu2404_incident_to_green(ubuntu, tmp_path, record_property):
+    found_as_shipped(ubuntu)
+    incident_to_green(ubuntu, DATA, tmp_path, record_property)
+
+
 def test_ubuntu2204_is_refused_before_anything_changes(jammy):
-    """The archive's python3.11 is 3.11.0rc1: validate blocks with PYTHON_UNUSABLE beside
-    the trap (CUDA 12.8 first on PATH); deploy changes nothing."""
+    """The archive's python3.11 is 3.11.0rc1: without venv_python validate blocks with
+    PYTHON_UNUSABLE (its fix naming venv_python) beside the trap (CUDA 12.8 first on
+    PATH); deploy changes nothing."""
     found_as_shipped(jammy)
     policy = run_ssh(jammy, "apt-cache policy python3.11 | sed -n 's/^  Candidate: //p'").stdout.strip()
     assert policy.startswith("3.11.0~rc1-"), policy
     _, report = validate(jammy["name"], expect_rc=1, data=DATA)
-    codes = {(f["code"], f["severity"]) for f in report["plan"]["findings"]}
-    assert {("PYTHON_UNUSABLE", "blocker"), ("FLASHINFER_ARCH_TRAP", "fix")} <= codes, codes
+    findings = {f["code"]: f for f in report["plan"]["findings"]}
+    assert findings["PYTHON_UNUSABLE"]["severity"] == "blocker", findings
+    assert "set venv_python" in findings["PYTHON_UNUSABLE"]["fix"], findings["PYTHON_UNUSABLE"]
+    assert findings["FLASHINFER_ARCH_TRAP"]["severity"] == "fix", findings
     assert report["plan"]["toolkit"]["lock"] == "files/locks/cuda-13.0-ubuntu2204-x86_64.txt"
     listing = "ls /etc/apt/sources.list.d /opt /var/cache; ls /etc/sglang 2>&1; true"
     before = run_ssh(jammy, listing).stdout
     refused = pyinfra_cli("inventory/gpu.py", "--limit", jammy["name"], "deploy.py", data=DATA)
     assert refused.returncode == 1 and "PYTHON_UNUSABLE" in refused.output, refused.output[-3000:]
     assert run_ssh(jammy, listing).stdout == before
+
+
+def test_ubuntu2204_with_the_operators_cpython_to_green(jammy, tmp_path, record_property):
+    """The operator's CPython 3.11.2 (root's, under /opt) named by venv_python: the probe
+    ran it, the cp311 venv is built with it, the node goes to green."""
+    found = run_ssh(jammy, f"stat -c '%U %a' {OPERATOR_PYTHON} /opt/cpython-3.11 /opt/cpython-3.11/bin; "
+                           f"{OPERATOR_PYTHON} -I -c 'import sys; print(sys.version_info.releaselevel)'; "
+                           f"{OPERATOR_PYTHON} --version").stdout.splitlines()
+    assert found == ["root 755", "root 755", "root 755", "final", "Python 3.11.2"], found
+    data = DATA + (f"venv_python={OPERATOR_PYTHON}",)
+    _, report = validate(jammy["name"], data=data)
+    fact = report["facts"]["venv_python"]
+    assert (fact["owner"], fact["ran"], fact["version"], fact["releaselevel"], fact["venv"]) == \
+        (None, 0, "3.11.2", "final", "ok"), fact
+    assert not {"PYTHON_UNUSABLE", "PYTHON_TOO_OLD", "VENV_PYTHON_UNUSABLE"} & \
+        {f["code"] for f in report["plan"]["findings"]}, report["plan"]["findings"]
+    incident_to_green(jammy, data, tmp_path, record_property)
 
 
 @pytest.fixture(scope="module")

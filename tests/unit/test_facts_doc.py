@@ -53,6 +53,15 @@ Cuda compilation tools, release 13.0, V13.0.88
 Python 3.11.2
 @@ python-alt rc=0 path=/usr/bin/python3.11
 Python 3.11.2
+@@ venv-python rc=0 path=/opt/cpython-3.11/bin/python3.11
+file=root 755 regular file
+owner=
+real=/opt/cpython-3.11/bin/python3.11
+ran=0
+version=3.11.2
+releaselevel=final
+pip=22.3.1
+venv=ok
 @@ deb-packages rc=0
 ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
