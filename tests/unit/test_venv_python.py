@@ -105,7 +105,7 @@ def test_an_unusable_operators_cpython_is_one_blocker(tmp_path, name, changes, p
 
 def probe(tmp_path, interpreter):
     layout = NodeLayout.for_settings("/nonexistent", "/nonexistent", str(tmp_path / "cache"), "sglang")
-    command = probe_command(ProbeInputs(layout, (), str(interpreter)), ("python",))
+    command = probe_command(ProbeInputs(layout, (), venv_python=str(interpreter)), ("python",))
     result = subprocess.run(["sh", "-c", command], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                             timeout=60, check=True)
     return build_document(result.stdout.splitlines(), ["venv_python"])["venv_python"]
