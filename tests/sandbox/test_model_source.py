@@ -17,6 +17,7 @@ deploy changes nothing.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -41,6 +42,12 @@ LOCK = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
 HF_PACKAGES = ("huggingface-hub", "anyio", "certifi", "click", "filelock", "fsspec", "h11", "hf-xet", "httpcore", "httpx",
                "idna", "packaging", "pyyaml", "tqdm", "typing-extensions")
 
+
+
+def said(output, text):
+    """Whether deploy printed ``text`` as a line of this host's: pyinfra pads the host's
+    prefix to the longest name of the inventory, so the space after it varies."""
+    return re.search(rf"\[{re.escape(NAME)}\] +{re.escape(text)}", output) is not None
 
 def only_pins(text, names):
     """A lock's text reduced to the requirements (pin and hash lines) of ``names``.
@@ -138,7 +145,7 @@ def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model
         failed = deploy(entry, "service_model_fetch=true", "service_model_fetch_timeout=60",
                         f"service_env=HF_ENDPOINT={endpoint}")
     assert failed.returncode == 1, failed.output[-4000:]
-    assert f"[{NAME}] model: fetching {MODEL} into {CACHE} as sglang (service_model_fetch)" in failed.output, \
+    assert said(failed.output, f"model: fetching {MODEL} into {CACHE} as sglang (service_model_fetch)"), \
         failed.output[-4000:]
     # hf itself asked the double.
     assert any(path.startswith(f"/api/models/{MODEL}") for path in asked), (asked, failed.output[-4000:])
@@ -159,7 +166,7 @@ def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model
     assert offline["severity"] == "fix" and f"from the cache {CACHE}/models--Qwen--Qwen3-0.6B" in offline["message"]
     served = deploy(entry, "service_model_fetch=true")
     assert served.returncode == 0, served.output[-4000:]
-    assert f"[{NAME}] sglang.service serves: /health answered 200" in served.output, served.output[-4000:]
+    assert said(served.output, "sglang.service serves: /health answered 200"), served.output[-4000:]
     assert summary_row()["verdict"] == "serving"
     assert "HF_HUB_OFFLINE=1" in run_ssh(entry, f"cat {ENV_FILE}").stdout.splitlines()
 
