@@ -143,6 +143,15 @@ def record(host, purpose, **fields):
     RUN.record(host, purpose=purpose, **fields)
 
 
+def recorded(host, field):
+    """What this run recorded as ``field`` of ``host`` ({} when nothing).
+
+    >>> recorded("no-such-host", "service_serving")
+    {}
+    """
+    return (RUN.records.get(host) or {}).get(field) or {}
+
+
 def _register_exit_hook():
     if not RUN.exit_hook:
         RUN.exit_hook = True

@@ -224,7 +224,7 @@ def needs_reboot_failed():
 
         needs_reboot_failed(name="Needs reboot?")
     """
-    found = fleet.RUN.records.get(host.name, {}).get("driver_reboot") or {}
+    found = fleet.recorded(host.name, "driver_reboot")
     if found.get("state") != NEEDS_REBOOT:
         host.noop("the loaded module is the installed driver")
         return

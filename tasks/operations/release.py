@@ -4,13 +4,12 @@ new release, and put the previous release back (rollback.py, ``service_rollback`
 
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, StringCommand, operation
-from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
 from bringup.layout import NodeLayout
 from bringup.release import refusal_line
 from control import fleet
 from facts.release import ReleaseLook, release_command, release_paths
-from tasks.operations.serving import host_serving
+from tasks.operations.serving import connector_arguments, host_serving
 from tasks.operations.sglang import as_plan
 
 ROLLED_BACK, REFUSED = "rolled back", "refused"
@@ -58,12 +57,7 @@ def release_recorded(layout):
 def rollback_state(name):
     """What the rollback of this run did on host ``name``: "rolled back", "refused", or
     "" (none ran)."""
-    return ((fleet.RUN.records.get(name) or {}).get("service_rollback") or {}).get("state", "")
-
-
-def _connector_arguments():
-    return {key: value for key, value in (host.current_op_global_arguments or {}).items()
-            if key in CONNECTOR_ARGUMENT_KEYS}
+    return fleet.recorded(name, "service_rollback").get("state", "")
 
 
 def restore(state, host, layout, unit_name, purpose, arguments):  # pyinfra passes state, host by name
@@ -99,7 +93,7 @@ def release_restored(layout, unit_name, purpose="rollback"):
     + unit_name: the unit (``sglang.service``)
     + purpose: "rollback" (rollback.py) or "deploy" (``service_rollback: on-failure``)
     """
-    yield FunctionCommand(restore, (layout, unit_name, purpose, _connector_arguments()), {})
+    yield FunctionCommand(restore, (layout, unit_name, purpose, connector_arguments()), {})
 
 
 @operation(is_idempotent=False)
@@ -130,7 +124,7 @@ def rolled_back_outcome(unit_name):
     """
 
     def fail(state, host):
-        cause = ((fleet.RUN.records.get(host.name) or {}).get("service_rollback") or {}).get("cause", "")
+        cause = fleet.recorded(host.name, "service_rollback").get("cause", "")
         host.log_styled(f"{host.name}: rolled back: the change did not serve ({cause}); {unit_name} is back on "
                         "the previous release and serves; fix the change, then deploy again",
                         fg="yellow", log_func=logger.error)

@@ -33,6 +33,13 @@ def _record(state_name, reason, waited, purpose="deploy"):
     fleet.record(host.name, purpose, service_serving={"state": state_name, "reason": reason, "waited": waited})
 
 
+def connector_arguments():
+    """The current operation's connector arguments (``_sudo``, ``_su_user``...), for the
+    commands a FunctionCommand runs itself: they run as the operation would."""
+    return {key: value for key, value in (host.current_op_global_arguments or {}).items()
+            if key in CONNECTOR_ARGUMENT_KEYS}
+
+
 def wait_serving(state, host, service, unit_name, arguments, result):  # pyinfra passes state, host by name
     """Look every POLL_SECONDS until ``serving.decision`` is no longer ``wait``; the
     outcome goes in ``result`` (the operation's next command reads it)."""
@@ -100,10 +107,8 @@ def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
         _record("serving", why, 0, purpose)
         host.noop(f"{unit_name} serves: {why}")
         return
-    arguments = {key: value for key, value in (host.current_op_global_arguments or {}).items()
-                 if key in CONNECTOR_ARGUMENT_KEYS}
     result = {}
-    yield FunctionCommand(wait_serving, (service, unit_name, arguments, result), {})
+    yield FunctionCommand(wait_serving, (service, unit_name, connector_arguments(), result), {})
     if not state.is_executing:
         return  # --dry: listed, not waited for
     if result.get("state") == serving.READY:
@@ -123,4 +128,4 @@ def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
 def host_serving(name):
     """Whether deploy's gate found ``name`` serving in this run, and why not ("" when it
     does): ``bringup.serving.serving_of`` of what the gate recorded (for a rollback)."""
-    return serving.serving_of((fleet.RUN.records.get(name) or {}).get("service_serving"))
+    return serving.serving_of(fleet.recorded(name, "service_serving"))
