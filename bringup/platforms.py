@@ -263,8 +263,9 @@ def operator_python(path, found, minimum):
 
 def _operator_python_problem(path, found, minimum):
     """What keeps the operator's CPython from building the venv, as (what, fix), or None."""
-    install = (f"install a final CPython >= {minimum} root-owned at {path} (deadsnakes' python3.11 and "
-               "python3.11-venv, or a build under /opt such as /opt/cpython-3.11), or correct venv_python")
+    put_one = (f"install a final CPython >= {minimum} root-owned at {path} (deadsnakes' python3.11 and "
+               "python3.11-venv, or a build under /opt such as /opt/cpython-3.11)")
+    install = f"{put_one}, or correct venv_python"
     if found is None:
         return f"{path} was not looked at (facts from a probe without venv_python)", "run validate again"
     state = found.get("file")
@@ -292,5 +293,5 @@ def _operator_python_problem(path, found, minimum):
     if found.get("venv") != "ok":
         return (f"{path} (CPython {version}) has no venv support: {found.get('venv') or 'not reported'} missing",
                 f"install its venv support (deadsnakes: python{major_minor(found['version'])}-venv) or build it "
-                "with ensurepip (configure's default); " + install.split(", or correct")[0])
+                "with ensurepip (configure's default); " + put_one)
     return None
