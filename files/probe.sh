@@ -591,9 +591,10 @@ probe_model() {
     # user: checked as that user when the account exists (a clean environment), else
     # left to the planner from the owners and modes of each directory on the way.
     [ -n "${PROBE_MODEL:-}" ] || { emit model 127 ""; return; }
-    read_env_file "$PROBE_ENV_FILE" HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT \
-        HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_TOKEN
-    for key in HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT HF_HUB_OFFLINE TRANSFORMERS_OFFLINE; do
+    # bringup/layout.py MODEL_ENV_KEYS; HF_TOKEN only to say whether it is set.
+    model_keys="HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT HF_HUB_OFFLINE TRANSFORMERS_OFFLINE"
+    read_env_file "$PROBE_ENV_FILE" $model_keys HF_TOKEN
+    for key in $model_keys; do
         if eval "[ -n \"\${PROBE_MODEL_ENV_$key+set}\" ]"; then
             eval "service_env_$key=\$PROBE_MODEL_ENV_$key"
         fi

@@ -298,3 +298,14 @@ def test_plan_cli_names_the_unreachable_hub_and_the_cache(tmp_path):
         assert found["message"].startswith(f"service_model=Qwen/Qwen3-0.6B is not in the service's hub cache ({CACHE}, "
                                            "from XDG_CACHE_HOME) and the hub (https://huggingface.co) does not answer "
                                            "from the node ([Errno -2] Name or service not known)"), found["message"]
+
+
+def test_the_probe_reads_the_keys_the_plan_passes():
+    """files/probe.sh's model section reads the env keys bringup/layout.py passes it."""
+    import re
+    from pathlib import Path
+
+    from bringup.layout import MODEL_ENV_KEYS
+
+    script = (Path(__file__).resolve().parents[2] / "files" / "probe.sh").read_text()
+    assert tuple(re.search(r'model_keys="([^"]*)"', script).group(1).split()) == MODEL_ENV_KEYS
