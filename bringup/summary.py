@@ -44,7 +44,8 @@ NEEDS_REBOOT = "needs reboot"
 # rollback.py put it back (its good outcome).
 ROLLED_BACK = "rolled back"
 BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED = "blocked", "failed", "stopped", "unreachable", "not examined"
-VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED, ROLLED_BACK, NEEDS_REBOOT, BLOCKED, FAILED, STOPPED, UNREACHABLE, NOT_EXAMINED)
+VERDICTS = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED, ROLLED_BACK, NEEDS_REBOOT, BLOCKED, FAILED, STOPPED,
+            UNREACHABLE, NOT_EXAMINED)
 # The verdicts that leave the run's exit status at 0: validate's "needs deploy" is a
 # host deploy can bring up (nothing blocks it).
 GOOD = (READY, NEEDS_DEPLOY, DRY_RUN, SERVING, DEPLOYED)

@@ -25,7 +25,7 @@ class NodeFacts(FactBase):
 
     .. code:: python
 
-        facts = host.get_fact(NodeFacts, inputs=ProbeInputs(config.layout, managed_env_keys(config)))
+        facts = host.get_fact(NodeFacts, inputs=probe_inputs(config))  # control/host_plan.py
         facts["gpus"][0]["compute_cap"]  # "12.0"
     """
 
