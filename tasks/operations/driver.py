@@ -8,12 +8,15 @@ Each decides from facts read when it runs (pyinfra 3.10 caches no fact: every
 
 import shlex
 import time
+import traceback
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
 
+from bringup.checks import cut
 from bringup.driver_reboot import GO, NEEDS_REBOOT, module_mismatch, reboot_decision
 from control import fleet
 from facts.apt_holds import AptHolds
@@ -154,6 +157,20 @@ def rebooted(timeout):
         yield command
 
 
+def replanning_failed_line(name, error):
+    """The one line that fails host ``name`` when probing or planning it again after its
+    reboot raised ``error`` (a facts document the planner refuses, a bug): the error's
+    class and message on one line, cut to checks.SHOWN_CHARS.
+
+    >>> replanning_failed_line("n1", RuntimeError("facts.gpus:   expected a list"))
+    'n1: rebooted, but planning it again failed: RuntimeError: facts.gpus: expected a list; nothing after the driver step ran; fix: pyinfra n1 fact facts.node.NodeFacts shows the facts, pyinfra --debug the traceback'
+    """
+    message = cut(" ".join(str(error).split()) or "(no message)")
+    return (f"{name}: rebooted, but planning it again failed: {type(error).__name__}: {message}; nothing after the "
+            f"driver step ran; fix: pyinfra {name} fact facts.node.NodeFacts shows the facts, pyinfra --debug the "
+            "traceback")
+
+
 def fail(message):
     return f"echo {shlex.quote(message)} >&2; exit 1"
 
@@ -200,7 +217,15 @@ def driver_module_loaded(driver, inputs, revalidate, relock, later_steps=True):
     yield from rebooted(driver.reboot_timeout)
     # Runs after the host came back: /run (the deploy lock with it) did not survive the boot.
     yield from deploy_lock_taken._inner(**relock)
-    facts, fresh = revalidate()
+    try:
+        facts, fresh = revalidate()
+    except PyinfraError:
+        raise  # pyinfra's own: no host left, --fail-percent exceeded
+    except Exception as error:  # noqa: BLE001 - one host's failure after its reboot must not end the others' run
+        logger.debug("".join(traceback.format_exception(error)))
+        _record("rebooted", reason)
+        yield fail(replanning_failed_line(host.name, error))
+        return
     again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
         "the node probe failed"
     _record("rebooted", reason)

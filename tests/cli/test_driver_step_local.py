@@ -69,3 +69,31 @@ def test_a_driver_not_managed_adds_nothing(tmp_path):
     result, row = deploy(tmp_path, manage=False, reboot_for=LOADED_NONE)
     assert result.returncode == 0, result.output[-3000:]
     assert row["verdict"] == "deployed" and row["changed"] == "-", row
+
+
+def test_a_planner_raising_after_the_reboot_fails_that_host_alone_in_one_line(tmp_path):
+    """revalidated() ran gather/plan outside planned_host's guard: the exception ended every
+    host's run with a traceback and no summary. Two hosts (@local, @chroot//), both
+    "rebooted" by the stand-in; the second's planner raises when it is planned again."""
+    inventory = tmp_path / "two_hosts.py"
+    inventory.write_text("hosts = [('@local', {'target_sms': '12.0'}), ('@chroot//', {'target_sms': '12.0'})]\n")
+    plan = {"manage": True, "branch": "580", "version": "580.95.05", "flavour": "open", "lock": "x.txt",
+            "install": [f"dpkg={dpkg_version()}"], "reboot": "if-needed", "reboot_for": LOADED_NONE}
+    reports = tmp_path / "reports"
+    env = dict(os.environ, GPU_BRINGUP_REPORTS=str(reports), DRIVER_PLAN=json.dumps(plan), DRIVER_REBOOTED="1",
+               DRIVER_REVALIDATE_RAISES="@chroot//")
+    result = subprocess.run([PYINFRA, "-y", str(inventory), "tests/fixtures/deploy/driver_step.py"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL,
+                            check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    line = ("@chroot//: rebooted, but planning it again failed: RuntimeError: test: the planner failed after the "
+            "reboot; nothing after the driver step ran")
+    assert sum(line in text for text in output.splitlines()) >= 1, output[-3000:]
+    rows = {row["host"]: row for row in json.loads((reports / "summary.json").read_text())["hosts"]}
+    assert set(rows) == {"@local", "@chroot//"}, rows
+    assert rows["@chroot//"]["verdict"] == "failed" and "planning it again failed" in rows["@chroot//"]["reason"], rows
+    # The other host was planned again for real: its fresh read finds no module loaded.
+    assert rows["@local"]["verdict"] == "failed" and "rebooted, but" in rows["@local"]["reason"], rows
+    assert "planning it again failed" not in rows["@local"]["reason"], rows
