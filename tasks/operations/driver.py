@@ -13,7 +13,9 @@ import traceback
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.connectors.util import clear_askpass_cache
 from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.server import Uptime
 from pyinfra.operations import server
 
 from bringup.checks import cut
@@ -137,7 +139,7 @@ def _timed_reconnect(wait, timeout):
         started = time.monotonic()
         try:
             return wait(state, host)
-        except Exception as error:  # noqa: BLE001 - server.reboot raises a bare Exception on its timeout
+        except Exception as error:  # noqa: BLE001 - the wait's TimeoutError, or a connect's own error
             waited = int(time.monotonic() - started)
             reason = (f"did not come back within {waited} s of its reboot (driver_reboot_timeout {timeout} s: "
                       f"{' '.join(str(error).split())}); nothing after the driver step ran")
@@ -148,12 +150,48 @@ def _timed_reconnect(wait, timeout):
     return reconnect
 
 
-def rebooted(timeout):
-    """pyinfra's ``server.reboot`` commands (its uptime check included), with its wait for
-    the host recorded when the host does not come back."""
-    for command in server.reboot._inner(delay=10, interval=2, reboot_timeout=timeout):
-        if isinstance(command, FunctionCommand) and command.function.__name__ == "wait_and_reconnect":
-            command = FunctionCommand(_timed_reconnect(command.function, timeout), command.args, command.kwargs)
+def wait_for_reboot(host, uptime_before, timeout, delay=10, interval=2):
+    """Reconnect to ``host`` after its reboot until its uptime says it booted again, for
+    at most ``timeout`` seconds of a monotonic clock counted from the reboot (pyinfra's
+    own wait counts ``timeout / interval`` retries, each also spending the SSH connect
+    time: 5432 s for 900 with a 10 s connect). A try started before the deadline may end
+    one connect timeout after it. Raises TimeoutError when the host is not back.
+    """
+    deadline = time.monotonic() + timeout
+    time.sleep(min(delay, timeout))
+    clear_askpass_cache(host)  # the host's askpass files died with its session
+    host.disconnect()
+    while True:
+        host.connect(show_errors=False)
+        if host.connected:
+            uptime = host.get_fact(Uptime)
+            if uptime < uptime_before + delay:
+                return
+            logger.debug("Host reachable but uptime unchanged; reboot still in progress")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"not back after {timeout} s")
+        time.sleep(min(interval, left))
+
+
+def rebooted(timeout, delay=10, interval=2):
+    """pyinfra's ``server.reboot`` commands, its uptime read kept for our wait, and its
+    wait replaced by ``wait_for_reboot`` (bounded by the clock), the host recorded when
+    it does not come back."""
+    uptime_before = []
+
+    def capture_uptime(state, host):
+        uptime_before.append(host.get_fact(Uptime))
+
+    def wait_and_reconnect(state, host):
+        wait_for_reboot(host, uptime_before[0], timeout, delay, interval)
+
+    for command in server.reboot._inner(delay=delay, interval=interval, reboot_timeout=timeout):
+        name = command.function.__name__ if isinstance(command, FunctionCommand) else None
+        if name == "capture_uptime":
+            command = FunctionCommand(capture_uptime, (), {})
+        elif name == "wait_and_reconnect":
+            command = FunctionCommand(_timed_reconnect(wait_and_reconnect, timeout), (), {})
         yield command
 
 

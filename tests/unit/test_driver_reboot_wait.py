@@ -38,3 +38,86 @@ def test_a_host_that_comes_back_goes_on(monkeypatch):
     node = SimpleNamespace(name="n1", log_styled=lambda text, **kwargs: None)
     assert driver._timed_reconnect(lambda state, host: None, 900)(None, node) is None
     assert "n1" not in fleet.RUN.records
+
+
+class SlowHost:
+    """A host that never comes back, each connect taking ``connect_s`` of the fake clock:
+    what a 10 s SSH connect timeout does to a wait counted in retries."""
+
+    name = "n1"
+    def __init__(self, clock, connect_s=10):
+        self.connector_data = {}  # pyinfra's askpass clean-up reads it
+        self.clock, self.connect_s, self.connected, self.connects = clock, connect_s, False, 0
+
+    def connect(self, **kwargs):
+        self.connects += 1
+        self.clock.now += self.connect_s
+
+    def disconnect(self):
+        self.connected = False
+
+    def get_fact(self, fact, *args, **kwargs):
+        return 100_000  # the uptime before the reboot
+
+    def log_styled(self, text, **kwargs):
+        pass
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1_000.0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def run_wait(monkeypatch, node, clock, timeout):
+    """Run the reboot's function commands (its uptime read, its wait) against ``node``
+    with the fake clock standing in for time.monotonic and every sleep."""
+    import time
+
+    from pyinfra.operations import server
+
+    monkeypatch.setattr(time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(time, "sleep", clock.sleep)
+    monkeypatch.setattr(server, "sleep", clock.sleep)
+    monkeypatch.setattr(fleet, "RUN", fleet.Run())
+    results = []
+    for command in driver.rebooted(timeout):
+        if isinstance(command, FunctionCommand):
+            results.append(command.function(None, node, *command.args, **command.kwargs))
+    return results
+
+
+def test_the_wait_is_bounded_by_the_clock_not_by_counted_retries(monkeypatch):
+    """pyinfra counts reboot_timeout / interval retries, each also spending the connect
+    time: with a 10 s connect a 900 s setting waited 5432 s. Now the deadline is
+    driver_reboot_timeout seconds of a monotonic clock; the last try may take one connect more."""
+    clock = FakeClock()
+    node = SlowHost(clock)
+    started = clock.now
+    results = run_wait(monkeypatch, node, clock, 900)
+    assert False in results, results  # the wait said the host did not come back
+    waited = clock.now - started
+    assert 900 <= waited <= 900 + node.connect_s, (waited, node.connects)
+    found = fleet.RUN.records["n1"]["driver_reboot"]
+    assert found["state"] == "unreachable" and 900 <= found["waited"] <= 910, found
+
+
+def test_a_host_back_after_a_while_goes_on(monkeypatch):
+    clock = FakeClock()
+    node = SlowHost(clock)
+
+    def connect(**kwargs):
+        node.connects += 1
+        clock.now += 10
+        node.connected = node.connects >= 5
+
+    node.connect = connect
+    node.get_fact = lambda fact, *args, **kwargs: 100_000 if node.connects == 0 else 60
+    results = run_wait(monkeypatch, node, clock, 900)
+    assert False not in results and node.connects == 5, (results, node.connects)
+    assert "n1" not in fleet.RUN.records
