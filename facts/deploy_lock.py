@@ -51,7 +51,8 @@ def lock_command(action, lock, run_id, timeout=0, control="", stage_mark="", sta
 class DeployLock(FactBase):
     """
     Returns what files/deploy-lock printed for ``action`` (acquire, state, release):
-    ``{"held", "record": {"run_id", "pid", "started", "control", "node_user"}, ...}``.
+    ``{"held", "record": {"run_id", "pid", "pid_start", "started", "control", "node_user"}, ...}``
+    (``release`` adds ``stale``: the recorded pid was no longer the holder, nothing signalled).
 
     + action: acquire (waits at most ``timeout`` s), state, or release
     + lock: the lock file on the node

@@ -225,3 +225,42 @@ def test_two_runs_never_share_a_stage_name():
                             cwd=Path(__file__).resolve().parents[2]).stdout.strip() for _ in range(2)}
     assert len(names) == 2, names
     assert all(name.startswith("/etc/sglang/.sglang.env.gpu-bringup-new-") for name in names)
+
+
+def release_command(lock, run_id):
+    return lock_command("release", lock["path"], run_id)
+
+
+@pytest.mark.parametrize("started", ["another", "none"], ids=["pid reused", "record without a start time"])
+def test_release_never_signals_a_pid_that_is_no_longer_the_holder(lock, started):
+    """A holder killed with SIGKILL leaves its record; its pid, reused by an unrelated
+    process, got release's SIGTERM. Now the record names pid and start time, both are
+    checked before any signal, and a stale record is cleared without one."""
+    os.makedirs(os.path.dirname(lock["path"]))
+    Path(lock["path"]).write_text("")
+    bystander = subprocess.Popen(["sleep", "600"])
+    try:
+        record = {"run_id": "run-one", "pid": bystander.pid, "started": "2026-12-01T19:00:00Z", "control": "ops@laptop",
+                  "node_user": "root"}
+        if started == "another":
+            with open(f"/proc/{bystander.pid}/stat") as handle:
+                record["pid_start"] = int(handle.read().rsplit(")", 1)[1].split()[19]) + 1
+        Path(f"{lock['path']}.json").write_text(json.dumps(record))
+        run = subprocess.run(["sh", "-c", release_command(lock, "run-one")], capture_output=True, text=True, timeout=30)
+        answer = json.loads(run.stdout)
+        time.sleep(0.3)
+        assert bystander.poll() is None, "release signalled a process that was not the lock's holder"
+        assert answer["released"] is True and answer["stale"] is True, answer
+        assert not Path(f"{lock['path']}.json").exists(), "the stale record was left"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_the_holders_record_names_its_start_time_and_release_ends_it(lock):
+    first = lock["connect"](acquire(lock, "run-one"), release_command(lock, "run-one"))
+    taken, released = first.answers
+    holder = taken["record"]["pid"]
+    assert isinstance(taken["record"]["pid_start"], int)
+    assert released["released"] is True and released.get("stale") is False, released
+    assert wait_until(lambda: not alive(holder))
