@@ -264,6 +264,22 @@ def parse_dkms_status(text):
     return entries
 
 
+def installed_kernels(lines):
+    """The ``installed=<release>|<headers yes/no>|<initramfs>`` lines of ``driver-kernel``
+    -> [{"release", "headers", "initramfs"}], by release.
+
+    >>> installed_kernels(["release=6.1.0-26-amd64", "installed=6.1.0-28-amd64|no|stale", "installed=x|yes"])
+    [{'release': '6.1.0-28-amd64', 'headers': False, 'initramfs': 'stale'}]
+    """
+    kernels = []
+    for line in lines:
+        key, _, value = line.partition("=")
+        fields = value.split("|")
+        if key == "installed" and len(fields) == 3 and fields[0] and fields[2] in ("none", "current", "stale"):
+            kernels.append({"release": fields[0], "headers": fields[1] == "yes", "initramfs": fields[2]})
+    return sorted(kernels, key=lambda kernel: kernel["release"])
+
+
 def _assignments(section):
     return dict(line.partition("=")[::2] for line in (section.lines if section else []) if "=" in line)
 
@@ -302,7 +318,8 @@ def driver_layer(by_name):
         "nvswitch_count": int(switches.text) if switches is not None and switches.text.strip().isdigit() else 0,
         "units": unit_states(units.text if units is not None and units.rc == 0 else ""),
         "gpus": parse_smi_query(smi.text) if smi is not None and smi.rc == 0 else [],
-        "kernel": {"release": kernel.get("release", ""), "headers": kernel.get("headers") == "yes"},
+        "kernel": {"release": kernel.get("release", ""), "headers": kernel.get("headers") == "yes",
+                   "installed": installed_kernels(by_name["driver-kernel"].lines)},
         "dkms": parse_dkms_status(dkms.text) if dkms is not None and dkms.rc != 127 else None,
         "reboot_required": {"required": "required=yes" in reboot_lines,
                             "packages": [line.strip() for line in reboot_lines[1:] if line.strip()]},

@@ -722,6 +722,37 @@ driver_tool() {
     (PATH=$CLEAN_PATH; command -v "$1") 2>/dev/null
 }
 
+driver_initramfs() {
+    # driver_initramfs RELEASE: that kernel's initramfs against the nouveau blacklists
+    # ($nouveau_confs, those of /run left out): none (no /boot/initrd.img-RELEASE), stale (a
+    # blacklist newer than it, or one of /etc/modprobe.d that lsinitramfs does not list in
+    # it), else current.
+    initrd="$DRIVER_FS_ROOT/boot/initrd.img-$1"
+    [ -e "$initrd" ] || { echo none; return; }
+    [ -n "$nouveau_confs" ] || { echo current; return; }
+    # lsinitramfs (initramfs-tools) lists it; where it is missing or fails, the times alone.
+    listed= lister=
+    if tool=$(driver_tool lsinitramfs) && out=$(run_program "$tool" "$initrd" 2>/dev/null); then
+        lister=yes
+        listed=$(printf '%s\n' "$out" | while IFS= read -r line; do
+            case $line in etc/modprobe.d/*) printf '%s\n' "$line" ;; esac
+        done)
+    fi
+    printf '%s\n' "$nouveau_confs" | {
+        verdict=current
+        while IFS= read -r conf; do
+            case ${conf#"$DRIVER_FS_ROOT"} in "" | /run/*) continue ;; esac  # /run's: this boot's only
+            [ "$conf" -nt "$initrd" ] && verdict=stale
+            case ${conf#"$DRIVER_FS_ROOT"} in
+                /etc/modprobe.d/*)
+                    [ -n "$lister" ] || continue
+                    case "$NL$listed$NL" in *"${NL}${conf#"$DRIVER_FS_ROOT"/}$NL"*) ;; *) verdict=stale ;; esac ;;
+            esac
+        done
+        echo "$verdict"
+    }
+}
+
 driver_smi_query() {
     # `nvidia-smi -q`, cut to what the parser reads: the lines at column 0 (the GPU
     # headers, the driver version, an error) and, per GPU, Persistence Mode, MIG Mode's
@@ -822,6 +853,7 @@ probe_driver_layer() {
     fi
     # nouveau: loaded, and each modprobe.d file with a "blacklist nouveau" line.
     nouveau=loaded=no
+    nouveau_confs=
     [ -d "$DRIVER_FS_ROOT/sys/module/nouveau" ] && nouveau=loaded=yes
     for conf in "$DRIVER_FS_ROOT"/etc/modprobe.d/*.conf "$DRIVER_FS_ROOT"/lib/modprobe.d/*.conf \
             "$DRIVER_FS_ROOT"/usr/lib/modprobe.d/*.conf "$DRIVER_FS_ROOT"/run/modprobe.d/*.conf; do
@@ -829,6 +861,7 @@ probe_driver_layer() {
         while read -r word module rest; do
             if [ "$word" = blacklist ] && [ "$module" = nouveau ]; then
                 nouveau="$nouveau${NL}blacklist=${conf#"$DRIVER_FS_ROOT"}"
+                nouveau_confs="$nouveau_confs${NL}$conf"
                 break
             fi
         done < "$conf"
@@ -865,7 +898,17 @@ probe_driver_layer() {
     [ -r "$DRIVER_FS_ROOT/proc/sys/kernel/osrelease" ] && read -r release < "$DRIVER_FS_ROOT/proc/sys/kernel/osrelease"
     headers=no
     [ -n "$release" ] && [ -e "$DRIVER_FS_ROOT/lib/modules/$release/build" ] && headers=yes
-    emit driver-kernel 0 "release=$release${NL}headers=$headers"
+    # Every installed kernel a boot may start (its image in /boot and its modules
+    # directory): its headers, and whether its initramfs holds the nouveau blacklist.
+    installed=
+    for modules in "$DRIVER_FS_ROOT"/lib/modules/*; do
+        kernel=${modules##*/}
+        [ -d "$modules" ] && [ -e "$DRIVER_FS_ROOT/boot/vmlinuz-$kernel" ] || continue
+        kernel_headers=no
+        [ -e "$modules/build" ] && kernel_headers=yes
+        installed="$installed${NL}installed=$kernel|$kernel_headers|$(driver_initramfs "$kernel")"
+    done
+    emit driver-kernel 0 "release=$release${NL}headers=$headers$installed"
     if tool=$(driver_tool dkms); then
         out=$(run_program "$tool" status 2>&1); rc=$?
         emit driver-dkms "$rc" "$(printf '%s\n' "$out" | driver_head 40)"

@@ -162,6 +162,8 @@ GPU1	NV18	 X 	0-47
 @@ driver-kernel rc=0
 release=6.1.0-26-amd64
 headers=yes
+installed=6.1.0-26-amd64|yes|current
+installed=6.1.0-28-amd64|no|stale
 @@ driver-dkms rc=0
 nvidia/580.95.05, 6.1.0-26-amd64, x86_64: installed
 @@ driver-reboot rc=0

@@ -87,7 +87,7 @@ def test_a_node_without_any_driver(tmp_path):
         "installed_module": None, "nvml_libraries": [], "packages": [],
         "nouveau": {"loaded": False, "blacklisted": False}, "nvswitch_count": 0,
         "units": {name: NOT_FOUND for name in ("nvidia-persistenced", "nvidia-fabricmanager", "nvlsm")},
-        "gpus": [], "kernel": {"release": "", "headers": False}, "dkms": None,
+        "gpus": [], "kernel": {"release": "", "headers": False, "installed": []}, "dkms": None,
         "reboot_required": {"required": False, "packages": []}, "iommu_args": [], "acs": [], "topology": None,
     }
 
@@ -147,7 +147,7 @@ def test_an_nvswitch_node_with_stand_in_files(tmp_path):
     assert len(layer["gpus"]) == 8 and layer["gpus"][7] == {
         "index": 7, "bus_id": "00000000:DB:00.0", "persistence_mode": "Enabled", "mig_mode": "Disabled",
         "fabric_state": "Completed", "fabric_status": "Success"}
-    assert layer["kernel"] == {"release": "6.8.0-45-generic", "headers": True}
+    assert layer["kernel"] == {"release": "6.8.0-45-generic", "headers": True, "installed": []}
     assert [entry["kernel"] for entry in layer["dkms"]] == ["6.12.10-76061203-generic", "6.16.3-76061603-generic"]
     assert layer["reboot_required"] == {"required": True,
                                         "packages": ["libnvidia-compute-570", "nvidia-kernel-common-570"]}
@@ -237,3 +237,55 @@ def test_a_tool_another_user_owns_runs_as_that_user_and_forges_nothing():
         assert layer["gpus"][0]["persistence_mode"] == "Enabled"
     finally:
         shutil.rmtree(scratch)
+
+
+def kernels_node(tmp_path, lister=None):
+    """Two installed kernels (the running one with headers, a newer one pending without),
+    a modules directory without its image (a removed kernel's leftovers), the nouveau
+    blacklist in /etc/modprobe.d; ``lister``: what a stand-in lsinitramfs lists."""
+    root, bin_dir = tmp_path / "root", tmp_path / "bin"
+    write(root / "proc/sys/kernel/osrelease", "6.1.0-26-amd64\n")
+    for directory in ("6.1.0-26-amd64/build", "6.1.0-28-amd64/kernel", "6.1.0-9-amd64"):
+        (root / "lib/modules" / directory).mkdir(parents=True, exist_ok=True)
+    for release in ("6.1.0-26-amd64", "6.1.0-28-amd64"):
+        write(root / f"boot/vmlinuz-{release}", "")
+    write(root / "boot/initrd.img-6.1.0-26-amd64", "")
+    write(root / "boot/initrd.img-6.1.0-28-amd64", "")
+    write(root / "run/modprobe.d/nouveau.conf", "blacklist nouveau\n")  # this boot's only: never compared
+    conf = root / "etc/modprobe.d/gpu-bringup-nouveau.conf"
+    write(conf, "blacklist nouveau\noptions nouveau modeset=0\n")
+    # The 6.1.0-26 initramfs was built before the blacklist was written (a deploy killed
+    # between the two); 6.1.0-28's after it.
+    os.utime(root / "boot/initrd.img-6.1.0-26-amd64", (1_000_000, 1_000_000))
+    os.utime(conf, (2_000_000, 2_000_000))
+    os.utime(root / "boot/initrd.img-6.1.0-28-amd64", (3_000_000, 3_000_000))
+    if lister is not None:
+        replay(bin_dir, "lsinitramfs", lister)
+    return root
+
+
+def test_installed_kernels_their_headers_and_initramfs(tmp_path):
+    kernels_node(tmp_path)
+    _, layer = run_driver_probe(tmp_path)
+    assert layer["kernel"] == {"release": "6.1.0-26-amd64", "headers": True, "installed": [
+        {"release": "6.1.0-26-amd64", "headers": True, "initramfs": "stale"},
+        {"release": "6.1.0-28-amd64", "headers": False, "initramfs": "current"}]}
+
+
+def test_an_initramfs_newer_than_the_blacklist_but_without_it_is_stale(tmp_path):
+    """lsinitramfs lists the initramfs: one that does not hold the blacklist is stale
+    whatever its time; one that holds it is current."""
+    kernels_node(tmp_path, lister="etc/modprobe.d/other.conf\nusr/lib/modules\n")
+    _, layer = run_driver_probe(tmp_path)
+    assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["stale", "stale"]
+    kernels_node(tmp_path, lister="etc/modprobe.d/gpu-bringup-nouveau.conf\n")
+    _, layer = run_driver_probe(tmp_path)
+    assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["stale", "current"]
+
+
+def test_no_initramfs_and_no_blacklist(tmp_path):
+    root = kernels_node(tmp_path)
+    (root / "boot/initrd.img-6.1.0-28-amd64").unlink()
+    (root / "etc/modprobe.d/gpu-bringup-nouveau.conf").unlink()
+    _, layer = run_driver_probe(tmp_path)
+    assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["current", "none"]
