@@ -93,11 +93,14 @@ CODES = {
     "FABRIC_NOT_READY": "A GPU's NVSwitch fabric state is not Completed: CUDA cannot start on it yet.",
     "NOUVEAU_LOADED": "The nouveau module is loaded and holds the GPUs.",
     "NOUVEAU_NOT_BLACKLISTED": "nouveau is not blacklisted: a boot that loads it leaves no GPU for the NVIDIA module.",
+    "NOUVEAU_INITRAMFS_STALE": "A kernel's initramfs does not hold the nouveau blacklist: a boot of it loads nouveau.",
     "DRIVER_NOT_HELD": "The driver's packages are not held: an unattended upgrade moves user space past the loaded "
                        "module.",
     "PERSISTENCE_OFF": "Persistence mode is off: every CUDA start pays the GPUs' initialisation.",
     "DKMS_NOT_BUILT": "DKMS has not built the NVIDIA module for the running kernel.",
     "KERNEL_HEADERS_MISSING": "No headers for the running kernel: DKMS cannot build the NVIDIA module.",
+    "KERNEL_HEADERS_PENDING": "An installed kernel a boot may start has no headers: DKMS cannot build the NVIDIA "
+                              "module for it.",
     "REBOOT_PENDING": "A reboot is pending for the driver's (or the kernel's) packages.",
     "P2P_ACS_REDIRECT": "ACS redirects P2P traffic between the GPUs of a multi-GPU PCIe node to the root complex.",
     "P2P_IOMMU": "The IOMMU translates the GPUs' P2P traffic on a multi-GPU PCIe node (no iommu=pt).",

@@ -298,6 +298,14 @@ def _check_nouveau(facts, layer, add):
                     "nouveau is not blacklisted (no \"blacklist nouveau\" in /etc/modprobe.d, /lib/modprobe.d, "
                     "/usr/lib/modprobe.d): a boot that loads it before the NVIDIA module leaves no GPU",
                     f"{blacklist}"))
+    stale = [kernel["release"] for kernel in (layer.get("kernel") or {}).get("installed") or []
+             if kernel.get("initramfs") == "stale"]
+    if stale and nouveau.get("blacklisted"):
+        add(Finding("NOUVEAU_INITRAMFS_STALE", WARNING,
+                    f"the initramfs of kernel {', '.join(stale)} (/boot/initrd.img-<release>) does not hold the nouveau "
+                    "blacklist (older than the blacklist file, or lsinitramfs does not list it): a boot of it loads "
+                    "nouveau from the initramfs before the NVIDIA module",
+                    " && ".join(f"`update-initramfs -u -k {release}`" for release in stale)))
 
 
 def _check_holds(layer, add):
@@ -347,6 +355,15 @@ def _check_kernel_build(layer, add):
                     + ("" if severity == BLOCKER else ", so the next boot after a kernel change has no driver"),
                     f"`apt-get install linux-headers-{release}` (and the headers metapackage, e.g. linux-headers-amd64 "
                     "or linux-headers-generic, so later kernels get theirs), then `dkms autoinstall`"))
+    pending = [entry["release"] for entry in kernel.get("installed") or []
+               if entry.get("release") != kernel.get("release") and not entry.get("headers")]
+    if dkms_managed and pending:
+        add(Finding("KERNEL_HEADERS_PENDING", WARNING,
+                    f"kernel {', '.join(pending)} is installed (a boot may start it) without its headers "
+                    "(/lib/modules/<release>/build): DKMS cannot build the NVIDIA module for it, so that boot has no "
+                    "driver",
+                    f"`apt-get install {' '.join(f'linux-headers-{release}' for release in pending)}`, then "
+                    + " && ".join(f"`dkms autoinstall -k {release}`" for release in pending)))
 
 
 def _check_reboot(layer, add):

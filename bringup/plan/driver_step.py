@@ -12,8 +12,8 @@ findings naming what deploy will do; with ``driver_manage: false`` nothing chang
     >>> from bringup.plan.context import PlanContext
     >>> driver_plan(PlanContext.of({}, Config(), None, print), None)
     DriverPlan(manage=False, branch='', version='', flavour='', lock='', install=(), remove=(), hold=(), \
-headers=(), units=(), blacklist_file='', blacklist='', unattended_file='', unattended='', reboot_for='', \
-reboot='never', reboot_serving=False, reboot_timeout=900, service_active=False, changes=())
+headers=(), units=(), blacklist_file='', blacklist='', initramfs=(), unattended_file='', unattended='', \
+reboot_for='', reboot='never', reboot_serving=False, reboot_timeout=900, service_active=False, changes=())
 """
 
 from dataclasses import replace
@@ -80,6 +80,38 @@ def unattended_text(names):
     return "\n".join(lines) + "\n"
 
 
+def kernel_headers(kernel):
+    """The headers packages to install: the running kernel's and those of every installed
+    kernel a boot may start (``driver_layer.kernel``), where they are missing.
+
+    >>> kernel_headers({"release": "6.1.0-26-amd64", "headers": True, "installed": [
+    ...     {"release": "6.1.0-26-amd64", "headers": True, "initramfs": "current"},
+    ...     {"release": "6.1.0-28-amd64", "headers": False, "initramfs": "current"}]})
+    ('linux-headers-6.1.0-28-amd64',)
+    """
+    release = kernel.get("release")
+    missing = [release] if release and not kernel.get("headers") else []
+    missing += [entry["release"] for entry in kernel.get("installed") or [] if not entry.get("headers")]
+    return tuple(f"linux-headers-{name}" for name in dict.fromkeys(missing))
+
+
+def initramfs_kernels(kernel, blacklisted):
+    """The kernels whose initramfs deploy updates: with the blacklist written by this deploy
+    (``blacklisted`` False) every installed kernel that has one, else those whose initramfs
+    does not hold the blacklist (``stale``: an update-initramfs that never ran, or a deploy
+    interrupted after it wrote the blacklist). Empty where the probe saw no kernel: the
+    blacklist's write then updates the newest one's (``update-initramfs -u``).
+
+    >>> installed = [{"release": "a", "headers": True, "initramfs": "current"},
+    ...              {"release": "b", "headers": True, "initramfs": "stale"},
+    ...              {"release": "c", "headers": True, "initramfs": "none"}]
+    >>> initramfs_kernels({"installed": installed}, True), initramfs_kernels({"installed": installed}, False)
+    (('b',), ('a', 'b'))
+    """
+    wanted = ("stale",) if blacklisted else ("stale", "current")
+    return tuple(entry["release"] for entry in kernel.get("installed") or [] if entry.get("initramfs") in wanted)
+
+
 def _unit_running(layer, name):
     unit = (layer.get("units") or {}).get(name) or {}
     return unit.get("active_state") == "active" and unit.get("unit_file_state") == "enabled"
@@ -144,8 +176,7 @@ def driver_plan(context, repo):
     other = "proprietary" if flavour == "open" else "open"
     ours = set(pins)
     remove = tuple(sorted(package for package in lock.pins(other) if package not in ours and package in installed))
-    release = (layer.get("kernel") or {}).get("release")
-    headers = (f"linux-headers-{release}",) if release and not (layer.get("kernel") or {}).get("headers") else ()
+    headers = kernel_headers(layer.get("kernel") or {})
     units = (PERSISTENCED,) + ((FABRICMANAGER,) if switches > 0 else ())
     blacklisted = (layer.get("nouveau") or {}).get("blacklisted")
     plan = DriverPlan(
@@ -153,6 +184,7 @@ def driver_plan(context, repo):
         install=tuple(f"{package}={version}" for package, version in pins.items()),
         remove=remove, hold=tuple(pins), headers=headers, units=units,
         blacklist_file="" if blacklisted else NOUVEAU_FILE, blacklist="" if blacklisted else NOUVEAU_TEXT,
+        initramfs=initramfs_kernels(layer.get("kernel") or {}, blacklisted),
         unattended_file=UNATTENDED_FILE, unattended=unattended_text(pins),
         reboot_for=reboot_reason(layer.get("module") or {}, lock.version, flavour), **settings)
     return replace(plan, changes=_changes(plan, pins, installed, layer))
@@ -198,6 +230,9 @@ def _changes(plan, pins, installed, layer):
                        f"({plan.unattended_file})")
     if plan.blacklist_file:
         changes.append(f"blacklist nouveau ({plan.blacklist_file}) and update the initramfs")
+    elif plan.initramfs:
+        changes.append(f"update the initramfs of kernel {' '.join(plan.initramfs)} (it does not hold the nouveau "
+                       "blacklist)")
     stopped = [unit for unit in plan.units if not _unit_running(layer, unit)]
     if stopped:
         changes.append(f"enable and start {' '.join(stopped)}")
@@ -237,7 +272,8 @@ def will_reboot(plan):
 # the persistence daemon, the kernel headers.
 CURES = {
     "DRIVER_NOT_LOADED": "driver", "DRIVER_OPEN_MODULE_REQUIRED": "driver", "DRIVER_LIBRARY_MISMATCH": "driver",
-    "DKMS_NOT_BUILT": "driver", "KERNEL_HEADERS_MISSING": "headers", "FABRIC_MANAGER_MISSING": "fabric",
+    "DKMS_NOT_BUILT": "driver", "KERNEL_HEADERS_MISSING": "headers", "KERNEL_HEADERS_PENDING": "headers",
+    "NOUVEAU_INITRAMFS_STALE": "initramfs", "FABRIC_MANAGER_MISSING": "fabric",
     "FABRIC_MANAGER_VERSION": "fabric", "FABRIC_MANAGER_INACTIVE": "fabric", "NVLSM_MISSING": "nvlsm",
     "NOUVEAU_LOADED": "nouveau", "NOUVEAU_NOT_BLACKLISTED": "nouveau", "DRIVER_NOT_HELD": "holds",
     "PERSISTENCE_OFF": "persistence",
@@ -260,7 +296,7 @@ def _fix_text(part, plan):
     after = " after the reboot" if plan.reboot_for else ""
     texts = {
         "driver": install_text(plan),
-        "headers": f"deploy installs {' '.join(plan.headers) or 'the running kernel headers'} before the DKMS build",
+        "headers": f"deploy installs {' '.join(plan.headers) or 'the missing kernel headers'} before the DKMS build",
         "fabric": f"deploy installs Fabric Manager at the driver's version ("
                   f"{' '.join(f'{n}={v}' for n, v in pinned.items() if 'fabricmanager' in n or 'nscq' in n)}), holds "
                   f"it and enables and starts nvidia-fabricmanager{after}",
@@ -268,6 +304,8 @@ def _fix_text(part, plan):
                  f"holds it (Fabric Manager starts it{after})",
         "nouveau": f"deploy writes {plan.blacklist_file or 'the nouveau blacklist'} and updates the initramfs"
                    + (", then a reboot" if plan.reboot_for else ""),
+        "initramfs": f"deploy updates the initramfs of kernel {' '.join(plan.initramfs)} "
+                     f"({' && '.join(f'update-initramfs -u -k {release}' for release in plan.initramfs)})",
         "holds": f"deploy holds {' '.join(plan.hold)} at the lock's versions and keeps them out of unattended-upgrades "
                  f"({plan.unattended_file})",
         "persistence": f"deploy enables and starts nvidia-persistenced{after}",

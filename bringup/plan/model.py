@@ -226,6 +226,7 @@ class DriverPlan:
     units: tuple = ()
     blacklist_file: str = ""
     blacklist: str = ""
+    initramfs: tuple = ()
     unattended_file: str = ""
     unattended: str = ""
     reboot_for: str = ""

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DRIVER_CODES = {"DRIVER_OPEN_MODULE_REQUIRED", "DRIVER_LIBRARY_MISMATCH", "FABRIC_MANAGER_MISSING",
                 "FABRIC_MANAGER_VERSION", "FABRIC_MANAGER_INACTIVE", "NVLSM_MISSING", "FABRIC_NOT_READY",
                 "NOUVEAU_LOADED", "NOUVEAU_NOT_BLACKLISTED", "DRIVER_NOT_HELD", "PERSISTENCE_OFF", "DKMS_NOT_BUILT",
-                "KERNEL_HEADERS_MISSING", "REBOOT_PENDING", "P2P_ACS_REDIRECT", "P2P_IOMMU", "MIG_ENABLED"}
+                "KERNEL_HEADERS_MISSING", "KERNEL_HEADERS_PENDING", "NOUVEAU_INITRAMFS_STALE", "REBOOT_PENDING", "P2P_ACS_REDIRECT", "P2P_IOMMU", "MIG_ENABLED"}
 
 # file stem, settings, the driver layer's findings (code:severity, in the plan's order),
 # a command its fix line names
@@ -35,6 +35,9 @@ SCENARIOS = [
     ("persistence-off", {}, ["PERSISTENCE_OFF:warning"], "systemctl enable --now nvidia-persistenced"),
     ("dkms-not-built", {}, ["DKMS_NOT_BUILT:warning"], "dkms autoinstall -k 6.12.48+deb13-amd64"),
     ("headers-missing", {}, ["KERNEL_HEADERS_MISSING:warning"], "apt-get install linux-headers-6.12.48+deb13-amd64"),
+    ("headers-pending", {}, ["KERNEL_HEADERS_PENDING:warning"],
+     "apt-get install linux-headers-6.12.57+deb13-amd64`, then `dkms autoinstall -k 6.12.57+deb13-amd64`"),
+    ("nouveau-initramfs-stale", {}, ["NOUVEAU_INITRAMFS_STALE:warning"], "update-initramfs -u -k 6.12.48+deb13-amd64"),
     ("reboot-pending", {}, ["REBOOT_PENDING:warning"], "systemctl reboot"),
     ("acs-redirect", {}, ["P2P_ACS_REDIRECT:warning"], "NCCL_P2P_DISABLE=1"),
     ("iommu", {}, ["P2P_IOMMU:warning"], "iommu=pt"),

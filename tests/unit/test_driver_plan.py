@@ -294,3 +294,48 @@ def test_a_fabric_waiting_for_fabric_manager_is_cured_with_it(fabric_manager_run
         layer["packages"] += [{"name": n, "version": v, "held": True} for n, v in LOCKED["fabric"].items()]
     node = planned(facts)
     assert codes(node, DRIVER_CODES | {"FABRIC_NOT_READY"}) == expected
+
+
+PENDING = "6.12.57+deb13-amd64"
+
+
+def test_a_pending_kernel_gets_its_headers_and_is_named():
+    """Only linux-headers-$(uname -r) was installed: a newer kernel installed and pending a
+    reboot got none, and its boot had no module. Now every installed kernel's headers."""
+    layer = apply(converged_layer(), [(("kernel", "installed"), [
+        {"release": "6.12.48+deb13-amd64", "headers": True, "initramfs": "current"},
+        {"release": PENDING, "headers": False, "initramfs": "current"}])])
+    managed = planned(dict(converged(), driver_layer=layer))
+    assert managed.driver.headers == (f"linux-headers-{PENDING}",)
+    assert f"install linux-headers-{PENDING} (DKMS builds the module against them)" in managed.driver.changes
+    assert codes(managed, DRIVER_CODES) == ["KERNEL_HEADERS_PENDING:fix"]
+    fix = next(f for f in managed.findings if f.code == "KERNEL_HEADERS_PENDING").fix
+    assert fix == f"deploy installs linux-headers-{PENDING} before the DKMS build"
+    unmanaged = plan(copy.deepcopy(dict(converged(), driver_layer=layer)), Config(), Locks())
+    assert codes(unmanaged, DRIVER_CODES) == ["KERNEL_HEADERS_PENDING:warning"]
+
+
+def test_an_initramfs_without_the_blacklist_is_updated_though_the_blacklist_is_there():
+    """update-initramfs ran only when this run wrote the blacklist: a deploy killed between
+    the two never rebuilt it. Now the initramfs the probe finds stale is updated."""
+    layer = apply(converged_layer(), [(("kernel", "installed"), [
+        {"release": "6.12.48+deb13-amd64", "headers": True, "initramfs": "stale"},
+        {"release": PENDING, "headers": True, "initramfs": "current"}])])
+    managed = planned(dict(converged(), driver_layer=layer))
+    assert managed.driver.blacklist_file == "" and managed.driver.initramfs == ("6.12.48+deb13-amd64",)
+    wanted = "update the initramfs of kernel 6.12.48+deb13-amd64 (it does not hold the nouveau blacklist)"
+    assert managed.driver.changes == (wanted,)
+    assert codes(managed, DRIVER_CODES) == ["NOUVEAU_INITRAMFS_STALE:fix"]
+    fix = next(f for f in managed.findings if f.code == "NOUVEAU_INITRAMFS_STALE").fix
+    assert fix == ("deploy updates the initramfs of kernel 6.12.48+deb13-amd64 (update-initramfs -u -k "
+                   "6.12.48+deb13-amd64)")
+    # A converged initramfs: nothing.
+    assert planned(dict(converged(), driver_layer=converged_layer())).driver.initramfs == ()
+
+
+def test_the_blacklist_written_now_updates_every_kernels_initramfs():
+    layer = apply(converged_layer(), [(("nouveau", "blacklisted"), False), (("kernel", "installed"), [
+        {"release": "6.12.48+deb13-amd64", "headers": True, "initramfs": "current"},
+        {"release": PENDING, "headers": True, "initramfs": "none"}])])
+    driver = planned(dict(converged(), driver_layer=layer)).driver
+    assert driver.blacklist_file == driver_step.NOUVEAU_FILE and driver.initramfs == ("6.12.48+deb13-amd64",)
