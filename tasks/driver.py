@@ -72,10 +72,15 @@ def nvidia_driver(node, repo_changes=(), later_steps=True):
     if driver.unattended_file:
         whole_file(name="Keep the driver's packages out of unattended-upgrades", src=StringIO(driver.unattended),
                    dest=driver.unattended_file, mode="0644")
-    if driver.blacklist_file:
-        blacklist = whole_file(name="Blacklist nouveau", src=StringIO(driver.blacklist), dest=driver.blacklist_file,
-                               mode="0644")
-        initramfs_updated(name="Update the initramfs (nouveau blacklisted)", _if=blacklist.did_change)
+    if driver.blacklist_file or driver.initramfs:
+        # The initramfs converges on what it holds (the probe's ``initramfs`` of each kernel),
+        # not on whether this run wrote the blacklist: a run killed between the two re-runs it.
+        wrote = any_changed()
+        if driver.blacklist_file:
+            wrote = any_changed(whole_file(name="Blacklist nouveau", src=StringIO(driver.blacklist),
+                                           dest=driver.blacklist_file, mode="0644"))
+        initramfs_updated(name="Update the initramfs (nouveau blacklisted)", kernels=list(driver.initramfs),
+                          _if=lambda: bool(driver.initramfs) or wrote())
     relock = {"lock": DEPLOY_LOCK, "run_id": run.run_id(), "timeout": lock_timeout(), "control": control_identity(),
               "stage_mark": run.STAGE_MARK, "stage_dirs": node.layout.stage_dirs}
     driver_module_loaded(name=f"Check the loaded module is {driver.version} {driver.flavour}", driver=driver,

@@ -20,6 +20,8 @@ from pyinfra.operations import server
 
 from bringup.checks import cut
 from bringup.driver_reboot import GO, NEEDS_REBOOT, module_mismatch, reboot_decision
+from bringup.layout import ProbeInputs
+from bringup.plan.model import DriverPlan
 from control import fleet
 from facts.apt_holds import AptHolds
 from facts.node import DriverLayer
@@ -108,21 +110,37 @@ def packages_held(packages):
     yield shlex.join(["apt-mark", "hold", *unheld])
 
 
+def initramfs_command(kernels=()):
+    """``update-initramfs`` for each kernel named (the newest one's, ``-u`` alone, when none
+    is), where the node has it (Debian's and Ubuntu's initramfs-tools).
+
+    >>> initramfs_command(["6.1.0-26-amd64", "6.1.0-28-amd64"]).split("; then ")[1].split("; else")[0]
+    'update-initramfs -u -k 6.1.0-26-amd64 && update-initramfs -u -k 6.1.0-28-amd64'
+    """
+    update = " && ".join(shlex.join(["update-initramfs", "-u", "-k", kernel]) for kernel in kernels) or \
+        "update-initramfs -u"
+    return (f"if command -v update-initramfs >/dev/null 2>&1; then {update}; "
+            "else echo 'update-initramfs: not on this node; the modprobe.d blacklist holds from the next boot'; fi")
+
+
 @operation(is_idempotent=False)
-def initramfs_updated():
+def initramfs_updated(kernels=()):
     """
     ``update-initramfs -u`` where the node has it (Debian's and Ubuntu's initramfs-tools),
     so that a blacklist written to modprobe.d holds from the initramfs on; a node
-    without it (a container, dracut) says so and goes on.
+    without it (a container, dracut) says so and goes on. Run where the blacklist was
+    written now or the probe found an initramfs without it (DriverPlan.initramfs: the
+    node's state decides, not whether this run wrote the file).
+
+    + kernels: the kernels whose initramfs to update (DriverPlan.initramfs); none: the newest
 
     **Example**:
 
     .. code:: python
 
-        initramfs_updated(_if=blacklist.did_change)
+        initramfs_updated(kernels=["6.1.0-26-amd64"], _if=lambda: blacklist.did_change() or stale)
     """
-    yield ("if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u; "
-           "else echo 'update-initramfs: not on this node; the modprobe.d blacklist holds from the next boot'; fi")
+    yield initramfs_command(kernels)
 
 
 def _record(status, reason="", name=None, **fields):
@@ -214,7 +232,7 @@ def fail(message):
 
 
 @operation()
-def driver_module_loaded(driver, inputs, revalidate, relock, later_steps=True):
+def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, relock, later_steps=True):
     """
     Read the loaded module again after the install (the driver_layer fact) and act on
     ``reboot_decision``: nothing when it is the plan's; ``needs reboot`` recorded for

@@ -6,6 +6,7 @@ pyinfra-testing without a host."""
 from pathlib import Path
 from unittest import mock
 
+import pytest
 from gevent import monkey
 
 # pyinfra-testing imports pyinfra_cli (for its JSON encoder), whose import patches the
@@ -16,7 +17,7 @@ with mock.patch.object(monkey, "patch_all"):
     import pyinfra_testing.operations as harness
 from pyinfra_testing.util import FakeFact, FakeHost  # noqa: E402
 
-from control import run  # noqa: E402
+from control import fleet, run  # noqa: E402
 
 CASES = Path(__file__).resolve().parent / "operations"
 HOST = "gpu-node-01"
@@ -33,6 +34,12 @@ harness.create_host = _named_host
 run.RUN_ID = "0123456789abcdef"
 # An empty fact (no dpkg work, no keys) must read as empty, as the real value does.
 FakeFact.__bool__ = lambda self: bool(self.data)
+
+@pytest.fixture(autouse=True)
+def _a_fresh_fleet_record(monkeypatch):
+    """Operations record for the fleet summary (control/fleet.py): each case starts with none."""
+    monkeypatch.setattr(fleet, "RUN", fleet.Run())
+
 
 for _operation in sorted(path.name for path in CASES.iterdir() if path.is_dir()):
     globals()[f"Test_{_operation.replace('.', '_')}"] = harness.make_operation_tests(
