@@ -97,3 +97,26 @@ def test_a_planner_raising_after_the_reboot_fails_that_host_alone_in_one_line(tm
     # The other host was planned again for real: its fresh read finds no module loaded.
     assert rows["@local"]["verdict"] == "failed" and "rebooted, but" in rows["@local"]["reason"], rows
     assert "planning it again failed" not in rows["@local"]["reason"], rows
+
+
+@pytest.mark.parametrize("initramfs,blacklist_file,expected", [
+    # The probe found an initramfs without the blacklist (a deploy killed after it wrote the
+    # blacklist): the blacklist is not written again, the initramfs is updated all the same.
+    (["6.1.0-99-test"], "", ["-u -k 6.1.0-99-test"]),
+    # Nothing stale, no blacklist to write: no update.
+    ([], "", []),
+], ids=["stale initramfs, blacklist already there", "converged"])
+def test_the_initramfs_is_updated_where_the_plan_finds_it_stale(tmp_path, monkeypatch, initramfs, blacklist_file,
+                                                                 expected):
+    """update-initramfs ran only when this run wrote the blacklist; a stand-in first on PATH
+    records what the step runs."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "update-initramfs.log"
+    bin_dir.mkdir()
+    standin = bin_dir / "update-initramfs"
+    standin.write_text(f'#!/bin/sh\n# STAND-IN for the test\necho "$*" >> {log}\n')
+    standin.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    result, _ = deploy(tmp_path / "reports", initramfs=initramfs, blacklist_file=blacklist_file,
+                       reboot_for=LOADED_NONE)
+    assert "Traceback" not in result.output, result.output[-3000:]
+    assert (log.read_text().splitlines() if log.exists() else []) == expected, result.output[-3000:]
