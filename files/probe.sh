@@ -732,10 +732,12 @@ driver_initramfs() {
     [ -n "$nouveau_confs" ] || { echo current; return; }
     # lsinitramfs (initramfs-tools) lists it; where it is missing or fails, the times alone.
     listed= lister=
-    if tool=$(driver_tool lsinitramfs) && out=$(run_program "$tool" "$initrd" 2>/dev/null); then
+    # (An empty listing is no answer either.) A path is taken from its etc/modprobe.d/ on,
+    # whatever archive prefix a version of lsinitramfs puts before it.
+    if tool=$(driver_tool lsinitramfs) && out=$(run_program "$tool" "$initrd" 2>/dev/null) && [ -n "$out" ]; then
         lister=yes
         listed=$(printf '%s\n' "$out" | while IFS= read -r line; do
-            case $line in etc/modprobe.d/*) printf '%s\n' "$line" ;; esac
+            case $line in etc/modprobe.d/* | */etc/modprobe.d/*) printf 'etc/modprobe.d/%s\n' "${line#*etc/modprobe.d/}" ;; esac
         done)
     fi
     printf '%s\n' "$nouveau_confs" | {

@@ -60,7 +60,7 @@ def nvidia_driver(node, repo_changes=(), later_steps=True):
     names = [pin.partition("=")[0] for pin in driver.install]
     finish_interrupted_dpkg(name="Finish an interrupted dpkg run (a killed DKMS build included)", packages=names)
     if driver.headers:
-        system_packages(name=f"Install the running kernel's headers ({', '.join(driver.headers)})",
+        system_packages(name=f"Install the installed kernels' headers ({', '.join(driver.headers)})",
                         packages=list(driver.headers), timeout=node.apt_lock_timeout)
     stale = any_changed(*repo_changes)
     apt_lists_refreshed(name="Refresh apt lists (repository changed or driver packages to install)",

@@ -182,10 +182,13 @@ def wait_for_reboot(host, uptime_before, timeout, delay=10, interval=2):
     while True:
         host.connect(show_errors=False)
         if host.connected:
-            uptime = host.get_fact(Uptime)
-            if uptime < uptime_before + delay:
+            try:
+                uptime = host.get_fact(Uptime)
+            except Exception:  # noqa: BLE001 - a connection that drops again: the next try
+                uptime = None
+            if uptime is not None and uptime < uptime_before + delay:
                 return
-            logger.debug("Host reachable but uptime unchanged; reboot still in progress")
+            logger.debug("Host reachable but its uptime says no boot yet, or not readable; trying again")
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"not back after {timeout} s")
@@ -275,6 +278,8 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
     yield from deploy_lock_taken._inner(**relock)
     try:
         facts, fresh = revalidate()
+        again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
+            "the node probe failed"
     except PyinfraError:
         raise  # pyinfra's own: no host left, --fail-percent exceeded
     except Exception as error:  # noqa: BLE001 - one host's failure after its reboot must not end the others' run
@@ -282,8 +287,6 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
         _record("rebooted", reason)
         yield fail(replanning_failed_line(host.name, error))
         return
-    again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
-        "the node probe failed"
     _record("rebooted", reason)
     if again or not fresh.ok:
         why = again or f"blocked: {', '.join(finding.code for finding in fresh.blockers)}"

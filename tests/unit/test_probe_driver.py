@@ -281,6 +281,14 @@ def test_an_initramfs_newer_than_the_blacklist_but_without_it_is_stale(tmp_path)
     kernels_node(tmp_path, lister="etc/modprobe.d/gpu-bringup-nouveau.conf\n")
     _, layer = run_driver_probe(tmp_path)
     assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["stale", "current"]
+    # An archive prefix before the path (a multi-archive initramfs) is the same file.
+    kernels_node(tmp_path, lister="kernel/x86/microcode/AuthenticAMD.bin\nmain/etc/modprobe.d/gpu-bringup-nouveau.conf\n")
+    _, layer = run_driver_probe(tmp_path)
+    assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["stale", "current"]
+    # An empty listing is no answer: the times alone.
+    kernels_node(tmp_path, lister="")
+    _, layer = run_driver_probe(tmp_path)
+    assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["stale", "current"]
 
 
 def test_no_initramfs_and_no_blacklist(tmp_path):
