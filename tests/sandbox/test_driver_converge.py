@@ -9,6 +9,8 @@ only the driver is a stand-in, sandbox/field_states.py):
   and ``apt-get upgrade`` moving no driver package to the newer version;
 - an NVSwitch node: Fabric Manager at the driver's version, active, and the SGLang unit
   ordered after it;
+- the converged node with an initramfs older than its nouveau blacklist (a deploy killed
+  between the two): the next deploy updates it, a second changes nothing;
 - a Blackwell node with the proprietary module, its deploy killed during the DKMS build
   of the open one: the old module stays loaded and nvidia-smi answers; the re-run says
   ``needs reboot``, and after the operator's reboot the next deploy converges (open).
@@ -156,6 +158,35 @@ def test_no_driver_needs_reboot_then_is_rebooted_and_converges(new_node, tmp_pat
     run_ssh(new_node, "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confold upgrade")
     assert packages(new_node) == held
     assert held["nvidia-driver-cuda"] == (f"{LOCKED}-1", "hi"), held
+
+def test_an_initramfs_without_the_blacklist_is_updated_by_the_next_deploy(new_node):
+    """Issue 33, finding 11: a deploy killed after it wrote the nouveau blacklist and before
+    update-initramfs left an initramfs without it, and no later run rebuilt it (the file
+    was there). On the node converged above: the running kernel's image and an initramfs
+    older than the blacklist (a sandbox node boots no initramfs of its own), and a
+    stand-in update-initramfs first on the base PATH that records its arguments and
+    touches the initramfs, as the real one rewrites it."""
+    name = new_node["name"]
+    release = run_ssh(new_node, "cat /proc/sys/kernel/osrelease").stdout.strip()
+    run_ssh(new_node, f"mkdir -p /lib/modules/{release} /boot && : > /boot/vmlinuz-{release} && "
+                      f": > /boot/initrd.img-{release} && touch -d 2000-01-01 /boot/initrd.img-{release} && "
+                      "printf '#!/bin/sh\\n# STAND-IN for the test\\necho \"$*\" >> /root/update-initramfs.log\\n"
+                      "touch /boot/initrd.img-$3\\n' > /usr/local/sbin/update-initramfs && "
+                      "chmod 755 /usr/local/sbin/update-initramfs && rm -f /root/update-initramfs.log")
+    try:
+        _, before = validate(name, data=REBOOTING)
+        assert driver_findings(before) == {"NOUVEAU_INITRAMFS_STALE": "fix"}, before["plan"]["findings"]
+        first = deploy(name, REBOOTING)
+        assert first.returncode == 0, first.output[-4000:]
+        assert run_ssh(new_node, "cat /root/update-initramfs.log").stdout.split("\n")[0] == f"-u -k {release}"
+        _, after = validate(name, data=REBOOTING)
+        assert driver_findings(after) == {}, after["plan"]["findings"]
+        again = deploy(name, REBOOTING, json_output=True)
+        assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
+    finally:
+        run_ssh(new_node, f"rm -f /usr/local/sbin/update-initramfs /boot/vmlinuz-{release} /boot/initrd.img-{release}",
+                check=False)
+
 
 def test_nvswitch_node_gets_fabric_manager_at_the_drivers_version_and_the_unit_after_it(fabric_node):
     name = fabric_node["name"]
