@@ -10,8 +10,9 @@ import shlex
 import time
 import traceback
 
+import gevent
 from pyinfra import host, logger, state
-from pyinfra.api import FunctionCommand, operation
+from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.connectors.util import clear_askpass_cache
 from pyinfra.facts.deb import DebPackages
@@ -168,6 +169,20 @@ def _timed_reconnect(wait, timeout):
     return reconnect
 
 
+def uptime_read(host, timeout):
+    """The host's uptime in whole seconds, read over its connection now, or None where the
+    read fails or takes over ``timeout`` seconds (a connection that dropped, a node going
+    down). A plain command, not pyinfra's Uptime fact: a fact whose command fails fails the
+    host for the rest of the run (state.fail_hosts), though the next read may confirm the boot.
+    """
+    try:
+        with gevent.Timeout(timeout, TimeoutError):
+            ok, output = host.run_shell_command(StringCommand("cut", "-d.", "-f1", "/proc/uptime"), _timeout=timeout)
+        return int(output.stdout_lines[0]) if ok and output.stdout_lines else None
+    except Exception:  # noqa: BLE001 - a connection that drops again, an answer that is no number: the next try
+        return None
+
+
 def wait_for_reboot(host, uptime_before, timeout, delay=10, interval=2):
     """Reconnect to ``host`` after its reboot until its uptime says it booted again, for
     at most ``timeout`` seconds of a monotonic clock counted from the reboot (pyinfra's
@@ -182,13 +197,14 @@ def wait_for_reboot(host, uptime_before, timeout, delay=10, interval=2):
     while True:
         host.connect(show_errors=False)
         if host.connected:
-            try:
-                uptime = host.get_fact(Uptime)
-            except Exception:  # noqa: BLE001 - a connection that drops again: the next try
-                uptime = None
+            uptime = uptime_read(host, max(5, deadline - time.monotonic()))
             if uptime is not None and uptime < uptime_before + delay:
                 return
             logger.debug("Host reachable but its uptime says no boot yet, or not readable; trying again")
+            # The system still going down, or a connection that dropped: pyinfra's connect
+            # does nothing while the host counts as connected, so the next try starts afresh.
+            clear_askpass_cache(host)
+            host.disconnect()
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"not back after {timeout} s")

@@ -59,6 +59,9 @@ class SlowHost:
     def get_fact(self, fact, *args, **kwargs):
         return 100_000  # the uptime before the reboot
 
+    def run_shell_command(self, command, **kwargs):
+        return True, SimpleNamespace(stdout_lines=[str(self.get_fact(None))])
+
     def log_styled(self, text, **kwargs):
         pass
 
@@ -121,3 +124,89 @@ def test_a_host_back_after_a_while_goes_on(monkeypatch):
     results = run_wait(monkeypatch, node, clock, 900)
     assert False not in results and node.connects == 5, (results, node.connects)
     assert "n1" not in fleet.RUN.records
+
+
+class SessionHost:
+    """A host whose connections are sessions, as pyinfra's are: ``connect`` does nothing
+    while ``connected`` is True, and a dropped connection stays dropped. The first session
+    after the reboot reaches the system still going down (its old uptime once, then a dead
+    transport); a new connection reaches the rebooted one."""
+
+    name = "n1"
+
+    def __init__(self, clock):
+        self.connector_data = {}
+        self.clock, self.connected, self.sessions, self.reads = clock, True, 0, 0
+
+    def connect(self, **kwargs):
+        self.clock.now += 1
+        if not self.connected:
+            self.sessions, self.reads, self.connected = self.sessions + 1, 0, True
+
+    def disconnect(self):
+        self.connected = False
+
+    def _uptime(self):
+        self.reads += 1
+        if self.sessions == 0:
+            return 100_000  # before the reboot
+        if self.sessions == 1:
+            if self.reads > 1:
+                raise OSError("Socket is closed")  # the old system went down under this connection
+            return 100_015  # still the old system
+        return 40
+
+    def get_fact(self, fact, *args, **kwargs):
+        try:
+            return self._uptime()
+        except OSError:
+            return None  # pyinfra logs the error, fails the host and returns the default
+
+    def run_shell_command(self, command, **kwargs):
+        return True, SimpleNamespace(stdout_lines=[str(self._uptime())])
+
+    def log_styled(self, text, **kwargs):
+        pass
+
+
+def test_a_connection_to_the_system_going_down_is_not_reused(monkeypatch):
+    """The first connect after the delay reached the system still shutting down: its uptime
+    said no boot yet, then the connection died; pyinfra's connect does nothing while the host
+    is connected, so every later read went to the dead connection and a host that came back
+    was reported unreachable after driver_reboot_timeout. Each try after one that did not
+    confirm the boot connects afresh."""
+    clock = FakeClock()
+    node = SessionHost(clock)
+    results = run_wait(monkeypatch, node, clock, 900)
+    assert False not in results and node.sessions == 2, (results, node.sessions)
+    assert "n1" not in fleet.RUN.records
+
+
+def test_a_failed_uptime_read_does_not_fail_the_host(monkeypatch):
+    """pyinfra's Uptime fact (and the Kernel fact it reads) fails the host for the rest of
+    the run when its command fails (state.fail_hosts), so a read that failed once on a
+    connection that dropped left the host out of every later step though the next read
+    confirmed the boot. Through real pyinfra on @local: two reads fail, the third confirms."""
+    from paramiko import SSHException
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.api.connect import connect_all
+    from pyinfra.context import ctx_host, ctx_state
+
+    inventory = Inventory((["@local", "@chroot//"], {}))
+    state = State(inventory, Config())
+    connect_all(state)
+    local = inventory.get_host("@local")
+    real, failures = local.connector.run_shell_command, [1, 1]
+
+    def dropping(*args, **kwargs):
+        if failures:
+            failures.pop()
+            raise SSHException("SSH session not active")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(local.connector, "run_shell_command", dropping)
+    monkeypatch.setattr(fleet, "RUN", fleet.Run())
+    with ctx_state.use(state), ctx_host.use(local):
+        driver.wait_for_reboot(local, 10**9, 30, delay=0, interval=0)
+    assert not failures
+    assert local not in state.failed_hosts and local in state.active_hosts
