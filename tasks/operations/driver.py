@@ -188,7 +188,7 @@ def wait_for_reboot(host, uptime_before, timeout, delay=10, interval=2):
     at most ``timeout`` seconds of a monotonic clock counted from the reboot (pyinfra's
     own wait counts ``timeout / interval`` retries, each also spending the SSH connect
     time: 5432 s for 900 with a 10 s connect). A try started before the deadline may end
-    one connect timeout after it. Raises TimeoutError when the host is not back.
+    one connect timeout and a 5 s read after it. Raises TimeoutError when the host is not back.
     """
     deadline = time.monotonic() + timeout
     time.sleep(min(delay, timeout))
