@@ -60,11 +60,14 @@ def node(tmp_path):
         paths["env"].write_text(env_text)
         paths["env"].chmod(0o640)
 
-    def run(action):
-        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RELEASES": str(paths["releases"]),
+    def run(action, path=None, **extra):
+        env = {**os.environ, "PATH": f"{path or bin_dir}:{os.environ['PATH']}", "RELEASES": str(paths["releases"]),
                "VENV": str(paths["venv"]), "VENVS": str(root / "venvs"), "UNIT": str(paths["unit"]),
-               "ENV_FILE": str(paths["env"])}
-        return subprocess.run(["sh", str(RELEASE), action], env=env, capture_output=True, text=True, timeout=30)
+               "ENV_FILE": str(paths["env"]), **extra}
+        # A session of its own: a kill stand-in ends the whole run (kill 0), as a lost
+        # SSH session or a killed control process would.
+        return subprocess.run(["sh", str(RELEASE), action], env=env, capture_output=True, text=True, timeout=30,
+                              start_new_session=True)
 
     def look():
         done = ok(run("look"))
@@ -76,12 +79,26 @@ def node(tmp_path):
         return (os.readlink(paths["venv"]) if paths["venv"].is_symlink() else "dir", sha(paths["unit"]),
                 sha(paths["env"]), stat.S_IMODE(paths["env"].stat().st_mode))
 
-    return {**paths, "venv_dir": venv, "live": live, "run": run, "look": look, "state": state}
+    return {**paths, "venv_dir": venv, "live": live, "run": run, "look": look, "state": state, "bin": bin_dir,
+            "tmp": tmp_path}
 
 
 def ok(done):
     assert done.returncode == 0, done.stdout + done.stderr
     return done
+
+
+def refused(done):
+    """The one line of a restore that refused (exit 3, nothing changed)."""
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.splitlines()[0] == "state=unchanged", done.stderr
+    return done.stderr.splitlines()[-1]
+
+
+def rollback(node):
+    """rollback.py on the node: restore, (restart), settle."""
+    ok(node["run"]("restore"))
+    ok(node["run"]("settle"))
 
 
 def deploy(node, venv_name, unit_text, env_text):
@@ -96,8 +113,7 @@ def deploy(node, venv_name, unit_text, env_text):
 def test_nothing_live_records_nothing(node):
     assert "no release recorded" in ok(node["run"]("seed")).stdout
     assert node["look"]()["current"] == ""
-    refused = node["run"]("restore")
-    assert refused.returncode == 3 and refused.stderr.strip() == "no previous release recorded"
+    assert refused(node["run"]("restore")) == "no previous release recorded"
 
 
 def test_a_rollback_puts_back_exactly_what_ran_before_the_change_once(node):
@@ -115,13 +131,12 @@ def test_a_rollback_puts_back_exactly_what_ran_before_the_change_once(node):
         if not copy.is_symlink():
             assert stat.S_IMODE(copy.stat().st_mode) == 0o600, copy
     failed = node["state"]()
-    ok(node["run"]("restore"))
+    rollback(node)
     assert node["state"]() == before
     # The failed venv stays for inspection; a second rollback has nothing to go back to.
     assert (node["root"] / "venvs" / ("b" * 16) / "bin" / "python").exists()
     assert node["look"]()["current"] == node["look"]()["live"]
-    second = node["run"]("restore")
-    assert (second.returncode, second.stderr.strip()) == (3, "no previous release recorded")
+    assert refused(node["run"]("restore")) == "no previous release recorded"
     assert node["state"]() == before != failed
 
 
@@ -135,7 +150,7 @@ def test_a_rerun_after_an_interrupted_deploy_keeps_the_true_before_state(node):
     ok(node["run"]("seed"))
     ok(node["run"]("promote"))
     ok(node["run"]("record"))
-    ok(node["run"]("restore"))
+    rollback(node)
     assert node["state"]() == before
 
 
@@ -165,8 +180,7 @@ def test_a_rollback_to_a_venv_gone_is_refused_and_changes_nothing(node, damage, 
      "incomplete": lambda: (old / ".complete").unlink(),
      "no python": lambda: (old / "bin" / "python").unlink()}[damage]()
     after = node["state"]()
-    refused = node["run"]("restore")
-    assert (refused.returncode, refused.stderr.strip()) == (3, problem.format(dir=old))
+    assert refused(node["run"]("restore")) == problem.format(dir=old)
     assert node["state"]() == after
     assert node["look"]()["previous_problem"] == problem.format(dir=old)
 
@@ -187,6 +201,6 @@ def test_an_adopted_hand_built_venv_is_the_rollback(node):
     ok(node["run"]("promote"))
     assert node["look"]()["previous_venv"] == f"venvs/{adopted}"
     ok(node["run"]("record"))
-    ok(node["run"]("restore"))
+    rollback(node)
     assert os.readlink(node["venv"]) == f"venvs/{adopted}"
     assert node["unit"].read_text() == "unit one\n" and node["env"].read_text() == "KNOB=1\n"
