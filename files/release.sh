@@ -63,7 +63,7 @@ live_digest() { triple_digest "$(live_venv)" "$UNIT" "$ENV_FILE"; }
 
 # A directory's identity: "<device> <inode> <birth time>" (a rename keeps all three; the
 # birth time, 0 where the file system records none, tells a reused inode apart).
-dir_id() { stat -c '%d %i %W' -- "$1" 2>/dev/null || true; }
+dir_id() { stat -c '%d %i %w' -- "$1" 2>/dev/null || true; }
 
 # The directory a venv target names ("" for none).
 venv_dir() {  # target
@@ -72,7 +72,8 @@ venv_dir() {  # target
 
 # Where the venv a record ran is now: its target when it is still there (the hand-built
 # venv at VENV only when it is the same directory), else venvs/<name> of the directory with
-# its identity (an adopted venv), else the target as recorded.
+# its identity (an adopted venv), else the target as recorded ("gone:dir" for a hand-built
+# venv found nowhere).
 resolved_venv() {  # record
     target=$(cat "$RELEASES/$1/venv")
     id=$(cat "$RELEASES/$1/venv_id" 2>/dev/null || true)
@@ -92,7 +93,7 @@ resolved_venv() {  # record
             fi
         done
     fi
-    echo "$target"
+    case $target in dir) echo gone:dir ;; *) echo "$target" ;; esac
 }
 
 # The record a link names, "" when none (or not a complete record).
@@ -167,6 +168,7 @@ venv_problem() {  # target
     case $1 in
         dir) [ -d "$VENV" ] && [ ! -L "$VENV" ] && return 0
              echo "the hand-built venv it ran is no longer at $VENV nor under $VENVS"; return 0 ;;
+        gone:dir) echo "the hand-built venv it ran is no longer at $VENV nor under $VENVS"; return 0 ;;
         none) echo "it has no venv"; return 0 ;;
         venvs/*) ;;
         *) echo "its venv $1 is not under $VENVS"; return 0 ;;
@@ -378,8 +380,8 @@ case ${1:-} in
                 fi
                 failed=$(dest_of "$part")
                 # shellcheck disable=SC2086
-                printf 'state=mixed\n%s\n' "$what, and could not put back $(listed $kept): the node has the previous \
-release's $(listed $kept) with the other files of the release it ran; run the rollback again once ${failed%/*} is writable" >&2
+                printf 'state=mixed\n%s\n' "$what, and could not put back $(listed $kept): the node has $(listed $kept) \
+of the previous release with the other files of the release it ran; run the rollback again once ${failed%/*} is writable" >&2
                 exit 5
             fi
             swapped="$part $swapped"
