@@ -38,3 +38,41 @@ def test_rollback_problem_and_its_fix(managed, enabled, look, problem, fix):
         line = release.refusal_line("gpu-01", problem)
         assert line.startswith(f"gpu-01: rollback refused, nothing changed: {problem}; fix: ")
         assert fix in line and "\n" not in line
+
+
+@pytest.mark.parametrize("enabled,look,problem", [
+    # The release it would restore is judged first: on a node without the service, too.
+    (False, {"previous_problem": release.NO_PREVIOUS}, release.NO_PREVIOUS),
+    (False, {"previous_problem": ""}, "the service is not enabled"),
+    (True, {"previous_problem": "its venv /opt/sglang/venvs/ab is missing"}, "its venv /opt/sglang/venvs/ab is missing"),
+])
+def test_the_release_is_judged_before_the_service(enabled, look, problem):
+    assert release.rollback_problem(True, enabled, look) == problem
+
+
+@pytest.mark.parametrize("codes,blocking", [
+    (["MODEL_UNAVAILABLE", "NO_GPU", "DRIVER_TOO_OLD", "VENV_LOCK_MISSING"], []),
+    (["MODEL_UNAVAILABLE", "UNSAFE_PATH"], ["UNSAFE_PATH"]),
+])
+def test_only_the_blockers_about_its_paths_refuse_a_rollback(codes, blocking):
+    from bringup.findings import BLOCKER, Finding
+
+    found = [Finding(code, BLOCKER, "seen", "fix") for code in codes]
+    assert [finding.code for finding in release.rollback_blockers(found)] == blocking
+
+
+@pytest.mark.parametrize("stderr,state,says", [
+    (["state=unchanged", "no previous release recorded"], release.UNCHANGED, None),
+    (["state=as-before", "could not put the env file /e in place (x): the node is as it was before the rollback"],
+     release.AS_BEFORE, "rollback failed, the node is as it was before it: could not put the env file"),
+    (["state=mixed", "could not put ..., and could not put back the unit /u: the node has the unit /u of the "
+                     "previous release"], release.MIXED, "rollback failed, the node is half-restored: could not put"),
+    (["sh: 1: cannot create /etc/x: Read-only file system"], release.UNKNOWN,
+     "rollback failed, the node may be half-restored: sh: 1: cannot create"),
+])
+def test_a_failed_restore_says_the_state_it_left(stderr, state, says):
+    found, problem = release.restore_failure(stderr)
+    assert found == state and problem == stderr[-1]
+    if says:
+        line = release.restore_failure_line("gpu-01", found, problem)
+        assert line.startswith(f"gpu-01: {says}") and "nothing changed" not in line and "\n" not in line
