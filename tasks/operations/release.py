@@ -64,6 +64,7 @@ def restore(state, host, layout, unit_name, purpose, arguments):  # pyinfra pass
     """Run release.sh's restore; record the outcome for the summary; False (the host
     fails) when it is refused, after one line naming the host, why and what to do."""
     cause = host_serving(host.name)[1] if purpose == "deploy" else ""
+    layout = as_plan(NodeLayout, layout)
     done, output = host.run_shell_command(StringCommand(release_command(layout, "restore")), **arguments)
     if done:
         for line in output.stdout_lines:
