@@ -6,7 +6,12 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, StringCommand, operation
 
 from bringup.layout import NodeLayout
-from bringup.release import UNCHANGED, refusal_line, restore_failure, restore_failure_line
+from bringup.release import (
+    UNCHANGED,
+    refusal_line,
+    restore_failure,
+    restore_failure_line,
+)
 from control import fleet
 from facts.release import ReleaseLook, release_command, release_paths
 from tasks.operations.serving import connector_arguments, host_serving

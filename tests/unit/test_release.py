@@ -65,8 +65,8 @@ def test_only_the_blockers_about_its_paths_refuse_a_rollback(codes, blocking):
     (["state=unchanged", "no previous release recorded"], release.UNCHANGED, None),
     (["state=as-before", "could not put the env file /e in place (x): the node is as it was before the rollback"],
      release.AS_BEFORE, "rollback failed, the node is as it was before it: could not put the env file"),
-    (["state=mixed", "could not put ..., and could not put back the unit /u: the node has the unit /u of the "
-                     "previous release"], release.MIXED, "rollback failed, the node is half-restored: could not put"),
+    (["state=mixed", ("could not put ..., and could not put back the unit /u: the node has the unit /u of the "
+                      "previous release")], release.MIXED, "rollback failed, the node is half-restored: could not put"),
     (["sh: 1: cannot create /etc/x: Read-only file system"], release.UNKNOWN,
      "rollback failed, the node may be half-restored: sh: 1: cannot create"),
 ])

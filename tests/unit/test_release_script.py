@@ -67,7 +67,7 @@ def node(tmp_path):
         # A session of its own: a kill stand-in ends the whole run (kill 0), as a lost
         # SSH session or a killed control process would.
         return subprocess.run(["sh", str(RELEASE), action], env=env, capture_output=True, text=True, timeout=30,
-                              start_new_session=True)
+                              start_new_session=True, check=False)
 
     def look():
         done = ok(run("look"))
@@ -266,16 +266,16 @@ def stat_line(node, part, line):
 
 
 @pytest.mark.parametrize("damage, problem", [
-    ("group gone", "the env file {env} of the previous release belongs to group gone-group-33, which no longer "
-                   "exists on this node"),
-    ("owner gone", "the unit {unit} of the previous release belongs to user gone-user-33, who no longer exists on "
-                   "this node"),
+    ("group gone", ("the env file {env} of the previous release belongs to group gone-group-33, which no longer "
+                    "exists on this node")),
+    ("owner gone", ("the unit {unit} of the previous release belongs to user gone-user-33, who no longer exists on "
+                    "this node")),
     ("env dir missing", "the directory of the env file {env}, {env_dir}, is missing (or a link)"),
-    ("record damaged", "the previous release's record {record} does not match its digest (a copy changed or is "
-                       "missing)"),
+    ("record damaged", ("the previous release's record {record} does not match its digest (a copy changed or is "
+                        "missing)")),
 ])
 def test_a_restore_that_cannot_put_all_three_back_changes_nothing(node, damage, problem):
-    before, failed = changed(node)
+    _, failed = changed(node)
     held = records(node)
     record = node["releases"] / node["look"]()["previous"]
     if damage == "group gone":
@@ -308,7 +308,8 @@ def test_a_read_only_env_directory_refuses_the_restore_before_anything_moves(nod
     # The env file's directory read-only in a mount namespace of the run's own (a read-only /etc).
     script = (f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
               f"exec sh {RELEASE} restore")
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=30,
+                          check=False)
     if "mount" in done.stderr and done.returncode not in (3,):
         pytest.skip(f"no mount namespace here: {done.stderr.strip()}")
     assert refused(done) == (f"the directory of the env file {node['env']}, {folder}, is not writable "
@@ -335,7 +336,7 @@ def test_a_rename_that_fails_midway_puts_back_what_was_renamed(node):
 
 
 def test_a_put_back_that_fails_too_says_which_files_are_whose(node):
-    before, failed = changed(node)
+    before, _ = changed(node)
     path = stand_ins(node, "failing", FAILING_MV, ["mv"])
     done = node["run"]("restore", path=path, FAIL_MV=".sglang.env.release-new .sglang.service.release-old")
     assert done.returncode == 5, done.stdout + done.stderr
@@ -350,7 +351,7 @@ def test_a_put_back_that_fails_too_says_which_files_are_whose(node):
 
 
 def test_a_restore_killed_at_any_step_converges_when_run_again(node):
-    before, failed = changed(node)
+    before, _ = changed(node)
     pristine = node["tmp"] / "pristine"
     trees = ("opt", "etc")
     for tree in trees:
@@ -402,7 +403,7 @@ def build_venv(node, digest):
            "VENV_CACHE": str(root / "cache"), "VENV_INSTALLER": "pip", "VENV_PYTHON": str(bin_dir / "python"),
            "VENV_TORCH_INFO": "", "VENV_RELEASES": str(node["releases"])}
     return ok(subprocess.run(["sh", str(ROOT / "files" / "build-venv.sh")], env=env, capture_output=True, text=True,
-                             timeout=60))
+                             timeout=60, check=False))
 
 
 def test_the_rollback_finds_the_adopted_hand_built_venv_after_a_failed_deploy_and_another_lock(node):
