@@ -256,11 +256,11 @@ EOF
 
 # Stage a part beside its destination (the record's copy with its mode and owner, or
 # nothing when the release had none), and keep what is there aside (a hard link) so that
-# it can be put back.
+# it can be put back (the venv link itself, -P: never what it points at).
 stage_part() {  # part venv
     dest=$(dest_of "$1")
     if exists "$dest"; then
-        err=$(ln -f -- "$dest" "$(backup_of "$dest")" 2>&1) ||
+        err=$(ln -fP -- "$dest" "$(backup_of "$dest")" 2>&1) ||
             refuse "could not keep $(named_as "$1") aside in ${dest%/*}: $err"
     fi
     if [ "$1" = venv ]; then
@@ -293,17 +293,6 @@ listed() {
     text=""
     for part; do text="${text:+$text and }$(named_as "$part")"; done
     echo "$text"
-}
-
-# Put a record's copy of a file in place whole, with the mode and owner it had.
-restore_file() {  # part dest
-    src=$RELEASES/$record/$1
-    if [ ! -f "$src" ]; then rm -f -- "$2"; return; fi
-    set -- "$1" "$2" $(sed -n "s/^$1 //p" "$RELEASES/$record/stat")
-    tmp=${2%/*}/.${2##*/}.release-$$
-    rm -f -- "$tmp"
-    install -m "${3:-600}" -o "${4:-root}" -g "${5:-root}" -- "$src" "$tmp"
-    mv -f -- "$tmp" "$2"
 }
 
 case ${1:-} in
@@ -364,6 +353,8 @@ case ${1:-} in
         clear_stages
         problem=$(restore_problem "$record" "$venv")
         [ -z "$problem" ] || refuse "$problem"
+        # Its venv where it is now (an adopted hand-built venv): a record that says so.
+        moved=$(record_at "$record" "$venv") || refuse "could not write the record of release $record in $RELEASES"
         trap clear_stages EXIT
         parts="unit env"
         [ "$venv" = dir ] || parts="$parts venv"
@@ -386,8 +377,6 @@ of the previous release with the other files of the release it ran; run the roll
             fi
             swapped="$part $swapped"
         done
-        # Its venv where it is now (an adopted hand-built venv): the record says so.
-        moved=$(record_at "$record" "$venv")
         [ "$moved" = "$record" ] || point previous "$moved"
         record=$moved
         point current "$record"
