@@ -62,8 +62,17 @@ live_venv() {
 live_digest() { triple_digest "$(live_venv)" "$UNIT" "$ENV_FILE"; }
 
 # A directory's identity: "<device> <inode> <birth time>" (a rename keeps all three; the
-# birth time, 0 where the file system records none, tells a reused inode apart).
+# birth time, "-" where the file system records none, tells a reused inode apart).
 dir_id() { stat -c '%d %i %w' -- "$1" 2>/dev/null || true; }
+
+# Whether a directory is the one of a recorded identity: its inode and birth time (a
+# reboot may renumber the device: dynamic NVMe or device-mapper minors, a btrfs
+# subvolume's anonymous device); the device too where no birth time is recorded.
+is_dir_of() {  # dir id
+    now=$(dir_id "$1")
+    [ -n "$now" ] || return 1
+    case $2 in *" -") [ "$now" = "$2" ] ;; *) [ "${now#* }" = "${2#* }" ] ;; esac
+}
 
 # The directory a venv target names ("" for none).
 venv_dir() {  # target
@@ -78,7 +87,7 @@ resolved_venv() {  # record
     target=$(cat "$RELEASES/$1/venv")
     id=$(cat "$RELEASES/$1/venv_id" 2>/dev/null || true)
     case $target in
-        dir) if [ -d "$VENV" ] && [ ! -L "$VENV" ] && { [ -z "$id" ] || [ "$(dir_id "$VENV")" = "$id" ]; }; then
+        dir) if [ -d "$VENV" ] && [ ! -L "$VENV" ] && { [ -z "$id" ] || is_dir_of "$VENV" "$id"; }; then
                  echo dir; return 0
              fi ;;
         venvs/*) if [ -d "$VENVS/${target#venvs/}" ] && [ ! -L "$VENVS/${target#venvs/}" ]; then
@@ -88,7 +97,7 @@ resolved_venv() {  # record
     esac
     if [ -n "$id" ]; then
         for dir in "$VENVS"/*; do
-            if [ -d "$dir" ] && [ ! -L "$dir" ] && [ "$(dir_id "$dir")" = "$id" ]; then
+            if [ -d "$dir" ] && [ ! -L "$dir" ] && is_dir_of "$dir" "$id"; then
                 echo "venvs/${dir##*/}"; return 0
             fi
         done

@@ -454,3 +454,31 @@ def test_a_hand_built_venv_replaced_by_another_is_not_the_one_recorded(node):
     (node["venv"] / "bin" / "python").chmod(0o755)
     problem = f"the hand-built venv it ran is no longer at {node['venv']} nor under {node['root'] / 'venvs'}"
     assert refused(node["run"]("restore")) == problem
+
+
+def test_the_adopted_hand_built_venv_is_found_after_a_reboot_renumbered_its_device(node):
+    # review of issue 33, class "half-done and reported done" (finding 13 after a reboot):
+    # a device number is not kept across reboots (dynamic NVMe or device-mapper minors, a
+    # btrfs subvolume's anonymous device); the inode and the birth time are.
+    (node["venv"] / "bin").mkdir(parents=True)
+    (node["venv"] / "bin" / "python").write_text("#!/bin/sh\n")
+    (node["venv"] / "bin" / "python").chmod(0o755)
+    (node["venv"] / "HAND-BUILT").write_text("the operator's\n")
+    node["unit"].write_text("unit one\n")
+    node["env"].write_text("KNOB=1\n")
+    ok(node["run"]("seed"))
+    build_venv(node, "a" * 16)
+    [adopted] = [path.parent.name for path in (node["root"] / "venvs").glob("adopted-*/HAND-BUILT")]
+    # The node rebooted: the same directory now has another device number.
+    [identity] = {path.resolve() for path in node["releases"].glob("*/venv_id")}
+    device, rest = identity.read_text().split(" ", 1)
+    if rest.split(" ", 1)[1].strip() == "-":
+        pytest.skip("this file system records no birth time")
+    identity.write_text(f"{int(device) + 1} {rest}")
+    node["unit"].write_text("unit two\n")
+    node["env"].write_text("KNOB=2\n")
+    ok(node["run"]("promote"))
+    ok(node["run"]("record"))
+    assert node["look"]()["previous_venv"] == f"venvs/{adopted}"
+    rollback(node)
+    assert os.readlink(node["venv"]) == f"venvs/{adopted}" and node["unit"].read_text() == "unit one\n"
