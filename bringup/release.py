@@ -2,6 +2,8 @@
 them says, when deploy must restart for a release not yet live, and the one line that
 refuses a rollback (pure: plain data in, decisions and text out)."""
 
+import re
+
 # What release.sh's look prints, one ``key=value`` line each (digests and names only).
 LOOK_KEYS = ("current", "live", "previous", "previous_venv", "previous_problem")
 NO_PREVIOUS = "no previous release recorded"
@@ -130,6 +132,17 @@ def fix_for(problem):
     if problem == NO_PREVIOUS:
         return ("nothing to go back to (none recorded yet, or a rollback already used it): deploy the release you "
                 "want with deploy.py")
+    # A check of the node refused the restore: what to do about that check, then run it again.
+    account = re.search(r"belongs to (user|group) (\S+), (?:who|which) no longer exists", problem)
+    if account:
+        return f"create {account[1]} {account[2]} again (or deploy the release you want), then run rollback.py again"
+    directory = re.search(r"the directory of .*, (/\S*), is (not writable|missing|not root's alone)", problem)
+    if directory:
+        path, what = directory[1], directory[2]
+        todo = {"not writable": f"make {path} writable (remount it read-write)",
+                "missing": f"make {path} a directory of root's (not a link)",
+                "not root's alone": f"make {path} root's and writable by root alone"}[what]
+        return f"{todo}, then run rollback.py again"
     return "deploy the release you want with deploy.py (its venv_lock and settings)"
 
 

@@ -76,3 +76,23 @@ def test_a_failed_restore_says_the_state_it_left(stderr, state, says):
     if says:
         line = release.restore_failure_line("gpu-01", found, problem)
         assert line.startswith(f"gpu-01: {says}") and "nothing changed" not in line and "\n" not in line
+
+
+# Review of issue 33 (class: bad input is one line naming the fix): a restore refused by
+# a check of the node says what to do about that check, then to run the rollback again;
+# deploying another release neither recreates a group nor remounts /etc.
+@pytest.mark.parametrize("problem,fix", [
+    (("the env file /etc/sglang/sglang.env of the previous release belongs to group sglang, which no longer exists "
+      "on this node"), "create group sglang again"),
+    (("the unit /etc/systemd/system/sglang.service of the previous release belongs to user svc, who no longer "
+      "exists on this node"), "create user svc again"),
+    (("the directory of the env file /etc/sglang/sglang.env, /etc/sglang, is not writable (a read-only file "
+      "system?)"), "make /etc/sglang writable"),
+    ("the directory of the env file /etc/sglang/sglang.env, /etc/sglang, is missing (or a link)",
+     "make /etc/sglang a directory of root's"),
+    ("the directory of the venv link /opt/sglang/venv, /opt/sglang, is not root's alone (owner ops, mode 775)",
+     "make /opt/sglang root's and writable by root alone"),
+])
+def test_a_restore_refused_by_a_check_names_its_own_fix(problem, fix):
+    line = release.refusal_line("gpu-01", problem)
+    assert fix in line and line.endswith("then run rollback.py again"), line
