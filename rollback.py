@@ -8,22 +8,29 @@ all three back, reloads systemd, restarts the unit and waits with deploy's readi
 gate (``service_ready_timeout``), under deploy's per-node lock. A host with nothing to
 go back to (no release recorded, a rollback already used it, its venv gone, an
 external venv) is refused with one line, nothing changed; the other hosts go on.
+
+It judges what it restores, not the settings of the change: the plan's blockers
+(``MODEL_UNAVAILABLE`` of the model that failed, ...) refuse no rollback, except those
+about the safety of the paths it writes (``bringup.release.ROLLBACK_BLOCKERS``); the
+release recorded on the node is looked at first (there, complete, its venv present).
 """
 
 from pyinfra import host
 from pyinfra.facts.files import Directory
 
-from bringup.release import rollback_problem
+from bringup.release import rollback_blockers, rollback_problem
 from control.host_plan import planned_host
+from facts.release import ReleaseLook, release_paths
 from tasks.deploy_lock import deploy_lock, deploy_lock_check, deploy_lock_release
 from tasks.operations.release import rollback_refused
 from tasks.rollback import sglang_rollback
 
-node = planned_host("rollback")
+node = planned_host("rollback", blocking=rollback_blockers)
 
 if node:
     systemd = bool(host.get_fact(Directory, path="/run/systemd/system"))
-    problem = rollback_problem(node.venv.managed, node.service.enable and systemd)
+    look = host.get_fact(ReleaseLook, **release_paths(node.layout)) if node.venv.managed else None
+    problem = rollback_problem(node.venv.managed, node.service.enable and systemd, look)
     if problem:
         rollback_refused(name="Refuse the rollback", problem=problem)
     else:

@@ -178,6 +178,9 @@ def verdict(outcome, executed=True):
             return FAILED, "the node probe failed (its output is in the log above)"
         return NOT_EXAMINED, "the run ended before this host was examined"
     blockers = _codes(plan, BLOCKER)
+    if outcome.get("purpose") == "rollback":
+        # A rollback is refused only by the blockers about the paths it writes.
+        blockers = [code for code in blockers if code in release.ROLLBACK_BLOCKERS]
     if blockers:
         return BLOCKED, ", ".join(blockers)
     operations = outcome.get("operations") or []

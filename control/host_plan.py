@@ -106,9 +106,9 @@ def summary_facts(facts):
     return {key: facts.get(key) for key in ("gpus", "driver", "resolution")}
 
 
-def blockers_text(node):
-    """One line naming every blocker, then each with its fix."""
-    blockers = node.blockers
+def blockers_text(node, blockers=None):
+    """One line naming every blocker (or those of ``blockers``), then each with its fix."""
+    blockers = node.blockers if blockers is None else blockers
     lines = [f"{len(blockers)} blocker(s): {', '.join(b.code for b in blockers)}"]
     lines += [f"{b.code}: {b.message}; fix: {b.fix}" for b in blockers]
     return "\n".join(lines)
@@ -132,14 +132,16 @@ def failure_line(name, purpose, error):
     return f"{name}: {purpose} refused, nothing changed: planning failed: {type(error).__name__}: {message}: fix: {fix}"
 
 
-def planned_host(purpose):
+def planned_host(purpose, blocking=None):
     """Settings, facts and plan of this host, with the report printed and saved.
 
     Returns the NodePlan when the host may proceed, else None after refusing it.
-    ``purpose`` names the run in the refusal ("validate", "deploy").
+    ``purpose`` names the run in the refusal ("validate", "deploy"). ``blocking``: which
+    of the plan's blockers refuse the host (a function of the list; default: all of them;
+    rollback.py: only those about the paths it writes).
     """
     try:
-        return _planned_host(purpose)
+        return _planned_host(purpose, blocking)
     except PyinfraError:
         raise  # pyinfra's own: no host left, --fail-percent exceeded
     except Exception as error:  # noqa: BLE001 - one host's failure must not end the others' run
@@ -151,7 +153,7 @@ def planned_host(purpose):
         return None
 
 
-def _planned_host(purpose):
+def _planned_host(purpose, blocking=None):
     config = load_config(purpose)
     if config is None:
         return None
@@ -164,7 +166,8 @@ def _planned_host(purpose):
         # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
         print(render(host.name, facts, node), file=sys.stderr, flush=True)
     write_report(facts, config, node)
-    if not node.ok:
-        refuse(f"{purpose} refused, nothing changed: {blockers_text(node)}")
+    blockers = node.blockers if blocking is None else blocking(node.blockers)
+    if blockers:
+        refuse(f"{purpose} refused, nothing changed: {blockers_text(node, blockers)}")
         return None
     return node

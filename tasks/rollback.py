@@ -6,6 +6,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
+from facts.release import release_command
 from tasks.operations.release import ROLLED_BACK, release_restored, rollback_state
 from tasks.operations.serving import service_serving
 
@@ -30,8 +31,11 @@ def sglang_rollback(node, purpose="rollback", when=None):
     release_restored(name="Put the previous release back", layout=layout, unit_name=unit_name, purpose=purpose,
                      **({"_if": when} if when else {}))
     # systemd's own restart, always: the unit file changed under it, and a unit that
-    # crash-loops is restarted as well as one that runs.
+    # crash-loops is restarted as well as one that runs. Only then is the release restored
+    # no longer the rollback (release.sh settle): a run killed before the restart is
+    # re-run whole (restore, restart).
     server.shell(name="Reload systemd and restart sglang on the previous release",
-                 commands=[f"systemctl daemon-reload && systemctl restart {unit_name}"], _if=rolled_back)
+                 commands=[f"systemctl daemon-reload && systemctl restart {unit_name}",
+                           release_command(layout, "settle")], _if=rolled_back)
     service_serving(name="Wait for sglang to serve (the previous release)", service=node.service,
                     unit_name=unit_name, purpose=purpose, _if=rolled_back)

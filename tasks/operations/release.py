@@ -6,13 +6,18 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, StringCommand, operation
 
 from bringup.layout import NodeLayout
-from bringup.release import refusal_line
+from bringup.release import (
+    UNCHANGED,
+    refusal_line,
+    restore_failure,
+    restore_failure_line,
+)
 from control import fleet
 from facts.release import ReleaseLook, release_command, release_paths
 from tasks.operations.serving import connector_arguments, host_serving
 from tasks.operations.sglang import as_plan
 
-ROLLED_BACK, REFUSED = "rolled back", "refused"
+ROLLED_BACK, REFUSED, FAILED = "rolled back", "refused", "failed"
 
 
 @operation(is_idempotent=False)
@@ -64,14 +69,21 @@ def restore(state, host, layout, unit_name, purpose, arguments):  # pyinfra pass
     """Run release.sh's restore; record the outcome for the summary; False (the host
     fails) when it is refused, after one line naming the host, why and what to do."""
     cause = host_serving(host.name)[1] if purpose == "deploy" else ""
+    layout = as_plan(NodeLayout, layout)
     done, output = host.run_shell_command(StringCommand(release_command(layout, "restore")), **arguments)
     if done:
         for line in output.stdout_lines:
             host.log_styled(line, fg="yellow", log_func=logger.warning)
         fleet.record(host.name, purpose, service_rollback={"state": ROLLED_BACK, "cause": cause})
         return True
-    problem = next((line.strip() for line in reversed(output.stderr_lines) if line.strip()),
-                   "the rollback failed on the node")
+    node_state, problem = restore_failure(output.stderr_lines)
+    if node_state != UNCHANGED:
+        # It changed the node, or may have: the line says in which state it left it.
+        line = restore_failure_line(host.name, node_state, problem)
+        fleet.record(host.name, purpose, service_rollback={"state": FAILED, "cause": cause,
+                                                           "reason": line.split(": ", 1)[1]})
+        host.log_styled(line, fg="red", log_func=logger.error)
+        return False
     fleet.record(host.name, purpose, service_rollback={"state": REFUSED, "cause": cause, "reason": problem})
     line = refusal_line(host.name, problem)
     if cause:
@@ -84,9 +96,12 @@ def restore(state, host, layout, unit_name, purpose, arguments):  # pyinfra pass
 def release_restored(layout, unit_name, purpose="rollback"):
     """
     Put the previous release back: the venv link's target, the unit and the env file
-    that went with it (files/release.sh restore); a second rollback finds nothing to go
-    back to. Refused, nothing changed, with one line (host, why, what to do) when there
-    is no previous release or its venv is missing or incomplete. Recorded for the fleet
+    that went with it, all three or none (files/release.sh restore); once restarted on it
+    (``release.sh settle``), a second rollback finds nothing to go back to. Refused,
+    nothing changed, with one line (host, why, what to do) when there is no previous
+    release, its venv is missing or incomplete, or a file cannot be put in place; a
+    rename that fails midway is undone, and the line says in which state the node is
+    (``bringup.release.restore_failure_line``). Recorded for the fleet
     summary (``service_rollback``; ``cause``: the gate's failure that asked for it).
 
     + layout: the NodeLayout

@@ -182,14 +182,16 @@ def test_validate_says_a_node_without_a_model_is_not_serving_ready():
 
 
 def test_rollback_with_nothing_to_roll_back_is_refused_in_one_line_and_changes_nothing():
-    # No model: deploy starts no service here, so there is no release to go back to.
-    result = pyinfra("@local", "--data", "target_sms=12.0", "rollback.py")
+    # A venv root with no release recorded (the rollback looks there first): nothing to go back to.
+    data = ("--data", "target_sms=12.0", "--data", "venv_path=/var/lib/cli-local-no-releases/venv")
+    result = pyinfra("@local", *data, "rollback.py")
     assert result.returncode == 1, result.output
-    assert ("@local: rollback refused, nothing changed: the service is not enabled; fix: deploy starts no service "
-            "here (service_enable, service_model, systemd): nothing to roll back") in result.output
-    assert "@local: failed: rollback refused: the service is not enabled" in result.output
-    # The refusal only: no lock taken, nothing asked of the node.
-    planned = json.loads(pyinfra("--dry", "--json", "@local", "--data", "target_sms=12.0", "rollback.py").stdout)
+    assert ("@local: rollback refused, nothing changed: no previous release recorded; fix: nothing to go back to "
+            "(none recorded yet, or a rollback already used it)") in result.output
+    assert "@local: failed: rollback refused: no previous release recorded" in result.output
+    assert not Path("/var/lib/cli-local-no-releases").exists()
+    # The refusal only: no lock taken, nothing changed on the node.
+    planned = json.loads(pyinfra("--dry", "--json", "@local", *data, "rollback.py").stdout)
     assert [operation["name"] for operation in planned["plan"]] == ["Refuse the rollback"]
 
 

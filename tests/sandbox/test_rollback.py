@@ -118,3 +118,22 @@ def test_rollback_on_demand_then_a_second_is_refused(node):
         again.output[-4000:]
     assert again.row["verdict"] == "failed" and "rollback refused" in again.row["reason"], again.row
     assert live(node) == before
+
+
+def test_the_blockers_of_the_change_do_not_refuse_the_rollback(node):
+    """Issue 33, finding 6: the change's settings name a model the node cannot have
+    (MODEL_UNAVAILABLE: not in the cache, the hub does not answer); rollback.py still puts
+    the release that served back: it judges what it restores, not the settings that failed."""
+    before = live(node)
+    changed = run("deploy.py", f"venv_lock={node['second_lock']}", SERVES.replace("=2", "=4"))
+    assert changed.returncode == 0 and changed.row["verdict"] == "serving", changed.output[-4000:]
+    assert live(node) != before
+    unavailable = ("service_model=nobody/no-such-model",
+                   f"service_env=HF_TOKEN={SECRET} FAKE_SGLANG_READY_AFTER=4 HF_ENDPOINT=http://127.0.0.1:9")
+    blocked = run("validate.py", f"venv_lock={node['second_lock']}", *unavailable)
+    assert blocked.returncode == 1 and "MODEL_UNAVAILABLE" in blocked.row["reason"], blocked.row
+    back = run("rollback.py", f"venv_lock={node['second_lock']}", *unavailable)
+    assert back.returncode == 0, back.output[-4000:]
+    assert back.row["verdict"] == "rolled back", back.row
+    assert "blocker(s)" not in back.output
+    assert live(node) == before and before[-1] == "active"

@@ -117,6 +117,23 @@ CASES = [
                                                 "service_rollback": {"state": "refused", "cause": "",
                                                                      "reason": "venv_managed is false"}},
      True, "failed", "rollback refused: venv_managed is false"),
+    # The blockers of the change's settings do not make a rollback "blocked" (issue 33, 6);
+    # those about the paths it writes do.
+    ("rollback.py put back a host whose model cannot be had", {
+        "purpose": "rollback", "plan": plan(("MODEL_UNAVAILABLE", "blocker")), "operations": [
+            op("SGLang rollback | Put the previous release back", "changed")],
+        "service_rollback": {"state": "rolled back", "cause": ""}, "service_serving": SERVED},
+     True, "rolled back", "back on the previous release, serving"),
+    ("rollback.py refused for an unsafe path", {
+        "purpose": "rollback", "plan": plan(("MODEL_UNAVAILABLE", "blocker"), ("UNSAFE_PATH", "blocker")),
+        "failed": True, "operations": [op("Refuse n1: rollback refused", "error", "n1: refused")]},
+     True, "blocked", "UNSAFE_PATH"),
+    ("rollback.py failed midway, put back", {"purpose": "rollback", "plan": plan(), "failed": True,
+                                             "operations": [op("Put the previous release back", "error", "x")],
+                                             "service_rollback": {"state": "failed", "cause": "",
+                                                                  "reason": "rollback failed, the node is as it was "
+                                                                            "before it: could not put ..."}},
+     True, "failed", "rollback failed, the node is as it was before it"),
 ]
 
 
