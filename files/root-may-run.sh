@@ -1,0 +1,148 @@
+# root_may_run: the one rule for "may root run this" (docs/security.md), shared by the
+# node probe (facts/probe_script.py sends it before files/probe.sh) and the tasks
+# (files/build-venv.sh sources it; the deploy installs it beside its helpers and runs
+# it as `sh root-may-run.sh FILE` before root runs a venv's python).
+#
+# Root may execute FILE only when every file that can decide what runs is root's and
+# writable by root alone (a directory others may write counts only when sticky, like
+# /tmp: no one renames root's entries there):
+#   - FILE, every symbolic link on the way to it (each hop) and every directory above
+#     each of them and above the file they end at;
+#   - for a script whose first line is "#!", the interpreter it names, by this same rule;
+#   - for a CPython (a name starting "python"), every file it can load: its prefix's
+#     lib/python3.X trees (stdlib, sitecustomize.py, site-packages and its .pth files,
+#     lib-dynload), pyvenv.cfg beside it or in its prefix, and the shared libraries the
+#     dynamic loader lists for it (libpython wherever it is); a link inside those trees
+#     is followed to what it names.
+# Prints nothing and returns 0 when root may run FILE; else prints one line,
+# "<who> <path>": the first path that breaks the rule and who may change it (its owner,
+# or nobody for a root-owned one others may write), and returns 1.
+#
+#   $ root_may_run /opt/cpython-3.11/bin/python3.11 || echo refused
+#   alice /opt/cpython-3.11/lib/python3.11
+#   refused
+
+rmr_node() {
+    # rmr_node PATH: PATH itself (a link not followed) is root's and, unless it is a
+    # link or a sticky directory, writable by root only.
+    rmr_state=$(stat -c '%U %a %F' -- "$1" 2>/dev/null) || return 0
+    set -- "$1" $rmr_state
+    if [ "$2" != root ]; then
+        printf '%s %s\n' "$2" "$1"
+        return 1
+    fi
+    case $4:$3 in
+        symbolic:* | directory:[1357]???) ;;
+        *:*[2367]? | *:*[2367]) printf 'nobody %s\n' "$1"; return 1 ;;
+    esac
+}
+
+rmr_above() {
+    # rmr_above PATH: PATH and every directory above it, as written (no link followed).
+    rmr_at=$1
+    while :; do
+        rmr_node "$rmr_at" || return 1
+        [ "$rmr_at" = / ] && return 0
+        case $rmr_at in */*) ;; *) return 0 ;; esac
+        rmr_at=${rmr_at%/*}
+        rmr_at=${rmr_at:-/}
+    done
+}
+
+rmr_file() {
+    # rmr_file PATH: every link hop to PATH with the directories above it, then the
+    # file it ends at with the directories above that.
+    rmr_path=$1 rmr_hops=0
+    while [ -L "$rmr_path" ]; do
+        rmr_hops=$((rmr_hops + 1))
+        [ "$rmr_hops" -le 40 ] || { printf 'nobody %s\n' "$1"; return 1; }
+        rmr_above "$rmr_path" || return 1
+        rmr_dir=${rmr_path%/*}
+        rmr_target=$(readlink -- "$rmr_path")
+        case $rmr_target in /*) rmr_path=$rmr_target ;; *) rmr_path=${rmr_dir:-/}/$rmr_target ;; esac
+    done
+    rmr_above "$rmr_path" || return 1
+    rmr_real=$(readlink -f -- "$rmr_path" 2>/dev/null) || rmr_real=$rmr_path
+    rmr_above "$rmr_real"
+}
+
+rmr_tree() {
+    # rmr_tree DIR...: every entry under each DIR root's and writable by root only, and
+    # what each link in there names (a link elsewhere loads that file).
+    for rmr_top; do
+        [ -e "$rmr_top" ] || continue
+        rmr_bad=$(find "$rmr_top" ! -type l \( ! -user root -o \( -perm /022 ! \( -type d -perm -1000 \) \) \) \
+            -printf '%u %p\n' -quit 2>/dev/null)
+        if [ -n "$rmr_bad" ]; then
+            case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
+            printf '%s\n' "$rmr_bad"
+            return 1
+        fi
+        rmr_links=$(find "$rmr_top" -type l 2>/dev/null)
+        [ -z "$rmr_links" ] && continue
+        rmr_ifs=$IFS
+        IFS=$NL_RMR
+        for rmr_link in $rmr_links; do
+            IFS=$rmr_ifs
+            rmr_file "$rmr_link" || return 1
+        done
+        IFS=$rmr_ifs
+    done
+}
+
+rmr_libraries() {
+    # rmr_libraries FILE: the shared libraries the system's dynamic loader resolves for
+    # FILE (listed, never run: --list loads nothing FILE's own PT_INTERP names).
+    for rmr_ld in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do
+        [ -x "$rmr_ld" ] || continue
+        env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1" 2>/dev/null | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
+        return 0
+    done
+}
+
+rmr_interpreter() {
+    # rmr_interpreter REAL: what the CPython at REAL (links resolved) loads from its prefix.
+    rmr_bin=${REAL_RMR%/*}
+    rmr_prefix=${rmr_bin%/*}
+    rmr_prefix=${rmr_prefix:-/}
+    for rmr_cfg in "$rmr_bin/pyvenv.cfg" "$rmr_prefix/pyvenv.cfg"; do
+        if [ -e "$rmr_cfg" ] || [ -L "$rmr_cfg" ]; then rmr_file "$rmr_cfg" || return 1; fi
+    done
+    for rmr_lib in "$rmr_prefix"/lib/libpython3* "$rmr_prefix"/lib64/libpython3*; do
+        if [ -e "$rmr_lib" ] || [ -L "$rmr_lib" ]; then rmr_file "$rmr_lib" || return 1; fi
+    done
+    rmr_tree "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3* || return 1
+    for rmr_lib in $(rmr_libraries "$REAL_RMR"); do
+        rmr_file "$rmr_lib" || return 1
+    done
+}
+
+root_may_run() {
+    # root_may_run FILE: see the top of this file.
+    NL_RMR='
+'
+    rmr_depth=0
+    rmr_named=$1
+    while :; do
+        rmr_file "$rmr_named" || return 1
+        REAL_RMR=$(readlink -f -- "$rmr_named" 2>/dev/null) || REAL_RMR=$rmr_named
+        case ${REAL_RMR##*/}:${rmr_named##*/} in
+            python*:* | *:python*) rmr_interpreter || return 1 ;;
+        esac
+        # A script: the kernel starts the interpreter its "#!" line names (first word).
+        rmr_head=$(head -c 2 -- "$REAL_RMR" 2>/dev/null)
+        [ "$rmr_head" = "#!" ] || return 0
+        rmr_line=$(head -n 1 -- "$REAL_RMR")
+        rmr_line=${rmr_line#??}
+        rmr_line=${rmr_line#"${rmr_line%%[! 	]*}"}
+        rmr_named=${rmr_line%%[ 	]*}
+        rmr_depth=$((rmr_depth + 1))
+        [ "$rmr_depth" -le 4 ] || { printf 'nobody %s\n' "$REAL_RMR"; return 1; }
+        [ -n "$rmr_named" ] || return 0
+    done
+}
+
+# Run as a program (`sh root-may-run.sh FILE`): the verdict on FILE, exit 1 when refused.
+case ${0##*/} in
+    root-may-run.sh) root_may_run "$1"; exit ;;
+esac
