@@ -34,6 +34,15 @@ umask 022
 target=$VENV_DIRS/$VENV_DIGEST
 log() { printf 'build-venv: %s\n' "$*"; }
 
+# Root builds with VENV_PYTHON (and later runs the venv's python, which loads its
+# prefix) only when root may run it (files/root-may-run.sh, installed beside this
+# script: it, its links, the directories above them and every file it loads are
+# root's alone). Checked before anything is written: a refusal changes nothing.
+if [ "$(id -u)" = 0 ] && ! sh "$(dirname -- "$0")/root-may-run.sh" "$VENV_PYTHON"; then
+    log "venv_python refused: nothing was built"
+    exit 1
+fi
+
 cd /
 install -d -m 0755 -o root -g root "$VENV_DIRS" "$VENV_CACHE"
 # One build at a time on a node: a second deploy, or the re-run of one whose SSH session

@@ -142,7 +142,21 @@ root_may_run() {
     done
 }
 
-# Run as a program (`sh root-may-run.sh FILE`): the verdict on FILE, exit 1 when refused.
+root_may_run_or_say() {
+    # root_may_run_or_say FILE: root_may_run, with a refusal said in one line on stderr
+    # naming FILE, the path that blocks it, who may change that, and the fix.
+    rmr_verdict=$(root_may_run "$1") && return 0
+    rmr_who=${rmr_verdict%%" "*}
+    rmr_where=${rmr_verdict#*" "}
+    printf '%s\n' "root never runs $1: $rmr_who may change $rmr_where (it, a link on its way, a directory above" \
+        "them or a file it loads); nothing was run. Fix: chown -R root: $rmr_where && chmod -R go-w $rmr_where," \
+        "or use a program only root can change" | tr '\n' ' ' | sed 's/ $//' >&2
+    printf '\n' >&2
+    return 1
+}
+
+# Run as a program (`sh root-may-run.sh FILE`): nothing and exit 0 when root may run
+# FILE, else the refusal in one line on stderr and exit 1.
 case ${0##*/} in
-    root-may-run.sh) root_may_run "$1"; exit ;;
+    root-may-run.sh) root_may_run_or_say "$1"; exit ;;
 esac
