@@ -153,7 +153,13 @@ def build_venv(scratch, interpreter):
            "VENV_CACHE": str(root / "cache"), "VENV_INSTALLER": "pip", "VENV_PYTHON": str(interpreter),
            "VENV_TORCH_INFO": "", "VENV_RELEASES": str(root / "releases")}
     (scratch / "lock.txt").write_text("")
-    return subprocess.run(["sh", str(BUILD_VENV), "--no-index"], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(["sh", str(BUILD_VENV), "--no-index"], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def judge(program):
+    """files/root-may-run.sh run as a program on ``program``."""
+    return subprocess.run(["sh", str(RULE), str(program)], capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_the_prefix_roots_alone_is_run_as_root(scratch, prefix):
@@ -162,7 +168,7 @@ def test_the_prefix_roots_alone_is_run_as_root(scratch, prefix):
     assert found["owner"] is None and found["blocked"] is None and found["ran"] == 0, found
     assert operator_python(str(prefix["python"]), found, major_minor("3.11"))[1] is None
     assert prefix["marker"].read_text().splitlines()[0] == "uid=0"
-    rule = subprocess.run(["sh", str(RULE), str(prefix["python"])], capture_output=True, text=True, timeout=60)
+    rule = judge(prefix["python"])
     assert rule.returncode == 0 and rule.stderr == "", rule.stderr
 
 
@@ -213,10 +219,10 @@ def test_each_check_of_the_rule_is_what_refuses_its_variant(scratch, prefix, var
     make, check = VARIANTS[variant]
     _, _, named = make(prefix)
     whole = subprocess.run(["sh", "-c", '. "$0"; root_may_run "$1"', str(RULE), str(named)],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, check=False)
     assert whole.returncode == 1, whole.stdout
     cut = subprocess.run(["sh", "-c", '. "$0"; root_may_run "$1"', str(mutated(scratch, check)), str(named)],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, check=False)
     assert cut.returncode == 0 and cut.stdout == "", f"without {check} the rule still refused: {cut.stdout}"
 
 
@@ -226,8 +232,31 @@ def test_a_script_is_judged_with_the_interpreter_its_first_line_names(scratch, p
     script.parent.mkdir()
     script.write_text(f"#!{prefix['python']} -I\nprint('hi')\n")
     script.chmod(0o755)
-    rule = subprocess.run(["sh", str(RULE), str(script)], capture_output=True, text=True, timeout=60)
+    rule = judge(script)
     assert rule.returncode == 0, rule.stderr
     theirs(prefix["stdlib"] / "site-packages" / "evil.pth", "import os\n")
-    rule = subprocess.run(["sh", str(RULE), str(script)], capture_output=True, text=True, timeout=60)
+    rule = judge(script)
     assert rule.returncode == 1 and f"daemon may change {prefix['stdlib']}/site-packages/evil.pth" in rule.stderr
+
+
+def test_the_probe_asks_a_venvs_python_as_the_owner_of_its_interpreters_prefix(scratch, prefix):
+    """A root-owned venv whose python is the copied CPython: its torch query (the probe's
+    venv section) runs as root only while the prefix is root's alone, else as the user
+    who may change it (daemon cannot write the marker: root's directory)."""
+    venv = scratch / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(prefix["python"])
+    layout = NodeLayout.for_settings(str(venv), "/nonexistent", str(scratch / "cache"), "sglang")
+
+    def venv_section():
+        command = probe_command(ProbeInputs(layout, ()), ("venv",))
+        out = subprocess.run(["sh", "-c", command], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+        return next(line for line in out.splitlines() if line.startswith("@@ venv "))
+
+    assert "user=" not in venv_section()
+    assert prefix["marker"].read_text().splitlines() == ["uid=0"]
+    prefix["marker"].unlink()
+    theirs(prefix["stdlib"] / "site-packages" / "evil.pth", "import os\n")
+    assert "user=daemon" in venv_section()
+    assert not prefix["marker"].exists(), "root ran a venv's python whose prefix another user may change"
