@@ -38,7 +38,7 @@ log() { printf 'build-venv: %s\n' "$*"; }
 # prefix) only when root may run it (files/root-may-run.sh, installed beside this
 # script: it, its links, the directories above them and every file it loads are
 # root's alone). Checked before anything is written: a refusal changes nothing.
-if [ "$(id -u)" = 0 ] && ! sh "$(dirname -- "$0")/root-may-run.sh" "$VENV_PYTHON"; then
+if [ "$(id -u)" = 0 ] && ! sh "$(dirname -- "$0")/root-may-run.sh" "$VENV_PYTHON" interpreter; then
     log "venv_python refused: nothing was built"
     exit 1
 fi

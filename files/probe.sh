@@ -310,7 +310,7 @@ probe_venv_python() {
     [ -n "${PROBE_VENV_PYTHON:-}" ] || return 0
     vp_file=$(stat -L -c '%U %a %F' -- "$PROBE_VENV_PYTHON" 2>/dev/null)
     vp_verdict=
-    [ -z "$vp_file" ] || vp_verdict=$(root_may_run "$PROBE_VENV_PYTHON")
+    [ -z "$vp_file" ] || vp_verdict=$(root_may_run "$PROBE_VENV_PYTHON" interpreter)
     vp_owner=${vp_verdict%%" "*}
     vp_blocked=${vp_verdict#*" "}
     vp_real=$(readlink -f -- "$PROBE_VENV_PYTHON" 2>/dev/null)
@@ -345,7 +345,7 @@ probe_venv() {
     # Root runs it only when root_may_run allows the interpreter and everything it loads.
     runner=$(unprivileged_owner "$PROBE_VENV" "$PROBE_VENV/bin" "$PROBE_VENV/lib" "$PROBE_VENV"/lib/python3*/site-packages)
     [ -n "$runner" ] || runner=$(code_owner "$PROBE_VENV/bin/python")
-    [ -n "$runner" ] || { runner=$(root_may_run "$PROBE_VENV/bin/python"); runner=${runner%%" "*}; }
+    [ -n "$runner" ] || { runner=$(root_may_run "$PROBE_VENV/bin/python" interpreter); runner=${runner%%" "*}; }
     capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -I -c "$TORCH_INFO" \
         --record "$PROBE_TORCH_RECORD"
 }

@@ -92,17 +92,24 @@ rmr_tree() {
 
 rmr_libraries() {
     # rmr_libraries FILE: the shared libraries the system's dynamic loader resolves for
-    # FILE (listed, never run: --list loads nothing FILE's own PT_INTERP names).
+    # FILE: listed, not run (the system's loader, not the PT_INTERP FILE names; --list
+    # maps the libraries without relocating them or running their constructors), and
+    # as nobody when root asks.
     for rmr_ld in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do
         [ -x "$rmr_ld" ] || continue
-        env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1" 2>/dev/null | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
+        if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then
+            env -i PATH=/usr/bin:/bin runuser -u nobody -- env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
+        else
+            env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
+        fi 2>/dev/null | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
         return 0
     done
 }
 
 rmr_interpreter() {
-    # rmr_interpreter REAL: what the CPython at REAL (links resolved) loads from its prefix.
-    rmr_bin=${REAL_RMR%/*}
+    # rmr_interpreter PROGRAM: what the CPython PROGRAM (bin/python3.X of a prefix or of
+    # a venv) loads from the prefix its bin/ is in.
+    rmr_bin=${1%/*}
     rmr_prefix=${rmr_bin%/*}
     rmr_prefix=${rmr_prefix:-/}
     for rmr_cfg in "$rmr_bin/pyvenv.cfg" "$rmr_prefix/pyvenv.cfg"; do
@@ -112,23 +119,31 @@ rmr_interpreter() {
         if [ -e "$rmr_lib" ] || [ -L "$rmr_lib" ]; then rmr_file "$rmr_lib" || return 1; fi
     done
     rmr_tree "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3* || return 1
-    for rmr_lib in $(rmr_libraries "$REAL_RMR"); do
+    [ -f "$1" ] || return 0
+    for rmr_lib in $(rmr_libraries "$1"); do
         rmr_file "$rmr_lib" || return 1
     done
 }
 
 root_may_run() {
-    # root_may_run FILE: see the top of this file.
+    # root_may_run FILE [interpreter]: see the top of this file; "interpreter": FILE is a
+    # CPython whatever its name (venv_python).
     NL_RMR='
 '
     rmr_depth=0
     rmr_named=$1
+    rmr_python=${2:-}
     while :; do
         rmr_file "$rmr_named" || return 1
         REAL_RMR=$(readlink -f -- "$rmr_named" 2>/dev/null) || REAL_RMR=$rmr_named
-        case ${REAL_RMR##*/}:${rmr_named##*/} in
-            python*:* | *:python*) rmr_interpreter || return 1 ;;
+        case $rmr_python:${REAL_RMR##*/}:${rmr_named##*/} in
+            interpreter:*:* | *:python*:* | *:*:python*)
+                # The prefix of the file it is (stdlib, libpython) and, for a venv's
+                # bin/python (a link to it), the venv's own (pyvenv.cfg, site-packages).
+                rmr_interpreter "$REAL_RMR" || return 1
+                if [ "${rmr_named%/*/*}" != "${REAL_RMR%/*/*}" ]; then rmr_interpreter "$rmr_named" || return 1; fi ;;
         esac
+        rmr_python=
         # A script: the kernel starts the interpreter its "#!" line names (first word).
         rmr_head=$(head -c 2 -- "$REAL_RMR" 2>/dev/null)
         [ "$rmr_head" = "#!" ] || return 0
@@ -143,9 +158,9 @@ root_may_run() {
 }
 
 root_may_run_or_say() {
-    # root_may_run_or_say FILE: root_may_run, with a refusal said in one line on stderr
+    # root_may_run_or_say FILE [interpreter]: root_may_run, with a refusal said in one line on stderr
     # naming FILE, the path that blocks it, who may change that, and the fix.
-    rmr_verdict=$(root_may_run "$1") && return 0
+    rmr_verdict=$(root_may_run "$1" "${2:-}") && return 0
     rmr_who=${rmr_verdict%%" "*}
     rmr_where=${rmr_verdict#*" "}
     printf '%s\n' "root never runs $1: $rmr_who may change $rmr_where (it, a link on its way, a directory above" \
@@ -155,8 +170,8 @@ root_may_run_or_say() {
     return 1
 }
 
-# Run as a program (`sh root-may-run.sh FILE`): nothing and exit 0 when root may run
-# FILE, else the refusal in one line on stderr and exit 1.
+# Run as a program (`sh root-may-run.sh FILE [interpreter]`): nothing and exit 0 when
+# root may run FILE, else the refusal in one line on stderr and exit 1.
 case ${0##*/} in
-    root-may-run.sh) root_may_run_or_say "$1"; exit ;;
+    root-may-run.sh) root_may_run_or_say "$1" "${2:-}"; exit ;;
 esac

@@ -110,7 +110,7 @@ def torch_arch_recorded(venv: VenvPlan, layout: NodeLayout):
     # Root runs the venv's python only when root may (files/root-may-run.sh: it, its
     # links and everything its interpreter loads root's alone); else one line, nothing run.
     record, python = shlex.quote(venv.torch_record), shlex.quote(venv.path + '/bin/python')
-    yield (f"sh {shlex.quote(venv.root_may_run)} {python} && "
+    yield (f"sh {shlex.quote(venv.root_may_run)} {python} interpreter && "
            f"{python} -I {shlex.quote(venv.torch_info)} --emit-record > {record}.tmp && mv -f {record}.tmp {record}")
 
 

@@ -123,6 +123,12 @@ def link_hop_in_open_dir(p):
     return "nobody", links, links / "python3.11"
 
 
+def not_named_python(p):
+    """venv_python may name a CPython by any name: the rule is told it is one."""
+    shutil.copy2(p["python"], p["top"] / "bin" / "cpython")
+    return "daemon", theirs(p["stdlib"] / "site-packages" / "evil.pth", "import os\n"), p["top"] / "bin" / "cpython"
+
+
 # variant -> the rule's check that refuses it (cut out in the mutation cases)
 VARIANTS = {
     "prefix lib/python3.11": (prefix_dir, "rmr_tree"),
@@ -134,6 +140,7 @@ VARIANTS = {
     "group-writable module": (group_writable_module, "rmr_tree"),
     "stdlib link to another user's file": (stdlib_link_elsewhere, "rmr_tree"),
     "link hop in a 0777 directory": (link_hop_in_open_dir, "rmr_file"),
+    "an interpreter not named python": (not_named_python, "rmr_tree"),
 }
 
 
@@ -218,10 +225,11 @@ def mutated(scratch, check):
 def test_each_check_of_the_rule_is_what_refuses_its_variant(scratch, prefix, variant):
     make, check = VARIANTS[variant]
     _, _, named = make(prefix)
-    whole = subprocess.run(["sh", "-c", '. "$0"; root_may_run "$1"', str(RULE), str(named)],
+    whole = subprocess.run(["sh", "-c", '. "$1"; root_may_run "$2" interpreter', "sh", str(RULE), str(named)],
                            capture_output=True, text=True, timeout=60, check=False)
     assert whole.returncode == 1, whole.stdout
-    cut = subprocess.run(["sh", "-c", '. "$0"; root_may_run "$1"', str(mutated(scratch, check)), str(named)],
+    cut = subprocess.run(["sh", "-c", '. "$1"; root_may_run "$2" interpreter', "sh", str(mutated(scratch, check)),
+                          str(named)],
                          capture_output=True, text=True, timeout=60, check=False)
     assert cut.returncode == 0 and cut.stdout == "", f"without {check} the rule still refused: {cut.stdout}"
 
@@ -239,10 +247,12 @@ def test_a_script_is_judged_with_the_interpreter_its_first_line_names(scratch, p
     assert rule.returncode == 1 and f"daemon may change {prefix['stdlib']}/site-packages/evil.pth" in rule.stderr
 
 
-def test_the_probe_asks_a_venvs_python_as_the_owner_of_its_interpreters_prefix(scratch, prefix):
+@pytest.mark.parametrize("where", ["interpreter", "venv"])
+def test_the_probe_asks_a_venvs_python_as_the_owner_of_its_interpreters_prefix(scratch, prefix, where):
     """A root-owned venv whose python is the copied CPython: its torch query (the probe's
-    venv section) runs as root only while the prefix is root's alone, else as the user
-    who may change it (daemon cannot write the marker: root's directory)."""
+    venv section) runs as root only while the interpreter's prefix and the venv's own
+    files are root's alone, else as the user who may change them (daemon cannot write
+    the marker: root's directory)."""
     venv = scratch / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(prefix["python"])
@@ -257,6 +267,7 @@ def test_the_probe_asks_a_venvs_python_as_the_owner_of_its_interpreters_prefix(s
     assert "user=" not in venv_section()
     assert prefix["marker"].read_text().splitlines() == ["uid=0"]
     prefix["marker"].unlink()
-    theirs(prefix["stdlib"] / "site-packages" / "evil.pth", "import os\n")
+    site = prefix["stdlib"] if where == "interpreter" else venv / "lib" / "python3.11"
+    theirs(site / "site-packages" / "evil.pth", "import os\n")
     assert "user=daemon" in venv_section()
     assert not prefix["marker"].exists(), "root ran a venv's python whose prefix another user may change"
