@@ -67,27 +67,28 @@ rmr_file() {
 }
 
 rmr_tree() {
-    # rmr_tree DIR...: every entry under each DIR root's and writable by root only, and
-    # what each link in there names (a link elsewhere loads that file).
-    for rmr_top; do
-        [ -e "$rmr_top" ] || continue
-        rmr_bad=$(find "$rmr_top" ! -type l \( ! -user root -o \( -perm /022 ! \( -type d -perm -1000 \) \) \) \
-            -printf '%u %p\n' -quit 2>/dev/null)
-        if [ -n "$rmr_bad" ]; then
-            case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
-            printf '%s\n' "$rmr_bad"
-            return 1
-        fi
-        rmr_links=$(find "$rmr_top" -type l 2>/dev/null)
-        [ -z "$rmr_links" ] && continue
-        rmr_ifs=$IFS
-        IFS=$NL_RMR
-        for rmr_link in $rmr_links; do
-            IFS=$rmr_ifs
-            rmr_file "$rmr_link" || return 1
-        done
+    # rmr_tree DEPTH DIR: DIR (followed when a link) and every entry under it root's and
+    # writable by root alone: no sticky exception here, since a sticky directory still
+    # lets any user add a module or a .pth; what each link in there names, and the tree
+    # under a link to a directory (DEPTH counts those, at most 8).
+    [ -e "$2" ] || return 0
+    [ "$1" -le 8 ] || { printf 'nobody %s\n' "$2"; return 1; }
+    rmr_bad=$(find -H "$2" ! -type l \( ! -user root -o -perm /022 \) -printf '%u %p\n' -quit 2>/dev/null)
+    if [ -n "$rmr_bad" ]; then
+        case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
+        printf '%s\n' "$rmr_bad"
+        return 1
+    fi
+    rmr_links=$(find -H "$2" -mindepth 1 -type l 2>/dev/null)
+    [ -n "$rmr_links" ] || return 0
+    rmr_ifs=$IFS
+    IFS=$NL_RMR
+    for rmr_link in $rmr_links; do
         IFS=$rmr_ifs
+        rmr_file "$rmr_link" || return 1
+        if [ -d "$rmr_link" ]; then rmr_tree "$(($1 + 1))" "$rmr_link" || return 1; fi
     done
+    IFS=$rmr_ifs
 }
 
 rmr_libraries() {
@@ -112,13 +113,27 @@ rmr_interpreter() {
     rmr_bin=${1%/*}
     rmr_prefix=${rmr_bin%/*}
     rmr_prefix=${rmr_prefix:-/}
+    # Its bin/, its prefix and lib/ not writable even when sticky: a pyvenv.cfg added
+    # beside it or in its prefix would name another home to load from.
+    for rmr_dir in "$rmr_bin" "$rmr_prefix" "$rmr_prefix/lib"; do
+        [ -d "$rmr_dir" ] || continue
+        rmr_bad=$(find -H "$rmr_dir" -maxdepth 0 \( ! -user root -o -perm /022 \) -printf '%u %p\n' 2>/dev/null)
+        if [ -n "$rmr_bad" ]; then
+            case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
+            printf '%s\n' "$rmr_bad"
+            return 1
+        fi
+    done
     for rmr_cfg in "$rmr_bin/pyvenv.cfg" "$rmr_prefix/pyvenv.cfg"; do
         if [ -e "$rmr_cfg" ] || [ -L "$rmr_cfg" ]; then rmr_file "$rmr_cfg" || return 1; fi
     done
     for rmr_lib in "$rmr_prefix"/lib/libpython3* "$rmr_prefix"/lib64/libpython3*; do
         if [ -e "$rmr_lib" ] || [ -L "$rmr_lib" ]; then rmr_file "$rmr_lib" || return 1; fi
     done
-    rmr_tree "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3* || return 1
+    for rmr_top in "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3*; do
+        if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
+        rmr_tree 1 "$rmr_top" || return 1
+    done
     [ -f "$1" ] || return 0
     for rmr_lib in $(rmr_libraries "$1"); do
         rmr_file "$rmr_lib" || return 1

@@ -129,6 +129,30 @@ def not_named_python(p):
     return "daemon", theirs(p["stdlib"] / "site-packages" / "evil.pth", "import os\n"), p["top"] / "bin" / "cpython"
 
 
+def sticky_site_packages(p):
+    """Sticky keeps others from renaming root's entries, not from adding a .pth."""
+    site = p["stdlib"] / "site-packages"
+    site.mkdir(exist_ok=True)
+    site.chmod(0o1777)
+    return "nobody", site, p["python"]
+
+
+def linked_site_packages(p):
+    """site-packages a link to a root-owned directory holding another user's .pth."""
+    elsewhere = p["top"].parent / "shared-site"
+    elsewhere.mkdir()
+    pth = theirs(elsewhere / "evil.pth", "import os\n")
+    shutil.rmtree(p["stdlib"] / "site-packages", ignore_errors=True)
+    (p["stdlib"] / "site-packages").symlink_to(elsewhere)
+    return "daemon", p["stdlib"] / "site-packages" / "evil.pth", p["python"]
+
+
+def sticky_bin(p):
+    """A sticky bin/ every user may add to: a pyvenv.cfg there would move its home."""
+    (p["top"] / "bin").chmod(0o1777)
+    return "nobody", p["top"] / "bin", p["python"]
+
+
 # variant -> the rule's check that refuses it (cut out in the mutation cases)
 VARIANTS = {
     "prefix lib/python3.11": (prefix_dir, "rmr_tree"),
@@ -139,8 +163,12 @@ VARIANTS = {
     "pyvenv.cfg": (pyvenv_cfg, "rmr_interpreter"),
     "group-writable module": (group_writable_module, "rmr_tree"),
     "stdlib link to another user's file": (stdlib_link_elsewhere, "rmr_tree"),
-    "link hop in a 0777 directory": (link_hop_in_open_dir, "rmr_file"),
+    # Two checks see it: the hop's directory, and the bin/ CPython reads pyvenv.cfg from.
+    "link hop in a 0777 directory": (link_hop_in_open_dir, ("rmr_file", "rmr_interpreter")),
     "an interpreter not named python": (not_named_python, "rmr_tree"),
+    "sticky world-writable site-packages": (sticky_site_packages, "rmr_tree"),
+    "site-packages linked to another user's .pth": (linked_site_packages, "rmr_tree"),
+    "sticky world-writable bin": (sticky_bin, "rmr_interpreter"),
 }
 
 
@@ -211,13 +239,16 @@ def test_build_venv_runs_a_prefix_roots_alone(scratch, prefix):
     assert prefix["marker"].read_text().startswith("uid=0"), run.stdout + run.stderr
 
 
-def mutated(scratch, check):
-    """files/root-may-run.sh with one check cut out (its function returns 0 at once)."""
+def mutated(scratch, checks):
+    """files/root-may-run.sh with its checks ``checks`` (a name or a tuple) cut out: each
+    function returns 0 at once."""
     text = RULE.read_text()
-    head = f"{check}() {{\n"
-    assert text.count(head) == 1, check
-    path = scratch / f"root-may-run-without-{check}.sh"
-    path.write_text(text.replace(head, head + "    return 0\n"))
+    for check in (checks,) if isinstance(checks, str) else checks:
+        head = f"{check}() {{\n"
+        assert text.count(head) == 1, check
+        text = text.replace(head, head + "    return 0\n")
+    path = scratch / "root-may-run-cut.sh"
+    path.write_text(text)
     return path
 
 
