@@ -131,6 +131,8 @@ rmr_interpreter() {
         if [ -e "$rmr_lib" ] || [ -L "$rmr_lib" ]; then rmr_file "$rmr_lib" || return 1; fi
     done
     for rmr_top in "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3*; do
+        # A venv's lib64 is a link to its lib: the same tree, walked once.
+        case $rmr_top in "$rmr_prefix"/lib64/*) [ "$rmr_prefix/lib64" -ef "$rmr_prefix/lib" ] && continue ;; esac
         if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
         rmr_tree 1 "$rmr_top" || return 1
     done
