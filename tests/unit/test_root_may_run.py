@@ -141,7 +141,7 @@ def linked_site_packages(p):
     """site-packages a link to a root-owned directory holding another user's .pth."""
     elsewhere = p["top"].parent / "shared-site"
     elsewhere.mkdir()
-    pth = theirs(elsewhere / "evil.pth", "import os\n")
+    theirs(elsewhere / "evil.pth", "import os\n")
     shutil.rmtree(p["stdlib"] / "site-packages", ignore_errors=True)
     (p["stdlib"] / "site-packages").symlink_to(elsewhere)
     return "daemon", p["stdlib"] / "site-packages" / "evil.pth", p["python"]
