@@ -60,7 +60,7 @@ SCHEMA = {
     # The operator's CPython (venv_python): null when the setting is empty; version and
     # the rest only from one that ran (root's alone).
     "venv_python": Optional({"path": STR, "file": Optional({"user": STR, "mode": STR, "kind": STR}),
-                             "owner": OPT_STR, "real": OPT_STR, "ran": Optional(INT), "version": OPT_STR,
+                             "owner": OPT_STR, "blocked": OPT_STR, "real": OPT_STR, "ran": Optional(INT), "version": OPT_STR,
                              "releaselevel": OPT_STR, "pip": OPT_STR, "venv": OPT_STR}),
     "cuda_packages": Optional(Values(STR)),
     "torch": Optional({"version": VERSION, "cuda": OPT_VERSION, "arch_list": Items(STR), "arch_list_from": STR,
@@ -122,8 +122,9 @@ SCHEMA = {
 }
 # Keys a document must have; the others may be absent (an older report).
 REQUIRED = ("os", "gpus")
-# Keys of a nested object that may be absent: torch is either its versions or an error.
-PARTIAL = {"torch", "toolkits", "resolution", "jit_cache", "driver", "paths"}
+# Keys of a nested object that may be absent: torch is either its versions or an error;
+# venv_python's blocked is absent from an older report.
+PARTIAL = {"torch", "toolkits", "resolution", "jit_cache", "driver", "paths", "venv_python"}
 
 
 def _type_name(kind):

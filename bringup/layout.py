@@ -29,7 +29,8 @@ SERVICE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 # Helper scripts the deploy installs, root-owned, beside nothing else.
 LIBEXEC = "/usr/local/libexec/gpu-bringup"
-HELPERS = ("service-env.sh", "with-service-env", "build-venv.sh", "prewarm.py", "torch_info.py", "session-bound")
+HELPERS = ("service-env.sh", "with-service-env", "build-venv.sh", "prewarm.py", "torch_info.py", "session-bound",
+           "root-may-run.sh")
 
 # Files the deploy writes that no setting moves.
 SERVICE_UNIT = "/etc/systemd/system/sglang.service"

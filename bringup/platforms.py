@@ -272,11 +272,13 @@ def _operator_python_problem(path, found, minimum):
     if state is None:
         return f"{path} does not exist on this node", install
     if found.get("owner"):
+        blocked = found.get("blocked") or path
         what = (f"{path} ({state['kind']}, owner {state['user']}, mode {state['mode']}) can be changed by "
-                f"{found['owner']} (it, a link on its way or a directory above them): root never runs it, nothing "
-                "was run")
-        fix = (f"make {path}, every link to it and every directory above them root's and writable by root only "
-               "(chown root, chmod go-w), or install the interpreter where only root can change it")
+                f"{found['owner']} through {blocked} (it, a link on its way, a directory above them or a file it "
+                "loads from its prefix): root never runs it, nothing was run")
+        fix = (f"make {blocked} root's and writable by root only (chown -R root: {blocked} && chmod -R go-w "
+               f"{blocked}; the same for every link, directory above and file of the interpreter's prefix), or "
+               "install the interpreter where only root can change it")
         return what, fix
     if state["kind"] != "regular file" or found.get("ran") is None:
         return (f"{path} ({state['kind']}, owner {state['user']}, mode {state['mode']}) is not an executable file",

@@ -519,9 +519,10 @@ def python_interpreters(sections):
 
 def venv_python(section):
     """The ``venv-python`` section -> the operator's CPython (``venv_python``) as the probe
-    found it (files/probe.sh probe_venv_python): its state, the first non-root user who
-    may change it (it, a link on its way or a directory above either; None: root alone),
-    and, only when it ran, what it said; None when the setting is empty.
+    found it (files/probe.sh probe_venv_python): its state, who may change it and the
+    first path that lets them (``blocked``: it, a link on its way, a directory above them
+    or a file it loads from its prefix, files/root-may-run.sh; None: root alone), and,
+    only when it ran, what it said; None when the setting is empty.
 
     >>> found = venv_python(Section("venv-python", 0, ("path", "/opt/py/bin/python3.11"), [
     ...     "file=root 755 regular file", "owner=", "real=/opt/py/bin/python3.11", "ran=0", "version=3.11.2",
@@ -537,6 +538,7 @@ def venv_python(section):
         "path": section.attribute("path"),
         "file": _file_state(values.get("file"), f"{section.attribute('path')}"),
         "owner": values.get("owner"),
+        "blocked": values.get("blocked"),
         "real": values.get("real"),
         "ran": int(ran) if ran and ran.isdigit() else None,
         "version": values.get("version"),

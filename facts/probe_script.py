@@ -9,8 +9,9 @@ import shlex
 from pathlib import Path
 
 FILES = Path(__file__).resolve().parent.parent / "files"
-# The env-file reader and the apt-lock finder first: the probe's sections call them.
-PROBE_SOURCES = (FILES / "service-env.sh", FILES / "apt-locks.sh", FILES / "probe.sh")
+# The env-file reader, the apt-lock finder and the rule for what root may run
+# (root_may_run) first: the probe's sections call them.
+PROBE_SOURCES = (FILES / "service-env.sh", FILES / "apt-locks.sh", FILES / "root-may-run.sh", FILES / "probe.sh")
 # Run by the venv's python in the probe's venv section (no torch import).
 TORCH_INFO = FILES / "torch_info.py"
 

@@ -34,6 +34,16 @@ umask 022
 target=$VENV_DIRS/$VENV_DIGEST
 log() { printf 'build-venv: %s\n' "$*"; }
 
+# Root builds with VENV_PYTHON (and later runs the venv's python, which loads its
+# prefix) only when root may run it (files/root-may-run.sh, installed beside this
+# script: it, its links, the directories above them and every file it loads are
+# root's alone). Checked before anything is written: a refusal changes nothing.
+here=$(dirname -- "$0")
+if [ "$(id -u)" = 0 ] && ! sh "$here/root-may-run.sh" "$VENV_PYTHON" interpreter; then
+    log "venv_python refused: nothing was built"
+    exit 1
+fi
+
 cd /
 install -d -m 0755 -o root -g root "$VENV_DIRS" "$VENV_CACHE"
 # One build at a time on a node: a second deploy, or the re-run of one whose SSH session
@@ -81,6 +91,11 @@ else
             [ -e "$old" ] || [ -L "$old" ] || continue
             [ "${old##*/}" = "$uv_digest" ] || rm -rf "$old"
         done
+        # The uv kept from an earlier bootstrap, run by root only while root may.
+        if [ "$(id -u)" = 0 ] && ! sh "$here/root-may-run.sh" "$tools/bin/uv"; then
+            log "the bootstrapped uv in $tools was refused: nothing was built"
+            exit 1
+        fi
         UV_CACHE_DIR="$VENV_CACHE/uv" "$tools/bin/uv" venv -q --python "$VENV_PYTHON" "$target"
         # uv's own summary lines (resolved, prepared, installed, with times) show the phases.
         UV_CACHE_DIR="$VENV_CACHE/uv" "$tools/bin/uv" pip sync --no-progress --python "$target/bin/python" \

@@ -302,15 +302,19 @@ if not missing:
 print("venv=" + (",".join(missing) or "ok"))'
 
 probe_venv_python() {
-    # The operator's CPython (venv_python), run only when it, every link on the way to it
-    # and every directory above each are root's and writable by root only: root never
-    # runs what another user could have changed. Its state and owner are reported either way.
+    # The operator's CPython (venv_python), run only when root may run it (root_may_run,
+    # files/root-may-run.sh: it, every link on the way, every directory above them and
+    # every file it loads from its prefix are root's and writable by root only): root
+    # never runs what another user could have changed. Its state, who may change it
+    # and the first path that allows it (blocked) are reported either way.
     [ -n "${PROBE_VENV_PYTHON:-}" ] || return 0
     vp_file=$(stat -L -c '%U %a %F' -- "$PROBE_VENV_PYTHON" 2>/dev/null)
-    vp_owner=
-    [ -z "$vp_file" ] || vp_owner=$(link_chain_owner "$PROBE_VENV_PYTHON")
+    vp_verdict=
+    [ -z "$vp_file" ] || vp_verdict=$(root_may_run "$PROBE_VENV_PYTHON" interpreter)
+    vp_owner=${vp_verdict%%" "*}
+    vp_blocked=${vp_verdict#*" "}
     vp_real=$(readlink -f -- "$PROBE_VENV_PYTHON" 2>/dev/null)
-    body="file=$vp_file${NL}owner=$vp_owner${NL}real=$vp_real"
+    body="file=$vp_file${NL}owner=$vp_owner${NL}blocked=$vp_blocked${NL}real=$vp_real"
     case $vp_file in
         "root "*" regular file")
             if [ -z "$vp_owner" ] && [ -x "$vp_real" ]; then
@@ -338,8 +342,10 @@ probe_venv() {
     # Versions from package metadata and torch/version.py, no import; torch's arch list
     # from the record beside a managed venv's torch, imported only without a current one.
     # An external venv's bin/python is a link to some interpreter: judged by what it is.
+    # Root runs it only when root_may_run allows the interpreter and everything it loads.
     runner=$(unprivileged_owner "$PROBE_VENV" "$PROBE_VENV/bin" "$PROBE_VENV/lib" "$PROBE_VENV"/lib/python3*/site-packages)
     [ -n "$runner" ] || runner=$(code_owner "$PROBE_VENV/bin/python")
+    [ -n "$runner" ] || { runner=$(root_may_run "$PROBE_VENV/bin/python" interpreter); runner=${runner%%" "*}; }
     capture venv "${runner:+user=$runner}" as_user "$runner" "$PROBE_VENV/bin/python" -I -c "$TORCH_INFO" \
         --record "$PROBE_TORCH_RECORD"
 }

@@ -97,6 +97,9 @@ class VenvPlan:
     torch_info: str = f"{LIBEXEC}/torch_info.py"
     # Runs the build so that it dies with its SSH session (files/session-bound).
     session_bound: str = f"{LIBEXEC}/session-bound"
+    # The rule for what root may run (files/root-may-run.sh), asked before root runs the
+    # venv's python (which loads the interpreter's prefix).
+    root_may_run: str = f"{LIBEXEC}/root-may-run.sh"
     # The service's release records (files/release.sh): the build's cleanup keeps every
     # venv one of them names, so a rollback always finds its venv.
     releases: str = ""

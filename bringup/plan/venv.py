@@ -40,7 +40,8 @@ def venv_plan(context):
                     python_version=python.version if python else "",
                     torch_record=layout.torch_record, torch_info=layout.helper("torch_info.py"),
                     torch_recorded=recorded,
-                    session_bound=layout.helper("session-bound"), releases=layout.releases)
+                    session_bound=layout.helper("session-bound"), releases=layout.releases,
+                    root_may_run=layout.helper("root-may-run.sh"))
 
 
 def _python(context):

@@ -72,8 +72,10 @@ def venv_from_lock(venv: VenvPlan):
               "VENV_INSTALLER": venv.installer, "VENV_PYTHON": venv.python, "VENV_TORCH_INFO": venv.torch_info,
               "VENV_RELEASES": venv.releases}
     # The build dies with its SSH session (files/session-bound): a killed connection
-    # never leaves one running beside the re-run's.
-    yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), venv.python,
+    # never leaves one running beside the re-run's. The wrapper runs on the system's
+    # python: the operator's CPython (venv.python) is run by root only after the build
+    # script's root_may_run check (files/root-may-run.sh) has passed it.
+    yield StreamedCommand(shlex.join(["env", *(f"{key}={value}" for key, value in inputs.items()), SYSTEM_PYTHON,
                                       "-I", venv.session_bound, venv.builder, *venv.sources]))
 
 
@@ -105,9 +107,11 @@ def torch_arch_recorded(venv: VenvPlan, layout: NodeLayout):
     if torch.get("arch_list_from") == "record":
         host.noop(f"{venv.torch_record} records torch's arch list")
         return
-    record = shlex.quote(venv.torch_record)
-    yield (f"{shlex.quote(venv.path + '/bin/python')} -I {shlex.quote(venv.torch_info)} --emit-record "
-           f"> {record}.tmp && mv -f {record}.tmp {record}")
+    # Root runs the venv's python only when root may (files/root-may-run.sh: it, its
+    # links and everything its interpreter loads root's alone); else one line, nothing run.
+    record, python = shlex.quote(venv.torch_record), shlex.quote(venv.path + '/bin/python')
+    yield (f"sh {shlex.quote(venv.root_may_run)} {python} interpreter && "
+           f"{python} -I {shlex.quote(venv.torch_info)} --emit-record > {record}.tmp && mv -f {record}.tmp {record}")
 
 
 @operation()

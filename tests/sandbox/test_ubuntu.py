@@ -156,6 +156,35 @@ def test_ubuntu2204_is_refused_before_anything_changes(jammy):
     assert run_ssh(jammy, listing).stdout == before
 
 
+def test_ubuntu2204_refuses_the_operators_cpython_while_another_user_may_change_its_prefix(jammy):
+    """One rule for what root may run (files/root-may-run.sh) on a real node: a .pth file
+    in the operator's CPython's site-packages owned by a throwaway user (nobody) makes
+    validate block with VENV_PYTHON_UNUSABLE naming that file and its fix, the probe
+    never starts the interpreter (the .pth's marker stays absent), and deploy changes
+    nothing. The .pth is removed after, for the green run that follows."""
+    pth = "/opt/cpython-3.11/lib/python3.11/site-packages/zz-rootruns.pth"
+    marker = "/var/tmp/rootruns-pth-ran"
+    run_ssh(jammy, f"rm -f {marker}; printf '%s\\n' \"import os; open('{marker}', 'a').write(str(os.getuid()))\" "
+                   f"> {pth} && chown nobody {pth}")
+    try:
+        data = DATA + (f"venv_python={OPERATOR_PYTHON}",)
+        _, report = validate(jammy["name"], expect_rc=1, data=data)
+        fact = report["facts"]["venv_python"]
+        assert (fact["owner"], fact["blocked"], fact["ran"]) == ("nobody", pth, None), fact
+        findings = {f["code"]: f for f in report["plan"]["findings"]}
+        assert findings["VENV_PYTHON_UNUSABLE"]["severity"] == "blocker", findings
+        assert f"through {pth}" in findings["VENV_PYTHON_UNUSABLE"]["message"], findings["VENV_PYTHON_UNUSABLE"]
+        assert f"chown -R root: {pth}" in findings["VENV_PYTHON_UNUSABLE"]["fix"], findings["VENV_PYTHON_UNUSABLE"]
+        listing = "ls /etc/apt/sources.list.d /opt /var/cache; ls /etc/sglang 2>&1; true"
+        before = run_ssh(jammy, listing).stdout
+        refused = pyinfra_cli("inventory/gpu.py", "--limit", jammy["name"], "deploy.py", data=data)
+        assert refused.returncode == 1 and "VENV_PYTHON_UNUSABLE" in refused.output, refused.output[-3000:]
+        assert run_ssh(jammy, listing).stdout == before
+        assert run_ssh(jammy, f"test -e {marker} && cat {marker}; true").stdout == "", "root ran the .pth"
+    finally:
+        run_ssh(jammy, f"rm -f {pth} {marker}")
+
+
 def test_ubuntu2204_with_the_operators_cpython_to_green(jammy, tmp_path, record_property):
     """The operator's CPython 3.11.2 (root's, under /opt) named by venv_python: the probe
     ran it, the cp311 venv is built with it, the node goes to green."""

@@ -211,3 +211,18 @@ def test_a_failed_bootstrap_leaves_no_tools_and_no_venv(node, monkeypatch):
 def test_pip_alone_bootstraps_nothing(node):
     ok(node["build"]("a" * 16, installer="pip"))
     assert tool_dirs(node) == [] and node["live"]() == "venvs/" + "a" * 16
+
+
+def test_a_kept_uv_another_user_may_change_is_never_run_by_root(node):
+    """The uv of an earlier bootstrap is run again only while root may run it
+    (files/root-may-run.sh): one that became another user's is refused, nothing built."""
+    if os.geteuid() != 0:
+        pytest.skip("the rule is about what root runs: run as root (the sandbox machines do)")
+    ok(node["build"]("a" * 16, uv_lock="uv==0.11.1"))
+    [kept] = tool_dirs(node)
+    os.chown(node["root"] / "tools" / kept / "bin" / "uv", 1, 1)
+    run = node["build"]("b" * 16, uv_lock="uv==0.11.1")
+    assert run.returncode == 1 and f"daemon may change {node['root']}/tools/{kept}/bin/uv" in run.stderr, \
+        run.stdout + run.stderr
+    assert "nothing was built" in run.stdout and node["uv_runs"]() == ["uv uv==0.11.1"]
+    assert node["live"]() == "venvs/" + "a" * 16 and not (node["root"] / "venvs" / ("b" * 16)).exists()

@@ -1,0 +1,194 @@
+# root_may_run: the one rule for "may root run this" (docs/security.md), shared by the
+# node probe (facts/probe_script.py sends it before files/probe.sh) and the tasks
+# (files/build-venv.sh sources it; the deploy installs it beside its helpers and runs
+# it as `sh root-may-run.sh FILE` before root runs a venv's python).
+#
+# Root may execute FILE only when every file that can decide what runs is root's and
+# writable by root alone (a directory others may write counts only when sticky, like
+# /tmp: no one renames root's entries there):
+#   - FILE, every symbolic link on the way to it (each hop) and every directory above
+#     each of them and above the file they end at;
+#   - for a script whose first line is "#!", the interpreter it names, by this same rule;
+#   - for a CPython (a name starting "python"), every file it can load: its prefix's
+#     lib/python3.X trees (stdlib, sitecustomize.py, site-packages and its .pth files,
+#     lib-dynload), pyvenv.cfg beside it or in its prefix, and the shared libraries the
+#     dynamic loader lists for it (libpython wherever it is); a link inside those trees
+#     is followed to what it names.
+# Prints nothing and returns 0 when root may run FILE; else prints one line,
+# "<who> <path>": the first path that breaks the rule and who may change it (its owner,
+# or nobody for a root-owned one others may write), and returns 1.
+#
+#   $ root_may_run /opt/cpython-3.11/bin/python3.11 || echo refused
+#   alice /opt/cpython-3.11/lib/python3.11
+#   refused
+
+rmr_node() {
+    # rmr_node PATH: PATH itself (a link not followed) is root's and, unless it is a
+    # link or a sticky directory, writable by root only.
+    rmr_state=$(stat -c '%U %a %F' -- "$1" 2>/dev/null) || return 0
+    set -- "$1" $rmr_state
+    if [ "$2" != root ]; then
+        printf '%s %s\n' "$2" "$1"
+        return 1
+    fi
+    case $4:$3 in
+        symbolic:* | directory:[1357]???) ;;
+        *:*[2367]? | *:*[2367]) printf 'nobody %s\n' "$1"; return 1 ;;
+    esac
+}
+
+rmr_above() {
+    # rmr_above PATH: PATH and every directory above it, as written (no link followed).
+    rmr_at=$1
+    while :; do
+        rmr_node "$rmr_at" || return 1
+        [ "$rmr_at" = / ] && return 0
+        case $rmr_at in */*) ;; *) return 0 ;; esac
+        rmr_at=${rmr_at%/*}
+        rmr_at=${rmr_at:-/}
+    done
+}
+
+rmr_file() {
+    # rmr_file PATH: every link hop to PATH with the directories above it, then the
+    # file it ends at with the directories above that.
+    rmr_path=$1 rmr_hops=0
+    while [ -L "$rmr_path" ]; do
+        rmr_hops=$((rmr_hops + 1))
+        [ "$rmr_hops" -le 40 ] || { printf 'nobody %s\n' "$1"; return 1; }
+        rmr_above "$rmr_path" || return 1
+        rmr_dir=${rmr_path%/*}
+        rmr_target=$(readlink -- "$rmr_path")
+        case $rmr_target in /*) rmr_path=$rmr_target ;; *) rmr_path=${rmr_dir:-/}/$rmr_target ;; esac
+    done
+    rmr_above "$rmr_path" || return 1
+    rmr_real=$(readlink -f -- "$rmr_path" 2>/dev/null) || rmr_real=$rmr_path
+    rmr_above "$rmr_real"
+}
+
+rmr_tree() {
+    # rmr_tree DEPTH DIR: DIR (followed when a link) and every entry under it root's and
+    # writable by root alone: no sticky exception here, since a sticky directory still
+    # lets any user add a module or a .pth; what each link in there names, and the tree
+    # under a link to a directory (DEPTH counts those, at most 8).
+    [ -e "$2" ] || return 0
+    [ "$1" -le 8 ] || { printf 'nobody %s\n' "$2"; return 1; }
+    rmr_bad=$(find -H "$2" ! -type l \( ! -user root -o -perm /022 \) -printf '%u %p\n' -quit 2>/dev/null)
+    if [ -n "$rmr_bad" ]; then
+        case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
+        printf '%s\n' "$rmr_bad"
+        return 1
+    fi
+    rmr_links=$(find -H "$2" -mindepth 1 -type l 2>/dev/null)
+    [ -n "$rmr_links" ] || return 0
+    rmr_ifs=$IFS
+    IFS=$NL_RMR
+    for rmr_link in $rmr_links; do
+        IFS=$rmr_ifs
+        rmr_file "$rmr_link" || return 1
+        if [ -d "$rmr_link" ]; then rmr_tree "$(($1 + 1))" "$rmr_link" || return 1; fi
+    done
+    IFS=$rmr_ifs
+}
+
+rmr_libraries() {
+    # rmr_libraries FILE: the shared libraries the system's dynamic loader resolves for
+    # FILE: listed, not run (the system's loader, not the PT_INTERP FILE names; --list
+    # maps the libraries without relocating them or running their constructors), and
+    # as nobody when root asks.
+    for rmr_ld in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do
+        [ -x "$rmr_ld" ] || continue
+        if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then
+            env -i PATH=/usr/bin:/bin runuser -u nobody -- env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
+        else
+            env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
+        fi 2>/dev/null | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
+        return 0
+    done
+}
+
+rmr_interpreter() {
+    # rmr_interpreter PROGRAM: what the CPython PROGRAM (bin/python3.X of a prefix or of
+    # a venv) loads from the prefix its bin/ is in.
+    rmr_bin=${1%/*}
+    rmr_prefix=${rmr_bin%/*}
+    rmr_prefix=${rmr_prefix:-/}
+    # Its bin/, its prefix and lib/ not writable even when sticky: a pyvenv.cfg added
+    # beside it or in its prefix would name another home to load from.
+    for rmr_dir in "$rmr_bin" "$rmr_prefix" "$rmr_prefix/lib"; do
+        [ -d "$rmr_dir" ] || continue
+        rmr_bad=$(find -H "$rmr_dir" -maxdepth 0 \( ! -user root -o -perm /022 \) -printf '%u %p\n' 2>/dev/null)
+        if [ -n "$rmr_bad" ]; then
+            case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
+            printf '%s\n' "$rmr_bad"
+            return 1
+        fi
+    done
+    for rmr_cfg in "$rmr_bin/pyvenv.cfg" "$rmr_prefix/pyvenv.cfg"; do
+        if [ -e "$rmr_cfg" ] || [ -L "$rmr_cfg" ]; then rmr_file "$rmr_cfg" || return 1; fi
+    done
+    for rmr_lib in "$rmr_prefix"/lib/libpython3* "$rmr_prefix"/lib64/libpython3*; do
+        if [ -e "$rmr_lib" ] || [ -L "$rmr_lib" ]; then rmr_file "$rmr_lib" || return 1; fi
+    done
+    for rmr_top in "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3*; do
+        # A venv's lib64 is a link to its lib: the same tree, walked once.
+        case $rmr_top in "$rmr_prefix"/lib64/*) [ "$rmr_prefix/lib64" -ef "$rmr_prefix/lib" ] && continue ;; esac
+        if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
+        rmr_tree 1 "$rmr_top" || return 1
+    done
+    [ -f "$1" ] || return 0
+    for rmr_lib in $(rmr_libraries "$1"); do
+        rmr_file "$rmr_lib" || return 1
+    done
+}
+
+root_may_run() {
+    # root_may_run FILE [interpreter]: see the top of this file; "interpreter": FILE is a
+    # CPython whatever its name (venv_python).
+    NL_RMR='
+'
+    rmr_depth=0
+    rmr_named=$1
+    rmr_python=${2:-}
+    while :; do
+        rmr_file "$rmr_named" || return 1
+        REAL_RMR=$(readlink -f -- "$rmr_named" 2>/dev/null) || REAL_RMR=$rmr_named
+        case $rmr_python:${REAL_RMR##*/}:${rmr_named##*/} in
+            interpreter:*:* | *:python*:* | *:*:python*)
+                # The prefix of the file it is (stdlib, libpython) and, for a venv's
+                # bin/python (a link to it), the venv's own (pyvenv.cfg, site-packages).
+                rmr_interpreter "$REAL_RMR" || return 1
+                if [ "${rmr_named%/*/*}" != "${REAL_RMR%/*/*}" ]; then rmr_interpreter "$rmr_named" || return 1; fi ;;
+        esac
+        rmr_python=
+        # A script: the kernel starts the interpreter its "#!" line names (first word).
+        rmr_head=$(head -c 2 -- "$REAL_RMR" 2>/dev/null)
+        [ "$rmr_head" = "#!" ] || return 0
+        rmr_line=$(head -n 1 -- "$REAL_RMR")
+        rmr_line=${rmr_line#??}
+        rmr_line=${rmr_line#"${rmr_line%%[! 	]*}"}
+        rmr_named=${rmr_line%%[ 	]*}
+        rmr_depth=$((rmr_depth + 1))
+        [ "$rmr_depth" -le 4 ] || { printf 'nobody %s\n' "$REAL_RMR"; return 1; }
+        [ -n "$rmr_named" ] || return 0
+    done
+}
+
+root_may_run_or_say() {
+    # root_may_run_or_say FILE [interpreter]: root_may_run, with a refusal said in one line on stderr
+    # naming FILE, the path that blocks it, who may change that, and the fix.
+    rmr_verdict=$(root_may_run "$1" "${2:-}") && return 0
+    rmr_who=${rmr_verdict%%" "*}
+    rmr_where=${rmr_verdict#*" "}
+    printf '%s\n' "root never runs $1: $rmr_who may change $rmr_where (it, a link on its way, a directory above" \
+        "them or a file it loads); nothing was run. Fix: chown -R root: $rmr_where && chmod -R go-w $rmr_where," \
+        "or use a program only root can change" | tr '\n' ' ' | sed 's/ $//' >&2
+    printf '\n' >&2
+    return 1
+}
+
+# Run as a program (`sh root-may-run.sh FILE [interpreter]`): nothing and exit 0 when
+# root may run FILE, else the refusal in one line on stderr and exit 1.
+case ${0##*/} in
+    root-may-run.sh) root_may_run_or_say "$1" "${2:-}"; exit ;;
+esac
