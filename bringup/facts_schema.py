@@ -76,6 +76,10 @@ SCHEMA = {
     # Where service_model comes from (absent from an older report, null without a model).
     "model": Optional({"model": STR, "kind": STR, "path": OPT_STR, "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
                        "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR,
+                       # Whether that snapshot is whole (null: no snapshot named).
+                       "snapshot": Optional({"files": INT, "weights": INT, "incomplete": INT, "record": STR,
+                                             "record_repo": OPT_STR, "record_revision": OPT_STR,
+                                             "record_files": INT, "record_missing": INT}),
                        "config": Optional({"user": STR, "mode": STR, "kind": STR}), "readable": OPT_STR,
                        "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
                        "endpoint": OPT_STR, "offline": OPT_STR, "token": BOOL,

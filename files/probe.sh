@@ -576,6 +576,45 @@ probe_unit() {
     fi
 }
 
+# What the model section says of a hub cache entry's snapshot (docs/facts.md
+# "model.snapshot"; bringup/plan/model_source.py entry_partial decides), run as the
+# cache's reader (the service user, else nobody: root reads nothing of another user's
+# cache), the record never read through a link, every count bounded. huggingface_hub
+# (file_download.py) writes refs/main and the small files before the weights and
+# downloads each blob as blobs/<etag>.incomplete, renamed when whole; the fetch
+# (tasks/operations/model.py) writes .gpu-bringup-complete after hf download exits 0:
+# repo=, revision=, then file=<path> for each file of the snapshot.
+# shellcheck disable=SC2016
+SNAPSHOT_STATE='entry=$1 snap=$1/snapshots/$2 record=$1/.gpu-bringup-complete
+{ [ -d "$snap" ] && [ ! -L "$snap" ] && cd "$snap" && find . -mindepth 1 \( -type f -o -type l \) -print 2>/dev/null \
+    | head -n 10000; } | {
+    files=0 weights=0
+    while IFS= read -r name; do
+        [ -e "$snap/$name" ] || continue
+        files=$((files + 1))
+        case $name in *.safetensors | *.bin | *.pt | *.pth | *.gguf | *.h5 | *.msgpack | *.ckpt) weights=$((weights + 1)) ;; esac
+    done
+    printf "snapshot_files=%s\nsnapshot_weights=%s\n" "$files" "$weights"
+}
+incomplete=$(find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -print 2>/dev/null | head -n 1000 | wc -l)
+printf "snapshot_incomplete=%s\n" "$incomplete"
+if [ -L "$record" ] || { [ -e "$record" ] && [ ! -f "$record" ]; }; then echo record=refused; exit 0; fi
+[ -e "$record" ] || { echo record=none; exit 0; }
+text=$(head -c 262144 -- "$record") || { echo record=refused; exit 0; }
+listed=0 missing=0 repo= revision=
+while IFS= read -r line; do
+    case $line in
+        repo=*) repo=${line#repo=} ;;
+        revision=*) revision=${line#revision=} ;;
+        file=*) listed=$((listed + 1)) name=${line#file=}
+            case /$name/ in */../* | //*) missing=$((missing + 1)) ;; *) [ -e "$snap/$name" ] || missing=$((missing + 1)) ;; esac ;;
+    esac
+done <<RECORD
+$text
+RECORD
+printf "record=present\nrecord_repo=%.200s\nrecord_revision=%.64s\nrecord_files=%s\nrecord_missing=%s\n" \
+    "$repo" "$revision" "$listed" "$missing"'
+
 probe_model() {
     # Where service_model comes from, as SGLang will look for it (docs/facts.md "model";
     # bringup/plan/model_source.py decides): a directory (os.path.isdir, as SGLang 0.5.23
@@ -638,6 +677,9 @@ probe_model() {
         config=
         [ -n "$revision" ] && config=$entry/snapshots/$revision/config.json
         body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision"
+        # Whether the snapshot is whole (SNAPSHOT_STATE), read as the cache's reader.
+        [ -n "$revision" ] && body="$body${NL}$(as_user "${reader:-nobody}" /bin/sh -c "$SNAPSHOT_STATE" sh \
+            "$entry" "$revision" 2>/dev/null)"
     fi
     state=
     [ -n "$config" ] && state=$(stat -L -c '%U %a %F' -- "$config" 2>/dev/null)

@@ -50,9 +50,10 @@ def closed_endpoint():
     return f"http://127.0.0.1:{port}"
 
 
-def plant_cache_entry(cache, model, mode=0o644):
+def plant_cache_entry(cache, model, mode=0o644, weights=True):
     """``model``'s entry in the hub cache ``cache``, as huggingface_hub writes one:
-    the snapshot's config.json a link into blobs/. Returns the entry."""
+    the snapshot's config.json (and, with ``weights``, model.safetensors) a link into
+    blobs/. Returns the entry."""
     entry = Path(cache) / f"models--{model.replace('/', '--')}"
     (entry / "refs").mkdir(parents=True, exist_ok=True)
     (entry / "refs" / "main").write_text(REVISION)
@@ -65,4 +66,11 @@ def plant_cache_entry(cache, model, mode=0o644):
     link = snapshot / "config.json"
     if not link.is_symlink():
         os.symlink(os.path.relpath(blob, snapshot), link)
+    if weights:
+        blob = entry / "blobs" / "9a1c"
+        blob.write_bytes(b"\0" * 64)
+        blob.chmod(mode)
+        link = snapshot / "model.safetensors"
+        if not link.is_symlink():
+            os.symlink(os.path.relpath(blob, snapshot), link)
     return entry

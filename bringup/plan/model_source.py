@@ -11,7 +11,8 @@ deploy starts the service, a warning where it does not (``deploy_steps`` without
 
     >>> decide(hub_fact(), "sglang", serving=True).code
     'MODEL_UNAVAILABLE'
-    >>> decide(hub_fact(revision="ab12", config=ROOT_FILE, readable="yes"), "sglang", serving=True).offline
+    >>> decide(hub_fact(revision="ab12", snapshot=WHOLE, config=ROOT_FILE, readable="yes"), "sglang",
+    ...        serving=True).offline
     True
 """
 
@@ -23,6 +24,13 @@ from bringup.layout import SERVICE_BASE_PATH
 from bringup.plan.model import ModelFetchPlan
 
 ROOT_FILE = {"user": "root", "mode": "644", "kind": "regular file"}
+# The record deploy's fetch writes into the cache entry once ``hf download`` exited 0
+# (tasks/operations/model.py; read by files/probe.sh SNAPSHOT_STATE).
+COMPLETE_RECORD = ".gpu-bringup-complete"
+# A snapshot judged whole: the fetch's record matching it, or (an entry the operator
+# planted, no record) weights in it and no blob still downloading.
+WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "record": "none", "record_repo": None,
+         "record_revision": None, "record_files": 0, "record_missing": 0}
 # huggingface_hub's true values for HF_HUB_OFFLINE (1.33.0 constants.py ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = ("1", "ON", "YES", "TRUE")
 
@@ -47,8 +55,49 @@ def hub_fact(**changes):
     return {"model": "Qwen/Qwen3-0.6B", "kind": "hub", "path": None, "dir": None,
             "cache": "/var/cache/sglang/xdg/huggingface/hub", "cache_via": "XDG_CACHE_HOME",
             "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None,
-            "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co", "offline": None,
+            "snapshot": None, "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co",
+            "offline": None,
             "token": False, "hub": {"status": None, "error": "[Errno -2] Name or service not known"}, **changes}
+
+
+def entry_partial(fact):
+    """Why the hub cache entry's snapshot is not whole ("" when it is; the probe's
+    ``snapshot``, files/probe.sh SNAPSHOT_STATE). huggingface_hub writes ``refs/main``
+    and the small files (config.json) before the weights, and each blob as
+    ``blobs/<etag>.incomplete`` until it is whole (file_download.py; the cache's layout:
+    https://huggingface.co/docs/hub/local-cache): a killed fetch leaves an entry that
+    looks cached. Whole is the fetch's record (``COMPLETE_RECORD``, written after ``hf
+    download`` exited 0) naming this model and snapshot, every file it lists there; or,
+    for an entry without one (the operator's), weights in the snapshot and no
+    ``.incomplete`` blob.
+
+    >>> entry_partial(hub_fact(revision="ab12", snapshot=WHOLE))
+    ''
+    >>> entry_partial(hub_fact(revision="ab12", snapshot={**WHOLE, "weights": 0}))
+    'its snapshot ab12 holds no weights (*.safetensors, *.bin...)'
+    """
+    snapshot, revision = fact.get("snapshot"), fact.get("revision") or ""
+    if not revision:
+        return "refs/main names no snapshot"
+    if not snapshot:
+        return "the probe did not judge its snapshot"
+    if snapshot["record"] == "refused":
+        return f"its {COMPLETE_RECORD} is not a regular file the cache's reader reads"
+    if snapshot["record"] == "present":
+        if snapshot["record_repo"] != fact["model"] or snapshot["record_revision"] != revision:
+            return (f"its {COMPLETE_RECORD} names {snapshot['record_repo']} snapshot "
+                    f"{(snapshot['record_revision'] or '')[:12]}, refs/main {revision[:12]}: a fetch of it was "
+                    "interrupted")
+        if not snapshot["record_files"]:
+            return f"its {COMPLETE_RECORD} lists no file"
+        if snapshot["record_missing"]:
+            return f"{snapshot['record_missing']} of the {snapshot['record_files']} files its fetch recorded are missing"
+        return ""
+    if snapshot["incomplete"]:
+        return f"{snapshot['incomplete']} blob(s) still .incomplete: a download was interrupted"
+    if not snapshot["weights"]:
+        return f"its snapshot {revision[:12]} holds no weights (*.safetensors, *.bin...)"
+    return ""
 
 
 def _bits(entry, user):
@@ -149,7 +198,8 @@ def decide_hub(fact, user, serving, fetch=False, writes_env=True):
     offline_set = bool(fact.get("offline"))
     offline = offline_set and fact["offline"].upper() in TRUE_VALUES
     hub = fact.get("hub")
-    if fact.get("config"):
+    partial = entry_partial(fact) if fact.get("revision") else ""
+    if fact.get("config") and not partial:
         readable, blocking = _readable(fact, user)
         if not readable:
             return _unreadable(fact, user, serving, f"its hub cache entry {entry}", blocking)
@@ -169,6 +219,13 @@ def decide_hub(fact, user, serving, fetch=False, writes_env=True):
     missing = f"service_model={model} is not in the service's hub cache ({cache}, from {fact.get('cache_via')})"
     copy = (f"copy its cache entry there (`hf download {model} --cache-dir DIR` where the hub answers, then "
             f"DIR/{(entry or '').rsplit('/', 1)[-1]} to {cache}, readable by {user})")
+    if partial:
+        # An interrupted fetch is not a cached model: never served offline, fetched again.
+        missing = (f"service_model={model}'s entry {entry} in the service's hub cache is partial ({partial}), "
+                   "never served offline")
+        copy = (f"let the fetch finish it where the hub answers (deploy again with service_model_fetch: true), or "
+                f"replace {entry} with a whole copy (`hf download {model} --cache-dir DIR` where the hub answers, "
+                f"then DIR/{(entry or '').rsplit('/', 1)[-1]} to {cache}, readable by {user})")
     if offline or hub is None:
         return _failure(serving, "MODEL_UNAVAILABLE", f"{missing} and HF_HUB_OFFLINE is set, so SGLang does not "
                         "ask the hub", f"{copy}, or set service_model to a local directory holding it")

@@ -9,20 +9,53 @@ from pyinfra.api import operation
 from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import SYSTEM_PYTHON
 from bringup.plan.model import ModelFetchPlan
+from bringup.plan.model_source import COMPLETE_RECORD, WHOLE, entry_partial, hub_fact  # noqa: F401 (doctests)
 from facts.node import ModelSource
 from tasks.operations.progress import StreamedCommand
 from tasks.operations.sglang import as_plan
 
 
 def cached(state):
-    """Whether the ModelSource fact finds the model in the hub cache, readable by the
+    """Whether the ModelSource fact finds the model in the hub cache, whole
+    (``entry_partial``: an interrupted fetch is fetched again) and readable by the
     service user (``unknown`` only before the account exists: the fetch then fails
     naming it).
 
-    >>> cached({"kind": "hub", "config": {"user": "sglang"}, "readable": "yes"}), cached({"kind": "hub", "config": None})
-    (True, False)
+    >>> whole = hub_fact(revision="ab12", snapshot=WHOLE, config={"user": "sglang"}, readable="yes")
+    >>> cached(whole), cached({**whole, "config": None}), cached({**whole, "snapshot": {**WHOLE, "incomplete": 1}})
+    (True, False, False)
     """
-    return bool(state and state.get("config") and state.get("readable") == "yes")
+    return bool(state and state.get("config") and state.get("readable") == "yes" and not entry_partial(state))
+
+
+# Run as the service user once ``hf download`` exited 0: the record the probe holds the
+# snapshot to (files/probe.sh SNAPSHOT_STATE), written whole (a temporary file renamed):
+# the model, the snapshot refs/main names, every file of the snapshot whose blob is there.
+# shellcheck disable=SC2016
+RECORD_SCRIPT = r"""set -u
+entry=$1 model=$2 revision=
+read -r revision < "$entry/refs/main" || :
+case $revision in "" | *[!0-9a-f]*) echo "$entry/refs/main names no snapshot" >&2; exit 1 ;; esac
+snap=$entry/snapshots/$revision
+{ [ -d "$snap" ] && [ ! -L "$snap" ]; } || { echo "$snap is not a directory" >&2; exit 1; }
+umask 022
+tmp=$entry/.gpu-bringup-complete.$$
+{ printf 'repo=%s\nrevision=%s\n' "$model" "$revision" &&
+  (cd "$snap" && find -L . -mindepth 1 -type f -print) | sed 's|^\./|file=|' | LC_ALL=C sort; } > "$tmp" &&
+mv -f "$tmp" "$entry/""" + COMPLETE_RECORD + '"\n'
+
+
+def record_command(fetch):
+    """The command root runs after the fetch: ``RECORD_SCRIPT`` as the service user (the
+    distribution's runuser and sh, a clean environment), the entry and the model as its
+    arguments, never read by root's shell.
+
+    >>> record_command(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h", "/v/bin/hf", "sglang", "/home", "/e")).split()[:5]
+    ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'runuser', '-u']
+    """
+    entry = f"{fetch.cache}/models--{fetch.model.replace('/', '--')}"
+    return shlex.join(["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "runuser", "-u", fetch.user, "--",
+                       "/bin/sh", "-c", RECORD_SCRIPT, "sh", entry, fetch.model])
 
 
 def fetch_command(fetch, host_name):
@@ -51,8 +84,12 @@ def fetch_command(fetch, host_name):
     missing = (f"{host_name}: service_model_fetch: {fetch.hf} is not there (huggingface_hub >= 1.0's CLI); the unit "
                f"was not (re)started. Use a venv whose huggingface_hub has it, or put {fetch.model} into "
                f"{fetch.cache} yourself")
+    unrecorded = shlex.quote(f"{host_name}: service_model_fetch: hf download {fetch.model} exited 0 but its "
+                             f"completion record could not be written into {fetch.cache}; the unit was not "
+                             "(re)started. Check the cache entry (refs/main, snapshots/), then deploy again")
     return (f"echo {shlex.quote(said)} && {{ [ -x {shlex.quote(fetch.hf)} ] || {{ echo {shlex.quote(missing)} >&2; "
-            f"exit 1; }}; }} && {{ {shlex.join(run)} || {{ status=$?; echo {failed} >&2; exit 1; }}; }}")
+            f"exit 1; }}; }} && {{ {shlex.join(run)} || {{ status=$?; echo {failed} >&2; exit 1; }}; }} && "
+            f"{{ {record_command(fetch)} || {{ echo {unrecorded} >&2; exit 1; }}; }}")
 
 
 @operation()

@@ -6,6 +6,7 @@ hub cache hit and miss, a hub that answers, one that refuses the connection); an
 the hub is tests/hub_double.py's, on loopback."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from bringup.config import Config
 from bringup.findings import BLOCKER, FIX, INFO, WARNING
 from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import plan
-from bringup.plan.model_source import ROOT_FILE, blocking_entry, decide, hub_fact
+from bringup.plan.model_source import ROOT_FILE, WHOLE, blocking_entry, decide, entry_partial, hub_fact
 from facts.node import probe_command
 from facts.probe_output import build_document
 from tests.hub_double import REVISION, answering_hub, closed_endpoint, plant_cache_entry
@@ -27,7 +28,11 @@ from tests.unit.scenarios import FIXTURES, converged, varied
 CACHE = "/var/cache/sglang/xdg/huggingface/hub"
 ENTRY = f"{CACHE}/models--Qwen--Qwen3-0.6B"
 REFUSED = {"status": None, "error": "[Errno 111] Connection refused"}
-CACHED = {"revision": REVISION, "config": ROOT_FILE, "readable": "yes"}
+CACHED = {"revision": REVISION, "snapshot": WHOLE, "config": ROOT_FILE, "readable": "yes"}
+# An interrupted fetch: refs/main and config.json there, the weights not (yet).
+INTERRUPTED = {**CACHED, "snapshot": {**WHOLE, "files": 1, "weights": 0, "incomplete": 1}}
+RECORDED = {**WHOLE, "record": "present", "record_repo": "Qwen/Qwen3-0.6B", "record_revision": REVISION,
+            "record_files": 3, "record_missing": 0}
 
 
 def chain(*entries):
@@ -99,6 +104,26 @@ CASES = [
      ("MODEL_SOURCE", INFO, "hub", False, True), ("HF_TOKEN is set",)),
     ("no such model", hub_fact(hub={"status": 404, "error": None}), True, False,
      ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("answers 404",)),
+    ("an interrupted fetch, the hub unreachable: not offline, a blocker naming the entry", hub_fact(**INTERRUPTED),
+     True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
+     (f"entry {ENTRY}", "is partial (1 blob(s) still .incomplete", "never served offline", "does not answer")),
+    ("an interrupted fetch, the operator's HF_HUB_OFFLINE", hub_fact(**INTERRUPTED, offline="1", hub=None), True,
+     False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("is partial", "HF_HUB_OFFLINE is set")),
+    ("an interrupted fetch, the hub answers: the fetch runs again", hub_fact(**INTERRUPTED, hub={"status": 200,
+     "error": None}), True, True, ("MODEL_SOURCE", INFO, "hub", False, True), ("is partial", "deploy fetches it")),
+    ("refs/main and config.json only, no blob left behind", hub_fact(**CACHED | {"snapshot": {**WHOLE, "weights": 0}}),
+     True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("holds no weights",)),
+    ("the fetch's record matches the snapshot", hub_fact(**CACHED | {"snapshot": RECORDED}), True, False,
+     ("MODEL_OFFLINE", FIX, "cache", True, False), ("from the cache",)),
+    ("the record names another snapshot: a fetch of a new one was interrupted", hub_fact(**CACHED | {"snapshot": {
+     **RECORDED, "record_revision": "ab" * 20}}), True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
+     ("names Qwen/Qwen3-0.6B snapshot abababababab, refs/main c1899de289a0",)),
+    ("a file the record lists is gone", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record_missing": 1}}), True,
+     False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("1 of the 3 files its fetch recorded",)),
+    ("a record that is a link or unreadable", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record": "refused"}}),
+     True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("is not a regular file",)),
+    ("a snapshot the probe did not judge", hub_fact(**CACHED | {"snapshot": None}), True, False,
+     ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("did not judge",)),
     ("a password in HF_ENDPOINT is not shown", hub_fact(endpoint="https://u:pw@mirror.example"), True, False,
      ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("https://<redacted>@mirror.example",)),
 ]
@@ -309,3 +334,94 @@ def test_the_probe_reads_the_keys_the_plan_passes():
 
     script = (Path(__file__).resolve().parents[2] / "files" / "probe.sh").read_text()
     assert tuple(re.search(r'model_keys="([^"]*)"', script).group(1).split()) == MODEL_ENV_KEYS
+
+
+# --- An interrupted fetch (finding 8 of issue 33) ----------------------------------------
+
+
+def interrupted_entry(cache, model="Qwen/Qwen3-0.6B"):
+    """What a fetch killed midway leaves, as huggingface_hub's file_download.py writes it:
+    refs/main and the snapshot's config.json (small files first), the weights' blob
+    still ``<etag>.incomplete`` and no link to it yet."""
+    entry = plant_cache_entry(cache, model, weights=False)
+    (entry / "blobs" / "9a1c.incomplete").write_bytes(b"\0" * 16)
+    return entry
+
+
+def chown_tree(path, user):
+    subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True)
+
+
+@pytest.mark.parametrize("state,partial", [
+    ("whole", ""),
+    ("refs and config only", "holds no weights"),
+    ("an .incomplete blob", "1 blob(s) still .incomplete"),
+])
+def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(open_dir, state, partial):
+    """The real probe on scratch caches, read as the cache's reader (``nobody``): an
+    operator's entry (no record of deploy's fetch) is whole with weights and no blob still
+    downloading; refs/main plus config.json alone is not; and the planner does not take a
+    partial entry offline."""
+    if state == "whole":
+        plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    elif state == "refs and config only":
+        plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False)
+    else:
+        interrupted_entry(open_dir / "hub")
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_ENDPOINT=closed_endpoint())
+    assert fact["revision"] == REVISION and fact["config"] and fact["snapshot"]["record"] == "none", fact
+    assert partial in entry_partial(fact) and bool(entry_partial(fact)) is bool(partial), fact["snapshot"]
+    decision = decide(fact, "nobody", serving=True)
+    if partial:
+        assert (decision.code, decision.severity, decision.offline) == ("MODEL_UNAVAILABLE", BLOCKER, False)
+        assert f"{open_dir}/hub/models--Qwen--Qwen3-0.6B" in decision.message and "partial" in decision.message
+    else:
+        assert (decision.code, decision.offline) == ("MODEL_OFFLINE", True)
+
+
+def test_the_fetchs_record_is_written_as_the_service_user_and_held_to_the_snapshot(open_dir):
+    """The record command deploy runs after ``hf download`` exited 0 (tasks/operations/model.py),
+    run for real as a throwaway user (``nobody``, owning the cache as the service user
+    does): the probe then finds the entry whole; a later fetch of a new snapshot killed
+    midway (refs/main moved, its weights not there) is partial again; a file the record
+    lists going missing is partial; a record that is a link is refused, not followed."""
+    from bringup.plan.model import ModelFetchPlan
+    from tasks.operations.model import record_command
+
+    cache = open_dir / "hub"
+    entry = plant_cache_entry(cache, "Qwen/Qwen3-0.6B")
+    chown_tree(cache, "nobody")
+    fetch = ModelFetchPlan("Qwen/Qwen3-0.6B", str(cache), "/v/bin/hf", "nobody", "/nonexistent", "/e")
+    subprocess.run(["sh", "-c", record_command(fetch)], check=True, env={"PATH": "/usr/bin:/bin"}, timeout=30)
+    record = entry / ".gpu-bringup-complete"
+    assert record.stat().st_uid != 0 and oct(record.stat().st_mode)[-3:] == "644"
+    assert record.read_text().splitlines() == ["repo=Qwen/Qwen3-0.6B", f"revision={REVISION}", "file=config.json",
+                                               "file=model.safetensors"]
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["record"] == "present" and entry_partial(fact) == "", fact["snapshot"]
+    # A new snapshot's fetch killed midway: refs/main names it, config.json only.
+    newer = "ab" * 20
+    (entry / "snapshots" / newer).mkdir()
+    os.symlink("../../blobs/0f3a", entry / "snapshots" / newer / "config.json")
+    (entry / "refs" / "main").write_text(newer)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert "a fetch of it was interrupted" in entry_partial(fact), fact["snapshot"]
+    (entry / "refs" / "main").write_text(REVISION)
+    (entry / "blobs" / "9a1c").unlink()
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert "1 of the 2 files its fetch recorded are missing" in entry_partial(fact), fact["snapshot"]
+    # A link at the record is never followed.
+    record.unlink()
+    secret = open_dir / "root-only"
+    secret.write_text(f"repo=Qwen/Qwen3-0.6B\nrevision={REVISION}\nfile=config.json\n")
+    os.symlink(secret, record)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["record"] == "refused" and "not a regular file" in entry_partial(fact)
+
+
+def test_the_fetch_runs_again_on_an_interrupted_entry():
+    """model_fetched's own check (``cached``) is the planner's: an entry with a blob still
+    downloading is fetched again, a whole one is not."""
+    from tasks.operations.model import cached
+
+    assert cached(hub_fact(**CACHED)) and not cached(hub_fact(**INTERRUPTED))
