@@ -82,7 +82,7 @@ SCHEMA = {
                                              "record_files": INT, "record_missing": INT}),
                        "config": Optional({"user": STR, "mode": STR, "kind": STR}), "readable": OPT_STR,
                        "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
-                       "endpoint": OPT_STR, "offline": OPT_STR, "token": BOOL,
+                       "endpoint": OPT_STR, "offline": OPT_STR, "offline_by": OPT_STR, "token": BOOL,
                        "hub": Optional({"status": Optional(INT), "error": OPT_STR})}),
     "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
                            # The manifest is the service user's file: its shape is the

@@ -468,6 +468,7 @@ def model_source(section):
         "chain": [_chain_line(line[len("chain="):]) for line in section.lines if line.startswith("chain=")],
         "endpoint": values.get("endpoint"),
         "offline": values.get("offline"),
+        "offline_by": values.get("offline_by"),
         "token": values.get("token") == "set",
         "hub": {"status": int(status) if status else None,
                 "error": values.get("hub_error") or (None if status else "no answer")} if asked else None,

@@ -615,6 +615,17 @@ RECORD
 printf "record=present\nrecord_repo=%.200s\nrecord_revision=%.64s\nrecord_files=%s\nrecord_missing=%s\n" \
     "$repo" "$revision" "$listed" "$missing"'
 
+deploy_owned() {
+    # deploy_owned RECORD KEY VALUE: whether deploy's record of the env file keys it wrote
+    # for a reason of its own says KEY=VALUE; the record counts only as root's alone (a
+    # regular file, never a link, no one else may write it), read at most 4 KiB.
+    [ -f "$1" ] && [ ! -L "$1" ] || return 1
+    case $(stat -c '%u %a' -- "$1" 2>/dev/null) in "0 "*[2367]? | "0 "*[2367]) return 1 ;; "0 "*) ;; *) return 1 ;; esac
+    do_text=$(head -c 4096 -- "$1") || return 1
+    case "$NL$do_text$NL" in *"$NL$2=$3$NL"*) return 0 ;; esac
+    return 1
+}
+
 probe_model() {
     # Where service_model comes from, as SGLang will look for it (docs/facts.md "model";
     # bringup/plan/model_source.py decides): a directory (os.path.isdir, as SGLang 0.5.23
@@ -633,6 +644,7 @@ probe_model() {
     # bringup/layout.py MODEL_ENV_KEYS; HF_TOKEN only to say whether it is set.
     model_keys="HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT HF_HUB_OFFLINE TRANSFORMERS_OFFLINE"
     read_env_file "$PROBE_ENV_FILE" $model_keys HF_TOKEN
+    file_offline=${service_env_HF_HUB_OFFLINE-}
     for key in $model_keys; do
         if eval "[ -n \"\${PROBE_MODEL_ENV_$key+set}\" ]"; then
             eval "service_env_$key=\$PROBE_MODEL_ENV_$key"
@@ -649,6 +661,14 @@ probe_model() {
     [ -n "${service_env_HF_TOKEN:-}" ] && token=set
     unset service_env_HF_TOKEN
     offline=${service_env_HF_HUB_OFFLINE:-${service_env_TRANSFORMERS_OFFLINE:-}}
+    # The env file's HF_HUB_OFFLINE is deploy's when its record says it wrote that value
+    # (bringup/planned_env.py OWNED_SUFFIX) and service_env does not set it: then it is no
+    # reason not to ask the hub (deploy takes it back when the hub answers again).
+    offline_by= operator_offline=$offline
+    if [ -z "${PROBE_MODEL_ENV_HF_HUB_OFFLINE+set}" ] && [ -n "$file_offline" ] \
+            && deploy_owned "$PROBE_ENV_FILE.deploy-owned" HF_HUB_OFFLINE "$file_offline"; then
+        offline_by=deploy operator_offline=${service_env_TRANSFORMERS_OFFLINE:-}
+    fi
     endpoint=${service_env_HF_ENDPOINT:-https://huggingface.co}
     endpoint=${endpoint%/}
     case $model in
@@ -657,7 +677,7 @@ probe_model() {
     esac
     # A password in the endpoint's URL is never reported.
     case $endpoint in *://*@*) shown=${endpoint%%://*}://***@${endpoint#*@} ;; *) shown=$endpoint ;; esac
-    body="kind=$kind${NL}offline=$offline${NL}token=$token${NL}endpoint=$shown"
+    body="kind=$kind${NL}offline=$offline${NL}offline_by=$offline_by${NL}token=$token${NL}endpoint=$shown"
     if [ "$kind" = path ]; then
         config=$place/config.json
         body="$body${NL}path=$place${NL}dir=$(stat -L -c '%U %a %F' -- "$place" 2>/dev/null)"
@@ -704,7 +724,7 @@ probe_model() {
     # model's config.json, as the service's first request is, no token, no redirect
     # followed, 5 s at most; the system's python, isolated, as root reads nothing of it.
     # huggingface_hub's true values (constants.py _is_true: 1, ON, YES, TRUE, any case).
-    case $(printf '%s' "$offline" | tr '[:lower:]' '[:upper:]') in 1 | ON | YES | TRUE) asked=no ;; *) asked=yes ;; esac
+    case $(printf '%s' "$operator_offline" | tr '[:lower:]' '[:upper:]') in 1 | ON | YES | TRUE) asked=no ;; *) asked=yes ;; esac
     if [ "$asked" = yes ] && [ -x /usr/bin/python3 ]; then
         hub=$(as_user "" /usr/bin/python3 -I -c '
 import sys, urllib.error, urllib.request

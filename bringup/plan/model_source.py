@@ -22,6 +22,7 @@ from bringup import redact
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.plan.model import ModelFetchPlan
+from bringup.planned_env import OFFLINE_KEY
 
 ROOT_FILE = {"user": "root", "mode": "644", "kind": "regular file"}
 # The record deploy's fetch writes into the cache entry once ``hf download`` exited 0
@@ -56,7 +57,7 @@ def hub_fact(**changes):
             "cache": "/var/cache/sglang/xdg/huggingface/hub", "cache_via": "XDG_CACHE_HOME",
             "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None,
             "snapshot": None, "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co",
-            "offline": None,
+            "offline": None, "offline_by": None,
             "token": False, "hub": {"status": None, "error": "[Errno -2] Name or service not known"}, **changes}
 
 
@@ -195,7 +196,9 @@ def decide_hub(fact, user, serving, fetch=False, writes_env=True):
     from the hub where it answers (SGLang downloads it at start, or deploy fetches it)."""
     model, cache, entry = fact["model"], fact.get("cache"), fact.get("entry")
     endpoint = redact.urls(fact.get("endpoint") or "https://huggingface.co")
-    offline_set = bool(fact.get("offline"))
+    # Deploy's own HF_HUB_OFFLINE (its record says it wrote it) is no operator's choice:
+    # decided again from the hub and the cache, and taken back when not needed (taken_back).
+    offline_set = bool(fact.get("offline")) and fact.get("offline_by") != "deploy"
     offline = offline_set and fact["offline"].upper() in TRUE_VALUES
     hub = fact.get("hub")
     partial = entry_partial(fact) if fact.get("revision") else ""
@@ -273,6 +276,28 @@ def check_model_source(context):
     decision = decide(fact, config.service_user, serving, fetch, "env" in config.deploy_steps)
     context.add(Finding(decision.code, decision.severity, decision.message, decision.fix))
     return decision
+
+
+def taken_back(context, env):
+    """The env file keys deploy wrote for a reason that is gone (key -> the value it wrote):
+    its HF_HUB_OFFLINE (the probe's ``offline_by``), once the service's env (``env``, the
+    plan's) no longer sets it: the hub answers again, the model changed, the cache no
+    longer holds it whole. The operator's own (service_env, or a value deploy did not
+    write) stays.
+
+    >>> from types import SimpleNamespace
+    >>> from bringup.config import Config
+    >>> context = SimpleNamespace(config=Config(service_model="Qwen/Qwen3-0.6B"), facts={"model": hub_fact(
+    ...     offline="1", offline_by="deploy", hub={"status": 200, "error": None})})
+    >>> taken_back(context, {}), taken_back(context, {"HF_HUB_OFFLINE": "1"})
+    ({'HF_HUB_OFFLINE': '1'}, {})
+    """
+    fact = context.facts.get("model") or {}
+    if fact.get("offline_by") != "deploy" or fact.get("model") != context.config.service_model:
+        return {}
+    if OFFLINE_KEY in env or OFFLINE_KEY in dict(context.config.service_env):
+        return {}
+    return {OFFLINE_KEY: fact.get("offline") or ""}
 
 
 def fetch_plan(context, decision):
