@@ -425,3 +425,96 @@ def test_the_fetch_runs_again_on_an_interrupted_entry():
     from tasks.operations.model import cached
 
     assert cached(hub_fact(**CACHED)) and not cached(hub_fact(**INTERRUPTED))
+
+
+# --- Deploy's own HF_HUB_OFFLINE (finding 9 of issue 33) ---------------------------------
+
+ANSWERS = {"status": 200, "error": None}
+MINE = {"offline": "1", "offline_by": "deploy"}
+
+
+# name, the model fact, service_env, (code, HF_HUB_OFFLINE in the env file, env_owned, env_drop)
+OWNED_CASES = [
+    ("deploy's, the hub still down, the cache whole: kept, still deploy's", hub_fact(**CACHED, **MINE),
+     {}, ("MODEL_OFFLINE", "1", {"HF_HUB_OFFLINE": "1"}, {})),
+    ("deploy's, the hub answers again: taken back", hub_fact(**CACHED, **MINE, hub=ANSWERS), {},
+     ("MODEL_SOURCE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("deploy's, the model changed and the hub answers: taken back, SGLang downloads it",
+     hub_fact(**MINE, hub=ANSWERS), {}, ("MODEL_SOURCE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("deploy's, the model changed, the hub down: the blocker names the hub, not HF_HUB_OFFLINE",
+     hub_fact(**MINE), {}, ("MODEL_UNAVAILABLE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("deploy's, the cache partial now, the hub answers: taken back, fetched", hub_fact(**INTERRUPTED, **MINE,
+     hub=ANSWERS), {}, ("MODEL_SOURCE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("the operator's own in the env file: kept", hub_fact(**CACHED, offline="1", hub=None), {},
+     ("MODEL_SOURCE", None, {}, {})),
+    ("service_env sets it now: the operator's", hub_fact(**CACHED, offline="0", hub=ANSWERS),
+     {"HF_HUB_OFFLINE": "0"}, ("MODEL_SOURCE", "0", {}, {})),
+]
+
+
+@pytest.mark.parametrize("name,fact,service_env,expected", OWNED_CASES, ids=[case[0] for case in OWNED_CASES])
+def test_deploys_own_hf_hub_offline_is_decided_again_and_taken_back(name, fact, service_env, expected):
+    node = plan(model_facts(fact), Config.from_data({"service_model": "Qwen/Qwen3-0.6B", "service_env": service_env}))
+    code, = [f.code for f in node.findings if f.code.startswith("MODEL_")]
+    assert (code, node.service.env.get("HF_HUB_OFFLINE"), node.env_owned, node.env_drop) == expected, node.findings
+    assert "HF_HUB_OFFLINE is set" not in " ".join(f.message for f in node.findings if fact.get("offline_by"))
+    assert node.as_dict()["env_drop"] == expected[3]
+
+
+def probe_env_file(open_dir, text, record=None, record_mode=0o600):
+    env_file = open_dir / "sglang.env"
+    env_file.write_text(text)
+    env_file.chmod(0o640)
+    if record is not None:
+        owned = open_dir / "sglang.env.deploy-owned"
+        owned.write_text(record)
+        owned.chmod(record_mode)
+    return env_file
+
+
+def probe_with(env_file, **env):
+    layout = NodeLayout.for_settings("/nonexistent", str(env_file), "/nonexistent-cache", "nobody")
+    inputs = ProbeInputs(layout, model="Qwen/Qwen3-0.6B", model_env=tuple(env.items()))
+    out = subprocess.run(["sh", "-c", probe_command(inputs, ("model",))], env={"PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return build_document(out.splitlines(), ["model"])["model"]
+
+
+def test_probe_tells_deploys_hf_hub_offline_from_the_operators(open_dir):
+    """The real probe: the env file's HF_HUB_OFFLINE=1 with deploy's record (root's, 0600)
+    is deploy's, and the hub is asked all the same; without the record, with a record
+    others may write, one that is a link, one naming another value, or with service_env
+    setting it, it is the operator's and the hub is not asked."""
+    from bringup.planned_env import owned_record
+
+    hub = f"HF_HUB_CACHE={open_dir}/hub\n"
+    with answering_hub(200) as (endpoint, asked):
+        env_file = probe_env_file(open_dir, f"{hub}HF_ENDPOINT={endpoint}\nHF_HUB_OFFLINE=1\n",
+                                  owned_record({"HF_HUB_OFFLINE": "1"}))
+        fact = probe_with(env_file)
+        assert (fact["offline"], fact["offline_by"], fact["hub"]) == ("1", "deploy", ANSWERS), fact
+        assert asked == ["/Qwen/Qwen3-0.6B/resolve/main/config.json"]
+        assert probe_with(env_file, HF_HUB_OFFLINE="1")["offline_by"] is None
+        (open_dir / "sglang.env.deploy-owned").chmod(0o602)
+        assert probe_with(env_file)["offline_by"] is None
+        (open_dir / "sglang.env.deploy-owned").unlink()
+        os.symlink(open_dir / "elsewhere", open_dir / "sglang.env.deploy-owned")
+        (open_dir / "elsewhere").write_text(owned_record({"HF_HUB_OFFLINE": "1"}))
+        fact = probe_with(env_file)
+        assert (fact["offline_by"], fact["hub"]) == (None, None), fact
+        (open_dir / "sglang.env.deploy-owned").unlink()
+        env_file = probe_env_file(open_dir, f"{hub}HF_HUB_OFFLINE=1\n", owned_record({"HF_HUB_OFFLINE": "yes"}))
+        assert probe_with(env_file)["offline_by"] is None
+        (open_dir / "sglang.env.deploy-owned").unlink()
+        assert probe_with(env_file)["offline_by"] is None
+    assert len(asked) == 1
+
+
+def test_the_env_file_loses_only_the_key_deploy_takes_back():
+    from bringup import envfile
+
+    text = "HF_TOKEN=x\nCUDA_HOME=/c\n# managed\nHF_HUB_OFFLINE=1\nHF_HUB_OFFLINE=1\n"
+    assert envfile.merge(text, {"CUDA_HOME": "/c"}, "# managed", drop=("HF_HUB_OFFLINE",)) == \
+        "HF_TOKEN=x\nCUDA_HOME=/c\n# managed\n"
+    # A key the plan sets again is not dropped.
+    assert "HF_HUB_OFFLINE=1" in envfile.merge(text, {"HF_HUB_OFFLINE": "1"}, "# managed", drop=("HF_HUB_OFFLINE",))
