@@ -596,8 +596,16 @@ SNAPSHOT_STATE='entry=$1 snap=$1/snapshots/$2 record=$1/.gpu-bringup-complete
     done
     printf "snapshot_files=%s\nsnapshot_weights=%s\n" "$files" "$weights"
 }
-incomplete=$(find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -print 2>/dev/null | head -n 1000 | wc -l)
-printf "snapshot_incomplete=%s\n" "$incomplete"
+# A blob still downloading: <etag>.incomplete (1.33.0: <etag>.<random>.incomplete, left
+# behind by a killed process), counted while <etag> itself is not there.
+find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -print 2>/dev/null | head -n 1000 | {
+    incomplete=0
+    while IFS= read -r partial; do
+        name=${partial##*/}
+        [ -e "$entry/blobs/${name%%.*}" ] || incomplete=$((incomplete + 1))
+    done
+    printf "snapshot_incomplete=%s\n" "$incomplete"
+}
 if [ -L "$record" ] || { [ -e "$record" ] && [ ! -f "$record" ]; }; then echo record=refused; exit 0; fi
 [ -e "$record" ] || { echo record=none; exit 0; }
 text=$(head -c 262144 -- "$record") || { echo record=refused; exit 0; }

@@ -340,11 +340,12 @@ def test_the_probe_reads_the_keys_the_plan_passes():
 
 
 def interrupted_entry(cache, model="Qwen/Qwen3-0.6B"):
-    """What a fetch killed midway leaves, as huggingface_hub's file_download.py writes it:
-    refs/main and the snapshot's config.json (small files first), the weights' blob
-    still ``<etag>.incomplete`` and no link to it yet."""
+    """What a fetch killed midway leaves, as huggingface_hub 1.33.0's file_download.py writes
+    it (seen with the real ``hf download`` against tests/hub_double.py serving_hub): refs/main
+    and the snapshot's config.json (small files first), the weights' blob still
+    ``<etag>.<random>.incomplete`` and no link to it yet."""
     entry = plant_cache_entry(cache, model, weights=False)
-    (entry / "blobs" / "9a1c.incomplete").write_bytes(b"\0" * 16)
+    (entry / "blobs" / "9a1c.02909c4f.incomplete").write_bytes(b"\0" * 16)
     return entry
 
 
@@ -354,6 +355,7 @@ def chown_tree(path, user):
 
 @pytest.mark.parametrize("state,partial", [
     ("whole", ""),
+    ("whole, the .incomplete a killed fetch left beside the finished blob", ""),
     ("refs and config only", "holds no weights"),
     ("an .incomplete blob", "1 blob(s) still .incomplete"),
 ])
@@ -362,8 +364,10 @@ def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(ope
     operator's entry (no record of deploy's fetch) is whole with weights and no blob still
     downloading; refs/main plus config.json alone is not; and the planner does not take a
     partial entry offline."""
-    if state == "whole":
-        plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    if state.startswith("whole"):
+        entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+        if "killed" in state:
+            (entry / "blobs" / "9a1c.02909c4f.incomplete").write_bytes(b"\0" * 16)
     elif state == "refs and config only":
         plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False)
     else:
