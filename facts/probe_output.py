@@ -405,14 +405,14 @@ def _count(values, key):
 
 def model_snapshot(values):
     """The snapshot lines of the ``model`` section (probe.sh SNAPSHOT_STATE, read as the
-    cache's reader) -> {"files", "weights", "incomplete", "record" (none, present,
+    cache's reader) -> {"files", "weights", "incomplete", "fetching", "record" (none, present,
     refused), and the record's "record_repo", "record_revision", "record_files",
     "record_missing" (None and 0 without one)}; None without them (no snapshot named, a
     local model, an older probe).
 
     >>> model_snapshot({"snapshot_files": "3", "snapshot_weights": "1", "snapshot_incomplete": "0",
-    ...                 "record": "none"})
-    {'files': 3, 'weights': 1, 'incomplete': 0, 'record': 'none', 'record_repo': None, 'record_revision': None, \
+    ...                 "snapshot_fetching": "no", "record": "none"})
+    {'files': 3, 'weights': 1, 'incomplete': 0, 'fetching': False, 'record': 'none', 'record_repo': None, 'record_revision': None, \
 'record_files': 0, 'record_missing': 0}
     >>> model_snapshot({"revision": "ab"}) is None
     True
@@ -420,6 +420,9 @@ def model_snapshot(values):
     if "snapshot_files" not in values:
         return None
     found = {key: _count(values, f"snapshot_{key}") for key in SNAPSHOT_COUNTS}
+    if values.get("snapshot_fetching") not in ("yes", "no"):
+        raise ValueError(f"unexpected model snapshot_fetching: {_quoted(values.get('snapshot_fetching') or '')}")
+    found["fetching"] = values["snapshot_fetching"] == "yes"
     record = values.get("record") or "refused"
     if record not in ("none", "present", "refused"):
         raise ValueError(f"unexpected model snapshot record: {_quoted(record)}")

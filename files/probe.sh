@@ -583,7 +583,8 @@ probe_unit() {
 # (file_download.py) writes refs/main and the small files before the weights and
 # downloads each blob as blobs/<etag>.incomplete, renamed when whole; the fetch
 # (tasks/operations/model.py) writes .gpu-bringup-complete after hf download exits 0:
-# repo=, revision=, then file=<path> for each file of the snapshot.
+# repo=, revision=, then file=<path> for each file of the snapshot; and leaves
+# .gpu-bringup-fetching there while it runs (a fetch killed before its end leaves it).
 # shellcheck disable=SC2016
 SNAPSHOT_STATE='entry=$1 snap=$1/snapshots/$2 record=$1/.gpu-bringup-complete
 { [ -d "$snap" ] && [ ! -L "$snap" ] && cd "$snap" && find . -mindepth 1 \( -type f -o -type l \) -print 2>/dev/null \
@@ -606,6 +607,11 @@ find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -print 2>/dev/n
     done
     printf "snapshot_incomplete=%s\n" "$incomplete"
 }
+if [ -e "$entry/.gpu-bringup-fetching" ] || [ -L "$entry/.gpu-bringup-fetching" ]; then
+    echo snapshot_fetching=yes
+else
+    echo snapshot_fetching=no
+fi
 if [ -L "$record" ] || { [ -e "$record" ] && [ ! -f "$record" ]; }; then echo record=refused; exit 0; fi
 [ -e "$record" ] || { echo record=none; exit 0; }
 text=$(head -c 262144 -- "$record") || { echo record=refused; exit 0; }

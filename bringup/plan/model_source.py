@@ -28,9 +28,11 @@ ROOT_FILE = {"user": "root", "mode": "644", "kind": "regular file"}
 # The record deploy's fetch writes into the cache entry once ``hf download`` exited 0
 # (tasks/operations/model.py; read by files/probe.sh SNAPSHOT_STATE).
 COMPLETE_RECORD = ".gpu-bringup-complete"
+# ...and the mark it leaves there while it runs (taken away with the record).
+FETCHING_MARK = ".gpu-bringup-fetching"
 # A snapshot judged whole: the fetch's record matching it, or (an entry the operator
 # planted, no record) weights in it and no blob still downloading.
-WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "record": "none", "record_repo": None,
+WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "fetching": False, "record": "none", "record_repo": None,
          "record_revision": None, "record_files": 0, "record_missing": 0}
 # huggingface_hub's true values for HF_HUB_OFFLINE (1.33.0 constants.py ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = ("1", "ON", "YES", "TRUE")
@@ -68,9 +70,10 @@ def entry_partial(fact):
     ``blobs/<etag>.incomplete`` until it is whole (file_download.py; the cache's layout:
     https://huggingface.co/docs/hub/local-cache): a killed fetch leaves an entry that
     looks cached. Whole is the fetch's record (``COMPLETE_RECORD``, written after ``hf
-    download`` exited 0) naming this model and snapshot, every file it lists there; or,
-    for an entry without one (the operator's), weights in the snapshot and no
-    ``.incomplete`` blob.
+    download`` exited 0) naming this model and snapshot, every file it lists there, and
+    no fetch under way (``FETCHING_MARK``, left by one killed before its end); or, for an
+    entry without either (the operator's), weights in the snapshot and no ``.incomplete``
+    blob.
 
     >>> entry_partial(hub_fact(revision="ab12", snapshot=WHOLE))
     ''
@@ -82,6 +85,8 @@ def entry_partial(fact):
         return "refs/main names no snapshot"
     if not snapshot:
         return "the probe did not judge its snapshot"
+    if snapshot["fetching"]:
+        return f"deploy's fetch of it did not finish (its {FETCHING_MARK} is there)"
     if snapshot["record"] == "refused":
         return f"its {COMPLETE_RECORD} is not a regular file the cache's reader reads"
     if snapshot["record"] == "present":

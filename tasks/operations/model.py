@@ -9,7 +9,8 @@ from pyinfra.api import operation
 from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import SYSTEM_PYTHON
 from bringup.plan.model import ModelFetchPlan
-from bringup.plan.model_source import COMPLETE_RECORD, WHOLE, entry_partial, hub_fact  # noqa: F401 (doctests)
+from bringup.plan.model_source import (  # noqa: F401 (WHOLE, hub_fact: doctests)
+    COMPLETE_RECORD, FETCHING_MARK, WHOLE, entry_partial, hub_fact)
 from facts.node import ModelSource
 from tasks.operations.progress import StreamedCommand
 from tasks.operations.sglang import as_plan
@@ -42,20 +43,30 @@ umask 022
 tmp=$entry/.gpu-bringup-complete.$$
 { printf 'repo=%s\nrevision=%s\n' "$model" "$revision" &&
   (cd "$snap" && find -L . -mindepth 1 -type f -print) | sed 's|^\./|file=|' | LC_ALL=C sort; } > "$tmp" &&
-mv -f "$tmp" "$entry/""" + COMPLETE_RECORD + '"\n'
+mv -f "$tmp" "$entry/""" + COMPLETE_RECORD + '" &&\nrm -f "$entry/' + FETCHING_MARK + '"\n'
+
+# Run as the service user before ``hf download``: the mark of a fetch under way, taken
+# away with the record; a fetch killed before it ends leaves it (entry_partial).
+START_SCRIPT = 'umask 022 && mkdir -p -- "$1" && : > "$1/' + FETCHING_MARK + '"\n'
 
 
-def record_command(fetch):
-    """The command root runs after the fetch: ``RECORD_SCRIPT`` as the service user (the
-    distribution's runuser and sh, a clean environment), the entry and the model as its
-    arguments, never read by root's shell.
+def as_service_user(fetch, script):
+    """``script`` run by root as the service user (the distribution's runuser and sh, a
+    clean environment), the model's cache entry and the model as its arguments, never read
+    by root's shell.
 
-    >>> record_command(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h", "/v/bin/hf", "sglang", "/home", "/e")).split()[:5]
-    ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'runuser', '-u']
+    >>> as_service_user(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h", "/v/bin/hf", "sglang", "/home", "/e"), "true").split()
+    ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'runuser', '-u', 'sglang', '--', '/bin/sh', '-c', 'true', \
+'sh', '/h/models--Qwen--Qwen3-0.6B', 'Qwen/Qwen3-0.6B']
     """
     entry = f"{fetch.cache}/models--{fetch.model.replace('/', '--')}"
     return shlex.join(["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "runuser", "-u", fetch.user, "--",
-                       "/bin/sh", "-c", RECORD_SCRIPT, "sh", entry, fetch.model])
+                       "/bin/sh", "-c", script, "sh", entry, fetch.model])
+
+
+def record_command(fetch):
+    """The command root runs after the fetch: ``RECORD_SCRIPT`` as the service user."""
+    return as_service_user(fetch, RECORD_SCRIPT)
 
 
 def fetch_command(fetch, host_name):
@@ -66,8 +77,9 @@ def fetch_command(fetch, host_name):
     session and to the timeout; a failure is one line naming the host, the model and the
     fix, and fails the host before the unit is written or started.
 
-    >>> fetch_command(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h/.cache/huggingface/hub", "/v/bin/hf", "sglang", "/h",
-    ...     "/e", 60, "/usr/bin:/bin", "/l/with-service-env", "/l/session-bound"), "n1").split(" && ")[2][:50]
+    >>> command = fetch_command(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h/.cache/huggingface/hub", "/v/bin/hf", "sglang",
+    ...     "/h", "/e", 60, "/usr/bin:/bin", "/l/with-service-env", "/l/session-bound"), "n1")
+    >>> command[command.index("{ timeout"):][:50]
     '{ timeout -k 30 60 /usr/bin/python3 -I /l/session-'
     """
     run = ["timeout", "-k", "30", str(fetch.timeout), SYSTEM_PYTHON, "-I", fetch.session_bound, fetch.runner,
@@ -84,11 +96,15 @@ def fetch_command(fetch, host_name):
     missing = (f"{host_name}: service_model_fetch: {fetch.hf} is not there (huggingface_hub >= 1.0's CLI); the unit "
                f"was not (re)started. Use a venv whose huggingface_hub has it, or put {fetch.model} into "
                f"{fetch.cache} yourself")
+    unstarted = shlex.quote(f"{host_name}: service_model_fetch: {fetch.user} cannot create the cache entry of "
+                            f"{fetch.model} in {fetch.cache}; the unit was not (re)started. Let {fetch.user} write "
+                            "there (or put the model there yourself), then deploy again")
     unrecorded = shlex.quote(f"{host_name}: service_model_fetch: hf download {fetch.model} exited 0 but its "
                              f"completion record could not be written into {fetch.cache}; the unit was not "
                              "(re)started. Check the cache entry (refs/main, snapshots/), then deploy again")
     return (f"echo {shlex.quote(said)} && {{ [ -x {shlex.quote(fetch.hf)} ] || {{ echo {shlex.quote(missing)} >&2; "
-            f"exit 1; }}; }} && {{ {shlex.join(run)} || {{ status=$?; echo {failed} >&2; exit 1; }}; }} && "
+            f"exit 1; }}; }} && {{ {as_service_user(fetch, START_SCRIPT)} || {{ echo {unstarted} >&2; exit 1; }}; }} "
+            f"&& {{ {shlex.join(run)} || {{ status=$?; echo {failed} >&2; exit 1; }}; }} && "
             f"{{ {record_command(fetch)} || {{ echo {unrecorded} >&2; exit 1; }}; }}")
 
 

@@ -210,6 +210,7 @@ def test_a_fetch_killed_midway_is_not_cached_and_the_next_deploy_finishes_it(mod
     listing = run_ssh(entry, f"cd {ENTRY} && find . | sort").stdout
     assert "./refs/main" in listing and "/config.json" in listing, listing
     assert "/model.safetensors" not in listing and ".gpu-bringup-complete" not in listing, listing
+    assert "./.gpu-bringup-fetching" in listing, listing  # the fetch began and did not end
 
     # 2. The hub unreachable: the partial entry is no cached model (the old code planned
     #    MODEL_OFFLINE and started SGLang offline on it).
@@ -230,6 +231,7 @@ def test_a_fetch_killed_midway_is_not_cached_and_the_next_deploy_finishes_it(mod
     record = run_ssh(entry, f"stat -c '%U %a' {RECORD} && cat {RECORD}").stdout.splitlines()
     assert record[0] == "sglang 644" and record[1:] == [f"repo={MODEL}", "revision=" + record[2].split("=", 1)[1],
                                                         "file=config.json", "file=model.safetensors"], record
+    assert run_ssh(entry, f"test -e {ENTRY}/.gpu-bringup-fetching", check=False).returncode == 1
 
     # 4. The hub unreachable, the cache whole: deploy writes HF_HUB_OFFLINE=1 and records it
     #    as its own (root's, 0600).

@@ -187,6 +187,7 @@ revision=c1899de289a04d12100db370d81485cdf75e47ca
 snapshot_files=3
 snapshot_weights=1
 snapshot_incomplete=0
+snapshot_fetching=no
 record=present
 record_repo=Qwen/Qwen3-0.6B
 record_revision=c1899de289a04d12100db370d81485cdf75e47ca

@@ -122,6 +122,9 @@ CASES = [
      False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("1 of the 3 files its fetch recorded",)),
     ("a record that is a link or unreadable", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record": "refused"}}),
      True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("is not a regular file",)),
+    ("deploy's fetch began and did not end (its mark is left)", hub_fact(**CACHED | {"snapshot": {
+     **RECORDED, "fetching": True}}), True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
+     ("deploy's fetch of it did not finish",)),
     ("a snapshot the probe did not judge", hub_fact(**CACHED | {"snapshot": None}), True, False,
      ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("did not judge",)),
     ("a password in HF_ENDPOINT is not shown", hub_fact(endpoint="https://u:pw@mirror.example"), True, False,
@@ -390,17 +393,23 @@ def test_the_fetchs_record_is_written_as_the_service_user_and_held_to_the_snapsh
     midway (refs/main moved, its weights not there) is partial again; a file the record
     lists going missing is partial; a record that is a link is refused, not followed."""
     from bringup.plan.model import ModelFetchPlan
-    from tasks.operations.model import record_command
+    from tasks.operations.model import START_SCRIPT, as_service_user, record_command
 
     cache = open_dir / "hub"
     entry = plant_cache_entry(cache, "Qwen/Qwen3-0.6B")
     chown_tree(cache, "nobody")
     fetch = ModelFetchPlan("Qwen/Qwen3-0.6B", str(cache), "/v/bin/hf", "nobody", "/nonexistent", "/e")
+    # A fetch's start (its mark), then hf's work (the planted entry), then its end.
+    subprocess.run(["sh", "-c", as_service_user(fetch, START_SCRIPT)], check=True, env={"PATH": "/usr/bin:/bin"},
+                   timeout=30)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["fetching"] and "did not finish" in entry_partial(fact), fact["snapshot"]
     subprocess.run(["sh", "-c", record_command(fetch)], check=True, env={"PATH": "/usr/bin:/bin"}, timeout=30)
     record = entry / ".gpu-bringup-complete"
     assert record.stat().st_uid != 0 and oct(record.stat().st_mode)[-3:] == "644"
     assert record.read_text().splitlines() == ["repo=Qwen/Qwen3-0.6B", f"revision={REVISION}", "file=config.json",
                                                "file=model.safetensors"]
+    assert not (entry / ".gpu-bringup-fetching").exists()  # the start's mark, taken away with the record
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
     assert fact["snapshot"]["record"] == "present" and entry_partial(fact) == "", fact["snapshot"]
     # A new snapshot's fetch killed midway: refs/main names it, config.json only.
