@@ -614,7 +614,7 @@ else
 fi
 if [ -L "$record" ] || { [ -e "$record" ] && [ ! -f "$record" ]; }; then echo record=refused; exit 0; fi
 [ -e "$record" ] || { echo record=none; exit 0; }
-text=$(head -c 262144 -- "$record") || { echo record=refused; exit 0; }
+text=$(timeout 10 head -c 262144 -- "$record") || { echo record=refused; exit 0; }
 listed=0 missing=0 repo= revision=
 while IFS= read -r line; do
     case $line in
@@ -626,6 +626,10 @@ while IFS= read -r line; do
 done <<RECORD
 $text
 RECORD
+# The reader wrote them: only the characters of a hub id and a commit go out (a line separator
+# of the parser, such as \r or \034, would pass for a key of this section).
+case $repo in *[!A-Za-z0-9._/-]*) repo= ;; esac
+case $revision in *[!0-9a-f]*) revision= ;; esac
 printf "record=present\nrecord_repo=%.200s\nrecord_revision=%.64s\nrecord_files=%s\nrecord_missing=%s\n" \
     "$repo" "$revision" "$listed" "$missing"'
 

@@ -531,3 +531,16 @@ def test_the_env_file_loses_only_the_key_deploy_takes_back():
         "HF_TOKEN=x\nCUDA_HOME=/c\n# managed\n"
     # A key the plan sets again is not dropped.
     assert "HF_HUB_OFFLINE=1" in envfile.merge(text, {"HF_HUB_OFFLINE": "1"}, "# managed", drop=("HF_HUB_OFFLINE",))
+
+
+def test_a_record_cannot_pass_lines_of_its_own_for_the_probes(open_dir):
+    """The record is the service user's file: a line separator of the parser's (\\r, \\x1c)
+    in its repo or revision would pass for a key of the section (revision=, hub_status=);
+    only a hub id's and a commit's characters go out."""
+    entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    (entry / ".gpu-bringup-complete").write_text(f"repo=Qwen/Qwen3-0.6B\x1chub_status=200\rrevision={'ab' * 20}\n"
+                                                 f"revision={REVISION}\x1cconfig=\nfile=config.json\n")
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert (fact["revision"], fact["hub"], fact["config"]["kind"]) == (REVISION, None, "regular file"), fact
+    assert (fact["snapshot"]["record_repo"], fact["snapshot"]["record_revision"]) == (None, None), fact["snapshot"]
+    assert "a fetch of it was interrupted" in entry_partial(fact)
