@@ -710,7 +710,11 @@ probe_model() {
         # huggingface_hub's repo_folder_name: "models--" and the id with "/" as "--".
         entry=$cache/models--$(printf '%s' "$model" | sed 's|/|--|g')
         revision=
-        [ -f "$entry/refs/main" ] && [ -r "$entry/refs/main" ] && read -r revision < "$entry/refs/main"
+        # Read as the cache's reader (the service user, else nobody), never through a link,
+        # 64 bytes at most: root reads nothing another user can point it at.
+        # shellcheck disable=SC2016
+        revision=$(as_user "${reader:-nobody}" /bin/sh -c '[ -f "$1" ] && [ ! -L "$1" ] && timeout 5 head -c 64 -- "$1"' \
+            sh "$entry/refs/main" 2>/dev/null)
         case $revision in "" | *[!0-9a-f]*) revision= ;; esac
         config=
         [ -n "$revision" ] && config=$entry/snapshots/$revision/config.json

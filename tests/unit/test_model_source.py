@@ -544,3 +544,17 @@ def test_a_record_cannot_pass_lines_of_its_own_for_the_probes(open_dir):
     assert (fact["revision"], fact["hub"], fact["config"]["kind"]) == (REVISION, None, "regular file"), fact
     assert (fact["snapshot"]["record_repo"], fact["snapshot"]["record_revision"]) == (None, None), fact["snapshot"]
     assert "a fetch of it was interrupted" in entry_partial(fact)
+
+
+def test_refs_main_is_read_as_the_caches_reader_never_through_a_link(open_dir):
+    """refs/main is the service user's file: a link from it to a file only root reads (holding
+    a commit-like line) names no snapshot; a plain one does."""
+    entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    assert probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")["revision"] == REVISION
+    secret = open_dir / "root-only-commit"
+    secret.write_text(REVISION)
+    secret.chmod(0o600)
+    (entry / "refs" / "main").unlink()
+    os.symlink(secret, entry / "refs" / "main")
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert (fact["revision"], fact["config"]) == (None, None), fact
