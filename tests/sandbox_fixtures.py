@@ -299,8 +299,9 @@ def plant_fake_model_command(model: str) -> str:
 
 def remove_fake_model(entry: dict) -> None:
     """Undo plant_fake_model_command on a node: the cache, its env file line and the
-    HF_HUB_OFFLINE=1 a deploy wrote for it (the shared node goes back to its state)."""
-    run_ssh(entry, f"rm -rf {FAKE_HUB_CACHE}; [ ! -f {ENV_FILE} ] || sed -i -e '/^HF_HUB_CACHE={FAKE_HUB_CACHE.replace('/', '[/]')}$/d' "
+    HF_HUB_OFFLINE=1 a deploy wrote for it and its record of it (the shared node goes back
+    to its state)."""
+    run_ssh(entry, f"rm -rf {FAKE_HUB_CACHE} {ENV_FILE}.deploy-owned; [ ! -f {ENV_FILE} ] || sed -i -e '/^HF_HUB_CACHE={FAKE_HUB_CACHE.replace('/', '[/]')}$/d' "
                    f"-e '/^HF_HUB_OFFLINE=1$/d' {ENV_FILE}")
 
 
