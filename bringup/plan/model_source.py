@@ -67,9 +67,11 @@ def entry_partial(fact):
     """Why the hub cache entry's snapshot is not whole ("" when it is; the probe's
     ``snapshot``, files/probe.sh SNAPSHOT_STATE). huggingface_hub writes ``refs/main``
     and the small files (config.json) before the weights, and each blob as
-    ``blobs/<etag>.incomplete`` until it is whole (file_download.py; the cache's layout:
-    https://huggingface.co/docs/hub/local-cache): a killed fetch leaves an entry that
-    looks cached. Whole is the fetch's record (``COMPLETE_RECORD``, written after ``hf
+    ``blobs/<etag>.incomplete`` until it is whole (1.33.0 file_download.py: ``blob_path +
+    ".incomplete"``, and ``<etag>.<8 hex>.incomplete`` in ``_download_to_tmp_and_move``,
+    which a killed process leaves behind; the cache's layout:
+    https://huggingface.co/docs/hub/local-cache): a killed fetch leaves an entry that looks
+    cached (seen with the real ``hf download`` against tests/hub_double.py serving_hub). Whole is the fetch's record (``COMPLETE_RECORD``, written after ``hf
     download`` exited 0) naming this model and snapshot, every file it lists there, and
     no fetch under way (``FETCHING_MARK``, left by one killed before its end); or, for an
     entry without either (the operator's), weights in the snapshot and no ``.incomplete``
