@@ -16,7 +16,7 @@ deploy starts the service, a warning where it does not (``deploy_steps`` without
     True
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup import redact
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
@@ -281,6 +281,10 @@ def check_model_source(context):
     # A fetch runs in the service step.
     fetch = config.service_model_fetch and "service" in config.deploy_steps
     decision = decide(fact, config.service_user, serving, fetch, "env" in config.deploy_steps)
+    if fact.get("offline_by") == "deploy" and not decision.offline and "env" in config.deploy_steps \
+            and OFFLINE_KEY not in dict(config.service_env):
+        decision = replace(decision, message=f"{decision.message}; deploy takes back the {OFFLINE_KEY}="
+                           f"{fact.get('offline')} it wrote into the env file (its env step)")
     context.add(Finding(decision.code, decision.severity, decision.message, decision.fix))
     return decision
 

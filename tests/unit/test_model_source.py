@@ -472,6 +472,8 @@ def test_deploys_own_hf_hub_offline_is_decided_again_and_taken_back(name, fact, 
     assert (code, node.service.env.get("HF_HUB_OFFLINE"), node.env_owned, node.env_drop) == expected, node.findings
     assert "HF_HUB_OFFLINE is set" not in " ".join(f.message for f in node.findings if fact.get("offline_by"))
     assert node.as_dict()["env_drop"] == expected[3]
+    said = " ".join(f.message for f in node.findings if f.code.startswith("MODEL_"))
+    assert ("deploy takes back the HF_HUB_OFFLINE=1 it wrote" in said) is bool(expected[3]), said
 
 
 def probe_env_file(open_dir, text, record=None, record_mode=0o600):
