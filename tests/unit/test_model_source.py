@@ -560,3 +560,46 @@ def test_refs_main_is_read_as_the_caches_reader_never_through_a_link(open_dir):
     os.symlink(secret, entry / "refs" / "main")
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
     assert (fact["revision"], fact["config"]) == (None, None), fact
+
+
+# A directory holding huggingface_hub 1.33.0 and its dependencies (``pip install --target
+# DIR huggingface_hub==1.33.0``, world-readable): the real ``hf download`` killed midway.
+HF_SITE = os.environ.get("GPU_BRINGUP_HF_SITE", "")
+
+
+@pytest.mark.skipif(not HF_SITE, reason="GPU_BRINGUP_HF_SITE names no huggingface_hub install")
+def test_the_real_hf_download_killed_midway_then_run_again(open_dir):
+    """As deploy's fetch runs it, as a throwaway user (``nobody``): its start mark, the real
+    ``hf download`` killed by its timeout against a slow hub double (tests/hub_double.py
+    serving_hub), the probe finds a partial entry; run again, then its record: whole."""
+    from bringup.plan.model import ModelFetchPlan
+    from tasks.operations.model import START_SCRIPT, as_service_user, record_command
+    from tests.hub_double import serving_hub
+
+    cache = open_dir / "hub"
+    cache.mkdir()
+    chown_tree(cache, "nobody")
+    fetch = ModelFetchPlan("Qwen/Qwen3-0.6B", str(cache), "/v/bin/hf", "nobody", "/nonexistent", "/e")
+    clean = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+    def hf_download(endpoint, limit):
+        return subprocess.run(["timeout", "-k", "5", str(limit), "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                               "runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={HF_SITE}", f"HOME={open_dir}",
+                               f"HF_ENDPOINT={endpoint}", "HF_HUB_DISABLE_TELEMETRY=1", "/usr/bin/python3", "-c",
+                               "import sys; from huggingface_hub.cli.hf import main; sys.exit(main())", "download",
+                               "Qwen/Qwen3-0.6B", "--cache-dir", str(cache)], capture_output=True, text=True,
+                              env=clean, timeout=limit + 30).returncode
+
+    subprocess.run(["sh", "-c", as_service_user(fetch, START_SCRIPT)], check=True, env=clean, timeout=30)
+    with serving_hub("Qwen/Qwen3-0.6B", chunk=1024, pause=0.5) as endpoint:
+        assert hf_download(endpoint, 6) == 124
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["revision"] == REVISION and fact["config"], fact  # refs/main and config.json: it looks cached
+    assert fact["snapshot"]["weights"] == 0 and fact["snapshot"]["incomplete"] == 1, fact["snapshot"]
+    assert "did not finish" in entry_partial(fact) and decide(fact, "nobody", serving=True).code == "MODEL_UNAVAILABLE"
+    with serving_hub("Qwen/Qwen3-0.6B") as endpoint:
+        assert hf_download(endpoint, 60) == 0
+    subprocess.run(["sh", "-c", record_command(fetch)], check=True, env=clean, timeout=30)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert entry_partial(fact) == "" and fact["snapshot"]["record"] == "present", fact["snapshot"]
+    assert decide(fact, "nobody", serving=True).source == "cache"
