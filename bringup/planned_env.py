@@ -32,6 +32,6 @@ def owned_record(owned):
     # gpu-bringup (tasks/cuda_env.py): keys of the env file deploy wrote; it takes them back when their reason is gone
     HF_HUB_OFFLINE=1
     """
-    lines = ["# gpu-bringup (tasks/cuda_env.py): keys of the env file deploy wrote; it takes them back when their "
-             "reason is gone", *(f"{key}={value}" for key, value in owned.items())]
+    lines = [("# gpu-bringup (tasks/cuda_env.py): keys of the env file deploy wrote; it takes them back when their "
+              "reason is gone"), *(f"{key}={value}" for key, value in owned.items())]
     return "\n".join(lines) + "\n"

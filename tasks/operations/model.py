@@ -9,8 +9,7 @@ from pyinfra.api import operation
 from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import SYSTEM_PYTHON
 from bringup.plan.model import ModelFetchPlan
-from bringup.plan.model_source import (  # noqa: F401 (WHOLE, hub_fact: doctests)
-    COMPLETE_RECORD, FETCHING_MARK, WHOLE, entry_partial, hub_fact)
+from bringup.plan.model_source import COMPLETE_RECORD, FETCHING_MARK, entry_partial
 from facts.node import ModelSource
 from tasks.operations.progress import StreamedCommand
 from tasks.operations.sglang import as_plan
@@ -22,6 +21,7 @@ def cached(state):
     service user (``unknown`` only before the account exists: the fetch then fails
     naming it).
 
+    >>> from bringup.plan.model_source import WHOLE, hub_fact
     >>> whole = hub_fact(revision="ab12", snapshot=WHOLE, config={"user": "sglang"}, readable="yes")
     >>> cached(whole), cached({**whole, "config": None}), cached({**whole, "snapshot": {**WHOLE, "incomplete": 1}})
     (True, False, False)
