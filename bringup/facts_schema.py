@@ -75,7 +75,7 @@ SCHEMA = {
                              "interpreter_owner": OPT_STR, "interpreter_dir": OPT_STR, "venv_bin": OPT_STR}),
     # Where service_model comes from (absent from an older report, null without a model).
     "model": Optional({"model": STR, "kind": STR, "path": OPT_STR, "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
-                       "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR,
+                       "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR, "refs_main": OPT_STR,
                        # Whether that snapshot is whole (null: no snapshot named).
                        "snapshot": Optional({"files": INT, "weights": INT, "incomplete": INT, "fetching": BOOL, "record": STR,
                                              "record_repo": OPT_STR, "record_revision": OPT_STR,

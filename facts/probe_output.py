@@ -465,6 +465,7 @@ def model_source(section):
         "cache_via": values.get("via"),
         "entry": values.get("entry"),
         "revision": values.get("revision"),
+        "refs_main": values.get("refs_main"),
         "snapshot": model_snapshot(values),
         "config": _file_state(values.get("config"), "model config.json"),
         "readable": values.get("readable"),

@@ -716,9 +716,12 @@ probe_model() {
         revision=$(as_user "${reader:-nobody}" /bin/sh -c '[ -f "$1" ] && [ ! -L "$1" ] && timeout 5 head -c 64 -- "$1"' \
             sh "$entry/refs/main" 2>/dev/null)
         case $revision in "" | *[!0-9a-f]*) revision= ;; esac
+        # There (root sees it) but not read as the reader: the planner says who cannot read it.
+        refs=
+        [ -z "$revision" ] && { [ -e "$entry/refs/main" ] || [ -L "$entry/refs/main" ]; } && refs=unread
         config=
         [ -n "$revision" ] && config=$entry/snapshots/$revision/config.json
-        body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision"
+        body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision${NL}refs_main=$refs"
         # Whether the snapshot is whole (SNAPSHOT_STATE), read as the cache's reader.
         [ -n "$revision" ] && body="$body${NL}$(as_user "${reader:-nobody}" /bin/sh -c "$SNAPSHOT_STATE" sh \
             "$entry" "$revision" 2>/dev/null)"

@@ -57,7 +57,7 @@ def hub_fact(**changes):
     """A hub id's ``model`` fact (a cache miss, the hub unreachable), for examples and tests."""
     return {"model": "Qwen/Qwen3-0.6B", "kind": "hub", "path": None, "dir": None,
             "cache": "/var/cache/sglang/xdg/huggingface/hub", "cache_via": "XDG_CACHE_HOME",
-            "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None,
+            "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None, "refs_main": None,
             "snapshot": None, "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co",
             "offline": None, "offline_by": None,
             "token": False, "hub": {"status": None, "error": "[Errno -2] Name or service not known"}, **changes}
@@ -226,6 +226,12 @@ def decide_hub(fact, user, serving, fetch=False, writes_env=True):
                                  "decide it yourself", offline=True)
         return ModelDecision("cache", "MODEL_SOURCE", INFO, said + ("; HF_HUB_OFFLINE is set" if offline else ""), "",
                              fetch=fetch)
+    if fact.get("refs_main") == "unread":
+        reader = user if fact.get("readable") != "unknown" else "nobody"
+        return _failure(serving, "MODEL_UNREADABLE", f"service_model={model}: its hub cache entry {entry} has a "
+                        f"refs/main that {reader} cannot read as a plain file (read as the service's reader, never "
+                        "through a link)", f"let {user} read the entry (`chmod -R o+rX {entry}` or a group {user} is "
+                        "in), with refs/main a plain file as huggingface_hub writes it")
     missing = f"service_model={model} is not in the service's hub cache ({cache}, from {fact.get('cache_via')})"
     copy = (f"copy its cache entry there (`hf download {model} --cache-dir DIR` where the hub answers, then "
             f"DIR/{(entry or '').rsplit('/', 1)[-1]} to {cache}, readable by {user})")

@@ -184,6 +184,7 @@ cache=/var/cache/sglang/xdg/huggingface/hub
 via=XDG_CACHE_HOME
 entry=/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B
 revision=c1899de289a04d12100db370d81485cdf75e47ca
+refs_main=unread
 snapshot_files=3
 snapshot_weights=1
 snapshot_incomplete=0

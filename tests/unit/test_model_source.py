@@ -559,7 +559,9 @@ def test_refs_main_is_read_as_the_caches_reader_never_through_a_link(open_dir):
     (entry / "refs" / "main").unlink()
     os.symlink(secret, entry / "refs" / "main")
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
-    assert (fact["revision"], fact["config"]) == (None, None), fact
+    assert (fact["revision"], fact["config"], fact["refs_main"]) == (None, None, "unread"), fact
+    decision = decide(fact, "nobody", serving=True)
+    assert decision.code == "MODEL_UNREADABLE" and "refs/main that nobody cannot read" in decision.message
 
 
 # A directory holding huggingface_hub 1.33.0 and its dependencies (``pip install --target
