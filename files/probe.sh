@@ -587,7 +587,7 @@ probe_unit() {
 # .gpu-bringup-fetching there while it runs (a fetch killed before its end leaves it).
 # shellcheck disable=SC2016
 SNAPSHOT_STATE='entry=$1 snap=$1/snapshots/$2 record=$1/.gpu-bringup-complete
-{ [ -d "$snap" ] && [ ! -L "$snap" ] && cd "$snap" && find . -mindepth 1 \( -type f -o -type l \) -print 2>/dev/null \
+{ [ -d "$snap" ] && [ ! -L "$snap" ] && cd "$snap" && timeout 20 find . -mindepth 1 \( -type f -o -type l \) -print 2>/dev/null \
     | head -n 10000; } | {
     files=0 weights=0
     while IFS= read -r name; do
@@ -599,7 +599,7 @@ SNAPSHOT_STATE='entry=$1 snap=$1/snapshots/$2 record=$1/.gpu-bringup-complete
 }
 # A blob still downloading: <etag>.incomplete (1.33.0: <etag>.<random>.incomplete, left
 # behind by a killed process), counted while <etag> itself is not there.
-find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -print 2>/dev/null | head -n 1000 | {
+timeout 20 find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -print 2>/dev/null | head -n 1000 | {
     incomplete=0
     while IFS= read -r partial; do
         name=${partial##*/}
