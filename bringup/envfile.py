@@ -194,7 +194,7 @@ def writable(key, value):
     return ""
 
 
-def merge(text, managed, header, quoted=()):
+def merge(text, managed, header, quoted=(), drop=()):
     """``text`` with every key of ``managed`` set to its value: the first assignment of
     a managed key is rewritten in place, later ones are dropped (they would win), the
     missing ones are appended under ``header``; every other line stays as it was.
@@ -205,6 +205,7 @@ def merge(text, managed, header, quoted=()):
     + managed: key -> value, in the order to append them
     + header: the comment line above appended keys
     + quoted: keys whose value is written in double quotes
+    + drop: keys whose every assignment is taken out (what deploy wrote and takes back)
 
     >>> print(merge("HF_TOKEN=x\\nCUDA_HOME=/old\\n", {"CUDA_HOME": "/new", "CXX": "/usr/bin/g++"}, "# managed"),
     ...       end="")
@@ -222,6 +223,8 @@ def merge(text, managed, header, quoted=()):
     lines, seen = [], set()
     for line in lines_of(text):
         assigned = assignment(line)
+        if assigned and assigned[0] in drop and assigned[0] not in managed:
+            continue
         if assigned and assigned[0] in managed:
             key = assigned[0]
             if key not in seen:

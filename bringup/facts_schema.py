@@ -75,10 +75,14 @@ SCHEMA = {
                              "interpreter_owner": OPT_STR, "interpreter_dir": OPT_STR, "venv_bin": OPT_STR}),
     # Where service_model comes from (absent from an older report, null without a model).
     "model": Optional({"model": STR, "kind": STR, "path": OPT_STR, "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
-                       "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR,
+                       "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR, "refs_main": OPT_STR,
+                       # Whether that snapshot is whole (null: no snapshot named).
+                       "snapshot": Optional({"files": INT, "weights": INT, "incomplete": INT, "fetching": BOOL, "record": STR,
+                                             "record_repo": OPT_STR, "record_revision": OPT_STR,
+                                             "record_files": INT, "record_missing": INT}),
                        "config": Optional({"user": STR, "mode": STR, "kind": STR}), "readable": OPT_STR,
                        "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
-                       "endpoint": OPT_STR, "offline": OPT_STR, "token": BOOL,
+                       "endpoint": OPT_STR, "offline": OPT_STR, "offline_by": OPT_STR, "token": BOOL,
                        "hub": Optional({"status": Optional(INT), "error": OPT_STR})}),
     "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
                            # The manifest is the service user's file: its shape is the

@@ -18,3 +18,20 @@ PLANNED_ENV_KEYS = ("CUDA_HOME", "PATH", "FLASHINFER_CUDA_ARCH_LIST", *CACHE_DIR
 OFFLINE_KEY = "HF_HUB_OFFLINE"
 # The env keys whose values are shown where they are printed (bringup/redact.py).
 NOT_SECRET_ENV_KEYS = (*PLANNED_ENV_KEYS, OFFLINE_KEY)
+# What deploy wrote into the env file for a reason of its own (OFFLINE_KEY: the hub did not
+# answer and the cache held the model) is listed beside it, in ``<env file>.deploy-owned``
+# (root's, 0600, written whole): files/probe.sh then tells it from the operator's own
+# value, and deploy takes it back when the reason is gone (bringup/plan/model_source.py).
+OWNED_SUFFIX = ".deploy-owned"
+
+
+def owned_record(owned):
+    """The content of ``<env file>.deploy-owned`` for ``owned`` (key -> the value deploy wrote).
+
+    >>> print(owned_record({"HF_HUB_OFFLINE": "1"}), end="")
+    # gpu-bringup (tasks/cuda_env.py): keys of the env file deploy wrote; it takes them back when their reason is gone
+    HF_HUB_OFFLINE=1
+    """
+    lines = [("# gpu-bringup (tasks/cuda_env.py): keys of the env file deploy wrote; it takes them back when their "
+              "reason is gone"), *(f"{key}={value}" for key, value in owned.items())]
+    return "\n".join(lines) + "\n"

@@ -392,6 +392,48 @@ def _chain_line(line):
     return {"path": path, **dict(zip(("user", "group", "mode", "kind"), fields))}
 
 
+SNAPSHOT_COUNTS = ("files", "weights", "incomplete")
+RECORD_COUNTS = ("files", "missing")
+
+
+def _count(values, key):
+    value = values.get(key) or ""
+    if not value.strip().isdigit():
+        raise ValueError(f"unexpected model snapshot count {key}: {_quoted(value)}")
+    return int(value.strip())
+
+
+def model_snapshot(values):
+    """The snapshot lines of the ``model`` section (probe.sh SNAPSHOT_STATE, read as the
+    cache's reader) -> {"files", "weights", "incomplete", "fetching", "record" (none, present,
+    refused), and the record's "record_repo", "record_revision", "record_files",
+    "record_missing" (None and 0 without one)}; None without them (no snapshot named, a
+    local model, an older probe).
+
+    >>> model_snapshot({"snapshot_files": "3", "snapshot_weights": "1", "snapshot_incomplete": "0",
+    ...                 "snapshot_fetching": "no", "record": "none"})
+    {'files': 3, 'weights': 1, 'incomplete': 0, 'fetching': False, 'record': 'none', 'record_repo': None, 'record_revision': None, \
+'record_files': 0, 'record_missing': 0}
+    >>> model_snapshot({"revision": "ab"}) is None
+    True
+    """
+    if "snapshot_files" not in values:
+        return None
+    found = {key: _count(values, f"snapshot_{key}") for key in SNAPSHOT_COUNTS}
+    if values.get("snapshot_fetching") not in ("yes", "no"):
+        raise ValueError(f"unexpected model snapshot_fetching: {_quoted(values.get('snapshot_fetching') or '')}")
+    found["fetching"] = values["snapshot_fetching"] == "yes"
+    record = values.get("record") or "refused"
+    if record not in ("none", "present", "refused"):
+        raise ValueError(f"unexpected model snapshot record: {_quoted(record)}")
+    found["record"] = record
+    present = record == "present"
+    found.update({"record_repo": values.get("record_repo") if present else None,
+                  "record_revision": values.get("record_revision") if present else None,
+                  **{f"record_{key}": _count(values, f"record_{key}") if present else 0 for key in RECORD_COUNTS}})
+    return found
+
+
 def model_source(section):
     """The ``model`` section -> where ``service_model`` would come from (files/probe.sh
     probe_model): a local directory or a hub id, its config.json's state and whether
@@ -423,11 +465,14 @@ def model_source(section):
         "cache_via": values.get("via"),
         "entry": values.get("entry"),
         "revision": values.get("revision"),
+        "refs_main": values.get("refs_main"),
+        "snapshot": model_snapshot(values),
         "config": _file_state(values.get("config"), "model config.json"),
         "readable": values.get("readable"),
         "chain": [_chain_line(line[len("chain="):]) for line in section.lines if line.startswith("chain=")],
         "endpoint": values.get("endpoint"),
         "offline": values.get("offline"),
+        "offline_by": values.get("offline_by"),
         "token": values.get("token") == "set",
         "hub": {"status": int(status) if status else None,
                 "error": values.get("hub_error") or (None if status else "no answer")} if asked else None,

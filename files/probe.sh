@@ -582,6 +582,74 @@ probe_unit() {
     fi
 }
 
+# What the model section says of a hub cache entry's snapshot (docs/facts.md
+# "model.snapshot"; bringup/plan/model_source.py entry_partial decides), run as the
+# cache's reader (the service user, else nobody: root reads nothing of another user's
+# cache), the record never read through a link, every count bounded. huggingface_hub
+# (file_download.py) writes refs/main and the small files before the weights and
+# downloads each blob as blobs/<etag>.incomplete, renamed when whole; the fetch
+# (tasks/operations/model.py) writes .gpu-bringup-complete after hf download exits 0:
+# repo=, revision=, then file=<path> for each file of the snapshot; and leaves
+# .gpu-bringup-fetching there while it runs (a fetch killed before its end leaves it).
+# shellcheck disable=SC2016
+SNAPSHOT_STATE='entry=$1 snap=$1/snapshots/$2 record=$1/.gpu-bringup-complete
+{ [ -d "$snap" ] && [ ! -L "$snap" ] && cd "$snap" && timeout 20 find . -mindepth 1 \( -type f -o -type l \) -print 2>/dev/null \
+    | head -n 10000; } | {
+    files=0 weights=0
+    while IFS= read -r name; do
+        [ -e "$snap/$name" ] || continue
+        files=$((files + 1))
+        case $name in *.safetensors | *.bin | *.pt | *.pth | *.gguf | *.h5 | *.msgpack | *.ckpt) weights=$((weights + 1)) ;; esac
+    done
+    printf "snapshot_files=%s\nsnapshot_weights=%s\n" "$files" "$weights"
+}
+# A blob still downloading: <etag>.incomplete (1.33.0: <etag>.<random>.incomplete, left
+# behind by a killed process), counted while <etag> itself is not there.
+timeout 20 find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -print 2>/dev/null | head -n 1000 | {
+    incomplete=0
+    while IFS= read -r partial; do
+        name=${partial##*/}
+        [ -e "$entry/blobs/${name%%.*}" ] || incomplete=$((incomplete + 1))
+    done
+    printf "snapshot_incomplete=%s\n" "$incomplete"
+}
+if [ -e "$entry/.gpu-bringup-fetching" ] || [ -L "$entry/.gpu-bringup-fetching" ]; then
+    echo snapshot_fetching=yes
+else
+    echo snapshot_fetching=no
+fi
+if [ -L "$record" ] || { [ -e "$record" ] && [ ! -f "$record" ]; }; then echo record=refused; exit 0; fi
+[ -e "$record" ] || { echo record=none; exit 0; }
+text=$(timeout 10 head -c 262144 -- "$record") || { echo record=refused; exit 0; }
+listed=0 missing=0 repo= revision=
+while IFS= read -r line; do
+    case $line in
+        repo=*) repo=${line#repo=} ;;
+        revision=*) revision=${line#revision=} ;;
+        file=*) listed=$((listed + 1)) name=${line#file=}
+            case /$name/ in */../* | //*) missing=$((missing + 1)) ;; *) [ -e "$snap/$name" ] || missing=$((missing + 1)) ;; esac ;;
+    esac
+done <<RECORD
+$text
+RECORD
+# The reader wrote them: only the characters of a hub id and a commit go out (a line separator
+# of the parser, such as \r or \034, would pass for a key of this section).
+case $repo in *[!A-Za-z0-9._/-]*) repo= ;; esac
+case $revision in *[!0-9a-f]*) revision= ;; esac
+printf "record=present\nrecord_repo=%.200s\nrecord_revision=%.64s\nrecord_files=%s\nrecord_missing=%s\n" \
+    "$repo" "$revision" "$listed" "$missing"'
+
+deploy_owned() {
+    # deploy_owned RECORD KEY VALUE: whether deploy's record of the env file keys it wrote
+    # for a reason of its own says KEY=VALUE; the record counts only as root's alone (a
+    # regular file, never a link, no one else may write it), read at most 4 KiB.
+    [ -f "$1" ] && [ ! -L "$1" ] || return 1
+    case $(stat -c '%u %a' -- "$1" 2>/dev/null) in "0 "*[2367]? | "0 "*[2367]) return 1 ;; "0 "*) ;; *) return 1 ;; esac
+    do_text=$(head -c 4096 -- "$1") || return 1
+    case "$NL$do_text$NL" in *"$NL$2=$3$NL"*) return 0 ;; esac
+    return 1
+}
+
 probe_model() {
     # Where service_model comes from, as SGLang will look for it (docs/facts.md "model";
     # bringup/plan/model_source.py decides): a directory (os.path.isdir, as SGLang 0.5.23
@@ -600,6 +668,7 @@ probe_model() {
     # bringup/layout.py MODEL_ENV_KEYS; HF_TOKEN only to say whether it is set.
     model_keys="HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT HF_HUB_OFFLINE TRANSFORMERS_OFFLINE"
     read_env_file "$PROBE_ENV_FILE" $model_keys HF_TOKEN
+    file_offline=${service_env_HF_HUB_OFFLINE-}
     for key in $model_keys; do
         if eval "[ -n \"\${PROBE_MODEL_ENV_$key+set}\" ]"; then
             eval "service_env_$key=\$PROBE_MODEL_ENV_$key"
@@ -616,6 +685,14 @@ probe_model() {
     [ -n "${service_env_HF_TOKEN:-}" ] && token=set
     unset service_env_HF_TOKEN
     offline=${service_env_HF_HUB_OFFLINE:-${service_env_TRANSFORMERS_OFFLINE:-}}
+    # The env file's HF_HUB_OFFLINE is deploy's when its record says it wrote that value
+    # (bringup/planned_env.py OWNED_SUFFIX) and service_env does not set it: then it is no
+    # reason not to ask the hub (deploy takes it back when the hub answers again).
+    offline_by= operator_offline=$offline
+    if [ -z "${PROBE_MODEL_ENV_HF_HUB_OFFLINE+set}" ] && [ -n "$file_offline" ] \
+            && deploy_owned "$PROBE_ENV_FILE.deploy-owned" HF_HUB_OFFLINE "$file_offline"; then
+        offline_by=deploy operator_offline=${service_env_TRANSFORMERS_OFFLINE:-}
+    fi
     endpoint=${service_env_HF_ENDPOINT:-https://huggingface.co}
     endpoint=${endpoint%/}
     case $model in
@@ -624,7 +701,7 @@ probe_model() {
     esac
     # A password in the endpoint's URL is never reported.
     case $endpoint in *://*@*) shown=${endpoint%%://*}://***@${endpoint#*@} ;; *) shown=$endpoint ;; esac
-    body="kind=$kind${NL}offline=$offline${NL}token=$token${NL}endpoint=$shown"
+    body="kind=$kind${NL}offline=$offline${NL}offline_by=$offline_by${NL}token=$token${NL}endpoint=$shown"
     if [ "$kind" = path ]; then
         config=$place/config.json
         body="$body${NL}path=$place${NL}dir=$(stat -L -c '%U %a %F' -- "$place" 2>/dev/null)"
@@ -639,11 +716,21 @@ probe_model() {
         # huggingface_hub's repo_folder_name: "models--" and the id with "/" as "--".
         entry=$cache/models--$(printf '%s' "$model" | sed 's|/|--|g')
         revision=
-        [ -f "$entry/refs/main" ] && [ -r "$entry/refs/main" ] && read -r revision < "$entry/refs/main"
+        # Read as the cache's reader (the service user, else nobody), never through a link,
+        # 64 bytes at most: root reads nothing another user can point it at.
+        # shellcheck disable=SC2016
+        revision=$(as_user "${reader:-nobody}" /bin/sh -c '[ -f "$1" ] && [ ! -L "$1" ] && timeout 5 head -c 64 -- "$1"' \
+            sh "$entry/refs/main" 2>/dev/null)
         case $revision in "" | *[!0-9a-f]*) revision= ;; esac
+        # There (root sees it) but not read as the reader: the planner says who cannot read it.
+        refs=
+        [ -z "$revision" ] && { [ -e "$entry/refs/main" ] || [ -L "$entry/refs/main" ]; } && refs=unread
         config=
         [ -n "$revision" ] && config=$entry/snapshots/$revision/config.json
-        body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision"
+        body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision${NL}refs_main=$refs"
+        # Whether the snapshot is whole (SNAPSHOT_STATE), read as the cache's reader.
+        [ -n "$revision" ] && body="$body${NL}$(as_user "${reader:-nobody}" /bin/sh -c "$SNAPSHOT_STATE" sh \
+            "$entry" "$revision" 2>/dev/null)"
     fi
     state=
     [ -n "$config" ] && state=$(stat -L -c '%U %a %F' -- "$config" 2>/dev/null)
@@ -668,7 +755,7 @@ probe_model() {
     # model's config.json, as the service's first request is, no token, no redirect
     # followed, 5 s at most; the system's python, isolated, as root reads nothing of it.
     # huggingface_hub's true values (constants.py _is_true: 1, ON, YES, TRUE, any case).
-    case $(printf '%s' "$offline" | tr '[:lower:]' '[:upper:]') in 1 | ON | YES | TRUE) asked=no ;; *) asked=yes ;; esac
+    case $(printf '%s' "$operator_offline" | tr '[:lower:]' '[:upper:]') in 1 | ON | YES | TRUE) asked=no ;; *) asked=yes ;; esac
     if [ "$asked" = yes ] && [ -x /usr/bin/python3 ]; then
         hub=$(as_user "" /usr/bin/python3 -I -c '
 import sys, urllib.error, urllib.request

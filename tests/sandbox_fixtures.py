@@ -299,21 +299,25 @@ def plant_fake_model_command(model: str) -> str:
 
 def remove_fake_model(entry: dict) -> None:
     """Undo plant_fake_model_command on a node: the cache, its env file line and the
-    HF_HUB_OFFLINE=1 a deploy wrote for it (the shared node goes back to its state)."""
-    run_ssh(entry, f"rm -rf {FAKE_HUB_CACHE}; [ ! -f {ENV_FILE} ] || sed -i -e '/^HF_HUB_CACHE={FAKE_HUB_CACHE.replace('/', '[/]')}$/d' "
+    HF_HUB_OFFLINE=1 a deploy wrote for it and its record of it (the shared node goes back
+    to its state)."""
+    run_ssh(entry, f"rm -rf {FAKE_HUB_CACHE} {ENV_FILE}.deploy-owned; [ ! -f {ENV_FILE} ] || sed -i -e '/^HF_HUB_CACHE={FAKE_HUB_CACHE.replace('/', '[/]')}$/d' "
                    f"-e '/^HF_HUB_OFFLINE=1$/d' {ENV_FILE}")
 
 
 def plant_hub_entry_command(cache: str, model: str, owner: str) -> str:
     """The shell command that plants ``model`` in the hub cache ``cache`` on a node, owned
     by ``owner``, as huggingface_hub lays an entry out (tests/hub_double.py): refs/main
-    naming a snapshot whose config.json links into blobs/; readable by every user."""
+    naming a snapshot whose config.json and model.safetensors link into blobs/ (weights:
+    a whole entry, bringup/plan/model_source.py entry_partial); readable by every user."""
     entry = f"{cache}/models--{model.replace('/', '--')}"
     config = '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}'
     return (f"install -d -m 0755 {entry}/refs {entry}/blobs {entry}/snapshots/{REVISION} && "
             f"printf %s {REVISION} > {entry}/refs/main && printf '%s\\n' {_quote(config)} > {entry}/blobs/0f3a && "
             f"ln -sfn ../../blobs/0f3a {entry}/snapshots/{REVISION}/config.json && "
-            f"chmod 0644 {entry}/refs/main {entry}/blobs/0f3a && chown -R {owner}: {cache}")
+            f"head -c 64 /dev/zero > {entry}/blobs/9a1c && "
+            f"ln -sfn ../../blobs/9a1c {entry}/snapshots/{REVISION}/model.safetensors && "
+            f"chmod 0644 {entry}/refs/main {entry}/blobs/0f3a {entry}/blobs/9a1c && chown -R {owner}: {cache}")
 
 
 def make_demo(entry):

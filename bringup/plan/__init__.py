@@ -103,6 +103,8 @@ def plan(facts, config, locks=None):
     source = model_source.check_model_source(context)
     if source is not None and source.offline:
         node.env = {**node.env, OFFLINE_KEY: "1"}
+        node.env_owned = {OFFLINE_KEY: "1"}
+    node.env_drop = model_source.taken_back(context, node.env)
     node.model_fetch = model_source.fetch_plan(context, source)
     node.prewarm = prewarm.prewarm_plan(context)
     node.service = driver_step.service_after(service.service_plan(context, node.env), node.driver)

@@ -258,6 +258,11 @@ class NodePlan:
     service: ServicePlan = None
     # The hub model deploy fetches before the unit starts (service_model_fetch), or None.
     model_fetch: ModelFetchPlan = None
+    # Env keys deploy writes for a reason of its own (HF_HUB_OFFLINE: the hub does not answer,
+    # the cache holds the model), recorded beside the env file (bringup/planned_env.py), and
+    # those it wrote before whose reason is gone: taken back (key -> the value it wrote).
+    env_owned: dict = field(default_factory=dict)
+    env_drop: dict = field(default_factory=dict)
     driver: DriverPlan = field(default_factory=lambda: DriverPlan(manage=False))
     manage_alternative: bool = True
     steps: tuple = ()
@@ -308,6 +313,8 @@ class NodePlan:
             "deep_gemm": asdict(self.deep_gemm) if self.deep_gemm else {},
             "service": service,
             "model_fetch": asdict(self.model_fetch) if self.model_fetch else {},
+            "env_owned": dict(self.env_owned),
+            "env_drop": dict(self.env_drop),
             "driver": asdict(self.driver) if self.driver else {},
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),

@@ -11,18 +11,29 @@ deploy starts the service, a warning where it does not (``deploy_steps`` without
 
     >>> decide(hub_fact(), "sglang", serving=True).code
     'MODEL_UNAVAILABLE'
-    >>> decide(hub_fact(revision="ab12", config=ROOT_FILE, readable="yes"), "sglang", serving=True).offline
+    >>> decide(hub_fact(revision="ab12", snapshot=WHOLE, config=ROOT_FILE, readable="yes"), "sglang",
+    ...        serving=True).offline
     True
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup import redact
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.plan.model import ModelFetchPlan
+from bringup.planned_env import OFFLINE_KEY
 
 ROOT_FILE = {"user": "root", "mode": "644", "kind": "regular file"}
+# The record deploy's fetch writes into the cache entry once ``hf download`` exited 0
+# (tasks/operations/model.py; read by files/probe.sh SNAPSHOT_STATE).
+COMPLETE_RECORD = ".gpu-bringup-complete"
+# ...and the mark it leaves there while it runs (taken away with the record).
+FETCHING_MARK = ".gpu-bringup-fetching"
+# A snapshot judged whole: the fetch's record matching it, or (an entry the operator
+# planted, no record) weights in it and no blob still downloading.
+WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "fetching": False, "record": "none", "record_repo": None,
+         "record_revision": None, "record_files": 0, "record_missing": 0}
 # huggingface_hub's true values for HF_HUB_OFFLINE (1.33.0 constants.py ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = ("1", "ON", "YES", "TRUE")
 
@@ -46,9 +57,55 @@ def hub_fact(**changes):
     """A hub id's ``model`` fact (a cache miss, the hub unreachable), for examples and tests."""
     return {"model": "Qwen/Qwen3-0.6B", "kind": "hub", "path": None, "dir": None,
             "cache": "/var/cache/sglang/xdg/huggingface/hub", "cache_via": "XDG_CACHE_HOME",
-            "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None,
-            "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co", "offline": None,
+            "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None, "refs_main": None,
+            "snapshot": None, "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co",
+            "offline": None, "offline_by": None,
             "token": False, "hub": {"status": None, "error": "[Errno -2] Name or service not known"}, **changes}
+
+
+def entry_partial(fact):
+    """Why the hub cache entry's snapshot is not whole ("" when it is; the probe's
+    ``snapshot``, files/probe.sh SNAPSHOT_STATE). huggingface_hub writes ``refs/main``
+    and the small files (config.json) before the weights, and each blob as
+    ``blobs/<etag>.incomplete`` until it is whole (1.33.0 file_download.py: ``blob_path +
+    ".incomplete"``, and ``<etag>.<8 hex>.incomplete`` in ``_download_to_tmp_and_move``,
+    which a killed process leaves behind; the cache's layout:
+    https://huggingface.co/docs/hub/local-cache): a killed fetch leaves an entry that looks
+    cached (seen with the real ``hf download`` against tests/hub_double.py serving_hub). Whole is the fetch's record (``COMPLETE_RECORD``, written after ``hf
+    download`` exited 0) naming this model and snapshot, every file it lists there, and
+    no fetch under way (``FETCHING_MARK``, left by one killed before its end); or, for an
+    entry without either (the operator's), weights in the snapshot and no ``.incomplete``
+    blob.
+
+    >>> entry_partial(hub_fact(revision="ab12", snapshot=WHOLE))
+    ''
+    >>> entry_partial(hub_fact(revision="ab12", snapshot={**WHOLE, "weights": 0}))
+    'its snapshot ab12 holds no weights (*.safetensors, *.bin...)'
+    """
+    snapshot, revision = fact.get("snapshot"), fact.get("revision") or ""
+    if not revision:
+        return "refs/main names no snapshot"
+    if not snapshot:
+        return "the probe did not judge its snapshot"
+    if snapshot["fetching"]:
+        return f"deploy's fetch of it did not finish (its {FETCHING_MARK} is there)"
+    if snapshot["record"] == "refused":
+        return f"its {COMPLETE_RECORD} is not a regular file the cache's reader reads"
+    if snapshot["record"] == "present":
+        if snapshot["record_repo"] != fact["model"] or snapshot["record_revision"] != revision:
+            return (f"its {COMPLETE_RECORD} names {snapshot['record_repo']} snapshot "
+                    f"{(snapshot['record_revision'] or '')[:12]}, refs/main {revision[:12]}: a fetch of it was "
+                    "interrupted")
+        if not snapshot["record_files"]:
+            return f"its {COMPLETE_RECORD} lists no file"
+        if snapshot["record_missing"]:
+            return f"{snapshot['record_missing']} of the {snapshot['record_files']} files its fetch recorded are missing"
+        return ""
+    if snapshot["incomplete"]:
+        return f"{snapshot['incomplete']} blob(s) still .incomplete: a download was interrupted"
+    if not snapshot["weights"]:
+        return f"its snapshot {revision[:12]} holds no weights (*.safetensors, *.bin...)"
+    return ""
 
 
 def _bits(entry, user):
@@ -146,10 +203,13 @@ def decide_hub(fact, user, serving, fetch=False, writes_env=True):
     from the hub where it answers (SGLang downloads it at start, or deploy fetches it)."""
     model, cache, entry = fact["model"], fact.get("cache"), fact.get("entry")
     endpoint = redact.urls(fact.get("endpoint") or "https://huggingface.co")
-    offline_set = bool(fact.get("offline"))
+    # Deploy's own HF_HUB_OFFLINE (its record says it wrote it) is no operator's choice:
+    # decided again from the hub and the cache, and taken back when not needed (taken_back).
+    offline_set = bool(fact.get("offline")) and fact.get("offline_by") != "deploy"
     offline = offline_set and fact["offline"].upper() in TRUE_VALUES
     hub = fact.get("hub")
-    if fact.get("config"):
+    partial = entry_partial(fact) if fact.get("revision") else ""
+    if fact.get("config") and not partial:
         readable, blocking = _readable(fact, user)
         if not readable:
             return _unreadable(fact, user, serving, f"its hub cache entry {entry}", blocking)
@@ -166,9 +226,22 @@ def decide_hub(fact, user, serving, fetch=False, writes_env=True):
                                  "decide it yourself", offline=True)
         return ModelDecision("cache", "MODEL_SOURCE", INFO, said + ("; HF_HUB_OFFLINE is set" if offline else ""), "",
                              fetch=fetch)
+    if fact.get("refs_main") == "unread":
+        reader = user if fact.get("readable") != "unknown" else "nobody"
+        return _failure(serving, "MODEL_UNREADABLE", f"service_model={model}: its hub cache entry {entry} has a "
+                        f"refs/main that {reader} cannot read as a plain file (read as the service's reader, never "
+                        "through a link)", f"let {user} read the entry (`chmod -R o+rX {entry}` or a group {user} is "
+                        "in), with refs/main a plain file as huggingface_hub writes it")
     missing = f"service_model={model} is not in the service's hub cache ({cache}, from {fact.get('cache_via')})"
     copy = (f"copy its cache entry there (`hf download {model} --cache-dir DIR` where the hub answers, then "
             f"DIR/{(entry or '').rsplit('/', 1)[-1]} to {cache}, readable by {user})")
+    if partial:
+        # An interrupted fetch is not a cached model: never served offline, fetched again.
+        missing = (f"service_model={model}'s entry {entry} in the service's hub cache is partial ({partial}), "
+                   "never served offline")
+        copy = (f"let the fetch finish it where the hub answers (deploy again with service_model_fetch: true), or "
+                f"replace {entry} with a whole copy (`hf download {model} --cache-dir DIR` where the hub answers, "
+                f"then DIR/{(entry or '').rsplit('/', 1)[-1]} to {cache}, readable by {user})")
     if offline or hub is None:
         return _failure(serving, "MODEL_UNAVAILABLE", f"{missing} and HF_HUB_OFFLINE is set, so SGLang does not "
                         "ask the hub", f"{copy}, or set service_model to a local directory holding it")
@@ -214,8 +287,34 @@ def check_model_source(context):
     # A fetch runs in the service step.
     fetch = config.service_model_fetch and "service" in config.deploy_steps
     decision = decide(fact, config.service_user, serving, fetch, "env" in config.deploy_steps)
+    if fact.get("offline_by") == "deploy" and not decision.offline and "env" in config.deploy_steps \
+            and OFFLINE_KEY not in dict(config.service_env):
+        decision = replace(decision, message=f"{decision.message}; deploy takes back the {OFFLINE_KEY}="
+                           f"{fact.get('offline')} it wrote into the env file (its env step)")
     context.add(Finding(decision.code, decision.severity, decision.message, decision.fix))
     return decision
+
+
+def taken_back(context, env):
+    """The env file keys deploy wrote for a reason that is gone (key -> the value it wrote):
+    its HF_HUB_OFFLINE (the probe's ``offline_by``), once the service's env (``env``, the
+    plan's) no longer sets it: the hub answers again, the model changed, the cache no
+    longer holds it whole. The operator's own (service_env, or a value deploy did not
+    write) stays.
+
+    >>> from types import SimpleNamespace
+    >>> from bringup.config import Config
+    >>> context = SimpleNamespace(config=Config(service_model="Qwen/Qwen3-0.6B"), facts={"model": hub_fact(
+    ...     offline="1", offline_by="deploy", hub={"status": 200, "error": None})})
+    >>> taken_back(context, {}), taken_back(context, {"HF_HUB_OFFLINE": "1"})
+    ({'HF_HUB_OFFLINE': '1'}, {})
+    """
+    fact = context.facts.get("model") or {}
+    if fact.get("offline_by") != "deploy" or fact.get("model") != context.config.service_model:
+        return {}
+    if OFFLINE_KEY in env or OFFLINE_KEY in dict(context.config.service_env):
+        return {}
+    return {OFFLINE_KEY: fact.get("offline") or ""}
 
 
 def fetch_plan(context, decision):

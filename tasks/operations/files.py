@@ -170,7 +170,7 @@ def _attributes_ok(found, user, group, mode):
 
 @operation()
 def shared_env_file(path, managed, header, quoted=(), path_entry="", default_path="", user="root", group="root",
-                    mode="0644"):
+                    mode="0644", drop=()):
     """
     Set the keys the plan manages in a ``KEY=value`` file shared with the operator
     (the service's EnvironmentFile, ``/etc/environment``), keeping every other line
@@ -186,6 +186,7 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
     + default_path: the PATH to start from when the file has none
     + user, group: the file's owner
     + mode: the loosest mode the file may have; a stricter one found stays (``kept_mode``)
+    + drop: keys deploy wrote for a reason that is gone: their lines are taken out
 
     **Example**:
 
@@ -204,7 +205,7 @@ def shared_env_file(path, managed, header, quoted=(), path_entry="", default_pat
     if path_entry:
         values["PATH"] = envfile.path_first(envfile.parse_env_file(text).get("PATH"), path_entry, default_path)
     try:
-        merged = envfile.merge(text, values, header, quoted)
+        merged = envfile.merge(text, values, header, quoted, drop)
     except envfile.EnvFileError as error:
         message = f"{host.name}: {path} {error}; nothing changed"
         yield f"echo {shlex.quote(message)} >&2; exit 1"

@@ -76,3 +76,47 @@ def test_a_model_in_the_services_hub_cache_is_from_the_cache_and_the_node_goes_o
     assert "deploy writes HF_HUB_OFFLINE=1" in finding["fix"]
     assert report["plan"]["env"]["HF_HUB_OFFLINE"] == "1"
     assert report["plan"]["service"]["env"]["HF_HUB_OFFLINE"] == "1"
+
+
+def test_an_interrupted_fetch_behind_an_unreachable_hub_is_a_blocker_not_offline(hub_cache):
+    """What a fetch killed midway leaves (refs/main and config.json, the weights' blob still
+    .incomplete: huggingface_hub's order) is not a cached model: validate names the partial
+    entry and the fix, and plans no HF_HUB_OFFLINE."""
+    entry = plant_cache_entry(hub_cache, MODEL, weights=False)
+    (entry / "blobs" / "9a1c.incomplete").write_bytes(b"\0" * 16)
+    result, report = validate(f"service_env=HF_ENDPOINT={closed_endpoint()} HF_HUB_CACHE={hub_cache}")
+    assert result.returncode == 1, result.output
+    finding = model_findings(report)["MODEL_UNAVAILABLE"]
+    assert finding["severity"] == "blocker" and f"entry {entry} in the service's hub cache is partial" in \
+        finding["message"] and "still .incomplete" in finding["message"], finding
+    assert "service_model_fetch: true" in finding["fix"]
+    assert "HF_HUB_OFFLINE" not in report["plan"]["env"] and report["facts"]["model"]["snapshot"]["incomplete"] == 1
+
+
+def test_deploys_own_hf_hub_offline_is_taken_back_when_the_hub_answers(hub_cache):
+    """The env file holds HF_HUB_OFFLINE=1 that deploy's record (root's, 0600) says deploy
+    wrote; the hub answers again: validate asks it and plans the key taken back."""
+    from tests.hub_double import answering_hub
+
+    plant_cache_entry(hub_cache, MODEL)
+    # service_env_file may not be under /tmp or /var/tmp (a setting's check): root's scratch directory.
+    scratch = Path(tempfile.mkdtemp(prefix="cli-model-env-", dir="/var/lib"))
+    etc = scratch / "sglang"  # a directory of its own, named for the service (a setting's check)
+    etc.mkdir()
+    try:
+        env_file = etc / "sglang.env"
+        env_file.write_text("# gpu-bringup\nHF_HUB_OFFLINE=1\n")
+        env_file.chmod(0o640)
+        (etc / "sglang.env.deploy-owned").write_text("# gpu-bringup\nHF_HUB_OFFLINE=1\n")
+        (etc / "sglang.env.deploy-owned").chmod(0o600)
+        with answering_hub(200) as (endpoint, asked):
+            result, report = validate(f"service_env=HF_ENDPOINT={endpoint} HF_HUB_CACHE={hub_cache}",
+                                      f"service_env_file={env_file}")
+    finally:
+        shutil.rmtree(scratch)
+    assert result.returncode == 0, result.output
+    # The hub was asked (the old code took deploy's value for the operator's and never asked again).
+    assert asked and "HF_HUB_OFFLINE is set" not in model_findings(report)["MODEL_SOURCE"]["message"]
+    assert report["facts"]["model"]["offline_by"] == "deploy", report["facts"]["model"]
+    assert "MODEL_SOURCE" in model_findings(report) and "HF_HUB_OFFLINE" not in report["plan"]["service"]["env"]
+    assert report["plan"]["env_drop"] == {"HF_HUB_OFFLINE": "1"}

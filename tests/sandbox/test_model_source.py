@@ -12,7 +12,10 @@ against a hub double on loopback that answers validate's HEAD and nothing hf can
 it fails the host in one line, before the unit is written; with the model's files in
 the service's hub cache (a minimal, well-formed entry, as hf writes one) validate says
 "from the cache", deploy writes HF_HUB_OFFLINE=1 and the fetch does nothing; a second
-deploy changes nothing.
+deploy changes nothing. A fetch killed midway (by its timeout, against a hub double the
+real ``hf download`` fetches from, slowly) leaves an entry that is not cached: validate
+refuses to take it offline, the next deploy fetches it again and records it whole; deploy's
+own HF_HUB_OFFLINE=1 is taken back once the hub answers again.
 """
 
 import json
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hub_double import answering_hub
+from tests.hub_double import answering_hub, closed_endpoint, serving_hub
 from tests.sandbox_fixtures import (ENV_FILE, changed_operations, plant_fake_sglang, plant_hub_entry_command,
                                     pyinfra_cli, report_path, run_ssh, ssh_command)
 
@@ -173,5 +176,81 @@ def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model
     # 4. A second deploy: the fetch finds the model (a no-op), nothing changes.
     again = deploy(entry, "service_model_fetch=true", json_output=True)
     assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
-    found, _ = validate(entry, "service_model_fetch=true")
-    assert found["MODEL_SOURCE"]["message"].endswith("HF_HUB_OFFLINE is set"), found
+    # The HF_HUB_OFFLINE=1 there is deploy's own (its record beside the env file): decided
+    # again, the hub still unreachable, so kept (issue 33, finding 9).
+    found, report = validate(entry, "service_model_fetch=true")
+    assert "MODEL_OFFLINE" in found and report["facts"]["model"]["offline_by"] == "deploy", found
+
+
+ENTRY = f"{CACHE}/models--{MODEL.replace('/', '--')}"
+RECORD = f"{ENTRY}/.gpu-bringup-complete"
+OWNED = f"{ENV_FILE}.deploy-owned"
+
+
+def env_lines(entry):
+    return run_ssh(entry, f"cat {ENV_FILE}").stdout.splitlines()
+
+
+def test_a_fetch_killed_midway_is_not_cached_and_the_next_deploy_finishes_it(model_node):
+    """Issue 33, findings 8 and 9: an interrupted fetch converges, and what deploy wrote it
+    takes back. Written for the lead's sandbox run; not run by its author."""
+    entry = model_node
+    run_ssh(entry, f"rm -rf {ENTRY} {OWNED}; [ ! -f {ENV_FILE} ] || sed -i -e '/^HF_HUB_OFFLINE=/d' "
+                   f"-e '/^HF_ENDPOINT=/d' {ENV_FILE}; install -d -o sglang -g sglang -m 0755 /var/cache/sglang/xdg")
+    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=1", MODEL, hub_cache=False)
+    run_ssh(entry, "systemctl daemon-reload")
+
+    # 1. The fetch killed midway by its timeout: the weights (256 KiB, 1 KiB every 0.5 s: two
+    #    minutes) are not there when service_model_fetch_timeout (60 s, its least) ends it.
+    with serving_hub(MODEL, chunk=1024, pause=0.5) as endpoint:
+        killed = deploy(entry, "service_model_fetch=true", "service_model_fetch_timeout=60",
+                        f"service_env=HF_ENDPOINT={endpoint}")
+    assert killed.returncode == 1, killed.output[-4000:]
+    assert f"hf download {MODEL} failed (exit 124;" in summary_row()["reason"], summary_row()
+    listing = run_ssh(entry, f"cd {ENTRY} && find . | sort").stdout
+    assert "./refs/main" in listing and "/config.json" in listing, listing
+    assert "/model.safetensors" not in listing and ".gpu-bringup-complete" not in listing, listing
+    assert "./.gpu-bringup-fetching" in listing, listing  # the fetch began and did not end
+
+    # 2. The hub unreachable: the partial entry is no cached model (the old code planned
+    #    MODEL_OFFLINE and started SGLang offline on it).
+    found, report = validate(entry, "service_model_fetch=true", f"service_env=HF_ENDPOINT={closed_endpoint()}",
+                             expect_rc=1)
+    unavailable = found["MODEL_UNAVAILABLE"]
+    assert unavailable["severity"] == "blocker" and f"entry {ENTRY} in the service's hub cache is partial" in \
+        unavailable["message"], unavailable
+    assert "MODEL_OFFLINE" not in found and "HF_HUB_OFFLINE" not in report["plan"]["env"]
+
+    # 3. The hub serving again: deploy fetches it again (not a no-op), records it whole, serves.
+    with serving_hub(MODEL) as endpoint:
+        done = deploy(entry, "service_model_fetch=true", f"service_env=HF_ENDPOINT={endpoint}")
+    assert done.returncode == 0, done.output[-4000:]
+    assert said(done.output, f"model: fetching {MODEL} into {CACHE} as sglang (service_model_fetch)"), \
+        done.output[-4000:]
+    assert said(done.output, "sglang.service serves: /health answered 200"), done.output[-4000:]
+    record = run_ssh(entry, f"stat -c '%U %a' {RECORD} && cat {RECORD}").stdout.splitlines()
+    assert record[0] == "sglang 644" and record[1:] == [f"repo={MODEL}", "revision=" + record[2].split("=", 1)[1],
+                                                        "file=config.json", "file=model.safetensors"], record
+    assert run_ssh(entry, f"test -e {ENTRY}/.gpu-bringup-fetching", check=False).returncode == 1
+
+    # 4. The hub unreachable, the cache whole: deploy writes HF_HUB_OFFLINE=1 and records it
+    #    as its own (root's, 0600).
+    down = deploy(entry, "service_model_fetch=true", f"service_env=HF_ENDPOINT={closed_endpoint()}")
+    assert down.returncode == 0, down.output[-4000:]
+    assert "HF_HUB_OFFLINE=1" in env_lines(entry)
+    owned = run_ssh(entry, f"stat -c '%U %a' {OWNED} && cat {OWNED}").stdout.splitlines()
+    assert owned[0] == "root 600" and "HF_HUB_OFFLINE=1" in owned, owned
+
+    # 5. The hub answers again: validate asks it past deploy's HF_HUB_OFFLINE (no "HF_HUB_OFFLINE
+    #    is set"), deploy takes the key back from the env file and from its record.
+    with serving_hub(MODEL) as endpoint:
+        found, report = validate(entry, "service_model_fetch=true", f"service_env=HF_ENDPOINT={endpoint}")
+        assert report["facts"]["model"]["offline_by"] == "deploy" and report["facts"]["model"]["hub"]["status"] == 200
+        assert report["plan"]["env_drop"] == {"HF_HUB_OFFLINE": "1"} and "MODEL_OFFLINE" not in found, found
+        back = deploy(entry, "service_model_fetch=true", f"service_env=HF_ENDPOINT={endpoint}")
+        assert back.returncode == 0, back.output[-4000:]
+        assert not [line for line in env_lines(entry) if line.startswith("HF_HUB_OFFLINE=")], env_lines(entry)
+        assert "HF_HUB_OFFLINE=1" not in run_ssh(entry, f"cat {OWNED}").stdout
+        # 6. A second deploy changes nothing.
+        again = deploy(entry, "service_model_fetch=true", f"service_env=HF_ENDPOINT={endpoint}", json_output=True)
+    assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]

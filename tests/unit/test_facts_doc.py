@@ -176,6 +176,28 @@ iommu=pt
 @@ driver-acs rc=0
 0000:17:00.0 SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
 """
+# A hub model's section: its snapshot judged (files/probe.sh SNAPSHOT_STATE).
+HUB_MODEL = """@@ model rc=0 model=Qwen/Qwen3-0.6B
+kind=hub
+offline=1
+token=unset
+endpoint=https://huggingface.co
+cache=/var/cache/sglang/xdg/huggingface/hub
+via=XDG_CACHE_HOME
+entry=/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B
+revision=c1899de289a04d12100db370d81485cdf75e47ca
+refs_main=unread
+snapshot_files=3
+snapshot_weights=1
+snapshot_incomplete=0
+snapshot_fetching=no
+record=present
+record_repo=Qwen/Qwen3-0.6B
+record_revision=c1899de289a04d12100db370d81485cdf75e47ca
+record_files=3
+record_missing=0
+config=
+"""
 BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null, "sglang": null, "torch_error": "E"}\n'
 
 
@@ -241,6 +263,7 @@ def documented_paths():
 
 def emitted_paths():
     documents = [build_document(framed(FULL_OUTPUT)), build_document(framed(BROKEN_TORCH), ["torch"]),
+                 build_document(framed(HUB_MODEL), ["model"]),
                  json.loads((ROOT / "tests" / "fixtures" / "facts" / "incident.json").read_text())]
     paths = set()
     for document in documents:

@@ -6,6 +6,7 @@ hub cache hit and miss, a hub that answers, one that refuses the connection); an
 the hub is tests/hub_double.py's, on loopback."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from bringup.config import Config
 from bringup.findings import BLOCKER, FIX, INFO, WARNING
 from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import plan
-from bringup.plan.model_source import ROOT_FILE, blocking_entry, decide, hub_fact
+from bringup.plan.model_source import ROOT_FILE, WHOLE, blocking_entry, decide, entry_partial, hub_fact
 from facts.node import probe_command
 from facts.probe_output import build_document
 from tests.hub_double import REVISION, answering_hub, closed_endpoint, plant_cache_entry
@@ -27,7 +28,11 @@ from tests.unit.scenarios import FIXTURES, converged, varied
 CACHE = "/var/cache/sglang/xdg/huggingface/hub"
 ENTRY = f"{CACHE}/models--Qwen--Qwen3-0.6B"
 REFUSED = {"status": None, "error": "[Errno 111] Connection refused"}
-CACHED = {"revision": REVISION, "config": ROOT_FILE, "readable": "yes"}
+CACHED = {"revision": REVISION, "snapshot": WHOLE, "config": ROOT_FILE, "readable": "yes"}
+# An interrupted fetch: refs/main and config.json there, the weights not (yet).
+INTERRUPTED = {**CACHED, "snapshot": {**WHOLE, "files": 1, "weights": 0, "incomplete": 1}}
+RECORDED = {**WHOLE, "record": "present", "record_repo": "Qwen/Qwen3-0.6B", "record_revision": REVISION,
+            "record_files": 3, "record_missing": 0}
 
 
 def chain(*entries):
@@ -99,6 +104,29 @@ CASES = [
      ("MODEL_SOURCE", INFO, "hub", False, True), ("HF_TOKEN is set",)),
     ("no such model", hub_fact(hub={"status": 404, "error": None}), True, False,
      ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("answers 404",)),
+    ("an interrupted fetch, the hub unreachable: not offline, a blocker naming the entry", hub_fact(**INTERRUPTED),
+     True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
+     (f"entry {ENTRY}", "is partial (1 blob(s) still .incomplete", "never served offline", "does not answer")),
+    ("an interrupted fetch, the operator's HF_HUB_OFFLINE", hub_fact(**INTERRUPTED, offline="1", hub=None), True,
+     False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("is partial", "HF_HUB_OFFLINE is set")),
+    ("an interrupted fetch, the hub answers: the fetch runs again", hub_fact(**INTERRUPTED, hub={"status": 200,
+     "error": None}), True, True, ("MODEL_SOURCE", INFO, "hub", False, True), ("is partial", "deploy fetches it")),
+    ("refs/main and config.json only, no blob left behind", hub_fact(**CACHED | {"snapshot": {**WHOLE, "weights": 0}}),
+     True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("holds no weights",)),
+    ("the fetch's record matches the snapshot", hub_fact(**CACHED | {"snapshot": RECORDED}), True, False,
+     ("MODEL_OFFLINE", FIX, "cache", True, False), ("from the cache",)),
+    ("the record names another snapshot: a fetch of a new one was interrupted", hub_fact(**CACHED | {"snapshot": {
+     **RECORDED, "record_revision": "ab" * 20}}), True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
+     ("names Qwen/Qwen3-0.6B snapshot abababababab, refs/main c1899de289a0",)),
+    ("a file the record lists is gone", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record_missing": 1}}), True,
+     False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("1 of the 3 files its fetch recorded",)),
+    ("a record that is a link or unreadable", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record": "refused"}}),
+     True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("is not a regular file",)),
+    ("deploy's fetch began and did not end (its mark is left)", hub_fact(**CACHED | {"snapshot": {
+     **RECORDED, "fetching": True}}), True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
+     ("deploy's fetch of it did not finish",)),
+    ("a snapshot the probe did not judge", hub_fact(**CACHED | {"snapshot": None}), True, False,
+     ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("did not judge",)),
     ("a password in HF_ENDPOINT is not shown", hub_fact(endpoint="https://u:pw@mirror.example"), True, False,
      ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("https://<redacted>@mirror.example",)),
 ]
@@ -309,3 +337,271 @@ def test_the_probe_reads_the_keys_the_plan_passes():
 
     script = (Path(__file__).resolve().parents[2] / "files" / "probe.sh").read_text()
     assert tuple(re.search(r'model_keys="([^"]*)"', script).group(1).split()) == MODEL_ENV_KEYS
+
+
+# --- An interrupted fetch (finding 8 of issue 33) ----------------------------------------
+
+
+def interrupted_entry(cache, model="Qwen/Qwen3-0.6B"):
+    """What a fetch killed midway leaves, as huggingface_hub 1.33.0's file_download.py writes
+    it (seen with the real ``hf download`` against tests/hub_double.py serving_hub): refs/main
+    and the snapshot's config.json (small files first), the weights' blob still
+    ``<etag>.<random>.incomplete`` and no link to it yet."""
+    entry = plant_cache_entry(cache, model, weights=False)
+    (entry / "blobs" / "9a1c.02909c4f.incomplete").write_bytes(b"\0" * 16)
+    return entry
+
+
+def chown_tree(path, user):
+    subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True)
+
+
+@pytest.mark.parametrize("state,partial", [
+    ("whole", ""),
+    ("whole, the .incomplete a killed fetch left beside the finished blob", ""),
+    ("refs and config only", "holds no weights"),
+    ("an .incomplete blob", "1 blob(s) still .incomplete"),
+])
+def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(open_dir, state, partial):
+    """The real probe on scratch caches, read as the cache's reader (``nobody``): an
+    operator's entry (no record of deploy's fetch) is whole with weights and no blob still
+    downloading; refs/main plus config.json alone is not; and the planner does not take a
+    partial entry offline."""
+    if state.startswith("whole"):
+        entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+        if "killed" in state:
+            (entry / "blobs" / "9a1c.02909c4f.incomplete").write_bytes(b"\0" * 16)
+    elif state == "refs and config only":
+        plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False)
+    else:
+        interrupted_entry(open_dir / "hub")
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_ENDPOINT=closed_endpoint())
+    assert fact["revision"] == REVISION and fact["config"] and fact["snapshot"]["record"] == "none", fact
+    assert partial in entry_partial(fact) and bool(entry_partial(fact)) is bool(partial), fact["snapshot"]
+    decision = decide(fact, "nobody", serving=True)
+    if partial:
+        assert (decision.code, decision.severity, decision.offline) == ("MODEL_UNAVAILABLE", BLOCKER, False)
+        assert f"{open_dir}/hub/models--Qwen--Qwen3-0.6B" in decision.message and "partial" in decision.message
+    else:
+        assert (decision.code, decision.offline) == ("MODEL_OFFLINE", True)
+
+
+def test_the_fetchs_record_is_written_as_the_service_user_and_held_to_the_snapshot(open_dir):
+    """The record command deploy runs after ``hf download`` exited 0 (tasks/operations/model.py),
+    run for real as a throwaway user (``nobody``, owning the cache as the service user
+    does): the probe then finds the entry whole; a later fetch of a new snapshot killed
+    midway (refs/main moved, its weights not there) is partial again; a file the record
+    lists going missing is partial; a record that is a link is refused, not followed."""
+    from bringup.plan.model import ModelFetchPlan
+    from tasks.operations.model import START_SCRIPT, as_service_user, record_command
+
+    cache = open_dir / "hub"
+    entry = plant_cache_entry(cache, "Qwen/Qwen3-0.6B")
+    chown_tree(cache, "nobody")
+    fetch = ModelFetchPlan("Qwen/Qwen3-0.6B", str(cache), "/v/bin/hf", "nobody", "/nonexistent", "/e")
+    # A fetch's start (its mark), then hf's work (the planted entry), then its end.
+    subprocess.run(["sh", "-c", as_service_user(fetch, START_SCRIPT)], check=True, env={"PATH": "/usr/bin:/bin"},
+                   timeout=30)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["fetching"] and "did not finish" in entry_partial(fact), fact["snapshot"]
+    subprocess.run(["sh", "-c", record_command(fetch)], check=True, env={"PATH": "/usr/bin:/bin"}, timeout=30)
+    record = entry / ".gpu-bringup-complete"
+    assert record.stat().st_uid != 0 and oct(record.stat().st_mode)[-3:] == "644"
+    assert record.read_text().splitlines() == ["repo=Qwen/Qwen3-0.6B", f"revision={REVISION}", "file=config.json",
+                                               "file=model.safetensors"]
+    assert not (entry / ".gpu-bringup-fetching").exists()  # the start's mark, taken away with the record
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["record"] == "present" and entry_partial(fact) == "", fact["snapshot"]
+    # A new snapshot's fetch killed midway: refs/main names it, config.json only.
+    newer = "ab" * 20
+    (entry / "snapshots" / newer).mkdir()
+    os.symlink("../../blobs/0f3a", entry / "snapshots" / newer / "config.json")
+    (entry / "refs" / "main").write_text(newer)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert "a fetch of it was interrupted" in entry_partial(fact), fact["snapshot"]
+    (entry / "refs" / "main").write_text(REVISION)
+    (entry / "blobs" / "9a1c").unlink()
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert "1 of the 2 files its fetch recorded are missing" in entry_partial(fact), fact["snapshot"]
+    # A link at the record is never followed.
+    record.unlink()
+    secret = open_dir / "root-only"
+    secret.write_text(f"repo=Qwen/Qwen3-0.6B\nrevision={REVISION}\nfile=config.json\n")
+    os.symlink(secret, record)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["record"] == "refused" and "not a regular file" in entry_partial(fact)
+
+
+def test_the_fetch_runs_again_on_an_interrupted_entry():
+    """model_fetched's own check (``cached``) is the planner's: an entry with a blob still
+    downloading is fetched again, a whole one is not."""
+    from tasks.operations.model import cached
+
+    assert cached(hub_fact(**CACHED)) and not cached(hub_fact(**INTERRUPTED))
+
+
+# --- Deploy's own HF_HUB_OFFLINE (finding 9 of issue 33) ---------------------------------
+
+ANSWERS = {"status": 200, "error": None}
+MINE = {"offline": "1", "offline_by": "deploy"}
+
+
+# name, the model fact, service_env, (code, HF_HUB_OFFLINE in the env file, env_owned, env_drop)
+OWNED_CASES = [
+    ("deploy's, the hub still down, the cache whole: kept, still deploy's", hub_fact(**CACHED, **MINE),
+     {}, ("MODEL_OFFLINE", "1", {"HF_HUB_OFFLINE": "1"}, {})),
+    ("deploy's, the hub answers again: taken back", hub_fact(**CACHED, **MINE, hub=ANSWERS), {},
+     ("MODEL_SOURCE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("deploy's, the model changed and the hub answers: taken back, SGLang downloads it",
+     hub_fact(**MINE, hub=ANSWERS), {}, ("MODEL_SOURCE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("deploy's, the model changed, the hub down: the blocker names the hub, not HF_HUB_OFFLINE",
+     hub_fact(**MINE), {}, ("MODEL_UNAVAILABLE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("deploy's, the cache partial now, the hub answers: taken back, fetched", hub_fact(**INTERRUPTED, **MINE,
+     hub=ANSWERS), {}, ("MODEL_SOURCE", None, {}, {"HF_HUB_OFFLINE": "1"})),
+    ("the operator's own in the env file: kept", hub_fact(**CACHED, offline="1", hub=None), {},
+     ("MODEL_SOURCE", None, {}, {})),
+    ("service_env sets it now: the operator's", hub_fact(**CACHED, offline="0", hub=ANSWERS),
+     {"HF_HUB_OFFLINE": "0"}, ("MODEL_SOURCE", "0", {}, {})),
+]
+
+
+@pytest.mark.parametrize("name,fact,service_env,expected", OWNED_CASES, ids=[case[0] for case in OWNED_CASES])
+def test_deploys_own_hf_hub_offline_is_decided_again_and_taken_back(name, fact, service_env, expected):
+    node = plan(model_facts(fact), Config.from_data({"service_model": "Qwen/Qwen3-0.6B", "service_env": service_env}))
+    code, = [f.code for f in node.findings if f.code.startswith("MODEL_")]
+    assert (code, node.service.env.get("HF_HUB_OFFLINE"), node.env_owned, node.env_drop) == expected, node.findings
+    assert "HF_HUB_OFFLINE is set" not in " ".join(f.message for f in node.findings if fact.get("offline_by"))
+    assert node.as_dict()["env_drop"] == expected[3]
+    said = " ".join(f.message for f in node.findings if f.code.startswith("MODEL_"))
+    assert ("deploy takes back the HF_HUB_OFFLINE=1 it wrote" in said) is bool(expected[3]), said
+
+
+def probe_env_file(open_dir, text, record=None, record_mode=0o600):
+    env_file = open_dir / "sglang.env"
+    env_file.write_text(text)
+    env_file.chmod(0o640)
+    if record is not None:
+        owned = open_dir / "sglang.env.deploy-owned"
+        owned.write_text(record)
+        owned.chmod(record_mode)
+    return env_file
+
+
+def probe_with(env_file, **env):
+    layout = NodeLayout.for_settings("/nonexistent", str(env_file), "/nonexistent-cache", "nobody")
+    inputs = ProbeInputs(layout, model="Qwen/Qwen3-0.6B", model_env=tuple(env.items()))
+    out = subprocess.run(["sh", "-c", probe_command(inputs, ("model",))], env={"PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return build_document(out.splitlines(), ["model"])["model"]
+
+
+def test_probe_tells_deploys_hf_hub_offline_from_the_operators(open_dir):
+    """The real probe: the env file's HF_HUB_OFFLINE=1 with deploy's record (root's, 0600)
+    is deploy's, and the hub is asked all the same; without the record, with a record
+    others may write, one that is a link, one naming another value, or with service_env
+    setting it, it is the operator's and the hub is not asked."""
+    from bringup.planned_env import owned_record
+
+    hub = f"HF_HUB_CACHE={open_dir}/hub\n"
+    with answering_hub(200) as (endpoint, asked):
+        env_file = probe_env_file(open_dir, f"{hub}HF_ENDPOINT={endpoint}\nHF_HUB_OFFLINE=1\n",
+                                  owned_record({"HF_HUB_OFFLINE": "1"}))
+        fact = probe_with(env_file)
+        assert (fact["offline"], fact["offline_by"], fact["hub"]) == ("1", "deploy", ANSWERS), fact
+        assert asked == ["/Qwen/Qwen3-0.6B/resolve/main/config.json"]
+        assert probe_with(env_file, HF_HUB_OFFLINE="1")["offline_by"] is None
+        (open_dir / "sglang.env.deploy-owned").chmod(0o602)
+        assert probe_with(env_file)["offline_by"] is None
+        (open_dir / "sglang.env.deploy-owned").unlink()
+        os.symlink(open_dir / "elsewhere", open_dir / "sglang.env.deploy-owned")
+        (open_dir / "elsewhere").write_text(owned_record({"HF_HUB_OFFLINE": "1"}))
+        fact = probe_with(env_file)
+        assert (fact["offline_by"], fact["hub"]) == (None, None), fact
+        (open_dir / "sglang.env.deploy-owned").unlink()
+        env_file = probe_env_file(open_dir, f"{hub}HF_HUB_OFFLINE=1\n", owned_record({"HF_HUB_OFFLINE": "yes"}))
+        assert probe_with(env_file)["offline_by"] is None
+        (open_dir / "sglang.env.deploy-owned").unlink()
+        assert probe_with(env_file)["offline_by"] is None
+    assert len(asked) == 1
+
+
+def test_the_env_file_loses_only_the_key_deploy_takes_back():
+    from bringup import envfile
+
+    text = "HF_TOKEN=x\nCUDA_HOME=/c\n# managed\nHF_HUB_OFFLINE=1\nHF_HUB_OFFLINE=1\n"
+    assert envfile.merge(text, {"CUDA_HOME": "/c"}, "# managed", drop=("HF_HUB_OFFLINE",)) == \
+        "HF_TOKEN=x\nCUDA_HOME=/c\n# managed\n"
+    # A key the plan sets again is not dropped.
+    assert "HF_HUB_OFFLINE=1" in envfile.merge(text, {"HF_HUB_OFFLINE": "1"}, "# managed", drop=("HF_HUB_OFFLINE",))
+
+
+def test_a_record_cannot_pass_lines_of_its_own_for_the_probes(open_dir):
+    """The record is the service user's file: a line separator of the parser's (\\r, \\x1c)
+    in its repo or revision would pass for a key of the section (revision=, hub_status=);
+    only a hub id's and a commit's characters go out."""
+    entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    (entry / ".gpu-bringup-complete").write_text(f"repo=Qwen/Qwen3-0.6B\x1chub_status=200\rrevision={'ab' * 20}\n"
+                                                 f"revision={REVISION}\x1cconfig=\nfile=config.json\n")
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert (fact["revision"], fact["hub"], fact["config"]["kind"]) == (REVISION, None, "regular file"), fact
+    assert (fact["snapshot"]["record_repo"], fact["snapshot"]["record_revision"]) == (None, None), fact["snapshot"]
+    assert "a fetch of it was interrupted" in entry_partial(fact)
+
+
+def test_refs_main_is_read_as_the_caches_reader_never_through_a_link(open_dir):
+    """refs/main is the service user's file: a link from it to a file only root reads (holding
+    a commit-like line) names no snapshot; a plain one does."""
+    entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    assert probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")["revision"] == REVISION
+    secret = open_dir / "root-only-commit"
+    secret.write_text(REVISION)
+    secret.chmod(0o600)
+    (entry / "refs" / "main").unlink()
+    os.symlink(secret, entry / "refs" / "main")
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert (fact["revision"], fact["config"], fact["refs_main"]) == (None, None, "unread"), fact
+    decision = decide(fact, "nobody", serving=True)
+    assert decision.code == "MODEL_UNREADABLE" and "refs/main that nobody cannot read" in decision.message
+
+
+# A directory holding huggingface_hub 1.33.0 and its dependencies (``pip install --target
+# DIR huggingface_hub==1.33.0``, world-readable): the real ``hf download`` killed midway.
+HF_SITE = os.environ.get("GPU_BRINGUP_HF_SITE", "")
+
+
+@pytest.mark.skipif(not HF_SITE, reason="GPU_BRINGUP_HF_SITE names no huggingface_hub install")
+def test_the_real_hf_download_killed_midway_then_run_again(open_dir):
+    """As deploy's fetch runs it, as a throwaway user (``nobody``): its start mark, the real
+    ``hf download`` killed by its timeout against a slow hub double (tests/hub_double.py
+    serving_hub), the probe finds a partial entry; run again, then its record: whole."""
+    from bringup.plan.model import ModelFetchPlan
+    from tasks.operations.model import START_SCRIPT, as_service_user, record_command
+    from tests.hub_double import serving_hub
+
+    cache = open_dir / "hub"
+    cache.mkdir()
+    chown_tree(cache, "nobody")
+    fetch = ModelFetchPlan("Qwen/Qwen3-0.6B", str(cache), "/v/bin/hf", "nobody", "/nonexistent", "/e")
+    clean = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+    def hf_download(endpoint, limit):
+        return subprocess.run(["timeout", "-k", "5", str(limit), "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                               "runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={HF_SITE}", f"HOME={open_dir}",
+                               f"HF_ENDPOINT={endpoint}", "HF_HUB_DISABLE_TELEMETRY=1", "/usr/bin/python3", "-c",
+                               "import sys; from huggingface_hub.cli.hf import main; sys.exit(main())", "download",
+                               "Qwen/Qwen3-0.6B", "--cache-dir", str(cache)], capture_output=True, text=True,
+                              env=clean, timeout=limit + 30, check=False).returncode
+
+    subprocess.run(["sh", "-c", as_service_user(fetch, START_SCRIPT)], check=True, env=clean, timeout=30)
+    with serving_hub("Qwen/Qwen3-0.6B", chunk=1024, pause=0.5) as endpoint:
+        assert hf_download(endpoint, 6) == 124
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert fact["revision"] == REVISION and fact["config"], fact  # refs/main and config.json: it looks cached
+    assert fact["snapshot"]["weights"] == 0 and fact["snapshot"]["incomplete"] == 1, fact["snapshot"]
+    assert "did not finish" in entry_partial(fact) and decide(fact, "nobody", serving=True).code == "MODEL_UNAVAILABLE"
+    with serving_hub("Qwen/Qwen3-0.6B") as endpoint:
+        assert hf_download(endpoint, 60) == 0
+    subprocess.run(["sh", "-c", record_command(fetch)], check=True, env=clean, timeout=30)
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert entry_partial(fact) == "" and fact["snapshot"]["record"] == "present", fact["snapshot"]
+    assert decide(fact, "nobody", serving=True).source == "cache"
