@@ -23,6 +23,9 @@ REDACTED = "<redacted>"
 # the settings' checks refuse what it finds (bringup/checks.py), the redaction replaces
 # it, files/probe.sh cuts the endpoint at its last "@" the same way.
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
+# urllib's and http.client's port errors quote the authority's tail, which is a password
+# when the URL had one ("nonnumeric port: 'PASSWORD@host'"): no scheme left to find it by.
+PORT_ERROR = re.compile(r"(?P<keep>(?:nonnumeric port|Port could not be cast to integer value as):? )'[^']*'")
 # Values this short are no secret, and blanking them in a message would blank words.
 SHORTEST_SECRET = 4
 
@@ -34,7 +37,10 @@ def urls(text, replacement=REDACTED):
     'index https://<redacted>@pypi.example/simple and http://mirror/x'
     >>> urls("https://svc:pa/ss?#x@mirror/models nonnumeric")
     'https://<redacted>@mirror/models nonnumeric'
+    >>> urls("nonnumeric port: 'PASSWORD@mirror'")
+    "nonnumeric port: '<redacted>'"
     """
+    text = PORT_ERROR.sub(lambda match: f"{match.group('keep')}'{replacement}'", text)
     return USERINFO.sub(lambda match: f"{match.group('scheme')}{replacement}@", text)
 
 

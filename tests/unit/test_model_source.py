@@ -366,3 +366,12 @@ def test_probe_never_shows_or_passes_an_endpoint_password(open_dir, password):
         server.server_close()
     assert seen["auth"] == [None], seen
     assert seen["argv"] == [], seen["argv"]
+
+
+def test_a_port_error_naming_an_endpoint_password_is_redacted_in_the_finding():
+    """What an earlier probe reported (urllib's "nonnumeric port: 'PASSWORD@host'", no
+    scheme left for the URL pattern) never reaches the finding."""
+    fact = hub_fact(endpoint="https://svc:Pw9secret@mirror", hub={"status": None,
+                                                                  "error": "nonnumeric port: 'Pw9secret@mirror'"})
+    decision = decide(fact, "nobody", serving=True)
+    assert decision.code == "MODEL_UNAVAILABLE" and "Pw9" not in decision.message, decision.message
