@@ -355,3 +355,24 @@ def test_a_manifest_of_another_shape_is_a_cold_cache_and_the_other_host_carries_
     finally:
         import shutil
         shutil.rmtree(cache, ignore_errors=True)
+
+
+@pytest.mark.parametrize("second_data,key", [
+    ({"service_model": "--help"}, "service_model"),
+    ({"service_env": {"HF_ENDPOINT": "https://bob:Hunter2pw/x@hub.mirror"}}, "service_env"),
+])
+def test_a_model_option_or_an_env_password_fails_that_host_alone_and_the_other_is_summarised(tmp_path, second_data,
+                                                                                             key):
+    """The new classes of issue 33 (a model id that reads as an option, credentials in an
+    env value): one line for that host naming the setting and the fix, no report for it,
+    nothing of the password anywhere; the other host planned and summarised."""
+    result, reports, summary = run_two_hosts(tmp_path, second_data)
+    assert_clean_error(result, f"{SECOND_HOST}: setting {key}", "is invalid")
+    assert "Hunter2pw" not in result.output and "bob" not in result.output
+    assert summary is not None, result.output[-3000:]
+    rows = {row["host"]: row for row in summary["hosts"]}
+    assert rows[SECOND_HOST]["verdict"] == "failed", rows
+    assert rows[GOOD_HOST]["verdict"] in ("ready", "needs deploy"), rows
+    assert not (reports / f"{SECOND_HOST}.json").exists()
+    assert (reports / f"{GOOD_HOST}.json").exists(), "the good host is planned and reported"
+    assert "Hunter2pw" not in "".join(path.read_text() for path in reports.rglob("*") if path.is_file())
