@@ -93,7 +93,7 @@ def test_the_hub_token_is_on_no_command_line(scratch):
 
 PLANTED = {"AWS_SECRET_ACCESS_KEY": "planted-aws-7Qx9", "WANDB_API_KEY": "planted-wandb-3Kd2",
            "HF_ENDPOINT": "https://svc:planted-pw-8Zt4@mirror.example", "HF_TOKEN": "hf_plantedtoken5Vn1",
-           "QUOTED": "it's \"planted-quote-2Mm6\" $HOME `x`"}
+           "QUOTED": "it's \"planted-quote-2Mm6\" $HOME `x` $(id) C:\\dir\\n\\"}
 
 
 def _processes():
