@@ -20,6 +20,7 @@ Prints ``{"status": 200, "body": {...}}``, or ``{"status": null, "error": "..."}
 nothing answered. Exit status 0 either way (the caller decides).
 """
 
+import ipaddress
 import json
 import os
 import re
@@ -38,9 +39,23 @@ def api_key(path):
     return found.group(1) if found else ""
 
 
-def listening(port):
-    """The inodes of the sockets listening on TCP ``port`` (any address), from
-    /proc/net/tcp and tcp6 (state 0A: LISTEN; the local address's port in hex)."""
+def _address(hexed):
+    """/proc/net/tcp*'s local address (host byte order, 32-bit words) as an ip_address."""
+    raw = bytes.fromhex(hexed)
+    return ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+
+
+def listening(host, port):
+    """The inodes of the sockets listening on TCP ``port`` that a connection to ``host``
+    reaches (bound to it, to its IPv4-mapped form, or to a wildcard), from /proc/net/tcp
+    and tcp6 (state 0A: LISTEN)."""
+    try:
+        target = ipaddress.ip_address(host)
+    except ValueError:
+        target = None  # not an address (the settings allow none): every listener on the port counts
+    reached = {target, ipaddress.ip_address("0.0.0.0"), ipaddress.ip_address("::")}
+    if target is not None and target.version == 4:
+        reached.add(ipaddress.ip_address(f"::ffff:{target}"))
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -50,7 +65,10 @@ def listening(port):
             continue
         for row in rows:
             fields = row.split()
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == int(port):
+            if len(fields) <= 9 or fields[3] != "0A":
+                continue
+            address, _, bound = fields[1].rpartition(":")
+            if int(bound, 16) == int(port) and (target is None or _address(address) in reached):
                 inodes.add(fields[9])
     return inodes
 
@@ -76,10 +94,10 @@ def held_by(pids):
     return inodes
 
 
-def whose(port, pids):
-    """Why the listener on ``port`` is not the unit's, or "" when every listener there
-    is held by one of ``pids``."""
-    listeners = listening(port)
+def whose(host, port, pids):
+    """Why the listener a connection to ``host``:``port`` reaches is not the unit's, or ""
+    when every such listener is held by one of ``pids``."""
+    listeners = listening(host, port)
     if not listeners:
         return ""  # nothing listens: the request itself says so (connection refused)
     if not pids:
@@ -90,11 +108,11 @@ def whose(port, pids):
 
 
 def ask(host, port, what, key_file="", pids=()):
-    stranger = whose(port, pids)
-    if stranger:
-        return {"status": None, "error": stranger}
     # A server bound to every address answers on the loopback.
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    stranger = whose(host, port, pids)
+    if stranger:
+        return {"status": None, "error": stranger}
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     headers = {"Content-Type": "application/json"}
     key = api_key(key_file) if what == "generate" else ""
