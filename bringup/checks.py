@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
+from bringup import redact
+
 # C0 controls (\v \f \x1c-\x1e among them), DEL, and the other characters
 # str.splitlines() ends a line at: NEL (U+0085), LINE and PARAGRAPH SEPARATOR.
 CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
@@ -23,8 +25,6 @@ CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 # a space, <>, \, ^, `, {|}, non-ASCII) is refused, never escaped on its way.
 URL_CHARS = re.compile(r"^[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
 BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-# A URL's user[:password]@ part, wherever a URL appears in a text.
-USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]*@")
 # The longest a value is shown in an error line (an alias bomb expands to megabytes).
 SHOWN_CHARS = 200
 # What a node path may be made of: no spaces, quotes, globs or shell syntax.
@@ -59,8 +59,10 @@ def without_userinfo(text):
 
     >>> without_userinfo("https://bob:s3cret@mirror/cuda and http://h/")
     'https://***@mirror/cuda and http://h/'
+    >>> without_userinfo("'https://bob:s3/cr?e#t@mirror/cuda'")
+    "'https://***@mirror/cuda'"
     """
-    return USERINFO.sub(r"\1***@", text)
+    return redact.urls(text, "***")
 
 
 def cut(text, limit=SHOWN_CHARS):
@@ -305,6 +307,11 @@ class OwnDirFile(NodePath):
         return value
 
 
+USERINFO_FIX = ("remove the user and password from the URL: it is written into the apt source, the reports and the "
+                "venv build's command line; give them to apt in /etc/apt/auth.conf.d/ (apt_auth.conf(5)) and to "
+                "pip/uv in root's ~/.netrc")
+
+
 class Url(Check):
     """An http(s) or file URL of RFC 3986's characters, without user or password,
     query or fragment; its host a DNS name or an IP address.
@@ -326,6 +333,10 @@ class Url(Check):
             return value
         if self.paths and value.startswith("/") and PATH_CHARS.match(value):
             return value
+        if redact.has_userinfo(value):
+            # Before urlsplit: a password holding "/", "?" or "#" ends its authority early,
+            # and its port error would show the password.
+            raise Invalid(USERINFO_FIX)
         fix = "use an http://, https:// or file:/ URL without spaces, query or fragment" + (
             ", or an absolute directory" if self.paths else "")
         if not URL_CHARS.match(value) or BAD_PERCENT.search(value):
@@ -338,9 +349,7 @@ class Url(Check):
         except ValueError as error:  # a bad [IPv6] host, a port out of range
             raise Invalid(f"{fix} ({error})") from None
         if "@" in parts.netloc:
-            raise Invalid("remove the user and password from the URL: it is written into the apt source, the "
-                          "reports and the venv build's command line; give them to apt in /etc/apt/auth.conf.d/ "
-                          "(apt_auth.conf(5)) and to pip/uv in root's ~/.netrc")
+            raise Invalid(USERINFO_FIX)
         if parts.query or parts.fragment:
             raise Invalid(fix)
         if parts.scheme in ("http", "https") and host and not ("[" in parts.netloc or HOST_NAME.match(host)):
@@ -438,4 +447,8 @@ class Assignments(Check):
         for key, item in pairs:
             if not self.NAME.match(key) or item is None:
                 raise Invalid(f"use KEY=value with KEY a variable name (got {shown(key)})")
+            if redact.has_userinfo(item):
+                raise Invalid(f"remove the user and password from {key}'s URL: the settings reach the probe's and "
+                              "pyinfra's command lines; put the assignment with its credentials into the env file "
+                              "yourself (service_env_file, root's, mode 0600), which deploy keeps and never shows")
         return tuple(pairs)

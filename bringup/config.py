@@ -10,6 +10,7 @@ docs/settings.md's table repeats these defaults.
 import ipaddress
 import os
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass, fields, replace
 
@@ -83,6 +84,40 @@ class Interpreter(checks.Check):
         return value
 
 
+class ModelId(checks.Check):
+    """A Hugging Face hub id (``org/name`` or ``name``: huggingface_hub's
+    validate_repo_id, utils/_validators.py: letters, digits, ``-``, ``_``, ``.``, not
+    starting or ending with ``-`` or ``.``, no ``--`` or ``..``, not ending in ``.git``, at
+    most 96 characters), or the absolute, normalised path of a model directory; empty:
+    no model. Anything else is refused, so no value can read as an option (``--help``,
+    ``-rf``) where it becomes an argument (``hf download``, ``sglang serve --model-path``).
+
+    >>> ModelId()("Qwen/Qwen3-0.6B"), ModelId()("gpt2"), ModelId()("/models/llama-3"), ModelId()("")
+    ('Qwen/Qwen3-0.6B', 'gpt2', '/models/llama-3', '')
+    >>> ModelId()("--help")
+    Traceback (most recent call last):
+    ...
+    bringup.checks.Invalid: use a hub id such as Qwen/Qwen3-0.6B (letters, digits, - _ . between them, no -- or ..) or the absolute path of a model directory such as /models/Qwen3-0.6B
+    """
+
+    HUB_ID = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?/)?[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
+    FIX = ("use a hub id such as Qwen/Qwen3-0.6B (letters, digits, - _ . between them, no -- or ..) or the absolute "
+           "path of a model directory such as /models/Qwen3-0.6B")
+
+    def parse(self, value):
+        value = checks.text(value)
+        if not value:
+            return value
+        if value.startswith("/"):
+            if posixpath.normpath(value) != value or not checks.PATH_CHARS.match(value):
+                raise checks.Invalid(self.FIX)
+            return value
+        if (not self.HUB_ID.match(value) or "--" in value or ".." in value or value.endswith(".git")
+                or len(value) > 96):
+            raise checks.Invalid(self.FIX)
+        return value
+
+
 class Lock(checks.Check):
     """A lock file on the control machine (relative to the directory pyinfra runs in),
     or empty: the plan picks the lock of the node's CPython and CPU."""
@@ -122,8 +157,7 @@ SCHEMA = {
     "service_user": checks.UserName(),
     "service_env_file": checks.OwnDirFile("sglang"),
     "service_cache_dir": checks.ServiceDir(),
-    "service_model": checks.Pattern(r"^[A-Za-z0-9._/:@+-]+$", "use a model path or hub name of letters, digits "
-                                    "and . _ / : @ + - (no spaces)", optional=True),
+    "service_model": ModelId(),
     "service_port": checks.Port(),
     "service_args": checks.Arguments(),
     "service_env": checks.Assignments(),

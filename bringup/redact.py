@@ -16,20 +16,41 @@ import shlex
 from bringup.planned_env import NOT_SECRET_ENV_KEYS
 
 REDACTED = "<redacted>"
-# scheme://userinfo@ : everything between the scheme and the first "@" of the
-# authority (no "/", "?", "#" or space before it).
-USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+# scheme://userinfo@ : everything between the scheme and the LAST "@" of the word (up to
+# a space). A password may hold "/", "?" or "#" (urllib then ends the authority there
+# and says "nonnumeric port: 'PASSWORD@host'"), so the authority's end is not looked for:
+# any "@" after "scheme://" is taken as ending a userinfo. The one pattern of the tool:
+# the settings' checks refuse what it finds (bringup/checks.py), the redaction replaces
+# it, files/probe.sh cuts the endpoint at its last "@" the same way.
+USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
+# urllib's and http.client's port errors quote the authority's tail, which is a password
+# when the URL had one ("nonnumeric port: 'PASSWORD@host'"): no scheme left to find it by.
+PORT_ERROR = re.compile(r"(?P<keep>(?:nonnumeric port|Port could not be cast to integer value as):? )'[^']*'")
 # Values this short are no secret, and blanking them in a message would blank words.
 SHORTEST_SECRET = 4
 
 
-def urls(text):
+def urls(text, replacement=REDACTED):
     """``text`` with the userinfo of every URL in it replaced.
 
     >>> urls("index https://alice:s3cret@pypi.example/simple and http://mirror/x")
     'index https://<redacted>@pypi.example/simple and http://mirror/x'
+    >>> urls("https://svc:pa/ss?#x@mirror/models nonnumeric")
+    'https://<redacted>@mirror/models nonnumeric'
+    >>> urls("nonnumeric port: 'PASSWORD@mirror'")
+    "nonnumeric port: '<redacted>'"
     """
-    return USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)
+    text = PORT_ERROR.sub(lambda match: f"{match.group('keep')}'{replacement}'", text)
+    return USERINFO.sub(lambda match: f"{match.group('scheme')}{replacement}@", text)
+
+
+def has_userinfo(text):
+    """Whether ``text`` holds a URL with a user or password (``urls`` would replace it).
+
+    >>> has_userinfo("https://svc:p/w@mirror"), has_userinfo("https://mirror/simple"), has_userinfo("a@b")
+    (True, False, False)
+    """
+    return USERINFO.search(str(text)) is not None
 
 
 # What a server's own log can carry of a secret: SGLang logs its ServerArgs

@@ -61,7 +61,8 @@ def progress(line):
 def decision(unit, status, restarts_before, waited, timeout):
     """The gate's decision on one look at the service, and why (one line).
 
-    + unit: ``{"active_state", "sub_state", "result", "restarts"}`` (systemctl show)
+    + unit: ``{"active_state", "sub_state", "result", "restarts"}`` (systemctl show), and
+      ``listener`` when the port is held by a process outside the unit (never ready then)
     + status: the HTTP status ``/health`` answered, None for no answer
     + restarts_before: NRestarts when the gate began (a growing count is a failing start)
     + waited, timeout: seconds
@@ -81,7 +82,8 @@ def decision(unit, status, restarts_before, waited, timeout):
         return FAILED, explain.unit_state_text({**unit, "restarts": restarts - restarts_before})
     if unit.get("active_state") == "active" and status == 200:
         return READY, f"{HEALTH_PATH} answered 200 after {int(waited)} s"
-    answer = f"answered {status}" if status is not None else "gave no answer"
+    answer = f"answered {status}" if status is not None else (
+        f"was not asked ({unit['listener']})" if unit.get("listener") else "gave no answer")
     if waited >= timeout:
         return TIMED_OUT, f"not serving after {int(timeout)} s (service_ready_timeout): {HEALTH_PATH} {answer}"
     return WAIT, f"{HEALTH_PATH} {answer}" + (" (loading)" if status == 503 else "")

@@ -8,15 +8,31 @@ from pathlib import Path
 from pyinfra.api import FactBase
 
 PROBE = (Path(__file__).resolve().parents[1] / "files" / "serving_probe.py").read_text()
+# How files/serving_probe.py begins its answer when another process holds the port.
+NOT_THE_UNITS = "not the unit's listener"
 
 
-def probe_command(user, listen, port, key_file, what="health"):
+def unit_pids(unit_name):
+    """The shell words of the unit's processes: its main PID and its cgroup's (cgroup v2,
+    else v1's systemd hierarchy), digits only; none when it does not run.
+
+    >>> unit_pids("sglang.service")[:53]
+    '$({ systemctl show -p MainPID --value sglang.service;'
+    """
+    name = shlex.quote(unit_name)
+    return (f"$({{ systemctl show -p MainPID --value {name}; cg=$(systemctl show -p ControlGroup --value {name}); "
+            '[ -n "$cg" ] && cat "/sys/fs/cgroup$cg/cgroup.procs" "/sys/fs/cgroup/systemd$cg/cgroup.procs"; } '
+            "2>/dev/null | grep -x '[0-9]*[1-9][0-9]*')")
+
+
+def probe_command(user, listen, port, key_file, what="health", unit_name="sglang.service"):
     """The shell words that ask the server one question as the service user (who can
     read the API key file; root never runs a script another user owns: this one comes
     from the controller), with the system's python and its standard library
-    (files/serving_probe.py)."""
+    (files/serving_probe.py), only if the port's listener is one of ``unit_name``'s
+    processes (``unit_pids``: a stranger on the port is asked nothing, never gets the key)."""
     return shlex.join(["runuser", "-u", user, "--", "/usr/bin/python3", "-I", "-c", PROBE, listen, port, what,
-                       key_file])
+                       key_file]) + " " + unit_pids(unit_name)
 
 
 def journal_since(name, started):
@@ -37,7 +53,7 @@ def look_command(unit_name, user, listen, port, key_file, cursor=""):
     journal = f"journalctl -u {name} -o cat --no-pager --after-cursor={shlex.quote(cursor)}" if cursor else \
         journal_since(name, "")
     return (f"systemctl show {name} -p ActiveState -p SubState -p Result -p NRestarts -p ExecMainStartTimestamp; "
-            f"echo probe=$({probe_command(user, listen, port, key_file)}); "
+            f"echo probe=$({probe_command(user, listen, port, key_file, unit_name=unit_name)}); "
             f"{journal} --show-cursor 2>/dev/null | sed 's/^/journal=/'")
 
 
@@ -57,9 +73,12 @@ def parse_look(lines):
             unit[keys[key]] = int(value) if key == "NRestarts" and value.isdigit() else value
         elif key == "probe":
             try:
-                status = (json.loads(value) or {}).get("status")
+                answer = json.loads(value) or {}
+                status = answer.get("status")
             except (ValueError, AttributeError):
-                status = None
+                answer, status = {}, None
+            if status is None and str(answer.get("error") or "").startswith(NOT_THE_UNITS):
+                unit["listener"] = answer["error"]
         elif key == "journal":
             if value.startswith("-- cursor: "):
                 cursor = value[len("-- cursor: "):]

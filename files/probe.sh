@@ -699,8 +699,9 @@ probe_model() {
         /*) kind=path ;;
         *) if [ -d "$place" ]; then kind=path; else kind=hub; fi ;;
     esac
-    # A password in the endpoint's URL is never reported.
-    case $endpoint in *://*@*) shown=${endpoint%%://*}://***@${endpoint#*@} ;; *) shown=$endpoint ;; esac
+    # A user and password in the endpoint's URL are never reported: everything up to its
+    # last "@" (a password may hold "/", "?", "#" or "@"), as bringup/redact.py USERINFO.
+    case $endpoint in *://*@*) shown=${endpoint%%://*}://'<redacted>'@${endpoint##*@} ;; *) shown=$endpoint ;; esac
     body="kind=$kind${NL}offline=$offline${NL}offline_by=$offline_by${NL}token=$token${NL}endpoint=$shown"
     if [ "$kind" = path ]; then
         config=$place/config.json
@@ -754,15 +755,29 @@ probe_model() {
     # The hub: asked unless the settings make the service offline; one HEAD of the
     # model's config.json, as the service's first request is, no token, no redirect
     # followed, 5 s at most; the system's python, isolated, as root reads nothing of it.
+    # The endpoint and the model reach it on its stdin (printf is the shell's own: no
+    # process has them in its argv, which ps shows every user); the endpoint's user and
+    # password are taken out before it is asked (urllib sends none; it took them for a
+    # port: "nonnumeric port: 'PASSWORD@host'") and out of any error text it prints.
     # huggingface_hub's true values (constants.py _is_true: 1, ON, YES, TRUE, any case).
     case $(printf '%s' "$operator_offline" | tr '[:lower:]' '[:upper:]') in 1 | ON | YES | TRUE) asked=no ;; *) asked=yes ;; esac
     if [ "$asked" = yes ] && [ -x /usr/bin/python3 ]; then
-        hub=$(as_user "" /usr/bin/python3 -I -c '
-import sys, urllib.error, urllib.request
+        hub=$(printf '%s\n%s\n' "$endpoint" "$model" | as_user "" /usr/bin/python3 -I -c '
+import re, sys, urllib.error, urllib.request
 class Stay(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args):
         return None
-url = sys.argv[1] + "/" + sys.argv[2] + "/resolve/main/config.json"
+endpoint, model = sys.stdin.read().split("\n")[:2]
+found = re.match(r"([A-Za-z][A-Za-z0-9+.-]*://)(\S*)@", endpoint)
+secrets = []
+if found:
+    secrets = sorted({found.group(2), *re.split("[:@]", found.group(2))} - {""}, key=len, reverse=True)
+    endpoint = found.group(1) + endpoint[found.end():]
+def shown(text):
+    for secret in secrets:
+        text = text.replace(secret, "<redacted>")
+    return text
+url = endpoint + "/" + model + "/resolve/main/config.json"
 try:
     answer = urllib.request.build_opener(Stay).open(urllib.request.Request(url, method="HEAD"), timeout=5)
     print("status=%d" % answer.status)
@@ -770,8 +785,8 @@ except urllib.error.HTTPError as error:
     print("status=%d" % error.code)
 except Exception as error:
     reason = getattr(error, "reason", error)
-    print("error=" + " ".join(str(reason).split())[:200])
-' "$endpoint" "$model" 2>&1 | head -n 1)
+    print("error=" + shown(" ".join(str(reason).split()))[:200])
+' 2>&1 | head -n 1)
         body="$body${NL}hub_$hub"
     fi
     emit model 0 "$body" "model=$model"

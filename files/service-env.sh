@@ -43,3 +43,16 @@ each_service_env() {
         "$2" "$key" "$value"
     done < "$1"
 }
+
+quote_service_env() {
+    # quote_service_env VALUE: VALUE as one single-quoted shell word ('it'\''s'), printed
+    # without a newline; with-service-env hands the assignments to the user's shell so.
+    rest=$1 quoted=
+    while :; do
+        case $rest in
+            *\'*) quoted="$quoted${rest%%\'*}'\\''"; rest=${rest#*\'} ;;
+            *) quoted="$quoted$rest"; break ;;
+        esac
+    done
+    printf "'%s'" "$quoted"
+}

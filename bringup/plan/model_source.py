@@ -194,7 +194,7 @@ def _hub_answer(hub):
     ('answers 302', True)
     """
     if hub.get("status") is None:
-        return f"does not answer from the node ({hub.get('error') or 'no answer'})", False
+        return f"does not answer from the node ({redact.urls(hub.get('error') or 'no answer')})", False
     return f"answers {hub['status']}", hub["status"] < 400
 
 

@@ -71,7 +71,8 @@ def record_command(fetch):
 
 def fetch_command(fetch, host_name):
     """The fetch as one shell command run by root: the venv's ``hf download`` (huggingface_hub
-    1.33.0's CLI: ``hf download REPO_ID --cache-dir DIR``, cli/download.py) as the service
+    1.33.0's CLI: ``hf download --cache-dir DIR -- REPO_ID``, cli/download.py; typer's parser,
+    click's, ends the options at ``--``, so no model id reads as one) as the service
     user with the service's environment (files/with-service-env: the env file's HF_ENDPOINT
     and HF_TOKEN reach ``hf`` as its environment, never its arguments), bound to the SSH
     session and to the timeout; a failure is one line naming the host, the model and the
@@ -85,7 +86,7 @@ def fetch_command(fetch, host_name):
     run = ["timeout", "-k", "30", str(fetch.timeout), SYSTEM_PYTHON, "-I", fetch.session_bound, fetch.runner,
            "--as", fetch.user, fetch.home, fetch.base_path, fetch.env_file, "env", "HF_HUB_DISABLE_TELEMETRY=1",
            "HF_HUB_DISABLE_UPDATE_CHECK=1",
-           fetch.hf, "download", fetch.model, "--cache-dir", fetch.cache]
+           fetch.hf, "download", "--cache-dir", fetch.cache, "--", fetch.model]
     said = f"model: fetching {fetch.model} into {fetch.cache} as {fetch.user} (service_model_fetch)"
     # The exit status goes between two quoted halves: no value of the plan is ever read by the shell.
     failed = (shlex.quote(f"{host_name}: service_model_fetch: hf download {fetch.model} failed (exit ") + '"$status"'

@@ -67,6 +67,13 @@ PYINFRA_DATA = [
     ("service_cache_dir", "/var/lib/sglang", "the service home /var/lib/sglang"),
     ("service_cache_dir", "/etc/sglang", "/etc is where root reads configuration"),
     ("deploy_steps", "", "name at least one step"),
+    # A model id that looks like an option reached `hf download --help ...` (issue 33, 15).
+    ("service_model", "--help", "a hub id"),
+    ("service_model", "-rf", "a hub id"),
+    ("service_model", "org/../../etc", "a hub id"),
+    ("service_model", "org--x/m", "a hub id"),
+    ("service_model", "a/b/c", "a hub id"),
+    ("service_model", "/models/../etc/m", "a hub id"),
 ]
 
 # A URL's user and password: refused, and never shown (--data value, fragment of the fix).
@@ -76,6 +83,20 @@ USERINFO = [
     ("venv_index_url", "https://bob:Hunter2pw@pypi.mirror/simple"),
     ("venv_extra_index_urls", "https://bob:Hunter2pw@pypi.mirror/simple"),
     ("venv_find_links", "https://bob:Hunter2pw@wheels.mirror/"),
+    # A password holding "/", "?" or "#": urlsplit ends the authority there, and its port
+    # error ("Port could not be cast to integer value as 'bob:Hunter2'") showed the password.
+    ("cuda_repo_url", "https://bob:Hunter2pw/x@mirror/cuda"),
+    ("venv_index_url", "https://bob:Hunter2pw?x@pypi.mirror/simple"),
+    ("venv_extra_index_urls", "https://bob:Hunter2pw#x@pypi.mirror/simple"),
+]
+
+# A URL's user and password in a service_env value (HF_ENDPOINT and any other): refused
+# at validate, never shown; the env file (root's, 0600) is where such a value may live.
+ENV_USERINFO = [
+    "HF_ENDPOINT=https://bob:Hunter2pw@hub.mirror",
+    "HF_ENDPOINT=https://bob:Hunter2pw/x@hub.mirror",
+    "MIRROR=http://bob:Hunter2pw?x@hub.mirror/path",
+    "DATABASE_URL=postgres://bob:Hunter2pw@db:5432/x",
 ]
 
 # settings file content (YAML), fragment of the message
@@ -95,7 +116,7 @@ PLAN_CONFIG = [
     ('venv_lock: "files/locks/missing-cp311-x86_64.txt"\n', "missing-cp311-x86_64.txt"),
     ('venv_python: "python3.11"\n', "the absolute path of a CPython >= 3.11 installed by root"),
     ('venv_python: "/tmp/cpython/bin/python3.11"\n', "outside directories every user can write"),
-    ('service_model: "my model"\n', "no spaces"),
+    ('service_model: "my model"\n', "use a hub id"),
     ('service_env: "CUDA_HOME=/usr/local/cuda-12.8"\n', "CUDA_HOME is decided by the plan"),
     ('service_env: {"1BAD": "x"}\n', "KEY=value with KEY a variable name"),
     ('prewarm_modules: ["sampling", "activation:relu"]\n', "modules of files/prewarm.py"),
@@ -225,6 +246,20 @@ def test_a_url_with_a_password_is_refused_and_the_password_never_shown(key, valu
     assert "Hunter2pw" not in (summary.read_text() if summary.exists() else "")
 
 
+@pytest.mark.parametrize("assignment", ENV_USERINFO)
+def test_a_password_in_a_service_env_url_is_refused_and_never_shown(assignment):
+    report = ROOT / "reports" / "@local.json"
+    report.unlink(missing_ok=True)
+    key = assignment.split("=", 1)[0]
+    result = run([PYINFRA, "-y", "-vv", "@local", "--data", f"service_env={assignment}", "--data", "target_sms=12.0",
+                  "validate.py"])
+    assert_clean_error(result, "@local: setting service_env", key, "remove the user and password", "service_env_file")
+    assert "Hunter2pw" not in result.output and "bob" not in result.output, result.output[-3000:]
+    assert not report.exists(), "a refused host must leave no report"
+    summary = ROOT / "reports" / "summary.json"
+    assert "Hunter2pw" not in (summary.read_text() if summary.exists() else "")
+
+
 @pytest.mark.parametrize("content,message", PLAN_CONFIG, ids=[c.strip()[:40] for c, _ in PLAN_CONFIG])
 def test_plan_cli_refuses_bad_config(tmp_path, content, message):
     config = tmp_path / "settings.yaml"
@@ -258,7 +293,7 @@ def test_inventory_refuses_bad_hosts_files(tmp_path, content, message):
 
 
 def test_the_table_is_big_enough():
-    assert len(PYINFRA_DATA) + len(USERINFO) + len(PLAN_CONFIG) + len(PLAN_FACTS) + len(HOSTS_FILES) + 1 >= 110
+    assert len(PYINFRA_DATA) + len(USERINFO) + len(ENV_USERINFO) + len(PLAN_CONFIG) + len(PLAN_FACTS) + len(HOSTS_FILES) + 1 >= 110
 
 
 # Two hosts in one pyinfra run without SSH: @local, and @chroot// (pyinfra's chroot
@@ -320,3 +355,24 @@ def test_a_manifest_of_another_shape_is_a_cold_cache_and_the_other_host_carries_
     finally:
         import shutil
         shutil.rmtree(cache, ignore_errors=True)
+
+
+@pytest.mark.parametrize("second_data,key", [
+    ({"service_model": "--help"}, "service_model"),
+    ({"service_env": {"HF_ENDPOINT": "https://bob:Hunter2pw/x@hub.mirror"}}, "service_env"),
+])
+def test_a_model_option_or_an_env_password_fails_that_host_alone_and_the_other_is_summarised(tmp_path, second_data,
+                                                                                             key):
+    """The new classes of issue 33 (a model id that reads as an option, credentials in an
+    env value): one line for that host naming the setting and the fix, no report for it,
+    nothing of the password anywhere; the other host planned and summarised."""
+    result, reports, summary = run_two_hosts(tmp_path, second_data)
+    assert_clean_error(result, f"{SECOND_HOST}: setting {key}", "is invalid")
+    assert "Hunter2pw" not in result.output and "bob" not in result.output
+    assert summary is not None, result.output[-3000:]
+    rows = {row["host"]: row for row in summary["hosts"]}
+    assert rows[SECOND_HOST]["verdict"] == "failed", rows
+    assert rows[GOOD_HOST]["verdict"] in ("ready", "needs deploy"), rows
+    assert not (reports / f"{SECOND_HOST}.json").exists()
+    assert (reports / f"{GOOD_HOST}.json").exists(), "the good host is planned and reported"
+    assert "Hunter2pw" not in "".join(path.read_text() for path in reports.rglob("*") if path.is_file())

@@ -120,3 +120,30 @@ def test_deploys_own_hf_hub_offline_is_taken_back_when_the_hub_answers(hub_cache
     assert report["facts"]["model"]["offline_by"] == "deploy", report["facts"]["model"]
     assert "MODEL_SOURCE" in model_findings(report) and "HF_HUB_OFFLINE" not in report["plan"]["service"]["env"]
     assert report["plan"]["env_drop"] == {"HF_HUB_OFFLINE": "1"}
+def test_an_endpoint_password_in_the_env_file_is_in_no_output_report_or_argv(hub_cache):
+    """HF_ENDPOINT with a user and a password holding "/" in the service's env file (root's,
+    0600: the one place such a value may live): validate at -vvv (pyinfra prints every
+    command and fact output) shows it nowhere, nor does the report or the summary; the
+    probe reports the endpoint cut at its last "@", and the hub's error is urllib's own,
+    not "nonnumeric port: 'PASSWORD@host'"."""
+    directory = Path(tempfile.mkdtemp(prefix="sglang-cli-secrets-", dir="/etc"))
+    directory.chmod(0o755)
+    env_file = directory / "sglang.env"
+    host = closed_endpoint().split("//", 1)[1]
+    env_file.write_text(f"HF_ENDPOINT=http://svc:pw_plantedZq7/x@cli_plantedZq8@{host}\nHF_HUB_CACHE={hub_cache}\n")
+    env_file.chmod(0o600)
+    try:
+        REPORT.unlink(missing_ok=True)
+        result = subprocess.run([PYINFRA, "-y", "-vvv", "@local", "--data", "target_sms=12.0", "--data",
+                                 f"service_model={MODEL}", "--data", f"service_env_file={env_file}", "validate.py"],
+                                cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
+                                env=dict(os.environ, GPU_BRINGUP_REPORTS=str(REPORTS)))
+        output = result.stdout + result.stderr
+        saved = "".join(path.read_text() for path in REPORTS.rglob("*") if path.is_file())
+        for where, text in (("pyinfra -vvv", output), ("reports", saved)):
+            assert "plantedZq7" not in text and "plantedZq8" not in text, where
+        report = json.loads(REPORT.read_text())
+        assert report["facts"]["model"]["endpoint"] == f"http://<redacted>@{host}", report["facts"]["model"]
+        assert "Connection refused" in model_findings(report)["MODEL_UNAVAILABLE"]["message"]
+    finally:
+        shutil.rmtree(directory)

@@ -76,12 +76,12 @@ def test_service_serving(host, expected):
         return
     words = (service.user, service.host, service.port, service.api_key_file)
     where = f"http://{service.host}:{service.port}"
-    health = _answer(host, probe_command(*words, what="health"))
+    health = _answer(host, probe_command(*words, what="health", unit_name=unit))
     if health.get("status") != 200:
         fail(expected, f"{unit} health ({where}{serving.HEALTH_PATH})", "200",
              f"{health.get('status') or 'no answer'} {health.get('error', '')}".strip()
              + " (journalctl -u sglang shows why; bringup.explain names known causes)")
-    generated = _answer(host, probe_command(*words, what="generate"))
+    generated = _answer(host, probe_command(*words, what="generate", unit_name=unit))
     if not serving.answered_token(generated.get("status"), generated.get("body")):
         fail(expected, f"{unit} one-token generate ({where}{serving.GENERATE_PATH})",
              "status 200 and meta_info.completion_tokens >= 1",

@@ -12,7 +12,8 @@ import stat
 import pytest
 
 from bringup.layout import LIBEXEC
-from tests.sandbox_fixtures import DEPLOY_DATA, REPO_ROOT, pyinfra_cli, report_path, run_ssh
+from tests.sandbox_fixtures import (DEPLOY_DATA, REPO_ROOT, plant_fake_model_command, pyinfra_cli, remove_fake_model,
+                                    report_path, run_ssh)
 
 pytestmark = pytest.mark.sandbox
 
@@ -71,4 +72,76 @@ def test_an_operators_0600_env_file_keeps_its_mode_and_no_secret_is_printed_or_s
         restore = f"base64 -d > {ENV_FILE}" if content else f": > {ENV_FILE}"
         run_ssh(node, f"echo {shlex.quote(content)} | {restore} && chown {owner}:{group} {ENV_FILE} "
                       f"&& chmod {mode} {ENV_FILE}")
+    assert pyinfra_cli("inventory/gpu.py", "--limit", name, "deploy.py").returncode == 0
+
+
+# The secret sweep (issue 33, "one rule for secrets"): a distinctive value in every input
+# that bears one, found nowhere a full deploy writes or prints.
+SWEEP_ENV_FILE = {"AWS_SECRET_ACCESS_KEY": "aws_sweepsecret_71", "WANDB_API_KEY": "wandb_sweepsecret_72",
+                  "HF_TOKEN": "hf_sweepsecret73abcdefghijkl"}
+SWEEP_SERVICE_ENV = {"API_PASSWORD": "pw_sweepsecret_75"}
+SWEEP_API_KEY = "sk-sweepsecret-74"
+SWEEP_ENDPOINT_PASSWORD = "ep_sweepsecret_76"
+SWEEP = (*SWEEP_ENV_FILE.values(), *SWEEP_SERVICE_ENV.values(), SWEEP_API_KEY, SWEEP_ENDPOINT_PASSWORD)
+KEY_FILE = "/etc/sglang/api-key.yaml"
+PS_LOG = "/root/secret-sweep-ps.log"
+PS_PID = "/root/secret-sweep-ps.pid"
+
+
+def found_secrets(where, text):
+    return [(where, secret) for secret in SWEEP if secret in text]
+
+
+def test_a_full_deploy_at_vvv_shows_no_planted_secret_anywhere(node):
+    """Plant distinctive values in the env file (an operator's 0600 one: a cloud key, a W&B
+    key, the hub token), in service_env, and in the API key file; run a deploy that
+    pre-warms (with-service-env --as, minutes), writes and starts the unit and waits at
+    the readiness gate (which quotes the journal: SGLang fails on the stand-in GPUs), at
+    -vvv, then validate at -vvv (which explains the failing unit from its journal), while
+    a root loop on the node samples every process's argv (ps) every 0.2 s. No planted
+    value is in pyinfra's output, in any file under reports/, or in any ps sample; an
+    HF_ENDPOINT with a password in service_env is refused at validate in one line that
+    does not show it. Not run by the author (a sandbox node); the lead runs it."""
+    name = node["name"]
+    found = run_ssh(node, f"stat -c '%U %G %a' {ENV_FILE}; base64 -w0 {ENV_FILE}").stdout.split()
+    owner, group, mode, content = found[0], found[1], found[2], found[3] if len(found) > 3 else ""
+    keyed = ("service_enable=true", f"service_api_key_file={KEY_FILE}", "service_ready_timeout=300",
+             "prewarm_modules=sampling",
+             "service_env=" + " ".join(f"{key}={value}" for key, value in SWEEP_SERVICE_ENV.items()))
+    try:
+        refused = pyinfra_cli("-vvv", "inventory/gpu.py", "--limit", name, "validate.py",
+                              data=(*DEPLOY_DATA, f"service_env=HF_ENDPOINT=https://svc:{SWEEP_ENDPOINT_PASSWORD}@hub"))
+        assert refused.returncode != 0 and "remove the user and password from HF_ENDPOINT's URL" in refused.output, \
+            refused.output[-3000:]
+        assert found_secrets("validate's refusal", refused.output) == []
+
+        run_ssh(node, plant_fake_model_command("Qwen/Qwen3-0.6B"))
+        lines = "".join(f"{key}={value}\\n" for key, value in SWEEP_ENV_FILE.items())
+        run_ssh(node, f"printf '{lines}' >> {ENV_FILE} && chmod 0600 {ENV_FILE} && "
+                      f"printf 'api-key: %s\\n' {SWEEP_API_KEY} > {KEY_FILE} && chown root:sglang {KEY_FILE} && "
+                      f"chmod 0640 {KEY_FILE}")
+        sampler = (f"rm -f {PS_LOG}; (umask 077; : > {PS_LOG}); end=$(($(date +%s) + 3000)); "
+                   f"while [ $(date +%s) -lt $end ]; do ps -eo args= >> {PS_LOG}; sleep 0.2; done")
+        run_ssh(node, f"nohup sh -c {shlex.quote(sampler)} >/dev/null 2>&1 & echo $! > {PS_PID}")
+        deployed = pyinfra_cli("-vvv", "inventory/gpu.py", "--limit", name, "deploy.py", data=(*DEPLOY_DATA, *keyed))
+        # SGLang cannot start on the stand-in GPUs: the gate fails the host, quoting the journal.
+        assert "sglang.service is not serving" in deployed.output, deployed.output[-4000:]
+        validated = pyinfra_cli("-vvv", "inventory/gpu.py", "--limit", name, "validate.py",
+                                data=(*DEPLOY_DATA, *keyed))
+        run_ssh(node, f"kill $(cat {PS_PID}); rm -f {PS_PID}; true")
+        samples = run_ssh(node, f"cat {PS_LOG}").stdout
+        assert "with-service-env" in samples or "prewarm" in samples, "the long steps were never sampled"
+        leaks = found_secrets("deploy -vvv", deployed.output) + found_secrets("validate -vvv", validated.output)
+        leaks += found_secrets("ps", samples)
+        for path in sorted((REPO_ROOT / "reports").rglob("*")):
+            if path.is_file():
+                leaks += found_secrets(str(path.relative_to(REPO_ROOT)), path.read_text(errors="replace"))
+        assert leaks == [], leaks
+    finally:
+        run_ssh(node, f"[ ! -f {PS_PID} ] || kill $(cat {PS_PID}); rm -f {PS_PID} {PS_LOG} {KEY_FILE}; "
+                      "systemctl disable --now sglang; systemctl reset-failed sglang; true")
+        restore = f"base64 -d > {ENV_FILE}" if content else f": > {ENV_FILE}"
+        run_ssh(node, f"echo {shlex.quote(content)} | {restore} && chown {owner}:{group} {ENV_FILE} "
+                      f"&& chmod {mode} {ENV_FILE}")
+        remove_fake_model(node)
     assert pyinfra_cli("inventory/gpu.py", "--limit", name, "deploy.py").returncode == 0

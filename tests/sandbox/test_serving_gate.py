@@ -238,3 +238,54 @@ def test_the_node_suite_says_which_host_serves(nodes, tmp_path):
     assert run.failing(A) == {"service_serving"}, run.output[-3000:]
     assert f"{A}: sglang.service health (http://{nodes[A]['ssh_hostname']}:30000/health): expected 200" \
         in run.output, run.output[-3000:]
+
+
+# A listener any local user may start on the service's port while SGLang loads: it
+# answers 200 to everything and records the path and Authorization header it was sent.
+STRANGER = """
+import json, os, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class Handler(BaseHTTPRequestHandler):
+    def answer(self):
+        with open(sys.argv[3], "a") as record:
+            record.write(json.dumps([self.path, self.headers.get("Authorization")]) + "\\n")
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+    do_GET = do_POST = answer
+    def log_message(self, *args):
+        pass
+server = HTTPServer((sys.argv[1], int(sys.argv[2])), Handler)
+with open(sys.argv[4], "w") as pid:
+    pid.write(str(os.getpid()))
+server.serve_forever()
+"""
+STRANGER_LOG = "/tmp/stranger-asked"
+STRANGER_PID = "/tmp/stranger-pid"
+
+
+def test_a_stranger_on_the_port_is_not_the_units_listener_and_never_serving(nodes):
+    """Issue 33, finding 4: while the double loads (it listens only after a while, as
+    SGLang), another user's process holds the port and answers 200. The gate asks it
+    nothing ("not the unit's listener"), never says serving; the unit cannot bind and
+    fails. Not run by the author (sandbox nodes); the lead runs it."""
+    entry = nodes[A]
+    address = entry["ssh_hostname"]
+    plant(entry, "FAKE_SGLANG_READY_AFTER=6")
+    run_ssh(entry, "systemctl stop sglang.service")
+    run_ssh(entry, f"rm -f {STRANGER_LOG} {STRANGER_PID}; : > {STRANGER_LOG}; : > {STRANGER_PID}; "
+                   f"chown nobody {STRANGER_LOG} {STRANGER_PID}; "
+                   f"nohup runuser -u nobody -- /usr/bin/python3 -c {shlex.quote(STRANGER)} {address} 30000 "
+                   f"{STRANGER_LOG} {STRANGER_PID} >/dev/null 2>&1 & sleep 2")
+    try:
+        assert health(entry) == 200, "the stranger does not answer"
+        result = deploy("service_ready_timeout=20", "service_args=--log-level error")
+        assert result.returncode == 1, result.output[-4000:]
+        assert result.rows[A]["verdict"] != "serving", result.rows
+        assert "not the unit's listener" in result.output, result.output[-4000:]
+        asked = run_ssh(entry, f"cat {STRANGER_LOG}").stdout
+        assert asked.strip() == "", f"the stranger was asked: {asked}"
+    finally:
+        run_ssh(entry, f"[ ! -s {STRANGER_PID} ] || kill $(cat {STRANGER_PID}); rm -f {STRANGER_LOG} {STRANGER_PID}; "
+                       "systemctl restart sglang.service; true", check=False)

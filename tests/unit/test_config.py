@@ -2,6 +2,7 @@
 
 import pytest
 
+from bringup import checks, config
 from bringup.config import Config, ConfigError
 from inventory.sources import operator_hosts
 
@@ -189,3 +190,25 @@ def test_a_yaml_alias_bomb_is_refused_while_loading(tmp_path):
     # A few aliases of small mappings (what operators use them for) load as before.
     hosts.write_text("all: &common {venv_path: /srv/sglang/venv}\nhosts: {n1: *common, n2: *common}\n")
     assert read_yaml(hosts)["hosts"]["n2"] == {"venv_path": "/srv/sglang/venv"}
+
+
+# service_model: huggingface_hub 1.33.0's validate_repo_id (checked against it on this
+# table), or an absolute normalised path; nothing that reads as an option.
+MODEL_IDS = [
+    ("Qwen/Qwen3-0.6B", True), ("gpt2", True), ("_a/b", True), ("A1/B.2-c_d", True), ("1/2", True),
+    ("x" * 96, True), ("/models/llama-3", True), ("/srv/models/qwen3", True),
+    ("--help", False), ("-rf", False), ("-a/b", False), ("a-/b", False), (".a", False), ("a.", False),
+    ("a--b", False), ("a..b", False), ("org/..", False), ("a/b/c", False), ("a/b.git", False), ("x" * 97, False),
+    ("a b", False), ("a/", False), ("a//b", False), ("model@main", False), ("/models/../etc", False),
+    ("/models/", False), ("/models/a b", False),
+]
+
+
+@pytest.mark.parametrize("value,accepted", MODEL_IDS, ids=[value[:20] for value, _ in MODEL_IDS])
+def test_service_model_is_a_hub_id_or_an_absolute_path(value, accepted):
+    check = config.SCHEMA["service_model"]
+    if accepted:
+        assert check(value) == value
+    else:
+        with pytest.raises(checks.Invalid, match="use a hub id"):
+            check(value)

@@ -5,12 +5,14 @@ hub cache hit and miss, a hub that answers, one that refuses the connection); an
 ``python -m bringup.plan`` on a recorded node's facts. huggingface.co is never asked:
 the hub is tests/hub_double.py's, on loopback."""
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -605,3 +607,65 @@ def test_the_real_hf_download_killed_midway_then_run_again(open_dir):
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
     assert entry_partial(fact) == "" and fact["snapshot"]["record"] == "present", fact["snapshot"]
     assert decide(fact, "nobody", serving=True).source == "cache"
+def _argv_of_every_process():
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("password", ["Pw9secret", "Pw9/sec?r#et", "Pw9@sec@ret"])
+def test_probe_never_shows_or_passes_an_endpoint_password(open_dir, password):
+    """HF_ENDPOINT with a user and password in the service's env file (root's, 0600: where
+    such a value may live): the hub is asked without them (urllib takes none from a URL:
+    "nonnumeric port: 'PASSWORD@host'" was its answer, into the facts, the report and the
+    finding), the endpoint reaches the probe's python on its stdin (no process's argv holds
+    it while the hub is asked: ps shows argv to every user), and neither the facts nor the
+    decision carry the password, whatever "/", "?", "#" or "@" it holds."""
+    seen = {"argv": [], "auth": []}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            seen["argv"] += [argv for argv in _argv_of_every_process() if "Pw9" in argv]
+            seen["auth"].append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env_file = open_dir / "sglang.env"
+    layout = NodeLayout.for_settings("/nonexistent", str(env_file), "/nonexistent-cache", "nobody")
+    command = probe_command(ProbeInputs(layout, model="Qwen/Qwen3-0.6B"), ("model",))
+    try:
+        for host in (f"127.0.0.1:{server.server_address[1]}", closed_endpoint().split("//")[1]):
+            env_file.write_text(f"HF_ENDPOINT=http://svc:{password}@{host}\nHF_HUB_CACHE={open_dir}/none\n")
+            env_file.chmod(0o600)
+            out = subprocess.run(["sh", "-c", command], env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                                 text=True, timeout=60, check=True).stdout
+            assert "Pw9" not in out and "sec" not in out, out
+            fact = build_document(out.splitlines(), ["model"])["model"]
+            assert fact["endpoint"] == f"http://<redacted>@{host}", fact
+            decision = decide(fact, "nobody", serving=True)
+            assert "Pw9" not in decision.message and "sec" not in decision.message, decision.message
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen["auth"] == [None], seen
+    assert seen["argv"] == [], seen["argv"]
+
+
+def test_a_port_error_naming_an_endpoint_password_is_redacted_in_the_finding():
+    """What an earlier probe reported (urllib's "nonnumeric port: 'PASSWORD@host'", no
+    scheme left for the URL pattern) never reaches the finding."""
+    fact = hub_fact(endpoint="https://svc:Pw9secret@mirror", hub={"status": None,
+                                                                  "error": "nonnumeric port: 'Pw9secret@mirror'"})
+    decision = decide(fact, "nobody", serving=True)
+    assert decision.code == "MODEL_UNAVAILABLE" and "Pw9" not in decision.message, decision.message

@@ -85,8 +85,13 @@ def free_port():
         return sock.getsockname()[1]
 
 
+# port -> the pid of the double listening there: the "unit's" process the probe checks.
+OWNERS = {}
+
+
 def ask(port, what, key_file=""):
-    out = subprocess.run([sys.executable, "-I", str(PROBE), "127.0.0.1", str(port), what, key_file],
+    out = subprocess.run([sys.executable, "-I", str(PROBE), "127.0.0.1", str(port), what, key_file,
+                          str(OWNERS.get(port, ""))],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     return json.loads(out)
 
@@ -101,6 +106,7 @@ def fake(tmp_path):
                                  "--port", str(port), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env={**os.environ, **env})
         started.append(proc)
+        OWNERS[port] = proc.pid
         return proc, port
 
     yield start
@@ -150,6 +156,85 @@ def test_the_key_goes_in_the_header_health_needs_none_and_is_never_printed(fake,
     _, port = fake("--config", str(key_file), FAKE_SGLANG_READY_AFTER="0.3")
     until(lambda: ask(port, "health")["status"] == 200)
     assert ask(port, "generate")["status"] == 401
-    answer = subprocess.run([sys.executable, "-I", str(PROBE), "127.0.0.1", str(port), "generate", str(key_file)],
+    answer = subprocess.run([sys.executable, "-I", str(PROBE), "127.0.0.1", str(port), "generate", str(key_file),
+                             str(OWNERS[port])],
                             capture_output=True, text=True, timeout=60).stdout
     assert json.loads(answer)["status"] == 200 and "sk-serving-test-1234" not in answer
+
+
+STRANGER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+record = open(sys.argv[2], "a")
+class Handler(BaseHTTPRequestHandler):
+    def answer(self):
+        record.write(json.dumps([self.path, self.headers.get("Authorization")]) + "\\n")
+        record.flush()
+        body = json.dumps({"text": "x", "meta_info": {"completion_tokens": 1}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = answer
+    def log_message(self, *args):
+        pass
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+@pytest.fixture
+def stranger(tmp_path):
+    """A local listener that answers 200 to everything and records what it was sent
+    (the path and the Authorization header): what any user may start on a free port."""
+    port, record = free_port(), tmp_path / "asked"
+    record.touch()
+    proc = subprocess.Popen([sys.executable, "-c", STRANGER, str(port), str(record)])
+    until(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0)
+    yield proc, port, record
+    proc.kill()
+    proc.wait()
+
+
+def probe_as(port, what, key_file, owners):
+    out = subprocess.run([sys.executable, "-I", str(PROBE), "127.0.0.1", str(port), what, key_file, *owners],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return out, json.loads(out)
+
+
+def test_a_stranger_on_the_port_is_not_the_units_listener_and_gets_no_key(stranger, tmp_path):
+    """While SGLang loads, the port is free: a listener of another process (not the
+    unit's main PID nor of its cgroup) answering 200 is "not the unit's listener", is
+    asked nothing, and never sees the key; the gate never says serving for it."""
+    proc, port, record = stranger
+    key_file = tmp_path / "api-key.yaml"
+    key_file.write_text("api-key: sk-stranger-test-5678\n")
+    for what in ("health", "generate"):
+        out, answer = probe_as(port, what, str(key_file), [str(os.getpid())])
+        assert answer["status"] is None and "not the unit's listener" in answer["error"], answer
+        assert "sk-stranger-test-5678" not in out
+    assert record.read_text() == "", "the stranger was asked"
+    unit, status, _, _ = parse_look(["ActiveState=active", "SubState=running", "Result=success", "NRestarts=0",
+                                     f"probe={out.strip()}"])
+    decided, why = serving.decision(unit, status, 0, 700, 600)
+    assert decided == serving.TIMED_OUT and "not the unit's listener" in why, why
+
+
+def test_the_units_own_listener_gets_the_key_only_with_generate(stranger, tmp_path):
+    """The listener of one of the unit's processes: /health is asked without the key
+    (it needs none), /generate with it."""
+    proc, port, record = stranger
+    key_file = tmp_path / "api-key.yaml"
+    key_file.write_text("api-key: sk-own-test-9012\n")
+    _, health = probe_as(port, "health", str(key_file), [str(proc.pid)])
+    out, generated = probe_as(port, "generate", str(key_file), ["999999999", str(proc.pid)])
+    assert health["status"] == 200 and generated["status"] == 200, (health, generated)
+    assert "sk-own-test-9012" not in out
+    asked = [json.loads(line) for line in record.read_text().splitlines()]
+    assert asked == [["/health", None], ["/generate", "Bearer sk-own-test-9012"]], asked
+
+
+def test_no_process_of_the_unit_is_no_answer_and_no_request(stranger):
+    _, port, record = stranger
+    _, answer = probe_as(port, "health", "", [])
+    assert answer["status"] is None and "not the unit's listener" in answer["error"], answer
+    assert record.read_text() == ""

@@ -80,12 +80,61 @@ def test_without_as_the_reader_is_the_caller_and_a_file_it_cannot_read_is_one_li
 def test_the_hub_token_is_on_no_command_line(scratch):
     """The env file's HF_TOKEN reaches the command (a model fetch) through runuser's
     environment, never as a word of runuser's command line, which every user may read
-    (/proc/<pid>/cmdline) while the command runs; the other keys keep their words."""
+    (/proc/<pid>/cmdline) while the command runs; nor is any other key's value."""
     libexec, env_file, _ = scratch
     result = run(libexec, "--as", "nobody", "/nonexistent", BASE_PATH, str(env_file), "/bin/sh", "-c",
                  'printf "%s|%s|" "$HF_TOKEN" "$X"; tr "\\0" " " < /proc/$PPID/cmdline')
     assert result.returncode == 0, result.stderr
     token, x, parent = result.stdout.split("|", 2)
     assert (token, x) == ("hf a  b", "2")
-    assert "runuser" in parent and "X=2" in parent, parent
+    assert "runuser" in parent and "X=" not in parent, parent
     assert "hf a  b" not in parent and "HF_TOKEN=" not in parent, parent
+
+
+PLANTED = {"AWS_SECRET_ACCESS_KEY": "planted-aws-7Qx9", "WANDB_API_KEY": "planted-wandb-3Kd2",
+           "HF_ENDPOINT": "https://svc:planted-pw-8Zt4@mirror.example", "HF_TOKEN": "hf_plantedtoken5Vn1",
+           "QUOTED": "it's \"planted-quote-2Mm6\" $HOME `x` $(id) C:\\dir\\n\\"}
+
+
+def _processes():
+    """Every process's (pid, uid, argv text, environment text) that can be read now."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            environ = (proc / "environ").read_bytes().replace(b"\0", b"\n").decode("utf-8", "replace")
+            uid = proc.stat().st_uid
+        except OSError:
+            continue
+        found.append((proc.name, uid, argv, environ))
+    return found
+
+
+def test_no_value_of_the_env_file_is_in_any_process_argv_while_the_command_runs(scratch):
+    """Every assignment of the env file (a cloud key, a W&B key, an endpoint's password,
+    the hub token) reaches the command, and while it runs no process on the node has one
+    in its argv (/proc/<pid>/cmdline: what ps shows every user), and no process root runs
+    (runuser) has one in its environment: the values travel through a descriptor."""
+    libexec, env_file, _ = scratch
+    env_file.write_text("".join(f"{key}={value}\n" for key, value in PLANTED.items()) + f"PATH={BASE_PATH}\n")
+    shown = " ".join(f'"${key}"' for key in PLANTED)
+    command = subprocess.Popen(
+        ["sh", str(libexec / "with-service-env"), "--as", "nobody", "/nonexistent", BASE_PATH, str(env_file),
+         "/bin/sh", "-c", f'printf "%s|" {shown}; echo; exec sleep 20'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"PATH": BASE_PATH})
+    try:
+        first = command.stdout.readline()
+        assert first.rstrip("\n").split("|")[:-1] == list(PLANTED.values()), (first, command.stderr.read())
+        processes = _processes()
+    finally:
+        command.kill()
+        command.wait(timeout=10)
+    values = ["planted-aws-7Qx9", "planted-wandb-3Kd2", "planted-pw-8Zt4", "hf_plantedtoken5Vn1",
+              "planted-quote-2Mm6"]
+    in_argv = [(pid, argv) for pid, _, argv, _ in processes if any(value in argv for value in values)]
+    assert in_argv == [], in_argv
+    root_with_values = [(pid, argv) for pid, uid, argv, environ in processes
+                        if uid == 0 and any(value in environ for value in values)]
+    assert root_with_values == [], root_with_values
