@@ -23,7 +23,7 @@ from bringup.planned_env import PLANNED_ENV_KEYS
 from bringup.steps import DEPLOY_STEPS
 from bringup.versions import parse
 
-PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "gpu_", "prewarm_", "deploy_", "report_", "driver_")
+PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "gpu_", "prewarm_", "deploy_", "report_", "driver_", "metrics_")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode",
                    "sglang-activation")
@@ -218,6 +218,26 @@ class KeylessArguments(checks.Arguments):
 SCHEMA |= {"service_host": BindAddress(), "service_api_key_file": ApiKeyFile(), "service_args": KeylessArguments()}
 
 
+class ControlPath(checks.Check):
+    """A path on the control machine (the one pyinfra runs on), absolute or relative to
+    the directory pyinfra runs in; empty: not set.
+
+    >>> ControlPath()("/var/lib/node_exporter/textfile")
+    '/var/lib/node_exporter/textfile'
+    >>> ControlPath()("")
+    ''
+    """
+
+    def parse(self, value):
+        value = checks.text(value)
+        if len(value) > 1024:
+            raise checks.Invalid("use a path of at most 1024 characters")
+        return value
+
+
+SCHEMA |= {"metrics_textfile_dir": ControlPath()}
+
+
 def _cache_overlaps(config, data):
     """The problem (at most one) of a cache directory that shares a path with what root
     manages: the cache is handed to the service user (``install -d -o``), so a venv root,
@@ -359,6 +379,9 @@ class Config:
     deploy_lock_timeout: int = 600
     # Print each host's full report (as pyinfra -v does) instead of its summary row only.
     report_detail: bool = False
+    # A directory on the control machine (node_exporter's --collector.textfile.directory):
+    # each run writes gpu_bringup_<host>.prom there (control/metrics.py). Empty: none.
+    metrics_textfile_dir: str = ""
 
     @classmethod
     def from_data(cls, data, host="node"):

@@ -25,7 +25,7 @@ from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
-from control import fleet
+from control import fleet, metrics
 from control import reports
 from facts.node import NodeFacts
 
@@ -159,7 +159,8 @@ def _planned_host(purpose):
     if node is None:
         fleet.record(host.name, purpose, probe_failed=True)
         return None
-    fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict())
+    fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict(),
+                 stacks=metrics.stacks(facts, config, node.as_dict()))
     if config.report_detail or fleet.verbose(state):
         # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
         print(render(host.name, facts, node), file=sys.stderr, flush=True)
