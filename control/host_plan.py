@@ -25,10 +25,8 @@ from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
-from control import fleet, metrics
-from control import reports
+from control import fleet, metrics, reports
 from facts.node import NodeFacts
-
 
 
 @operation(is_idempotent=False)
