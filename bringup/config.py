@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, replace
 from packaging.version import Version
 
 from bringup import checks, envfile, redact
+from bringup.api_key import KEY_FILE_NAME
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
 from bringup.locks import venv_lock_target
@@ -235,7 +236,7 @@ class ControlPath(checks.Check):
         return value
 
 
-SCHEMA |= {"metrics_textfile_dir": ControlPath()}
+SCHEMA |= {"metrics_textfile_dir": ControlPath(), "service_api_key_source": ControlPath()}
 
 
 def _cache_overlaps(config, data):
@@ -317,6 +318,10 @@ class Config:
     # passed as `--config`: the key itself is never on a command line or in a report.
     service_host: str = "127.0.0.1"
     service_api_key_file: str = ""
+    # A file on the control machine holding `api-key: <key>` that deploy uploads to
+    # service_api_key_file (default: api-key.yaml beside service_env_file), root:<service
+    # group> 0640, after the service account exists (bringup/api_key.py).
+    service_api_key_source: str = ""
     # Seconds deploy waits, after it started or restarted the unit, for SGLang's health
     # endpoint to answer (weights, CUDA graph capture: minutes on a large model).
     service_ready_timeout: int = 1200
@@ -427,6 +432,9 @@ the service and the pre-warm never run as root
             problems += _cache_overlaps(replace(cls(), **values), data)
         if problems:
             raise ConfigError(host, problems)
+        if values.get("service_api_key_source") and not values.get("service_api_key_file"):
+            values["service_api_key_file"] = posixpath.join(
+                posixpath.dirname(values.get("service_env_file", DEFAULT_ENV_FILE)), KEY_FILE_NAME)
         return replace(cls(), **values)
 
     @property

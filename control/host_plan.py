@@ -25,7 +25,7 @@ from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
-from control import fleet, metrics, reports
+from control import api_key, fleet, metrics, reports
 from facts.node import NodeFacts
 
 
@@ -91,7 +91,10 @@ def gather(config):
     facts = host.get_fact(NodeFacts, inputs=probe_inputs(config))
     if facts is None:
         return None, None
-    return facts, plan(facts, config)
+    node = plan(facts, config)
+    # The API key's files, on the control machine and the node: before anything changes.
+    node.findings += api_key.key_findings(config, node)
+    return facts, node
 
 
 def write_report(facts, config, node):

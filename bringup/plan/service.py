@@ -108,7 +108,8 @@ def service_plan(context, env):
                        enable=bool(config.service_model) and config.service_enable,
                        host=listen_address(exec_start), api_key_file=config.service_api_key_file,
                        after_units=driver_units(context.facts), port=last_option(exec_start, "--port", "30000"),
-                       ready_timeout=config.service_ready_timeout, rollback=config.service_rollback)
+                       ready_timeout=config.service_ready_timeout, rollback=config.service_rollback,
+                       api_key_source=config.service_api_key_source)
 
 
 def last_option(argv, option, default):
