@@ -179,9 +179,10 @@ def exposure_findings(service, service_args, port):
     return [Finding("SERVICE_OPEN", WARNING,
                     f"sglang serve listens on {service.host}:{port} with no API key: anyone who reaches the port "
                     "can use the GPUs",
-                    "set service_api_key_file to a YAML file on the node holding `api-key: <key>` (owned "
-                    f"root:{service.user}, mode 0640; SGLang reads it with --config), or service_host: 127.0.0.1 "
-                    "behind a proxy on the node that authenticates")]
+                    "set service_api_key_source to a file on the control machine holding `api-key: <key>` "
+                    f"(deploy uploads it to service_api_key_file on the node, root:{service.user} 0640, after it "
+                    "creates the account; SGLang reads it with --config), or service_host: 127.0.0.1 behind a proxy "
+                    "on the node that authenticates")]
 
 
 def check_service_unit(context):
