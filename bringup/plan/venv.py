@@ -108,11 +108,30 @@ def _venv_locks(context, python):
         if locks.read(path) is None:
             add(Finding("VENV_LOCK_MISSING", BLOCKER,
                         f"no lock for CPython {node[0]} on {node[1]}: {path} does not exist",
-                        "run `make lock` (it writes every supported CPython and CPU from files/locks/*.in), "
-                        "or set venv_lock to a lock made for this node"))
+                        _missing_lock_fix(config, locks, path == lock and not config.venv_lock)))
             return lock, uv_lock
     _check_lock_omissions(context, lock)
     return lock, uv_lock
+
+
+def _missing_lock_fix(config, locks, sglang_lock):
+    """The fix of VENV_LOCK_MISSING: for a ``stack_sglang`` with no input yet, the
+    upgrade's steps (docs/upgrades.md); else ``make lock``.
+
+    >>> from bringup.config import Config
+    >>> from bringup.locks import LockFiles
+    >>> _missing_lock_fix(Config(stack_sglang="0.5.99"), LockFiles.of({}), True).split(";")[0]
+    'stack_sglang=0.5.99 has no input files/locks/sglang-0.5.99.in'
+    """
+    source = f"{lockfiles.LOCKS_DIR}/sglang-{config.stack_sglang}.in"
+    if sglang_lock and locks.read(source) is None:
+        return (f"stack_sglang={config.stack_sglang} has no input {source}; to move to it (docs/upgrades.md): "
+                f"`.venv/bin/python -m control.locks new-sglang {config.stack_sglang}` (it copies the newest "
+                "sglang-<version>.in), set stack_torch and stack_flashinfer to the releases it pins, run "
+                "`make lock`, review `git diff files/locks`, validate, deploy one canary host with "
+                "service_rollback: on-failure, then the rest in batches (--limit); or set stack_sglang back")
+    return ("run `make lock` (it writes every supported CPython and CPU from files/locks/*.in), "
+            "or set venv_lock to a lock made for this node")
 
 
 def _check_lock_omissions(context, lock):
