@@ -237,7 +237,6 @@ def write_summary(argv=None):
     dry = "--dry" in argv
     found = outcomes(state)
     document = summary.summary_document(purpose, found, executed=not dry, stopped=stopped_reason(state, dry))
-    metrics_problems = write_run_metrics(purpose, found, document["hosts"])
     reports = reports_dir()
     summary_file = reports / "summary.json"
     try:
@@ -249,5 +248,11 @@ def write_summary(argv=None):
     hint = ("" if verbose(state) else
             f"-- each host's report: pyinfra -v ..., or python -m bringup.report {reports}/<host>.json\n")
     print(f"\n{text}\n{hint}-- summary {where}", file=sys.stderr, flush=True)
-    for line in metrics_problems:
+    # After the summary: the textfiles (metrics_textfile_dir) never cost the run its table;
+    # none for --dry (it would replace a host's last real verdict with "dry run").
+    try:
+        problems = [] if dry else write_run_metrics(purpose, found, document["hosts"])
+    except Exception as error:  # noqa: BLE001 - at process end: one line, never a traceback
+        problems = [f"metrics_textfile_dir: the textfiles could not be made: {type(error).__name__}: {error}"]
+    for line in problems:
         print(line, file=sys.stderr, flush=True)

@@ -23,7 +23,7 @@ PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 LOCAL, DOWN = "@local", "down-01"
 
 
-def run(tmp_path, *data, purpose="validate.py"):
+def run(tmp_path, *data, purpose="validate.py", options=()):
     listener = Listener()
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("")
@@ -38,7 +38,7 @@ def run(tmp_path, *data, purpose="validate.py"):
     home.mkdir(exist_ok=True)
     env = {**os.environ, "HOME": str(home), "GPU_BRINGUP_REPORTS": str(tmp_path / "reports")}
     try:
-        result = subprocess.run([PYINFRA, "-y", *args, str(inventory), purpose], check=False, cwd=ROOT, 
+        result = subprocess.run([PYINFRA, "-y", *options, *args, str(inventory), purpose], check=False, cwd=ROOT, 
                                 capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
     finally:
         listener.close()
@@ -103,6 +103,15 @@ def test_each_host_gets_its_textfile_with_verdict_findings_versions_and_time(tmp
 
     for path in textfiles.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_a_dry_run_leaves_the_last_verdict(tmp_path):
+    textfiles = tmp_path / "textfile"
+    run(tmp_path, f"metrics_textfile_dir={textfiles}")
+    before = {path.name: path.read_text() for path in textfiles.iterdir()}
+    dry = run(tmp_path, f"metrics_textfile_dir={textfiles}", purpose="deploy.py", options=("--dry",))
+    assert "dry run" in dry.stderr, dry.output[-3000:]
+    assert {path.name: path.read_text() for path in textfiles.iterdir()} == before
 
 
 def test_without_the_setting_no_textfile_and_an_unwritable_directory_is_one_line(tmp_path):
