@@ -3,10 +3,18 @@ and the node's file, each way wrong, give API_KEY_FILE_UNUSABLE naming the file 
 fix; a good source the node lacks is API_KEY_FILE_UPLOAD; the old way
 (service_api_key_file alone) keeps its rules. The key's value is never in a finding."""
 
+import grp
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from bringup.api_key import api_key_findings
 from control.api_key import source_state
+from facts.files import KeyFileAccess
 
 DEST, USER, SECRET = "/etc/sglang/api-key.yaml", "sglang", "sk-never-shown-4242"
 GOOD_SOURCE = {"kind": "file", "readable": True, "size": 30, "has_key": True, "mode": 0o600, "sha1": "a" * 40}
@@ -81,3 +89,45 @@ def test_source_state_reads_the_control_file_without_returning_the_key(tmp_path)
     link = tmp_path / "link.yaml"
     link.symlink_to(tmp_path / "gone.yaml")
     assert source_state(str(link))["kind"] is None
+
+
+def key_file_access(path, user):
+    """The real fact's command (facts.files.KeyFileAccess) run here, as root, parsed."""
+    fact = KeyFileAccess()
+    output = subprocess.run(["sh", "-c", fact.command(path, user)], capture_output=True, text=True, check=True,
+                            timeout=30).stdout
+    return fact.process(output.splitlines())
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A directory every user may traverse, outside /tmp's 0700 pytest tree."""
+    path = Path("/var/cache") / f"gpu-bringup-test-{tmp_path.name}"
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_fact_says_what_the_service_user_can_read(scratch):
+    nobody = pwd.getpwnam("nobody")
+    group = grp.getgrgid(nobody.pw_gid).gr_name
+    key = scratch / "api-key.yaml"
+    key.write_text(f"api-key: {SECRET}\n")
+    os.chown(key, 0, nobody.pw_gid)
+    key.chmod(0o640)
+    found = key_file_access(str(key), "nobody")
+    assert found == {"kind": "file", "user": "root", "group": group, "mode": "640", "sha1": found["sha1"],
+                     "readable": True} and len(found["sha1"]) == 40
+    assert SECRET not in repr(found)
+    closed = scratch / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "api-key.yaml").write_text("api-key: x\n")
+    os.chown(closed / "api-key.yaml", 0, nobody.pw_gid)
+    (closed / "api-key.yaml").chmod(0o640)
+    assert key_file_access(str(closed / "api-key.yaml"), "nobody")["readable"] is False
+    link = scratch / "link.yaml"
+    link.symlink_to(key)
+    assert key_file_access(str(link), "nobody")["kind"] == "link"
+    assert key_file_access(str(key), "no-such-user-7f3")["readable"] is None
+    assert key_file_access(str(scratch / "absent.yaml"), "nobody")["kind"] is None
