@@ -44,7 +44,7 @@ CODES = {
     "FLASHINFER_ARCH_TRAP": "FlashInfer would build no, or the wrong, target arch in the service environment.",
     "PATH_SHADOWS_CUDA_HOME": "A login shell's first nvcc is not the chosen toolkit's.",
     "CUDA_SYMLINK_DRIFT": "/usr/local/cuda points at another toolkit than the chosen one.",
-    "VENV_STACK_DRIFT": "The venv's torch or FlashInfer differs from the configured stack.",
+    "VENV_STACK_DRIFT": "The venv's torch, FlashInfer or SGLang differs from the configured stack.",
     "VENV_BROKEN": "The venv exists but its torch cannot be imported.",
     "APT_LOCKED": "Another process holds apt's or dpkg's lock: deploy waits for it, at most "
                   "deploy_apt_lock_timeout seconds, before it changes anything.",

@@ -156,7 +156,8 @@ def _check_lock_omissions(context, lock):
 
 
 def check_venv(context):
-    """The venv the node has: torch that does not import, or (managed) another stack."""
+    """The venv the node has: torch that does not import, or (managed) another stack
+    (torch, its CUDA, FlashInfer, and SGLang where the lock is stack_sglang's)."""
     facts, config, add = context.facts, context.config, context.add
     torch, flashinfer = facts.get("torch"), facts.get("flashinfer")
     if torch and torch.get("error"):
@@ -173,6 +174,10 @@ def check_venv(context):
         drift.append(f"torch CUDA {torch.get('cuda')} (want {config.stack_torch_cuda})")
     if flashinfer and parse(flashinfer["version"]) != config.flashinfer:
         drift.append(f"flashinfer {flashinfer['version']} (want {config.stack_flashinfer})")
+    # An explicit venv_lock is its own release: stack_sglang names the lock make lock wrote.
+    sglang = facts.get("sglang")
+    if sglang and not config.venv_lock and parse(sglang.get("version")) != parse(config.stack_sglang):
+        drift.append(f"sglang {sglang.get('version')} (want {config.stack_sglang})")
     if drift:
         add(Finding("VENV_STACK_DRIFT", FIX, f"{config.venv_path} has {', '.join(drift)}",
                     "deploy rebuilds the venv from the configured stack"))

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bringup.config import Config
+from bringup.plan import plan
+from tests.unit.scenarios import converged, varied
+
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 
@@ -72,3 +76,17 @@ def test_a_stack_sglang_without_a_lock_names_the_upgrade_steps(tmp_path):
                  "service_rollback: on-failure", "batches"):
         assert step in fix, fix
     assert not (ROOT / "files" / "locks" / "sglang-0.5.99.in").exists()
+
+
+def test_a_venv_of_another_sglang_is_drift_deploy_fixes():
+    """SGLang moved alone (torch and FlashInfer as they were): validate says deploy
+    rebuilds the venv (VENV_STACK_DRIFT, a fix), so the upgrade's hosts are `needs deploy`,
+    not `ready`; an explicit venv_lock is its own release and is not compared."""
+    node = plan(varied(converged(), sglang={"version": "0.5.23"}), Config(stack_sglang="0.5.24"))
+    [drift] = [f for f in node.findings if f.code == "VENV_STACK_DRIFT"]
+    assert drift.severity == "fix" and "sglang 0.5.23 (want 0.5.24)" in drift.message
+    same = plan(varied(converged(), sglang={"version": "0.5.23"}), Config())
+    assert "VENV_STACK_DRIFT" not in same.codes()
+    pinned = plan(varied(converged(), sglang={"version": "0.5.23"}),
+                  Config(stack_sglang="0.5.24", venv_lock="files/locks/sglang-0.5.23-cp311-x86_64.txt"))
+    assert "VENV_STACK_DRIFT" not in pinned.codes()
