@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 from packaging.version import Version
 
 from bringup import checks, envfile, redact
+from bringup.api_key import KEY_FILE_NAME
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
 from bringup.locks import venv_lock_target
@@ -24,7 +25,7 @@ from bringup.planned_env import PLANNED_ENV_KEYS
 from bringup.steps import DEPLOY_STEPS
 from bringup.versions import parse
 
-PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "gpu_", "prewarm_", "deploy_", "report_", "driver_")
+PREFIXES = ("stack_", "venv_", "service_", "cuda_", "target_", "gpu_", "prewarm_", "deploy_", "report_", "driver_", "metrics_")
 # Module families files/prewarm.py knows how to build, and the activations it takes.
 PREWARM_MODULES = ("sampling", "rope", "norm", "activation", "page", "cascade", "prefill", "decode",
                    "sglang-activation")
@@ -252,6 +253,26 @@ class KeylessArguments(checks.Arguments):
 SCHEMA |= {"service_host": BindAddress(), "service_api_key_file": ApiKeyFile(), "service_args": KeylessArguments()}
 
 
+class ControlPath(checks.Check):
+    """A path on the control machine (the one pyinfra runs on), absolute or relative to
+    the directory pyinfra runs in; empty: not set.
+
+    >>> ControlPath()("/var/lib/node_exporter/textfile")
+    '/var/lib/node_exporter/textfile'
+    >>> ControlPath()("")
+    ''
+    """
+
+    def parse(self, value):
+        value = checks.text(value)
+        if len(value) > 1024:
+            raise checks.Invalid("use a path of at most 1024 characters")
+        return value
+
+
+SCHEMA |= {"metrics_textfile_dir": ControlPath(), "service_api_key_source": ControlPath()}
+
+
 def _cache_overlaps(config, data):
     """The problem (at most one) of a cache directory that shares a path with what root
     manages: the cache is handed to the service user (``install -d -o``), so a venv root,
@@ -331,6 +352,10 @@ class Config:
     # passed as `--config`: the key itself is never on a command line or in a report.
     service_host: str = "127.0.0.1"
     service_api_key_file: str = ""
+    # A file on the control machine holding `api-key: <key>` that deploy uploads to
+    # service_api_key_file (default: api-key.yaml beside service_env_file), root:<service
+    # group> 0640, after the service account exists (bringup/api_key.py).
+    service_api_key_source: str = ""
     # Seconds deploy waits, after it started or restarted the unit, for SGLang's health
     # endpoint to answer (weights, CUDA graph capture: minutes on a large model).
     service_ready_timeout: int = 1200
@@ -393,6 +418,9 @@ class Config:
     deploy_lock_timeout: int = 600
     # Print each host's full report (as pyinfra -v does) instead of its summary row only.
     report_detail: bool = False
+    # A directory on the control machine (node_exporter's --collector.textfile.directory):
+    # each run writes gpu_bringup_<host>.prom there (control/metrics.py). Empty: none.
+    metrics_textfile_dir: str = ""
 
     @classmethod
     def from_data(cls, data, host="node"):
@@ -438,6 +466,9 @@ the service and the pre-warm never run as root
             problems += _cache_overlaps(replace(cls(), **values), data)
         if problems:
             raise ConfigError(host, problems)
+        if values.get("service_api_key_source") and not values.get("service_api_key_file"):
+            values["service_api_key_file"] = posixpath.join(
+                posixpath.dirname(values.get("service_env_file", DEFAULT_ENV_FILE)), KEY_FILE_NAME)
         return replace(cls(), **values)
 
     @property

@@ -44,7 +44,7 @@ CODES = {
     "FLASHINFER_ARCH_TRAP": "FlashInfer would build no, or the wrong, target arch in the service environment.",
     "PATH_SHADOWS_CUDA_HOME": "A login shell's first nvcc is not the chosen toolkit's.",
     "CUDA_SYMLINK_DRIFT": "/usr/local/cuda points at another toolkit than the chosen one.",
-    "VENV_STACK_DRIFT": "The venv's torch or FlashInfer differs from the configured stack.",
+    "VENV_STACK_DRIFT": "The venv's torch, FlashInfer or SGLang differs from the configured stack.",
     "VENV_BROKEN": "The venv exists but its torch cannot be imported.",
     "APT_LOCKED": "Another process holds apt's or dpkg's lock: deploy waits for it, at most "
                   "deploy_apt_lock_timeout seconds, before it changes anything.",
@@ -68,6 +68,10 @@ CODES = {
                                   "another venv's or another user's (a venv copied from another path).",
     "SERVICE_NOT_SERVING_READY": "No service_model: the unit is written but not enabled, so the node serves nothing "
                                  "after deploy.",
+    "API_KEY_FILE_UNUSABLE": "The API key's source on the control machine (service_api_key_source) or its file on "
+                             "the node (service_api_key_file) cannot be used: missing, a link, wrong owner or mode, "
+                             "unreadable to the service user.",
+    "API_KEY_FILE_UPLOAD": "Deploy uploads the API key file from service_api_key_source (root:<service group> 0640).",
     "SERVICE_ARGS_CONFLICT": "service_args has a --config of its own beside service_api_key_file; SGLang takes one.",
     # Where service_model comes from (bringup/plan/model_source.py).
     "MODEL_SOURCE": "Where service_model comes from: a local directory, the service's hub cache, or the hub.",

@@ -33,6 +33,7 @@ from pyinfra.context import ctx_state
 
 from bringup import summary
 from control import hostkeys
+from control.metrics import textfile_dir, write_run_metrics
 from control.reports import reports_dir, save
 
 STAGE_WORDS = {StateStage.Setup: "while loading the inventory", StateStage.Connect: "while connecting",
@@ -200,6 +201,7 @@ def outcomes(state, run=RUN):
         outcome["reached"] = reached
         outcome["connect_error"] = run.connect_errors.get(host.name, "")
         outcome["failed"] = host in state.failed_hosts
+        outcome["metrics_dir"] = textfile_dir(host.data.dict() if hasattr(host.data, "dict") else {})
         if reached and not (outcome.get("plan") or outcome.get("settings_error") or outcome.get("plan_error")) \
                 and outcome["failed"]:
             outcome.setdefault("probe_failed", True)
@@ -233,8 +235,8 @@ def write_summary(argv=None):
     if purpose is None or state is None or not getattr(state, "initialised", False):
         return
     dry = "--dry" in argv
-    document = summary.summary_document(purpose, outcomes(state), executed=not dry,
-                                        stopped=stopped_reason(state, dry))
+    found = outcomes(state)
+    document = summary.summary_document(purpose, found, executed=not dry, stopped=stopped_reason(state, dry))
     reports = reports_dir()
     summary_file = reports / "summary.json"
     try:
@@ -246,3 +248,11 @@ def write_summary(argv=None):
     hint = ("" if verbose(state) else
             f"-- each host's report: pyinfra -v ..., or python -m bringup.report {reports}/<host>.json\n")
     print(f"\n{text}\n{hint}-- summary {where}", file=sys.stderr, flush=True)
+    # After the summary: the textfiles (metrics_textfile_dir) never cost the run its table;
+    # none for --dry (it would replace a host's last real verdict with "dry run").
+    try:
+        problems = [] if dry else write_run_metrics(purpose, found, document["hosts"])
+    except Exception as error:  # noqa: BLE001 - at process end: one line, never a traceback
+        problems = [f"metrics_textfile_dir: the textfiles could not be made: {type(error).__name__}: {error}"]
+    for line in problems:
+        print(line, file=sys.stderr, flush=True)

@@ -25,10 +25,8 @@ from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
-from control import fleet
-from control import reports
+from control import api_key, fleet, metrics, reports
 from facts.node import NodeFacts
-
 
 
 @operation(is_idempotent=False)
@@ -93,7 +91,10 @@ def gather(config):
     facts = host.get_fact(NodeFacts, inputs=probe_inputs(config))
     if facts is None:
         return None, None
-    return facts, plan(facts, config)
+    node = plan(facts, config)
+    # The API key's files, on the control machine and the node: before anything changes.
+    node.findings += api_key.key_findings(config, node)
+    return facts, node
 
 
 def write_report(facts, config, node):
@@ -161,7 +162,8 @@ def _planned_host(purpose, blocking=None):
     if node is None:
         fleet.record(host.name, purpose, probe_failed=True)
         return None
-    fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict())
+    fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict(),
+                 stacks=metrics.stacks(facts, config, node.as_dict()))
     if config.report_detail or fleet.verbose(state):
         # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
         print(render(host.name, facts, node), file=sys.stderr, flush=True)

@@ -3,6 +3,12 @@
     python -m control.locks venv                 # every venv lock: each input x CPython x CPU
     python -m control.locks cuda --repo-url URL [--platforms debian12-x86_64,...] [--fingerprint FPR]
     python -m control.locks driver --repo-url URL [--platforms ...] [--fingerprint FPR]
+    python -m control.locks new-sglang VERSION   # files/locks/sglang-VERSION.in from the newest one there
+
+``new-sglang``: the first step of an upgrade (docs/upgrades.md): writes
+``sglang-<VERSION>.in`` as a copy of the newest ``sglang-<version>.in`` (by
+packaging.version) with its ``sglang==`` pin moved to VERSION; an input that exists
+already is left as it is. ``make lock`` then writes its locks.
 
 ``venv``: ``uv pip compile`` of each Python input (``sglang-<version>.in``, ``uv.in``)
 for every CPython a supported platform builds its venv with (bringup.platforms) and
@@ -32,11 +38,14 @@ line naming the lock, the input and the fix.
 import argparse
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from bringup import driver_packages, locks
 from bringup.plan import MIN_PYTHON
@@ -203,10 +212,63 @@ INDEX_LOCKS = {"cuda": ("the toolkit locks (a CUDA repository's Packages index)"
                           driver)}
 
 
+SGLANG_PIN = re.compile(r"^(?P<name>sglang(?:\[[^\]]*\])?)\s*==\s*(?P<version>\S+)", re.MULTILINE)
+
+
+def sglang_input_from(previous, version):
+    """The text of ``sglang-<version>.in`` made from the previous input's text: its
+    ``sglang==`` pin (extras kept) moved to ``version``, every other line as it was.
+
+    >>> sglang_input_from("sglang[all]==0.5.23\\n# kept\\n", "0.5.24")
+    'sglang[all]==0.5.24\\n# kept\\n'
+    >>> sglang_input_from("torch==2.9\\n", "0.5.24")
+    Traceback (most recent call last):
+    ...
+    bringup.locks.LockError: the previous input pins no sglang (no `sglang==<version>` line)
+    """
+    if not SGLANG_PIN.search(previous):
+        raise locks.LockError("the previous input pins no sglang (no `sglang==<version>` line)")
+    return SGLANG_PIN.sub(lambda match: f"{match['name']}=={version}", previous, count=1)
+
+
+def new_sglang_input(version, root=ROOT, log=sys.stderr):
+    """Write ``files/locks/sglang-<version>.in`` from the newest other sglang input;
+    returns its path. An existing one is kept (said on ``log``)."""
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        raise locks.LockError(f"{version!r} is not a release version; use one such as 0.5.24") from None
+    if str(wanted) != version:
+        raise locks.LockError(f"{version!r}: write the release as PyPI names it ({wanted})")
+    target = root / locks.LOCKS_DIR / f"sglang-{version}.in"
+    if target.exists():
+        print(f"make lock: {target.relative_to(root)} exists: kept as it is; run make lock", file=log)
+        return target
+    found = []
+    for path in python_inputs(root):
+        stem = path.name[:-3]
+        if stem.startswith("sglang-"):
+            try:
+                found.append((Version(stem[len("sglang-"):]), path))
+            except InvalidVersion:
+                continue
+    if not found:
+        raise locks.LockError(f"no files/locks/sglang-<version>.in to start from; write {target.name} by hand "
+                              f"(one line: sglang=={version})")
+    _, previous = max(found)
+    atomic_write(target, sglang_input_from(previous.read_text(), version))
+    print(f"make lock: {target.relative_to(root)} written from {previous.name}; review it, then run make lock",
+          file=log)
+    return target
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m control.locks", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="kind", required=True)
     sub.add_parser("venv", help="the venv locks (uv pip compile)")
+    new = sub.add_parser("new-sglang", help="files/locks/sglang-VERSION.in from the newest one (an upgrade's start)")
+    new.add_argument("version", help="the SGLang release, as PyPI names it (0.5.24)")
+    new.add_argument("--root", type=Path, default=ROOT, help="the checkout (default: this one)")
     for kind, (text, _) in INDEX_LOCKS.items():
         index = sub.add_parser(kind, help=text)
         index.add_argument("--repo-url", default=NVIDIA_REPOS,
@@ -221,6 +283,8 @@ def main(argv=None):
     try:
         if args.kind == "venv":
             venv()
+        elif args.kind == "new-sglang":
+            new_sglang_input(args.version, root=args.root)
         else:
             writer = INDEX_LOCKS[args.kind][1]
             writer(args.repo_url, parse_platforms(args.platforms), fingerprint=args.fingerprint or DEFAULT_FINGERPRINT,

@@ -66,3 +66,42 @@ def parse_managed_file(lines):
             if key in found:
                 found[key] = value or None
     return found
+
+
+class KeyFileAccess(FactBase):
+    """
+    Returns ``{"kind", "user", "group", "mode", "sha1", "readable"}`` of the API key file
+    ``path`` without following a link (``ManagedFile``'s keys), and whether the service
+    user ``user`` can read it: True/False, None when the account does not exist (yet).
+    The content is never read into the output; ``sha1`` is the file's digest (kept out
+    of pyinfra's log by its caller). The read test runs root's own ``/usr/bin/test`` as
+    the service user with a clean environment.
+
+    + path: ``service_api_key_file``
+    + user: the service user
+
+    .. code:: python
+
+        host.get_fact(KeyFileAccess, path="/etc/sglang/api-key.yaml", user="sglang")
+        # {"kind": "file", "user": "root", "group": "sglang", "mode": "640", "sha1": "3f2a...", "readable": True}
+    """
+
+    def command(self, path, user):
+        quoted, who = shlex.quote(path), shlex.quote(user)
+        readable = (f"if id -u -- {who} >/dev/null 2>&1; then if env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "
+                    f"runuser -u {who} -- /usr/bin/test -r {quoted}; then echo readable=yes; "
+                    f"else echo readable=no; fi; else echo readable=; fi")
+        return f"{ManagedFile().command(path)}; {readable}"
+
+    @staticmethod
+    def default():
+        return {**ManagedFile.default(), "readable": None}
+
+    def process(self, output):
+        found = {**parse_managed_file([line for line in output if not line.startswith("readable=")]),
+                 "readable": None}
+        found.pop("text", None)
+        for line in output:
+            if line.startswith("readable="):
+                found["readable"] = {"yes": True, "no": False}.get(line.partition("=")[2].strip())
+        return found

@@ -1,6 +1,7 @@
 """The SGLang systemd unit: written everywhere; enabled, started and restarted on change
 where systemd runs and a model is set."""
 
+import posixpath
 import shlex
 
 from pyinfra import host
@@ -12,7 +13,7 @@ from pyinfra.operations.util import any_changed
 from bringup.release import pending
 from facts.files import ManagedFile
 from facts.release import ReleaseLook, release_paths
-from tasks.operations.files import whole_template
+from tasks.operations.files import api_key_put, directory_if_missing, whole_template
 from tasks.operations.model import model_fetched
 from tasks.operations.release import release_promoted, release_recorded, rolled_back_outcome
 from tasks.operations.serving import host_serving, service_serving
@@ -79,7 +80,13 @@ def sglang_service(node, changes=()):
     + changes: operations of this run whose change the running service must pick up
     """
     service = node.service
-    if service.api_key_file:
+    key = None
+    if service.api_key_source:
+        # After the account step: the file's group is the service user's.
+        directory_if_missing(name="Directory of the API key file", path=posixpath.dirname(service.api_key_file))
+        key = api_key_put(name="Upload the API key file", src=service.api_key_source, dest=service.api_key_file,
+                          group=service.user)
+    elif service.api_key_file:
         api_key_file_checked(name="Check the API key file", path=service.api_key_file, user=service.user)
     if node.model_fetch:
         # Before the unit is written or started: a fetch that fails leaves the service as it was.
@@ -94,7 +101,7 @@ def sglang_service(node, changes=()):
     # Releases (files/release.sh) are recorded for a managed venv: a change live on the
     # node that the service was not restarted for (an interrupted deploy) restarts it too.
     releases = node.venv.managed
-    changed_here = any_changed(unit, *changes)
+    changed_here = any_changed(unit, *changes, *([key] if key else []))
     live_not_started = releases and pending(host.get_fact(ReleaseLook, **release_paths(node.layout)))
     changed = (lambda: True) if live_not_started else changed_here
     if releases:

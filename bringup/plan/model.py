@@ -207,6 +207,8 @@ class ServicePlan:
     ready_timeout: int = 1200
     # What deploy does when the gate fails after a change (service_rollback).
     rollback: str = "never"
+    # The key file on the control machine deploy uploads to api_key_file (service_api_key_source).
+    api_key_source: str = ""
 
 
 @dataclass(frozen=True)

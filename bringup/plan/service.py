@@ -108,7 +108,8 @@ def service_plan(context, env):
                        enable=bool(config.service_model) and config.service_enable,
                        host=listen_address(exec_start), api_key_file=config.service_api_key_file,
                        after_units=driver_units(context.facts), port=last_option(exec_start, "--port", "30000"),
-                       ready_timeout=config.service_ready_timeout, rollback=config.service_rollback)
+                       ready_timeout=config.service_ready_timeout, rollback=config.service_rollback,
+                       api_key_source=config.service_api_key_source)
 
 
 def last_option(argv, option, default):
@@ -178,9 +179,10 @@ def exposure_findings(service, service_args, port):
     return [Finding("SERVICE_OPEN", WARNING,
                     f"sglang serve listens on {service.host}:{port} with no API key: anyone who reaches the port "
                     "can use the GPUs",
-                    "set service_api_key_file to a YAML file on the node holding `api-key: <key>` (owned "
-                    f"root:{service.user}, mode 0640; SGLang reads it with --config), or service_host: 127.0.0.1 "
-                    "behind a proxy on the node that authenticates")]
+                    "set service_api_key_source to a file on the control machine holding `api-key: <key>` "
+                    f"(deploy uploads it to service_api_key_file on the node, root:{service.user} 0640, after it "
+                    "creates the account; SGLang reads it with --config), or service_host: 127.0.0.1 behind a proxy "
+                    "on the node that authenticates")]
 
 
 def check_service_unit(context):

@@ -109,11 +109,30 @@ def _venv_locks(context, python):
         if locks.read(path) is None:
             add(Finding("VENV_LOCK_MISSING", BLOCKER,
                         f"no lock for CPython {node[0]} on {node[1]}: {path} does not exist",
-                        "run `make lock` (it writes every supported CPython and CPU from files/locks/*.in), "
-                        "or set venv_lock to a lock made for this node"))
+                        _missing_lock_fix(config, locks, path == lock and not config.venv_lock)))
             return lock, uv_lock
     _check_lock_omissions(context, lock)
     return lock, uv_lock
+
+
+def _missing_lock_fix(config, locks, sglang_lock):
+    """The fix of VENV_LOCK_MISSING: for a ``stack_sglang`` with no input yet, the
+    upgrade's steps (docs/upgrades.md); else ``make lock``.
+
+    >>> from bringup.config import Config
+    >>> from bringup.locks import LockFiles
+    >>> _missing_lock_fix(Config(stack_sglang="0.5.99"), LockFiles.of({}), True).split(";")[0]
+    'stack_sglang=0.5.99 has no input files/locks/sglang-0.5.99.in'
+    """
+    source = f"{lockfiles.LOCKS_DIR}/sglang-{config.stack_sglang}.in"
+    if sglang_lock and locks.read(source) is None:
+        return (f"stack_sglang={config.stack_sglang} has no input {source}; to move to it (docs/upgrades.md): "
+                f"`.venv/bin/python -m control.locks new-sglang {config.stack_sglang}` (it copies the newest "
+                "sglang-<version>.in), set stack_torch and stack_flashinfer to the releases it pins, run "
+                "`make lock`, review `git diff files/locks`, validate, deploy one canary host with "
+                "service_rollback: on-failure, then the rest in batches (--limit); or set stack_sglang back")
+    return ("run `make lock` (it writes every supported CPython and CPU from files/locks/*.in), "
+            "or set venv_lock to a lock made for this node")
 
 
 def _check_lock_omissions(context, lock):
@@ -138,7 +157,8 @@ def _check_lock_omissions(context, lock):
 
 
 def check_venv(context):
-    """The venv the node has: torch that does not import, or (managed) another stack."""
+    """The venv the node has: torch that does not import, or (managed) another stack
+    (torch, its CUDA, FlashInfer, and SGLang where the lock is stack_sglang's)."""
     facts, config, add = context.facts, context.config, context.add
     torch, flashinfer = facts.get("torch"), facts.get("flashinfer")
     if torch and torch.get("error"):
@@ -155,6 +175,10 @@ def check_venv(context):
         drift.append(f"torch CUDA {torch.get('cuda')} (want {config.stack_torch_cuda})")
     if flashinfer and parse(flashinfer["version"]) != config.flashinfer:
         drift.append(f"flashinfer {flashinfer['version']} (want {config.stack_flashinfer})")
+    # An explicit venv_lock is its own release: stack_sglang names the lock make lock wrote.
+    sglang = facts.get("sglang")
+    if sglang and not config.venv_lock and parse(sglang.get("version")) != parse(config.stack_sglang):
+        drift.append(f"sglang {sglang.get('version')} (want {config.stack_sglang})")
     if drift:
         add(Finding("VENV_STACK_DRIFT", FIX, f"{config.venv_path} has {', '.join(drift)}",
                     "deploy rebuilds the venv from the configured stack"))

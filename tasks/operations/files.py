@@ -119,6 +119,38 @@ def whole_file(src, dest, user="root", group="root", mode="0644", found=None):
 
 
 @operation()
+def api_key_put(src, dest, group):
+    """
+    Put the API key file ``src`` (on the control machine) at ``dest`` whole, ``root:<group>``
+    0640 (``whole_file``); a link or anything but a file at ``dest`` is refused, never
+    replaced. Nothing of the key is printed: the upload is a file (never a command line),
+    and the node's fact (its digest) is read with pyinfra's fact output off.
+
+    + src: ``service_api_key_source``
+    + dest: ``service_api_key_file``
+    + group: the service user's group (the account step made it)
+
+    **Example**:
+
+    .. code:: python
+
+        api_key_put(src="secrets/api-key.yaml", dest="/etc/sglang/api-key.yaml", group="sglang")
+    """
+    saved = getattr(state, "print_fact_output", False)
+    state.print_fact_output = False
+    try:
+        found = host.get_fact(ManagedFile, path=dest)
+    finally:
+        state.print_fact_output = saved
+    if found["kind"] not in (None, "file"):
+        message = (f"{host.name}: service_api_key_file={dest} is a {found['kind']}, not a file; remove it "
+                   "(`rm` it on the node) so that deploy can write the key there; nothing was changed")
+        yield f"echo {shlex.quote(message)} >&2; exit 1"
+        return
+    yield from whole_file._inner(src=src, dest=dest, user="root", group=group, mode="0640", found=found)
+
+
+@operation()
 def whole_template(src, dest, user="root", group="root", mode="0644", **data):
     """
     Render a jinja2 template (``src``, with ``data``) and put it at ``dest`` whole

@@ -35,6 +35,8 @@ PYINFRA_DATA = [
     ("service_env_file", "/etc/passwd", "system directory"),
     ("service_cache_dir", "/var/cache", "system directory"),
     ("service_user", "root", "unprivileged account"),
+    ("metrics_textfile_dir", "/srv/textfile\u2028x", "control characters"),
+    ("service_api_key_source", "keys/api-key.yaml\nx", "control characters"),
     ("service_user", "-o", "login name"),
     ("service_user", "1000", "login name"),
     ("service_port", "70000", "TCP port"),

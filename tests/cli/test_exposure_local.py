@@ -50,12 +50,16 @@ def test_a_keyed_server_names_the_file_and_never_the_key():
     REPORTS.mkdir(parents=True, exist_ok=True)
     key_dir = Path(tempfile.mkdtemp(prefix="cli-exposure-", dir=NODE_FILES))
     key_file = key_dir / "api-key.yaml"
-    key_file.write_text(f"api-key: {secret}\n")
-    key_file.chmod(0o640)
+    # The key kept on the control machine (service_api_key_source), for deploy to upload:
+    # the node's file need not exist yet (this machine has no service account).
+    source = key_dir / "source.yaml"
+    source.write_text(f"api-key: {secret}\n")
+    source.chmod(0o600)
     # A hub that answers for the model (tests/hub_double.py, on loopback).
     with answering_hub(200) as (endpoint, _):
         result = validate("service_host=0.0.0.0", "service_model=m", f"service_api_key_file={key_file}",
-                          "report_detail=true", f"service_env=HF_ENDPOINT={endpoint}")
+                          f"service_api_key_source={source}", "report_detail=true",
+                          f"service_env=HF_ENDPOINT={endpoint}")
     assert result.returncode == 0, result.output
     report_text = REPORT.read_text()
     report = json.loads(report_text)

@@ -94,7 +94,9 @@ def test_the_api_key_is_on_no_command_line_and_in_no_report(node):
         # A key file every user can read: the host fails before the unit is written.
         refused = deploy(node, *keyed, "deploy_steps=service")
         assert refused.returncode == 1, refused.output[-3000:]
-        assert f"setting service_api_key_file='{KEY_FILE}': is mode 0644: other users can read the key" \
+        # validate's check, before anything changes (bringup/api_key.py): the same rule the
+        # service step kept, said by the plan.
+        assert f"API_KEY_FILE_UNUSABLE: service_api_key_file={KEY_FILE} is mode 0644: other users can read the key" \
                in refused.output, refused.output[-3000:]
         assert run_ssh(node, unit_digest).stdout.strip() == before, "the unit was written"
 

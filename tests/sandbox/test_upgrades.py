@@ -1,0 +1,103 @@
+"""An upgrade and its way back (docs/upgrades.md) over real SSH to one light sandbox node
+with real systemd, through the real CLI and the page's commands: validate, the canary
+deploy (``--limit`` the host, ``service_rollback=on-failure``), a batch (``--limit`` a
+pattern), then the same path back to the first release.
+
+Light, as tests/sandbox/test_rollback.py: no toolkit (``deploy_steps=env,account,venv,
+service``), the test double of SGLang's HTTP server run by an operator's drop-in, two
+small real venvs from two small locks standing for the releases ``make lock`` writes (the
+operator's tiny lock, and the same with one more comment line: another digest, the same
+single wheel from the sandbox's PyPI mirror; ``make lock`` itself needs PyPI and is
+proved by tests/network/test_lock_resolution.py). ``venv_lock`` names them, as
+``stack_sglang`` names the locks of ``files/locks/``.
+
+Not run in the session that wrote it (the lead runs the sandbox suites).
+"""
+
+import json
+import os
+
+import pytest
+import yaml
+
+from sandbox.registration import inventory_document
+from tests.sandbox_fixtures import REPO_ROOT, plant_fake_sglang, pyinfra_cli, run_ssh
+
+pytestmark = pytest.mark.sandbox
+
+NAME = "up-upgrade"
+OPERATOR_LOCK = "sandbox/locks/operator-venv-cp311-x86_64.txt"
+DATA = ("deploy_steps=env,account,venv,service", "cuda_manage_alternative=false", "service_model=fake/model",
+        "service_ready_timeout=60", "venv_installer=pip", "service_env=FAKE_SGLANG_READY_AFTER=2")
+REPORTS = REPO_ROOT / "reports" / "upgrades"
+LIVE = ("readlink /opt/sglang/venv; readlink /opt/sglang/venvs/previous || echo none; "
+        "systemctl is-active sglang.service || true")
+
+
+@pytest.fixture(scope="module")
+def node(sandbox_node, tmp_path_factory):
+    from sandbox import aptrepo, pypimirror
+    from sandbox import node as sandbox
+
+    aptrepo.ensure_served()
+    pypimirror.serve([REPO_ROOT / OPERATOR_LOCK])
+    entry = sandbox_node(NAME, "127.0.0.98", gpu="rtx-pro-6000-x8", toolkit="none")
+    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=2", "fake/model")
+    registered = inventory_document({NAME: sandbox.read_registry()[NAME]}, pypi=pypimirror.running())
+    hosts = {name: {**data, "service_host": entry["ssh_hostname"]} for name, data in registered["hosts"].items()}
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    hosts_file = REPORTS / "hosts.yml"
+    hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
+    new_release = tmp_path_factory.mktemp("locks") / "new-release-cp311-x86_64.txt"
+    new_release.write_text("# the new release of the upgrade suite\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
+    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
+    try:
+        yield dict(entry, new_lock=str(new_release))
+    finally:
+        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
+
+
+def run(script, *args, lock):
+    """One documented command: ``pyinfra inventory/gpu.py [args] script`` with the release's lock."""
+    result = pyinfra_cli("inventory/gpu.py", *args, script, data=(*DATA, f"venv_lock={lock}"), timeout=600)
+    [result.row] = json.loads((REPORTS / "summary.json").read_text())["hosts"]
+    return result
+
+
+def live(node):
+    """(the live venv, the rollback's venv, systemd's state)."""
+    return tuple(run_ssh(node, LIVE).stdout.split())
+
+
+def move(node, lock):
+    """Validate, the canary, a batch: the page's steps 4 and 5 for a fleet of one host."""
+    checked = run("validate.py", lock=lock)
+    # Nothing blocks the move (with the small locks, venv_lock names the release: the
+    # planner compares no SGLang version, so the verdict may be ready or needs deploy).
+    assert checked.returncode == 0 and checked.row["verdict"] in ("ready", "needs deploy"), checked.output[-4000:]
+    canary = run("deploy.py", "--limit", NAME, "--data", "service_rollback=on-failure", lock=lock)
+    assert canary.returncode == 0 and canary.row["verdict"] == "serving", canary.output[-4000:]
+    moved = live(node)
+    batch = run("deploy.py", "--limit", "up-*", "--data", "service_rollback=on-failure", lock=lock)
+    assert batch.returncode == 0 and batch.row["verdict"] == "serving", batch.output[-4000:]
+    assert live(node) == moved, "the batch after the canary changed the canary again"
+    return moved
+
+
+def test_a_host_moves_to_another_release_and_back_through_the_documented_commands(node):
+    first = run("deploy.py", lock=OPERATOR_LOCK)
+    assert first.returncode == 0 and first.row["verdict"] == "serving", first.output[-4000:]
+    before = live(node)
+    assert before[-1] == "active", before
+
+    upgraded = move(node, node["new_lock"])
+    assert upgraded[0] != before[0] and upgraded[1] == before[0].removeprefix("venvs/"), (before, upgraded)
+    assert upgraded[-1] == "active"
+
+    back = move(node, OPERATOR_LOCK)
+    # The first release's venv again (the lock's digest names it), the new one its rollback.
+    assert back[0] == before[0] and back[-1] == "active", (before, back)
+    assert back[1] == upgraded[0].removeprefix("venvs/"), (upgraded, back)
+
+    again = run("validate.py", lock=OPERATOR_LOCK)
+    assert again.returncode == 0 and again.row["verdict"] in ("ready", "needs deploy"), again.output[-4000:]
