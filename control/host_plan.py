@@ -18,6 +18,7 @@ import traceback
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.context import ctx_host, ctx_state
 
 from bringup.checks import cut
 from bringup.config import Config, ConfigError
@@ -25,6 +26,7 @@ from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
+from bringup.summary import purpose_from_argv
 from control import fleet
 from control import reports
 from facts.node import NodeFacts
@@ -54,8 +56,15 @@ def refuse_host(reason):
 
 
 def refuse(reason):
-    """Fail this host with ``reason`` without running anything on it."""
+    """Fail this host with ``reason`` without running anything on it. A validate.py run
+    fails it as it is planned: validate runs no operation, so its refusal does not wait
+    for an execution that ``pyinfra --json`` without ``-y`` never starts."""
     refuse_host(reason, name=f"Refuse {host.name}: {reason.splitlines()[0]}")
+    if (fleet.RUN.purpose or purpose_from_argv(sys.argv)) == "validate" and ctx_state.isset() and ctx_host.isset():
+        fleet.validate_never_asks(ctx_state.get())
+        for line in reason.splitlines():  # as refuse_host would print it
+            host.log_styled(line, fg="red", log_func=logger.error)
+        ctx_state.get().fail_hosts({ctx_host.get()})
 
 
 def load_config(purpose):
@@ -138,6 +147,9 @@ def planned_host(purpose):
     Returns the NodePlan when the host may proceed, else None after refusing it.
     ``purpose`` names the run in the refusal ("validate", "deploy").
     """
+    if ctx_state.isset():
+        fleet.validate_never_asks(ctx_state.get())  # inventories other than inventory/gpu.py (@local)
+        fleet.json_stdout_always()
     try:
         return _planned_host(purpose)
     except PyinfraError:
