@@ -131,7 +131,7 @@ def main(argv=None):
             with open(path, encoding="utf-8") as handle:
                 document = json.load(handle)
             if not isinstance(document, dict):
-                raise ValueError(f"a JSON {type(document).__name__}, not an object")
+                raise TypeError(f"a JSON {type(document).__name__}, not an object")
             print(render_saved(document, name=Path(path).stem))
             status = max(status, 0 if document.get("plan", document).get("ok") else 1)
         except OSError as error:

@@ -24,7 +24,6 @@ from bringup import checks, facts_schema, yamlload
 from bringup.config import Config, ConfigError
 from bringup.report import render
 
-
 EXIT_READY, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
 
 
