@@ -25,6 +25,7 @@ The summary goes to stderr (stdout stays pure JSON under ``pyinfra --json``) and
 
 import atexit
 import json
+import logging
 import sys
 
 from pyinfra.api.exceptions import ConnectError
@@ -193,6 +194,19 @@ def _print_json_if_missing(state, dry, argv):
             state.config.FAIL_PERCENT = fail_percent_of(argv)
 
 
+def quiet_ssh_tracebacks(state):
+    """At default verbosity a host that cannot be reached is pyinfra's one line: paramiko
+    also logs the failure of its transport thread with a traceback ("Exception (client):
+    Error reading SSH protocol banner" and two tracebacks, through logging's last-resort
+    handler). That log is kept for ``-v``."""
+    if verbose(state):
+        return
+    log = logging.getLogger("paramiko")
+    if not any(isinstance(handler, logging.NullHandler) for handler in log.handlers):
+        log.addHandler(logging.NullHandler())
+    log.propagate = False
+
+
 def watch_connections():
     """From the inventory file: have this run's connection errors recorded and the
     summary printed at the end, and a validate.py run never ask for confirmation
@@ -201,6 +215,7 @@ def watch_connections():
     if state is None:
         return
     _register_exit_hook()
+    quiet_ssh_tracebacks(state)
     if getattr(state, "initialised", False):
         _add_handler(state)
         validate_never_asks(state)

@@ -7,8 +7,10 @@ repository."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,44 @@ PYINFRA = Path(sys.executable).parent / "pyinfra"
 # short connect timeout.
 DOWN = {"refused": {"ssh_hostname": "127.0.0.1", "ssh_port": 1, "ssh_connect_timeout": 3},
         "timeout": {"ssh_hostname": "192.0.2.1", "ssh_connect_timeout": 2}}
+
+
+@pytest.fixture
+def not_ssh():
+    """A port that answers with no SSH banner and hangs up (paramiko logs a traceback)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                client, _ = server.accept()
+            except OSError:
+                continue
+            with client:
+                client.sendall(b"not ssh\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield {"ssh_hostname": "127.0.0.1", "ssh_port": server.getsockname()[1], "ssh_connect_timeout": 3}
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def test_a_port_that_speaks_no_ssh_is_one_line_and_its_traceback_only_with_v(tmp_path, not_ssh):
+    path = inventory(tmp_path, not_ssh)
+    result = validate(tmp_path, "--json", str(path), "validate.py")
+    assert result.returncode == 1, result.stderr
+    json.loads(result.stdout)
+    assert "Traceback" not in result.stderr and "Exception (client)" not in result.stderr, result.stderr
+    assert "down-01: unreachable: SSH error (Error reading SSH protocol banner" in result.stderr
+    detailed = validate(tmp_path, "-v", "--json", str(path), "validate.py")
+    json.loads(detailed.stdout)
+    assert "Traceback" in detailed.stderr  # -v keeps paramiko's own log
 
 
 def inventory(tmp_path, down):
