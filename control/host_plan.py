@@ -57,14 +57,22 @@ def refuse_host(reason):
 
 def refuse(reason):
     """Fail this host with ``reason`` without running anything on it. A validate.py run
-    fails it as it is planned: validate runs no operation, so its refusal does not wait
-    for an execution that ``pyinfra --json`` without ``-y`` never starts."""
-    refuse_host(reason, name=f"Refuse {host.name}: {reason.splitlines()[0]}")
+    fails it as it is planned, with no operation: a refusal is no change (pyinfra's
+    "Detected changes", ``--json``'s ``hosts_with_change``), and ``pyinfra --json``
+    without ``-y``, which executes nothing, still fails the host."""
     if (fleet.RUN.purpose or purpose_from_argv(sys.argv)) == "validate" and ctx_state.isset() and ctx_host.isset():
         fleet.validate_never_asks(ctx_state.get())
-        for line in reason.splitlines():  # as refuse_host would print it
+        for line in reason.splitlines():  # as refuse_host prints it
             host.log_styled(line, fg="red", log_func=logger.error)
-        ctx_state.get().fail_hosts({ctx_host.get()})
+        try:
+            ctx_state.get().fail_hosts({ctx_host.get()})
+        except PyinfraError:
+            if ctx_state.get().active_hosts:
+                raise  # --fail-percent: the operator's stop
+            # "No hosts remaining!": every host is refused or unreachable; the run ends
+            # as any run does (exit status 1, the summary), not on an error of this file.
+        return
+    refuse_host(reason, name=f"Refuse {host.name}: {reason.splitlines()[0]}")
 
 
 def load_config(purpose):

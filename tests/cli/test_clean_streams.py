@@ -101,7 +101,8 @@ def test_a_blocked_host_alone_under_json_without_y(tmp_path):
     """Every host refused: pyinfra has no host left and prints no JSON of its own."""
     result = validate(tmp_path, "--json", "@local", "validate.py")
     assert result.returncode == 1, result.stderr
-    json.loads(result.stdout)
+    document = json.loads(result.stdout)
+    assert [op for op in document["plan"] if op["hosts_with_change"]] == []  # a refusal is no change
     assert "-- 1 blocked: 1 of 1 host(s) need a look (exit status 1)" in result.stderr
 
 
