@@ -5,8 +5,19 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
-# Debian packages the control side and the sandbox need (one per line in each file).
-HOST_PACKAGES := python3-venv $(shell sed -e 's/#.*//' sandbox/host-packages.txt sandbox/aptrepo/host-packages.txt)
+# Debian packages: the control side's (make setup: the venv's python), and the sandbox's
+# host packages (one per line in each file: debootstrap, QEMU, a cross compiler...), which
+# only the targets that build sandbox nodes or repositories install (make sandbox-deps).
+CONTROL_PACKAGES := python3-venv
+SANDBOX_PACKAGES := $(shell sed -e 's/\#.*//' sandbox/host-packages.txt sandbox/aptrepo/host-packages.txt)
+# Installs the Debian packages of $(1) that are not installed yet.
+define apt_install_missing
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing host packages: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
 DEMO_NODE := gpu1
 DEMO_ADDR := 127.0.0.11
 DEMO_GPU := rtx-pro-6000-x8
@@ -22,29 +33,32 @@ DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 # together): two fit this project's 2-core, 24 GiB CI machine and its disk budget.
 TEST_WORKERS := 2
 
-.PHONY: setup host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver
+.PHONY: setup control-deps sandbox-deps host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver
 
-host-deps:
-	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing host packages: $$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+control-deps:
+	$(call apt_install_missing,$(CONTROL_PACKAGES))
+
+# The sandbox's host packages: for make test, demo, bench and lock (not for a control machine).
+sandbox-deps: setup
+	$(call apt_install_missing,$(SANDBOX_PACKAGES))
+
+host-deps: sandbox-deps
 
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-setup: host-deps $(VENV)/.installed
+# The control side only: python3-venv, the venv with pyinfra, testinfra and their deps.
+setup: control-deps $(VENV)/.installed
 
-test: setup
+test: sandbox-deps
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # The two servers serve what is built so far; `sandbox up` first builds and fetches its
 # node's platform (the apt directory of DEMO_OS, the wheels of its CPython's locks and of
 # DEMO_STATES' venvs): a first run fetches one platform, not all of them.
-sandbox-up: setup
+sandbox-up: sandbox-deps
 	$(PY) -m sandbox.aptrepo serve
 	$(PY) -m sandbox.pypimirror serve
 	$(PY) -m sandbox up $(DEMO_NODE) --addr $(DEMO_ADDR) --gpu $(DEMO_GPU) --os $(DEMO_OS) --state $(DEMO_STATES)
@@ -68,14 +82,14 @@ sandbox-down:
 	-$(PY) -m sandbox.aptrepo stop
 	-$(PY) -m sandbox.pypimirror stop
 
-bench: setup
+bench: sandbox-deps
 	$(PY) bench/validate_cost.py
 	$(PY) bench/deploy_cost.py --limit $(DEMO_NODE) $(DEMO_DATA:%=--data %)
 	$(PY) bench/prewarm_venv.py $(DEMO_NODE)
 	$(PY) bench/arm64_node.py
 
 # 50 sandbox nodes of their own (sc-01...), taken down at the end; about 5 minutes.
-bench-fleet: setup
+bench-fleet: sandbox-deps
 	$(PY) bench/fleet_scale.py --nodes 50 --deploy-nodes 8 --runs 3
 
 # On a machine with a real NVIDIA GPU (docs/contributing.md, "Proving it on a GPU machine"):
@@ -98,17 +112,17 @@ CUDA_REPO_URL ?= https://developer.download.nvidia.com/compute/cuda/repos
 CUDA_PLATFORMS ?= all
 lock: lock-venv lock-cuda lock-driver
 
-lock-venv: setup
+lock-venv: sandbox-deps
 	$(PY) -m control.locks venv
 
-lock-cuda: setup
+lock-cuda: sandbox-deps
 ifeq ($(CUDA_REPO_URL),sandbox)
 	$(PY) -m sandbox.aptrepo lock --platforms '$(CUDA_PLATFORMS)'
 else
 	$(PY) -m control.locks cuda --repo-url '$(CUDA_REPO_URL)' --platforms '$(CUDA_PLATFORMS)'
 endif
 
-lock-driver: setup
+lock-driver: sandbox-deps
 ifeq ($(CUDA_REPO_URL),sandbox)
 	$(PY) -m sandbox.aptrepo lock --kind driver --platforms '$(CUDA_PLATFORMS)'
 else

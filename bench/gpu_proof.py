@@ -399,9 +399,9 @@ class Proof:
             return MISSING, f"python -m bringup.plan needs {', '.join(self.missing)}"
         config = self.out / "proof-settings.yaml"
         write_whole(config, f"venv_path: {json.dumps(str(self.torch_venv))}\nvenv_managed: false\n")
-        result = run([sys.executable, "-m", "bringup.plan", str(self.out / "facts.json"), "--config", str(config),
+        result = run([sys.executable, "-m", "bringup.plan", "--json", str(self.out / "facts.json"), "--config", str(config),
                       "--host", socket.gethostname()], 30, cwd=ROOT)
-        if result.returncode != 0:
+        if result.returncode not in (0, 1):  # 1: the plan has blockers, judged below
             return FAIL, f"python -m bringup.plan {last_line(result)}"
         self.plan = json.loads(result.stdout)
         write_whole(self.out / "plan.json", result.stdout)

@@ -1,13 +1,21 @@
 """Render a host's facts and plan as the readable validation report (pure text).
 
     python -m bringup.report reports/HOST.json   # the report of a saved run, as -v prints it
+    python -m bringup.plan FACTS --json > plan.json && python -m bringup.report plan.json
+
+Each file is a host report validate.py or deploy.py saved (``{"host", "facts",
+"settings", "plan"}``) or a plan document (``python -m bringup.plan --json``: the plan
+alone, so the facts' lines are left out). Exit status (docs/exit-statuses.md): 0 when
+every plan has no blocker, 1 when one has, 2 when a file cannot be read or is neither.
 """
 
+import argparse
 import json
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
-from bringup import redact
+from bringup import checks, redact
 from bringup.findings import SEVERITIES
 
 MARKS = {"blocker": "BLOCKER", "fix": "FIX", "warning": "WARN", "info": "INFO"}
@@ -33,27 +41,12 @@ def render(host, facts, node):
     repository's URL is printed; env values reach it redacted through the findings).
 
     + host: the host's name
-    + facts: the facts document
+    + facts: the facts document, or None for a plan alone (the facts' lines left out)
     + node: the NodePlan
     """
-    driver = facts.get("driver")
-    resolved = facts.get("resolution") or {}
-    torch = facts.get("torch")
-    toolkits = ", ".join(f"{tk['home']} ({tk.get('version') or 'broken nvcc'})"
-                         for tk in facts.get("toolkits") or []) or "none"
     lines = [f"== {host}: {'READY TO DEPLOY' if node.ok else 'BLOCKED'}"]
-    lines += _gpu_lines(facts)
-    lines.append(f"  driver    : {driver['version']} (CUDA {driver.get('cuda_version')})" if driver else "  driver    : none")
-    lines.append(f"  toolkits  : {toolkits}")
-    lines.append(f"  resolves  : {resolved.get('cuda_home') or 'nothing'} "
-                 f"(CUDA {resolved.get('version') or '-'}, via {resolved.get('via', 'none')})")
-    lines.append(f"  torch     : {torch.get('version')} (CUDA {torch.get('cuda')})" if torch and 'version' in torch
-                 else f"  torch     : planned {node.torch_cuda} build (no venv yet)")
-    unit = facts.get("service_unit")
-    if unit:
-        state = f"{unit['active_state']} ({unit['sub_state']})"
-        restarts = f", {unit['restarts']} automatic restart(s)" if unit.get("restarts") else ""
-        lines.append(f"  service   : {unit['name']} {state}{restarts}")
+    if facts is not None:
+        lines += _fact_lines(facts, node)
     lines.append(f"  plan      : CUDA {node.toolkit.version} at {node.toolkit.home}, "
                  f"FLASHINFER_CUDA_ARCH_LIST=\"{node.arch_list}\"")
     if node.repo:
@@ -71,6 +64,28 @@ def render(host, facts, node):
     return redact.urls("\n".join(lines))
 
 
+def _fact_lines(facts, node):
+    """The report's lines of what the node has (GPUs, driver, toolkits, torch, service)."""
+    driver = facts.get("driver")
+    resolved = facts.get("resolution") or {}
+    torch = facts.get("torch")
+    toolkits = ", ".join(f"{tk['home']} ({tk.get('version') or 'broken nvcc'})"
+                         for tk in facts.get("toolkits") or []) or "none"
+    lines = _gpu_lines(facts)
+    lines.append(f"  driver    : {driver['version']} (CUDA {driver.get('cuda_version')})" if driver else "  driver    : none")
+    lines.append(f"  toolkits  : {toolkits}")
+    lines.append(f"  resolves  : {resolved.get('cuda_home') or 'nothing'} "
+                 f"(CUDA {resolved.get('version') or '-'}, via {resolved.get('via', 'none')})")
+    lines.append(f"  torch     : {torch.get('version')} (CUDA {torch.get('cuda')})" if torch and 'version' in torch
+                 else f"  torch     : planned {node.torch_cuda} build (no venv yet)")
+    unit = facts.get("service_unit")
+    if unit:
+        state = f"{unit['active_state']} ({unit['sub_state']})"
+        restarts = f", {unit['restarts']} automatic restart(s)" if unit.get("restarts") else ""
+        lines.append(f"  service   : {unit['name']} {state}{restarts}")
+    return lines
+
+
 def _namespace(value):
     """Plan data (NodePlan.as_dict()) as attributes, the way ``render`` reads a NodePlan."""
     if isinstance(value, dict):
@@ -80,40 +95,51 @@ def _namespace(value):
     return value
 
 
-def render_saved(document):
-    """The report of a saved reports/<host>.json, as validate.py printed it.
+def render_saved(document, name="node"):
+    """The report of a saved reports/<host>.json, as validate.py printed it, or of a plan
+    document (``python -m bringup.plan --json``), whose facts are not in it.
 
     >>> from bringup.layout import toolkit_home
-    >>> render_saved({"host": "n1", "facts": {"gpus": []}, "plan": {"ok": False, "torch_cuda": "13.0",
-    ...     "toolkit": {"version": "13.0", "home": toolkit_home("13.0"), "lock": ""}, "arch_list": "", "repo": {},
-    ...     "venv": {}, "findings": [{"code": "NO_GPU", "severity": "blocker", "message": "m", "fix": "f"}]}}
-    ...     ).splitlines()[0]
-    '== n1: BLOCKED'
+    >>> plan = {"ok": False, "torch_cuda": "13.0", "toolkit": {"version": "13.0", "home": toolkit_home("13.0"),
+    ...     "lock": ""}, "arch_list": "", "repo": {}, "venv": {},
+    ...     "findings": [{"code": "NO_GPU", "severity": "blocker", "message": "m", "fix": "f"}]}
+    >>> render_saved({"host": "n1", "facts": {"gpus": []}, "plan": plan}).splitlines()[:2]
+    ['== n1: BLOCKED', '  GPUs      : none']
+    >>> render_saved(plan, name="what-if").splitlines()[:2]
+    ['== what-if: BLOCKED', '  plan      : CUDA 13.0 at /usr/local/cuda-13.0, FLASHINFER_CUDA_ARCH_LIST=""']
     """
-    plan = dict(document["plan"])
+    if "plan" in document and "facts" in document:
+        host, facts, plan = document["host"], document["facts"], dict(document["plan"])
+    elif "ok" in document and "findings" in document and "toolkit" in document:
+        host, facts, plan = name, None, dict(document)
+    else:
+        raise ValueError("neither a host report (host, facts, plan) nor a plan document (ok, findings, toolkit)")
     node = _namespace({**plan, "repo": plan.get("repo") or None, "venv": plan.get("venv") or None})
     node.findings = [_namespace(finding) for finding in plan.get("findings") or []]
-    return render(document["host"], document["facts"], node)
+    return render(host, facts, node)
 
 
 def main(argv=None):
-    """``python -m bringup.report reports/HOST.json...``: print each saved host report."""
-    paths = sys.argv[1:] if argv is None else argv
-    if not paths:
-        print("usage: python -m bringup.report reports/<host>.json...", file=sys.stderr)
-        return 2
+    """``python -m bringup.report FILE...``: print each saved host report or plan document."""
+    parser = argparse.ArgumentParser(prog="python -m bringup.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="reports/<host>.json, or a plan document (python -m bringup.plan --json)")
+    args = parser.parse_args(argv)
     status = 0
-    for path in paths:
+    for path in args.files:
         try:
             with open(path, encoding="utf-8") as handle:
                 document = json.load(handle)
-            print(render_saved(document))
+            if not isinstance(document, dict):
+                raise TypeError(f"a JSON {type(document).__name__}, not an object")
+            print(render_saved(document, name=Path(path).stem))
+            status = max(status, 0 if document.get("plan", document).get("ok") else 1)
         except OSError as error:
             print(f"error: {path}: {error.strerror}", file=sys.stderr)
             status = 2
         except (ValueError, KeyError, TypeError, AttributeError) as error:
-            print(f"error: {path}: not a host report written by validate.py or deploy.py ({error!r})",
-                  file=sys.stderr)
+            print(f"error: {path}: not a host report written by validate.py or deploy.py, nor a plan document of "
+                  f"python -m bringup.plan --json ({checks.cut(str(error))})", file=sys.stderr)
             status = 2
     return status
 

@@ -24,6 +24,8 @@ The summary goes to stderr (stdout stays pure JSON under ``pyinfra --json``) and
 """
 
 import atexit
+import json
+import logging
 import sys
 
 from pyinfra.api.exceptions import ConnectError
@@ -50,6 +52,7 @@ class Run:
         self.lost_connections = {}
         self.purpose = None
         self.exit_hook = False
+        self.json_printed = False
 
     def record(self, host, **fields):
         self.records.setdefault(host, {"host": host}).update(fields)
@@ -112,21 +115,120 @@ def _add_handler(state):
         state.add_callback_handler(RunWatcher())
 
 
+def fail_percent_of(argv):
+    """The ``--fail-percent`` of a pyinfra command line, else None (pyinfra's default).
+
+    >>> fail_percent_of(["pyinfra", "--fail-percent", "20", "i.py", "validate.py"]), fail_percent_of(["pyinfra"])
+    (20, None)
+    >>> fail_percent_of(["pyinfra", "--fail-percent=0", "validate.py"])
+    0
+    """
+    for index, argument in enumerate(argv):
+        value = argument.partition("=")[2] if argument.startswith("--fail-percent=") else \
+            (argv[index + 1] if argument == "--fail-percent" and index + 1 < len(argv) else None)
+        if value is not None:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _confirmed(msg):
+    """validate.py's answer to pyinfra's "Press enter to execute": yes, unasked."""
+    return True
+
+
+def validate_never_asks(state, argv=None):
+    """validate.py changes nothing (it only refuses hosts), so it never asks: without
+    ``-y`` pyinfra 3.10 asks "Press enter to execute" before every deploy file's run and
+    "continue?" when a host fails (and, without a terminal, ends in ``EOFError``); its
+    ``--fail-percent`` is then replaced by 0. For a validate.py run this takes both
+    questions away and gives ``--fail-percent`` back its meaning. A no-op otherwise."""
+    argv = sys.argv if argv is None else argv
+    if summary.purpose_from_argv(argv) != "validate":
+        return
+    try:
+        from pyinfra_cli import cli
+    except ImportError:  # pyinfra's API without its CLI: nothing asks
+        return
+    cli._do_confirm = _confirmed
+
+
+def json_stdout_always(argv=None):
+    """Under ``pyinfra --json``, stdout is one JSON document whatever happens: pyinfra
+    prints its run's JSON only when the run gets to its end, and nothing when no host is
+    left (every host refused or unreachable). Its printer is wrapped to note that it ran;
+    ``write_summary`` prints the document itself when it did not."""
+    argv = sys.argv if argv is None else argv
+    if "--json" not in argv or summary.purpose_from_argv(argv) is None:
+        return
+    try:
+        from pyinfra_cli import cli
+    except ImportError:
+        return
+    if getattr(cli.print_run_json, "noted", False):
+        return
+    original = cli.print_run_json
+
+    def print_run_json(state, dry):
+        RUN.json_printed = True
+        return original(state, dry)
+
+    print_run_json.noted = True
+    cli.print_run_json = print_run_json
+
+
+def _print_json_if_missing(state, dry, argv):
+    """The run's JSON document on stdout when pyinfra did not print one (json_stdout_always)."""
+    if "--json" not in argv or RUN.json_printed:
+        return
+    RUN.json_printed = True
+    try:
+        from pyinfra_cli.prints import print_run_json
+        print_run_json(state, dry=dry or getattr(state, "current_stage", None) != StateStage.Disconnect)
+    except Exception:  # noqa: BLE001 - pyinfra's printer on a run it abandoned: the plain document
+        print(json.dumps({"plan": {}, "results": None}), flush=True)
+    if getattr(state, "should_raise_failed_hosts", None) is not None:
+        state.should_raise_failed_hosts = None
+        if getattr(state, "config", None) is not None:
+            state.config.FAIL_PERCENT = fail_percent_of(argv)
+
+
+def quiet_ssh_tracebacks(state):
+    """At default verbosity a host that cannot be reached is pyinfra's one line: paramiko
+    also logs the failure of its transport thread with a traceback ("Exception (client):
+    Error reading SSH protocol banner" and two tracebacks, through logging's last-resort
+    handler). That log is kept for ``-v``."""
+    if verbose(state):
+        return
+    log = logging.getLogger("paramiko")
+    if not any(isinstance(handler, logging.NullHandler) for handler in log.handlers):
+        log.addHandler(logging.NullHandler())
+    log.propagate = False
+
+
 def watch_connections():
     """From the inventory file: have this run's connection errors recorded and the
-    summary printed at the end. Does nothing outside a pyinfra CLI run."""
+    summary printed at the end, and a validate.py run never ask for confirmation
+    (``validate_never_asks``). Does nothing outside a pyinfra CLI run."""
     state = _current_state()
     if state is None:
         return
     _register_exit_hook()
+    quiet_ssh_tracebacks(state)
     if getattr(state, "initialised", False):
         _add_handler(state)
+        validate_never_asks(state)
+        json_stdout_always()
         return
     original = state.init
 
     def init(*args, **kwargs):
         result = original(*args, **kwargs)
         _add_handler(state)
+        validate_never_asks(state)
+        json_stdout_always()
         return result
 
     state.init = init
@@ -234,7 +336,9 @@ def write_summary(argv=None):
     state = _current_state()
     if purpose is None or state is None or not getattr(state, "initialised", False):
         return
-    dry = "--dry" in argv
+    # --json without -y: pyinfra prints what would change and executes nothing.
+    dry = "--dry" in argv or ("--json" in argv and not {"-y", "--yes"} & set(argv))
+    _print_json_if_missing(state, dry, argv)
     found = outcomes(state)
     document = summary.summary_document(purpose, found, executed=not dry, stopped=stopped_reason(state, dry))
     reports = reports_dir()

@@ -18,6 +18,7 @@ import traceback
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.context import ctx_host, ctx_state
 
 from bringup.checks import cut
 from bringup.config import Config, ConfigError
@@ -25,6 +26,7 @@ from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
+from bringup.summary import purpose_from_argv
 from control import api_key, fleet, metrics, reports
 from facts.node import NodeFacts
 
@@ -52,7 +54,22 @@ def refuse_host(reason):
 
 
 def refuse(reason):
-    """Fail this host with ``reason`` without running anything on it."""
+    """Fail this host with ``reason`` without running anything on it. A validate.py run
+    fails it as it is planned, with no operation: a refusal is no change (pyinfra's
+    "Detected changes", ``--json``'s ``hosts_with_change``), and ``pyinfra --json``
+    without ``-y``, which executes nothing, still fails the host."""
+    if (fleet.RUN.purpose or purpose_from_argv(sys.argv)) == "validate" and ctx_state.isset() and ctx_host.isset():
+        fleet.validate_never_asks(ctx_state.get())
+        for line in reason.splitlines():  # as refuse_host prints it
+            host.log_styled(line, fg="red", log_func=logger.error)
+        try:
+            ctx_state.get().fail_hosts({ctx_host.get()})
+        except PyinfraError:
+            if ctx_state.get().active_hosts:
+                raise  # --fail-percent: the operator's stop
+            # "No hosts remaining!": every host is refused or unreachable; the run ends
+            # as any run does (exit status 1, the summary), not on an error of this file.
+        return
     refuse_host(reason, name=f"Refuse {host.name}: {reason.splitlines()[0]}")
 
 
@@ -141,6 +158,9 @@ def planned_host(purpose, blocking=None):
     of the plan's blockers refuse the host (a function of the list; default: all of them;
     rollback.py: only those about the paths it writes).
     """
+    if ctx_state.isset():
+        fleet.validate_never_asks(ctx_state.get())  # inventories other than inventory/gpu.py (@local)
+        fleet.json_stdout_always()
     try:
         return _planned_host(purpose, blocking)
     except PyinfraError:

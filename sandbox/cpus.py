@@ -84,7 +84,7 @@ def gcc(machine: str) -> str:
     compiler = f"{TRIPLETS[machine]}-gcc"
     if shutil.which(compiler) is None:
         raise BinfmtError(f"{compiler} is missing: install Debian's gcc-{TRIPLETS[machine]} "
-                          f"(apt-get install gcc-{TRIPLETS[machine]}; make setup does)")
+                          f"(apt-get install gcc-{TRIPLETS[machine]}; make sandbox-deps does)")
     return compiler
 
 
@@ -115,7 +115,7 @@ def ensure(machine: str, log=None) -> None:
     conf = CONF_DIR / f"{name}.conf"
     if not conf.is_file():
         raise BinfmtError(f"{conf} is missing: install Debian's {PACKAGE} (apt-get install {PACKAGE}; "
-                          "make setup does) to run arm64 nodes")
+                          "make sandbox-deps does) to run arm64 nodes")
     if not _mounted():
         proc = subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)],
                               capture_output=True, text=True)

@@ -26,6 +26,7 @@ directory renamed into place when complete.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -167,5 +168,17 @@ def _built_version(build_log: Path) -> str:
     return ""
 
 
-if __name__ == "__main__":  # python -m sandbox.operator_python [OS]: build (or find) the tarball
-    print(tarball(sys.argv[1] if len(sys.argv) > 1 else "ubuntu2204"))
+def main(argv=None) -> int:
+    """``python -m sandbox.operator_python [OS]``: build (or find) the tarball, print its path."""
+    parser = argparse.ArgumentParser(prog="python -m sandbox.operator_python",
+                                     description="Build (or find in the cache) the operator's CPython 3.11 for a "
+                                                 "sandbox OS and print its tarball's path (minutes, once).")
+    parser.add_argument("os_name", nargs="?", default="ubuntu2204", choices=sorted(image.OSES), metavar="OS",
+                        help=f"the node's OS, one of {', '.join(sorted(image.OSES))} (default: ubuntu2204)")
+    args = parser.parse_args(argv)
+    print(tarball(args.os_name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,7 +21,7 @@ def plan_cli(tmp_path, apt):
     facts = dict(converged(), apt=apt)
     (tmp_path / "facts.json").write_text(json.dumps(facts))
     (tmp_path / "settings.yaml").write_text(f"cuda_repo_fingerprint: {PINNED}\n")
-    run = subprocess.run([sys.executable, "-m", "bringup.plan", str(tmp_path / "facts.json"), "--config",
+    run = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(tmp_path / "facts.json"), "--config",
                           str(tmp_path / "settings.yaml"), "--host", "gpu-7"], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
     assert run.returncode in (0, 1), run.stderr

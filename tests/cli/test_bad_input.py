@@ -266,7 +266,7 @@ def test_a_password_in_a_service_env_url_is_refused_and_never_shown(assignment):
 def test_plan_cli_refuses_bad_config(tmp_path, content, message):
     config = tmp_path / "settings.yaml"
     config.write_text(content)
-    result = run([sys.executable, "-m", "bringup.plan", str(INCIDENT), "--config", str(config), "--host", "gpu-7"])
+    result = run([sys.executable, "-m", "bringup.plan", "--json", str(INCIDENT), "--config", str(config), "--host", "gpu-7"])
     assert_clean_error(result, "gpu-7", message)
     assert result.returncode == 2 and result.stdout == ""
 
@@ -275,13 +275,13 @@ def test_plan_cli_refuses_bad_config(tmp_path, content, message):
 def test_plan_cli_refuses_bad_facts(tmp_path, content, message):
     facts = tmp_path / "facts.json"
     facts.write_text(content)
-    result = run([sys.executable, "-m", "bringup.plan", str(facts), "--host", "gpu-7"])
+    result = run([sys.executable, "-m", "bringup.plan", "--json", str(facts), "--host", "gpu-7"])
     assert_clean_error(result, "gpu-7", message)
     assert result.returncode == 2 and result.stdout == ""
 
 
 def test_plan_cli_names_a_missing_file():
-    result = run([sys.executable, "-m", "bringup.plan", "/nonexistent/facts.json", "--host", "gpu-7"])
+    result = run([sys.executable, "-m", "bringup.plan", "--json", "/nonexistent/facts.json", "--host", "gpu-7"])
     assert_clean_error(result, "gpu-7", "No such file or directory", "/nonexistent/facts.json")
 
 

@@ -55,9 +55,9 @@ SCENARIOS = [
 def plan_cli(facts_path, settings, tmp_path):
     config = tmp_path / "settings.yaml"
     config.write_text(json.dumps(settings))  # JSON is YAML
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(facts_path), "--config", str(config)],
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(facts_path), "--config", str(config)],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     return json.loads(result.stdout)
 
 

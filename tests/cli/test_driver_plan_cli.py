@@ -36,10 +36,10 @@ def checkout(tmp_path_factory, signer):  # noqa: F811
 def plan_cli(work, facts, settings):
     (work / "facts.json").write_text(json.dumps(facts))
     (work / "settings.yaml").write_text(json.dumps(settings))  # JSON is YAML
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", "facts.json", "--config", "settings.yaml"],
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", "facts.json", "--config", "settings.yaml"],
                             cwd=work, capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     return json.loads(result.stdout)
 
 
@@ -75,7 +75,7 @@ def test_driver_manage_false_prints_an_empty_driver_step(checkout):
 def test_a_bad_driver_setting_is_one_line(checkout):
     (checkout / "settings.yaml").write_text("driver_reboot: always\n")
     (checkout / "facts.json").write_text(json.dumps(converged()))
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", "facts.json", "--config", "settings.yaml"],
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", "facts.json", "--config", "settings.yaml"],
                             cwd=checkout, capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert result.returncode != 0 and "Traceback" not in result.stderr

@@ -130,7 +130,7 @@ def test_saved_report_prints_as_the_detail_did():
     pyinfra("@local", "validate.py")
     shown = subprocess.run([sys.executable, "-m", "bringup.report", str(REPORT)], cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
-    assert shown.returncode == 0, shown.stderr
+    assert shown.returncode == 1, shown.stderr  # 1: the saved plan has a blocker
     assert shown.stdout.startswith("== @local: BLOCKED\n") and "[BLOCKER] NO_GPU" in shown.stdout
     missing = subprocess.run([sys.executable, "-m", "bringup.report", "reports/nope.json"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)

@@ -100,7 +100,7 @@ def test_a_url_password_is_never_printed_or_saved():
 def test_a_service_env_value_no_quoting_holds_is_refused_by_key(tmp_path):
     config = tmp_path / "settings.yaml"
     config.write_text(yaml.safe_dump({"service_env": {"NOTE": "it's C:\\dir\\hf_secret123"}}))
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(INCIDENT), "--config", str(config),
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(INCIDENT), "--config", str(config),
                              "--host", "n1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: n1: setting service_env={'NOTE': '<redacted>'} is invalid: "
@@ -114,9 +114,9 @@ def test_the_planner_cli_prints_no_token(tmp_path):
     (tmp_path / "facts.json").write_text(json.dumps(facts))
     config = tmp_path / "settings.yaml"
     config.write_text(yaml.safe_dump({"service_env": {"HF_TOKEN": "hf_secret123"}}))
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(tmp_path / "facts.json"), "--config",
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(tmp_path / "facts.json"), "--config",
                              str(config)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     assert leaks(result.stdout, result.stderr) == []
     printed = json.loads(result.stdout)
     assert printed["env"]["HF_TOKEN"] == "<redacted>" and printed["env"]["CUDA_HOME"].startswith("/usr/local/cuda")

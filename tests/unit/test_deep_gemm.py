@@ -41,9 +41,9 @@ def test_decision(enabled, model, sms, runs, why):
 def plan_cli(tmp_path, facts, settings):
     config = tmp_path / "config.yaml"
     config.write_text(json.dumps(settings))
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(facts), "--config", str(config)],
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(facts), "--config", str(config)],
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     return json.loads(result.stdout)
 
 

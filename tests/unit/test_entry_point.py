@@ -188,9 +188,9 @@ def test_plan_cli_names_the_script_and_its_interpreter(tmp_path):
     facts, config = tmp_path / "facts.json", tmp_path / "settings.yaml"
     facts.write_text(json.dumps(recorded))
     config.write_text(f"venv_managed: false\nvenv_path: {venv}\nservice_model: Qwen/Qwen3-0.6B\n")
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(facts), "--config", str(config)],
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(facts), "--config", str(config)],
                             capture_output=True, text=True, cwd=FIXTURES.parents[1])
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     printed = json.loads(result.stdout)
     broken, = [f for f in printed["findings"] if f["code"] == "SERVICE_ENTRY_POINT_BROKEN"]
     assert broken["severity"] == "blocker" and printed["ok"] is False

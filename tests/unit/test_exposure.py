@@ -77,9 +77,9 @@ def test_plan_cli_warns_about_an_open_server_and_names_only_the_key_file(tmp_pat
                             f'# the key itself ({secret}) lives on the node only\n')
     runs = {}
     for name, config in (("open", open_config), ("keyed", keyed_config)):
-        result = subprocess.run([sys.executable, "-m", "bringup.plan", str(INCIDENT), "--config", str(config),
+        result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(INCIDENT), "--config", str(config),
                                  "--host", "gpu-7"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
         runs[name] = json.loads(result.stdout)
     open_codes = [f["code"] for f in runs["open"]["findings"]]
     assert "SERVICE_OPEN" in open_codes

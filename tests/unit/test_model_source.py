@@ -320,9 +320,9 @@ def test_plan_cli_names_the_unreachable_hub_and_the_cache(tmp_path):
     facts.write_text(json.dumps(recorded))
     for steps, severity in (("", "blocker"), ("deploy_steps: [repo, toolkit, env, account, venv]\n", "warning")):
         config.write_text(f"service_model: Qwen/Qwen3-0.6B\n{steps}")
-        result = subprocess.run([sys.executable, "-m", "bringup.plan", str(facts), "--config", str(config)],
+        result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(facts), "--config", str(config)],
                                 capture_output=True, text=True, cwd=FIXTURES.parents[1])
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
         found, = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "MODEL_UNAVAILABLE"]
         assert found["severity"] == severity
         assert found["message"].startswith(f"service_model=Qwen/Qwen3-0.6B is not in the service's hub cache ({CACHE}, "

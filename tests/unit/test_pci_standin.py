@@ -71,7 +71,7 @@ def test_the_probe_finds_each_gpus_root_port_in_the_tree(tmp_path):
 @pytest.mark.parametrize("redirect, flags", [(True, "ReqRedir+ CmpltRedir+"), (False, "ReqRedir- CmpltRedir-")])
 def test_the_real_lspci_reads_the_acs_control(tmp_path, redirect, flags):
     lspci = shutil.which("lspci", path="/usr/bin:/bin:/usr/sbin:/sbin")
-    assert lspci, "no lspci on this machine: `make host-deps` installs pciutils (sandbox/host-packages.txt)"
+    assert lspci, "no lspci on this machine: `make sandbox-deps` installs pciutils (sandbox/host-packages.txt)"
     root, _ = acs_bus(tmp_path, redirect)
     out = subprocess.run([lspci, "-A", "linux-sysfs", "-O", f"sysfs.path={root}/sys/bus/pci", "-D", "-vvv",
                           "-d", "::0604"], capture_output=True, text=True, timeout=30, check=True).stdout

@@ -57,9 +57,9 @@ PLATFORM_CODES = {"PYTHON_TOO_OLD", "PYTHON_UNUSABLE", "TOOLKIT_UNLOCKED", "LOCK
 
 
 def plan_cli(facts):
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(FACTS / facts)], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(FACTS / facts)], capture_output=True,
                             text=True, cwd=ROOT, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     return json.loads(result.stdout)
 
 

@@ -38,10 +38,10 @@ def test_decision(gpus, target_sms, gpu_standin, no_device):
 def plan_cli(tmp_path, facts, settings):
     (tmp_path / "facts.json").write_text(json.dumps(facts))
     (tmp_path / "config.yaml").write_text(json.dumps(settings))
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(tmp_path / "facts.json"),
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(tmp_path / "facts.json"),
                              "--config", str(tmp_path / "config.yaml")],
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     return json.loads(result.stdout)
 
 

@@ -96,9 +96,9 @@ def run_plan_cli(tmp_path, paths, settings):
     facts.write_text(json.dumps(varied(converged(), paths={"venv": [], "env_file": [], "cache_dir": [], **paths})))
     config = tmp_path / "settings.yaml"
     config.write_text(json.dumps(settings))
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(facts), "--config", str(config), "--host", "gpu7"],
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(facts), "--config", str(config), "--host", "gpu7"],
                             capture_output=True, text=True, cwd=FIXTURES.parents[1])
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     return json.loads(result.stdout)
 
 

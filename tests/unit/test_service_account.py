@@ -102,10 +102,10 @@ def test_the_plan_cli_refuses_an_existing_account(tmp_path):
     facts["account"] = {"user": "sshd", "entry": SSHD, "login_user": "root", "home": None}
     (tmp_path / "facts.json").write_text(json.dumps(facts))
     (tmp_path / "settings.yaml").write_text("service_user: sshd\n")
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(tmp_path / "facts.json"), "--config",
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(tmp_path / "facts.json"), "--config",
                              str(tmp_path / "settings.yaml"), "--host", "gpu-7"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     document = json.loads(result.stdout)
     [finding] = [f for f in document["findings"] if f["code"] == "SERVICE_USER_FOREIGN"]
     assert document["ok"] is False and finding["severity"] == "blocker"

@@ -45,7 +45,7 @@ def plan_of(tmp_path, layer):
         facts["driver_layer"] = layer
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(facts))
-    out = subprocess.run([sys.executable, "-m", "bringup.plan", str(path)], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(path)], cwd=ROOT, capture_output=True,
                          text=True, check=False)
     assert out.stdout, out.stderr
     return json.loads(out.stdout)

@@ -64,10 +64,10 @@ def plan_cli(tmp_path, fact, settings):
         facts["venv_python"] = fact
     (tmp_path / "facts.json").write_text(json.dumps(facts))
     (tmp_path / "settings.yaml").write_text(json.dumps(settings))
-    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(tmp_path / "facts.json"), "--config",
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", "--json", str(tmp_path / "facts.json"), "--config",
                              str(tmp_path / "settings.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120,
                             check=False)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if json.loads(result.stdout)["ok"] else 1), result.stderr  # 1: blockers
     return json.loads(result.stdout)
 
 

@@ -1,0 +1,111 @@
+"""docs/exit-statuses.md held to the code: every ``python -m`` entry point of bringup/,
+control/ and sandbox/ is a row of its table, has argparse's ``--help`` (exit 0) and
+refuses an unknown option with exit status 2; the planner, the report and explain exit
+0 for yes, 1 for no and 2 for bad input, each run as the operator runs it."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "exit-statuses.md"
+FACTS = ROOT / "tests" / "fixtures" / "facts"
+READY_FACTS = FACTS / "incident.json"  # the incident: fixes, no blocker
+BLOCKED_FACTS = FACTS / "driver_layer" / "fabric-manager-missing.json"  # HGX B200, FABRIC_MANAGER_MISSING
+FAILURES = ROOT / "tests" / "fixtures" / "failures"
+
+
+def entry_points():
+    """``bringup.plan``, ``sandbox.aptrepo``, ...: every module of bringup/, control/ and
+    sandbox/ that runs under ``python -m`` (a ``__main__.py``, or ``if __name__ == "__main__"``)."""
+    found = set()
+    for top in ("bringup", "control", "sandbox"):
+        for path in (ROOT / top).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if path.name == "__main__.py":
+                found.add(".".join(path.parent.relative_to(ROOT).parts))
+            elif re.search(r"^if __name__ == .__main__.:", text, re.M):
+                found.add(".".join(path.with_suffix("").relative_to(ROOT).parts))
+    return sorted(found)
+
+
+def documented():
+    """The modules the page's table names as ``python -m MODULE``."""
+    return set(re.findall(r"`python -m ([\w.]+)", PAGE.read_text(encoding="utf-8")))
+
+
+def run(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+
+
+def test_every_entry_point_is_in_the_table():
+    points = entry_points()
+    assert {"bringup.plan", "bringup.report", "bringup.explain", "control.locks"} <= set(points)
+    assert set(points) - documented() == set(), "python -m entry points docs/exit-statuses.md does not name"
+
+
+@pytest.mark.parametrize("module", entry_points())
+def test_help_exits_zero_and_an_unknown_option_two(module):
+    helped = run(module, "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: "), helped.stdout + helped.stderr
+    wrong = run(module, "--no-such-option")
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr, wrong.stderr
+    assert wrong.stdout == "" and "error:" in wrong.stderr.splitlines()[-1]
+
+
+def test_plan_yes_no_and_bad_input(tmp_path):
+    ready = run("bringup.plan", str(READY_FACTS), "--host", "gpu-01")
+    assert ready.returncode == 0, ready.stderr
+    assert ready.stdout.startswith("== gpu-01: READY TO DEPLOY\n") and "fix: " in ready.stdout
+    blocked = run("bringup.plan", str(BLOCKED_FACTS), "--host", "b200-01")
+    assert blocked.returncode == 1, blocked.stderr
+    assert blocked.stdout.startswith("== b200-01: BLOCKED\n")
+    assert "  [BLOCKER] FABRIC_MANAGER_MISSING: " in blocked.stdout
+    assert "            fix: install Fabric Manager at the driver's version" in blocked.stdout
+    document = run("bringup.plan", "--json", str(BLOCKED_FACTS))
+    assert document.returncode == 1 and json.loads(document.stdout)["ok"] is False
+    bad = tmp_path / "settings.yaml"
+    bad.write_text("driver_reboot: always\n")
+    for args in (["/nonexistent/facts.json"], [str(BLOCKED_FACTS), "--config", str(bad)], []):
+        refused = run("bringup.plan", *args)
+        assert refused.returncode == 2 and refused.stdout == "" and "Traceback" not in refused.stderr, refused
+
+
+def test_plan_names_the_host_of_a_saved_report(tmp_path):
+    report = tmp_path / "gpu-07.json"
+    report.write_text(json.dumps({"host": "gpu-07", "facts": json.loads(BLOCKED_FACTS.read_text()), "plan": {}}))
+    shown = run("bringup.plan", str(report))
+    assert shown.returncode == 1 and shown.stdout.startswith("== gpu-07: BLOCKED\n"), shown.stderr
+
+
+def test_report_renders_a_plan_document_and_says_yes_or_no(tmp_path):
+    for facts, name, status, head in ((READY_FACTS, "ready", 0, "READY TO DEPLOY"),
+                                      (BLOCKED_FACTS, "what-if", 1, "BLOCKED")):
+        planned = run("bringup.plan", "--json", str(facts))
+        (tmp_path / f"{name}.json").write_text(planned.stdout)
+        shown = run("bringup.report", str(tmp_path / f"{name}.json"))
+        assert shown.returncode == status, shown.stderr
+        assert shown.stdout.startswith(f"== {name}: {head}\n  plan      : CUDA 13.0 at ")
+    both = run("bringup.report", str(tmp_path / "ready.json"), str(tmp_path / "what-if.json"))
+    assert both.returncode == 1 and "[BLOCKER] FABRIC_MANAGER_MISSING" in both.stdout
+    (tmp_path / "list.json").write_text("[]")
+    for args in (["--help"], [], [str(tmp_path / "list.json")], [str(tmp_path / "none.json")]):
+        result = run("bringup.report", *args)
+        assert result.returncode == (0 if args == ["--help"] else 2), result
+        assert "Traceback" not in result.stderr and "No such file or directory" not in result.stderr.split(":")[0]
+
+
+def test_explain_yes_no_and_bad_input():
+    logs = sorted(FAILURES.glob("*.log"))
+    assert logs, "tests/fixtures/failures/ holds the recorded failure logs"
+    found = run("bringup.explain", str(logs[0]))
+    assert found.returncode == 0, found.stdout + found.stderr
+    unknown = run("bringup.explain", "-", stdin="nothing known here\n")
+    assert unknown.returncode == 1, unknown.stdout
+    missing = run("bringup.explain", "/nonexistent.log")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
