@@ -489,7 +489,7 @@ def test_a_rollback_killed_before_the_restart_is_pending_for_deploy(node):
     # what the service was last started with. A rollback killed after the restore and
     # before systemd's restart has not started it: deploy's service step must see the
     # release live and not started (pending) and restart for it.
-    before, failed = changed(node)
+    before, _ = changed(node)
     ok(node["run"]("restore"))
     assert node["state"]() == before
     look = node["look"]()
