@@ -305,9 +305,9 @@ def test_a_stale_record_is_cleared_only_while_release_holds_the_lock(tmp_path, m
     assert not script.is_locked(str(lock)), "release kept the lock"
     # Some process holds the lock (a run that took it and is writing its record): kept.
     record.write_text(json.dumps({"run_id": "run-one", "pid": 4_194_305, "pid_start": 1}))
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               f"fd = os.open({str(lock)!r}, os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
-                               "print('held', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    code = (f"import fcntl, os, time\nfd = os.open({str(lock)!r}, os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\ntime.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         answer = script.release(SimpleNamespace(lock=str(lock), run_id="run-one"))
