@@ -11,8 +11,15 @@ import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import REPO_ROOT, changed_operations, node_suite, pyinfra_cli, run_ssh, validate
-from tests.sandbox_fixtures import plant_fake_sglang
+from tests.sandbox_fixtures import (
+    REPO_ROOT,
+    changed_operations,
+    node_suite,
+    plant_fake_sglang,
+    pyinfra_cli,
+    run_ssh,
+    validate,
+)
 
 pytestmark = pytest.mark.sandbox
 
