@@ -16,21 +16,27 @@ from control import run
 from facts.files import ManagedFile
 
 
-def _closed_to_others(found, user, group):
-    """Whether a directory the deploy owns (``found``: pyinfra's ``Directory`` fact, its
-    mode as octal digits) keeps others from listing or traversing it. Another owner's
-    directory is not ours to open: None then.
+def _reach_repair(found, user, group):
+    """The ``chmod`` that lets the service user through a directory the deploy owns
+    (``found``: pyinfra's ``Directory`` fact, its mode as octal digits), or None when it
+    already does or is not the deploy's: root's directory must be open to others
+    (``go+rx``); one the service user owns (``user`` not root), to its owner (``u+rx``).
 
-    >>> _closed_to_others({"user": "root", "group": "root", "mode": 700}, "root", "root")
+    >>> _reach_repair({"user": "root", "group": "root", "mode": 700}, "root", "root")
+    'go+rx'
+    >>> _reach_repair({"user": "root", "group": "root", "mode": 755}, "root", "root") is None
     True
-    >>> _closed_to_others({"user": "root", "group": "root", "mode": 755}, "root", "root")
-    False
-    >>> _closed_to_others({"user": "ubuntu", "group": "ubuntu", "mode": 700}, "root", "root") is None
+    >>> _reach_repair({"user": "sglang", "group": "sglang", "mode": 700}, "sglang", "sglang") is None
+    True
+    >>> _reach_repair({"user": "ubuntu", "group": "ubuntu", "mode": 700}, "root", "root") is None
     True
     """
     if (found.get("user"), found.get("group")) != (user, group) or found.get("mode") is None:
         return None
-    return int(str(found["mode"]), 8) & 0o005 != 0o005
+    mode = int(str(found["mode"]), 8)
+    if user == "root":
+        return "go+rx" if mode & 0o005 != 0o005 else None
+    return "u+rx" if mode & 0o500 != 0o500 else None
 
 
 @operation()
@@ -48,8 +54,8 @@ def directory_if_missing(path, user="root", group="root", mode="0755", reached=F
     + path: the directory
     + user, group, mode: for the directory created
     + reached: the service user must traverse it: a directory of this owner found
-      closed to others (a 0700 venv root) is opened (``chmod go+rx``, never through a
-      link); another owner's is left as it is (validate names it)
+      closed to it (a 0700 venv root of root's) is opened (``_reach_repair``, never
+      through a link); another owner's is left as it is (validate names it)
 
     **Example**:
 
@@ -60,8 +66,9 @@ def directory_if_missing(path, user="root", group="root", mode="0755", reached=F
     found = host.get_fact(Directory, path=path)
     quoted = shlex.quote(path)
     if found:
-        if reached and _closed_to_others(found, user, group):
-            yield f"if [ -d {quoted} ] && [ ! -L {quoted} ]; then chmod go+rx -- {quoted}; fi"
+        repair = _reach_repair(found, user, group) if reached else None
+        if repair:
+            yield f"if [ -d {quoted} ] && [ ! -L {quoted} ]; then chmod {repair} -- {quoted}; fi"
             return
         host.noop(f"{path} exists; its owner and mode are left as they are")
         return
