@@ -50,19 +50,19 @@ def test_a_closed_venv_root_is_named(root):
     root.chmod(0o700)
     assert reach(root) == [
         f"venv {root}/venv (via {root}/venv -> venvs/abc): nobody cannot pass {root} (owner root, mode 700)",
-        f"venv python {root}/venv/bin/python (via {root}/venv -> venvs/abc): nobody cannot pass {root} "
-        "(owner root, mode 700)"]
+        (f"venv python {root}/venv/bin/python (via {root}/venv -> venvs/abc): nobody cannot pass {root} "
+         "(owner root, mode 700)")]
 
 
 def test_a_closed_directory_behind_the_link_is_named(root):
     (root / "venvs").chmod(0o700)
     assert reach(root) == [
         f"venv {root}/venv (via {root}/venv -> venvs/abc): nobody cannot pass {root}/venvs (owner root, mode 700)",
-        f"venv python {root}/venv/bin/python (via {root}/venv -> venvs/abc): nobody cannot pass {root}/venvs "
-        "(owner root, mode 700)"]
+        (f"venv python {root}/venv/bin/python (via {root}/venv -> venvs/abc): nobody cannot pass {root}/venvs "
+         "(owner root, mode 700)")]
 
 
 def test_an_unreadable_file_is_named(root):
     (root / "venvs" / "abc" / "bin" / "python").chmod(0o700)
-    assert reach(root) == [f"venv python {root}/venv/bin/python (via {root}/venv -> venvs/abc): nobody cannot read "
-                           f"{root}/venvs/abc/bin/python (owner root, mode 700)"]
+    assert reach(root) == [(f"venv python {root}/venv/bin/python (via {root}/venv -> venvs/abc): nobody cannot read "
+                            f"{root}/venvs/abc/bin/python (owner root, mode 700)")]

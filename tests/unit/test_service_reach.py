@@ -73,8 +73,8 @@ def unreachable(paths, settings=None):
      [("fix", f"{CACHE} (directory, owner sglang, mode 300) keeps the service user sglang out of {CACHE}",
        f"deploy opens {CACHE} to sglang (chmod u+rx): it made it, mode 0755")]),
     ({"cache_dir": cache_chain(var_cache="700")}, None,
-     [("blocker", "/var/cache (directory, owner root, mode 700) keeps the service user sglang out of "
-                  f"{CACHE}", "chmod o+x /var/cache, or set the path where sglang can reach it")]),
+     [("blocker", f"/var/cache (directory, owner root, mode 700) keeps the service user sglang out of {CACHE}",
+       "chmod o+x /var/cache, or set the path where sglang can reach it")]),
     # An external venv closed to the service user is VENV_UNREADABLE's, not this one's.
     ({"venv": venv_chain("700")}, {"venv_managed": False}, []),
 ], ids=["deployed", "venv-root-0700", "named-once", "venvs-0711", "venvs-0700", "target-not-listable",
