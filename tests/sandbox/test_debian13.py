@@ -147,7 +147,10 @@ def test_bare_node_with_a_model_and_the_service_enabled_reaches_the_gate_then_se
         == ["755 root", "755 root", "700 root"]
 
     # The same path to serving: the double started by the unit (an operator's drop-in).
+    # Nothing of deploy's changes, so it restarts nothing: the operator reloads systemd
+    # for the drop-in and restarts the unit (it is failing, waiting to be restarted).
     plant_fake_sglang(node, "FAKE_SGLANG_READY_AFTER=2", MODEL_DIR, hub_cache=False)
+    run_ssh(node, "systemctl daemon-reload && systemctl reset-failed sglang.service; systemctl restart sglang.service")
     served = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
     assert served.returncode == 0, served.output[-4000:]
     assert "sglang.service serves: /health answered 200" in served.output, served.output[-4000:]
