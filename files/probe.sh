@@ -466,9 +466,13 @@ path_chain() {
 probe_paths() {
     # Who may change the places root writes into or runs code from: every existing
     # component of each path, from the path up to /.
-    for role in venv env_file cache_dir; do
+    # venv_target: the venv link's target (venvs/<digest>), followed: the service user
+    # must reach it too (bringup/plan/paths.py SERVICE_PATH_UNREACHABLE).
+    for role in venv venv_target env_file cache_dir; do
         case $role in
             venv) path=$PROBE_VENV ;;
+            venv_target) [ -L "$PROBE_VENV" ] || continue
+                         path=$(readlink -f -- "$PROBE_VENV") || continue ;;
             env_file) path=$PROBE_ENV_FILE ;;
             cache_dir) path=$PROBE_CACHE_DIR ;;
         esac

@@ -7,7 +7,9 @@ GPU, driver and OS parts are asserted here.
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,36 @@ def test_toolchain_digest_ignores_the_drivers_libcuda1(tmp_path):
     first = digest("libcuda1=535.216.03-1", "libcublas-dev-13-0=13.0.2.14-1")
     assert digest("libcuda1=580.105.08-1", "libcublas-dev-13-0=13.0.2.14-1") == first
     assert digest("libcuda1=535.216.03-1", "libcublas-dev-13-0=13.0.3.1-1") != first
+
+
+def test_a_closed_venv_root_is_planned_unreachable_through_the_link(tmp_path, request):
+    """The real probe's path chains of a venv link and of where it points (venv_target),
+    planned: a 0700 venv root is SERVICE_PATH_UNREACHABLE (issue 32), a fix deploy makes
+    (the layout's own directory, root's); opened, nothing is reported. Settings built
+    directly: their check refuses paths under /tmp before any probe."""
+    from bringup.config import Config
+    from bringup.plan import plan
+
+    # Under a directory others may pass (pytest's own tmp is 0700).
+    scratch = Path(tempfile.mkdtemp(prefix="probe-reach-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch))
+    root = scratch / "sglang"
+    (root / "venvs" / "abc").mkdir(parents=True)
+    (root / "venv").symlink_to("venvs/abc")
+    for directory in (scratch, root / "venvs", root / "venvs" / "abc"):
+        directory.chmod(0o755)
+    root.chmod(0o700)
+    config = Config(venv_path=str(root / "venv"))
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(root / "venv"))
+    assert facts["paths"]["venv_target"][0]["path"] == str(root / "venvs" / "abc"), facts["paths"]
+    # The cache directory's chain is pytest's tmp (run_probe's layout): only the venv's counts.
+    found = [(f.severity, f.message) for f in plan(facts, config).findings
+             if f.code == "SERVICE_PATH_UNREACHABLE" and "the venv" in f.message]
+    if root.owner() == "root":
+        message = (f"{root} (directory, owner root, mode 700) keeps the service user sglang out of {root}/venv, "
+                   "the venv the unit and the pre-warm run")
+        assert found == [("fix", message)], found
+    root.chmod(0o755)
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(root / "venv"))
+    assert not [f for f in plan(facts, config).findings
+                if f.code == "SERVICE_PATH_UNREACHABLE" and "the venv" in f.message]
