@@ -74,6 +74,10 @@ def node_file_problem(found, group, uploaded):
         return "is a link (deploy never writes through one)"
     if kind not in (None, "file"):
         return f"is a {kind}, not a regular file"
+    if uploaded and found.get("writable_dir"):
+        # Root's stage, chown and rename there could be swapped for a link to any file.
+        return (f"is in {found['writable_dir']}, a directory a user other than root may write: deploy "
+                "uploads the key only where root alone writes every directory above it")
     if uploaded:
         return ""  # deploy writes it whole, root:<group> 0640, after the account exists
     if kind is None:
@@ -121,7 +125,11 @@ def api_key_findings(source, source_state, dest, found, user, account_deployed):
                             f"{dest}, root:{user} 0640")]
     problem = node_file_problem(found, user, bool(source))
     if problem:
-        if found.get("kind") == "link" or found.get("kind") not in (None, "file"):
+        if source and found.get("writable_dir") and problem.startswith("is in "):
+            fix = (f"choose a service_api_key_file in a directory only root writes (the default beside "
+                   f"service_env_file, /etc/sglang/{KEY_FILE_NAME}), or make {found['writable_dir']} and the "
+                   "directories above it root's and closed to others' writes")
+        elif found.get("kind") == "link" or found.get("kind") not in (None, "file"):
             fix = f"remove {dest} on the node (`rm {dest}`) so that deploy can write a file there, or choose " \
                   "another service_api_key_file"
         else:

@@ -40,6 +40,9 @@ CASES = [
      [("API_KEY_FILE_UNUSABLE", "blocker", "holds no `api-key: <key>` line")]),
     ("node's file a link, source set", "k.yaml", GOOD_SOURCE, {"kind": "link"}, True,
      [("API_KEY_FILE_UNUSABLE", "blocker", f"service_api_key_file={DEST} is a link")]),
+    ("source set, the node's file in a directory another user writes", "k.yaml", GOOD_SOURCE,
+     {**ABSENT, "writable_dir": "/var/cache/sglang"}, True,
+     [("API_KEY_FILE_UNUSABLE", "blocker", "is in /var/cache/sglang, a directory a user other than root may write")]),
     ("no account and no account step", "k.yaml", GOOD_SOURCE, ABSENT, False,
      [("API_KEY_FILE_UNUSABLE", "blocker", "leaves out the account step")]),
     ("node's file alone, good", "", None, NODE_GOOD, True, []),
@@ -118,7 +121,7 @@ def test_the_fact_says_what_the_service_user_can_read(scratch):
     key.chmod(0o640)
     found = key_file_access(str(key), "nobody")
     assert found == {"kind": "file", "user": "root", "group": group, "mode": "640", "sha1": found["sha1"],
-                     "readable": True} and len(found["sha1"]) == 40
+                     "readable": True, "writable_dir": None} and len(found["sha1"]) == 40
     assert SECRET not in repr(found)
     closed = scratch / "closed"
     closed.mkdir(mode=0o700)
@@ -131,3 +134,22 @@ def test_the_fact_says_what_the_service_user_can_read(scratch):
     assert key_file_access(str(link), "nobody")["kind"] == "link"
     assert key_file_access(str(key), "no-such-user-7f3")["readable"] is None
     assert key_file_access(str(scratch / "absent.yaml"), "nobody")["kind"] is None
+
+
+def test_the_fact_names_a_directory_above_the_key_that_another_user_may_write(scratch):
+    """Review class "links and ownership": root's upload (stage, chown, rename) in a
+    directory the service user owns could be swapped for a link to any file."""
+    nobody = pwd.getpwnam("nobody")
+    owned = scratch / "owned" / "deeper"
+    owned.mkdir(parents=True)
+    os.chown(owned.parent, nobody.pw_uid, nobody.pw_gid)
+    assert key_file_access(str(owned / "api-key.yaml"), "nobody")["writable_dir"] == str(owned.parent)
+    assert key_file_access(str(owned / "not-yet" / "api-key.yaml"), "nobody")["writable_dir"] == str(owned.parent)
+    shared = scratch / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    assert key_file_access(str(shared / "api-key.yaml"), "nobody")["writable_dir"] == str(shared)
+    link = scratch / "to-owned"
+    link.symlink_to(owned.parent)
+    assert key_file_access(str(link / "api-key.yaml"), "nobody")["writable_dir"] == str(owned.parent)
+    assert key_file_access(str(scratch / "api-key.yaml"), "nobody")["writable_dir"] is None
