@@ -430,6 +430,16 @@ the service and the pre-warm never run as root
         if not any(key in ("venv_path", "venv_managed", "service_env_file", "service_cache_dir", "service_user")
                    for key, _, _ in problems):
             problems += _cache_overlaps(replace(cls(), **values), data)
+        if values.get("service_api_key_source") and values.get("service_api_key_file"):
+            # Deploy's upload (stage, chown, rename) in a directory the service user owns
+            # could be swapped for a link; the node's other directories: KeyFileAccess.
+            owned = replace(cls(), **values)
+            for tree, setting in ((owned.service_cache_dir, "service_cache_dir"),
+                                  (owned.layout.service_home, "the service user's home")):
+                if checks.inside(values["service_api_key_file"], tree):
+                    problems.append(("service_api_key_file", data["service_api_key_file"],
+                                     f"it is inside {tree} ({setting}), which the service user owns: deploy "
+                                     f"uploads the key only where root alone writes; use e.g. /etc/sglang/{KEY_FILE_NAME}"))
         if problems:
             raise ConfigError(host, problems)
         if values.get("service_api_key_source") and not values.get("service_api_key_file"):

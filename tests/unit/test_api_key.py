@@ -153,3 +153,14 @@ def test_the_fact_names_a_directory_above_the_key_that_another_user_may_write(sc
     link.symlink_to(owned.parent)
     assert key_file_access(str(link / "api-key.yaml"), "nobody")["writable_dir"] == str(owned.parent)
     assert key_file_access(str(scratch / "api-key.yaml"), "nobody")["writable_dir"] is None
+
+
+@pytest.mark.parametrize("dest", ["/var/cache/sglang/api-key.yaml", "/var/lib/sglang/keys/api-key.yaml"])
+def test_a_key_file_the_service_user_owns_the_directory_of_is_refused_as_a_setting(dest):
+    """Review class "links and ownership": on a fresh node the cache and the home do not
+    exist at validate, and deploy makes them the service user's before the upload."""
+    from bringup.config import Config, ConfigError
+    with pytest.raises(ConfigError, match="which the service user owns") as refused:
+        Config.from_data({"service_api_key_source": "k.yaml", "service_api_key_file": dest})
+    assert len(str(refused.value).splitlines()) == 1
+    assert Config.from_data({"service_api_key_file": dest}).service_api_key_file == dest  # checked on the node only
