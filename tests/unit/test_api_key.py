@@ -88,6 +88,10 @@ def test_source_state_reads_the_control_file_without_returning_the_key(tmp_path)
     assert found["has_key"] and found["kind"] == "file" and SECRET not in repr(found)
     source.write_text("apikey: x\n")
     assert not source_state(str(source))["has_key"]
+    # Review class "parsers disagree": SGLang reads the file as YAML; these give it no key.
+    for text in ('api-key: ""\n', "api-key: # to do\n", "api-key: []\n", f"api-key: {SECRET}\napi-key: ''\n"):
+        source.write_text(text)
+        assert not source_state(str(source))["has_key"], text
     assert source_state(str(tmp_path))["kind"] == "directory"
     link = tmp_path / "link.yaml"
     link.symlink_to(tmp_path / "gone.yaml")
