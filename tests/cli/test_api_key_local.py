@@ -6,6 +6,7 @@ file that is a link is refused by name, and deploy's upload lands whole, root:<g
 never appears in pyinfra's output at -vvv, in the reports or in the summary."""
 
 import grp
+import hashlib
 import json
 import os
 import shutil
@@ -47,6 +48,9 @@ def run(tmp_path, deploy_file, *data):
     result.output = result.stdout + result.stderr
     written = "".join(path.read_text() for path in (tmp_path / "reports").glob("**/*.json"))
     assert SECRET not in result.output and SECRET not in written, "the key was printed or saved"
+    # Nor the key file's digest (the node's facts at -vvv): a weak key falls to a dictionary.
+    digest = hashlib.sha1(f"api-key: {SECRET}\n".encode()).hexdigest()
+    assert digest not in result.output and digest not in written, "the key file's digest was printed or saved"
     return result
 
 
