@@ -168,3 +168,9 @@ def test_a_key_file_the_service_user_owns_the_directory_of_is_refused_as_a_setti
         Config.from_data({"service_api_key_source": "k.yaml", "service_api_key_file": dest})
     assert len(str(refused.value).splitlines()) == 1
     assert Config.from_data({"service_api_key_file": dest}).service_api_key_file == dest  # checked on the node only
+
+
+def test_the_default_key_file_beside_an_env_file_in_the_service_home_is_refused_too():
+    from bringup.config import Config, ConfigError
+    with pytest.raises(ConfigError, match="/var/lib/sglang/api-key.yaml is inside /var/lib/sglang"):
+        Config.from_data({"service_api_key_source": "k.yaml", "service_env_file": "/var/lib/sglang/sglang.env"})
