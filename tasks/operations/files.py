@@ -180,6 +180,12 @@ def api_key_put(src, dest, group):
                    "(`rm` it on the node) so that deploy can write the key there; nothing was changed")
         yield f"echo {shlex.quote(message)} >&2; exit 1"
         return
+    if found["kind"] is None or found["sha1"] != get_file_sha1(src):
+        # The stage made root's 0600 first: an SFTP upload (paramiko sends no mode) or sudo's
+        # cp would create it 0666 & ~umask, the key readable by every user until the chmod;
+        # an existing file keeps its mode when written.
+        stage = shlex.quote(_upload_stage(dest))
+        yield f"rm -f -- {stage} && (umask 077 && : > {stage})"
     yield from whole_file._inner(src=src, dest=dest, user="root", group=group, mode="0640", found=found)
 
 
