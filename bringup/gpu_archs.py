@@ -31,7 +31,8 @@ Sources, read for this table (each row names the ones it rests on):
   compute_121a for SM121 ... Requires CUDA >= 12.9", "SM 10+ -> 'a' suffix",
   "SM < 9 -> no suffix"; read in the 0.7.0 .. 0.7.4 wheels).
 - NVLINK5: NVLink5 behind NVSwitches needs NVLSM beside Fabric Manager
-  (siderolabs/extensions#717, NVIDIA/gpu-operator#2781; Fabric Manager user guide,
+  (https://github.com/siderolabs/extensions/issues/717,
+  https://github.com/NVIDIA/gpu-operator/issues/2781; Fabric Manager user guide,
   fourth-generation NVSwitches): the SM 10.x data-centre parts.
 
 A GPU the table does not know stays unknown by its PCI id; an SM it does not know takes
