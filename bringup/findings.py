@@ -103,7 +103,7 @@ CODES = {
     "PERSISTENCE_OFF": "Persistence mode is off: every CUDA start pays the GPUs' initialisation.",
     "DKMS_NOT_BUILT": "DKMS has not built the NVIDIA module for the running kernel.",
     "KERNEL_HEADERS_MISSING": "No headers for the running kernel: DKMS cannot build the NVIDIA module.",
-    "KERNEL_HEADERS_PENDING": "An installed kernel a boot may start has no headers: DKMS cannot build the NVIDIA "
+    "KERNEL_HEADERS_PENDING": "An installed kernel newer than the running one (the next boot's) has no headers: DKMS cannot build the NVIDIA "
                               "module for it.",
     "REBOOT_PENDING": "A reboot is pending for the driver's (or the kernel's) packages.",
     "P2P_ACS_REDIRECT": "ACS redirects P2P traffic between the GPUs of a multi-GPU PCIe node to the root complex.",

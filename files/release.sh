@@ -28,7 +28,7 @@
 #   promote  before a restart: the current record becomes previous, unless it is what
 #            is live now (nothing to go back to then)
 #   record   after a (re)start: what is live becomes current
-#   restore  the rollback: previous is made live (venv link, unit, env file) and current,
+#   restore  the rollback: previous is made live (venv link, unit, env file),
 #            all three or none: everything is checked first (the record's copies readable
 #            and matching its digest, their owners and groups on the node, the
 #            destination directories there and writable), the three are staged beside
@@ -38,9 +38,10 @@
 #            stage failed; exit 4: a rename failed and what was renamed is back (the node
 #            is as it was); exit 5: a rename failed and putting back failed too (the line
 #            says which files are whose). Killed at any point, a re-run converges.
-#   settle   after the rollback's restart: the release restored is no longer the rollback
-#            (a second rollback finds nothing to go back to); before it, a re-run of an
-#            interrupted rollback restores and restarts again.
+#   settle   after the rollback's restart: the release restored is current and no longer
+#            the rollback (a second rollback finds nothing to go back to); before it, the
+#            release restored is live and not started (deploy restarts for it), and a
+#            re-run of an interrupted rollback restores and restarts again.
 set -eu
 umask 077
 log() { printf 'release: %s\n' "$*"; }
@@ -388,15 +389,17 @@ of the previous release with the other files of the release it ran; run the roll
         done
         [ "$moved" = "$record" ] || point previous "$moved"
         record=$moved
-        point current "$record"
+        # current names what the service was last started with: settle, after the restart.
         log "back on release $record: $VENV -> $venv, with its unit and env file"
         tidy
         ;;
     settle)
         [ -d "$RELEASES" ] && [ ! -L "$RELEASES" ] || exit 0
-        if [ -n "$(named previous)" ] && [ "$(named previous)" = "$(named current)" ]; then
+        previous=$(named previous)
+        if [ -n "$previous" ] && [ "$previous" = "$(live_digest)" ]; then
+            point current "$previous"
             rm -f -- "$RELEASES/previous"
-            log "release $(named current) restored and restarted: no rollback left"
+            log "release $previous restored and restarted: no rollback left"
             tidy
         fi
         ;;

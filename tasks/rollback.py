@@ -32,8 +32,8 @@ def sglang_rollback(node, purpose="rollback", when=None):
                      **({"_if": when} if when else {}))
     # systemd's own restart, always: the unit file changed under it, and a unit that
     # crash-loops is restarted as well as one that runs. Only then is the release restored
-    # no longer the rollback (release.sh settle): a run killed before the restart is
-    # re-run whole (restore, restart).
+    # current and no longer the rollback (release.sh settle): a run killed before the
+    # restart is re-run whole (restore, restart), and a deploy restarts for it (pending).
     server.shell(name="Reload systemd and restart sglang on the previous release",
                  commands=[f"systemctl daemon-reload && systemctl restart {unit_name}",
                            release_command(layout, "settle")], _if=rolled_back)

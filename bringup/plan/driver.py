@@ -13,6 +13,7 @@ import shlex
 
 from packaging.version import InvalidVersion, Version
 
+from bringup.driver_reboot import next_boot_kernels
 from bringup.findings import BLOCKER, WARNING, Finding
 from bringup.gpu_archs import NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import bus_gpus, pci_gpus_sms
@@ -348,13 +349,14 @@ def _check_kernel_build(layer, add):
                     + ("" if severity == BLOCKER else ", so the next boot after a kernel change has no driver"),
                     f"`apt-get install linux-headers-{release}` (and the headers metapackage, e.g. linux-headers-amd64 "
                     "or linux-headers-generic, so later kernels get theirs), then `dkms autoinstall`"))
-    pending = [entry["release"] for entry in kernel.get("installed") or []
-               if entry.get("release") != kernel.get("release") and not entry.get("headers")]
+    later = set(next_boot_kernels(kernel or {}))
+    pending = [entry["release"] for entry in (kernel or {}).get("installed") or []
+               if entry.get("release") in later and not entry.get("headers")]
     if dkms_managed and pending:
         add(Finding("KERNEL_HEADERS_PENDING", WARNING,
-                    f"kernel {', '.join(pending)} is installed (a boot may start it) without its headers "
-                    "(/lib/modules/<release>/build): DKMS cannot build the NVIDIA module for it, so that boot has no "
-                    "driver",
+                    f"kernel {', '.join(pending)} is installed (newer than the running one: the next boot starts it) without its headers "
+                    "(/lib/modules/<release>/build): DKMS cannot build the NVIDIA module for it, so the next boot "
+                    "has no driver",
                     f"`apt-get install {' '.join(f'linux-headers-{release}' for release in pending)}`, then "
                     + " && ".join(f"`dkms autoinstall -k {release}`" for release in pending)))
 

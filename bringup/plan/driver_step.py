@@ -19,7 +19,7 @@ reboot_for='', reboot='never', reboot_serving=False, reboot_timeout=900, service
 from dataclasses import replace
 
 from bringup import locks as lockfiles
-from bringup.driver_reboot import REBOOT, reboot_decision, same_version
+from bringup.driver_reboot import REBOOT, next_boot_kernels, reboot_decision, same_version
 from bringup.gpu_archs import FIRST_OPEN_MODULE_SM, NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
@@ -79,16 +79,21 @@ def unattended_text(names):
 
 def kernel_headers(kernel):
     """The headers packages to install: the running kernel's and those of every installed
-    kernel a boot may start (``driver_layer.kernel``), where they are missing.
+    kernel the next boot may start (``driver_layer.kernel``: the newer ones,
+    ``next_boot_kernels``), where they are missing. An older kernel's headers are not asked
+    for: it is a fallback picked by hand, and the archive has often dropped them.
 
     >>> kernel_headers({"release": "6.1.0-26-amd64", "headers": True, "installed": [
     ...     {"release": "6.1.0-26-amd64", "headers": True, "initramfs": "current"},
-    ...     {"release": "6.1.0-28-amd64", "headers": False, "initramfs": "current"}]})
+    ...     {"release": "6.1.0-28-amd64", "headers": False, "initramfs": "current"},
+    ...     {"release": "6.1.0-9-amd64", "headers": False, "initramfs": "current"}]})
     ('linux-headers-6.1.0-28-amd64',)
     """
     release = kernel.get("release")
     missing = [release] if release and not kernel.get("headers") else []
-    missing += [entry["release"] for entry in kernel.get("installed") or [] if not entry.get("headers")]
+    later = set(next_boot_kernels(kernel))
+    missing += [entry["release"] for entry in kernel.get("installed") or []
+                if entry.get("release") in later and not entry.get("headers")]
     return tuple(f"linux-headers-{name}" for name in dict.fromkeys(missing))
 
 

@@ -273,7 +273,14 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
 
         driver_module_loaded(driver=node.driver, inputs=inputs, revalidate=lambda: gather(config), relock={...})
     """
-    layer = host.get_fact(DriverLayer, inputs=inputs) or {}
+    layer = host.get_fact(DriverLayer, inputs=inputs)
+    if layer is None:
+        # A read that failed (pyinfra has failed the host) says nothing of the module: no
+        # reboot, nor "needs reboot", is decided on it.
+        LOADED[host.name] = False
+        yield fail(f"{host.name}: could not read the loaded module again after the install; nothing rebooted "
+                   "(the error is above)")
+        return
     action, reason = reboot_decision(driver, module_mismatch(layer.get("module"), driver))
     LOADED[host.name] = action == GO
     if action == GO:

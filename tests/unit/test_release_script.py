@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.release import parse_look
+from bringup.release import parse_look, pending
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = ROOT / "files" / "release.sh"
@@ -482,3 +482,20 @@ def test_the_adopted_hand_built_venv_is_found_after_a_reboot_renumbered_its_devi
     assert node["look"]()["previous_venv"] == f"venvs/{adopted}"
     rollback(node)
     assert os.readlink(node["venv"]) == f"venvs/{adopted}" and node["unit"].read_text() == "unit one\n"
+
+
+def test_a_rollback_killed_before_the_restart_is_pending_for_deploy(node):
+    # Review of issue 33, class "convergence by did I write it": releases/current names
+    # what the service was last started with. A rollback killed after the restore and
+    # before systemd's restart has not started it: deploy's service step must see the
+    # release live and not started (pending) and restart for it.
+    before, _ = changed(node)
+    ok(node["run"]("restore"))
+    assert node["state"]() == before
+    look = node["look"]()
+    assert pending(look), look
+    # rollback.py run again: the same restore, the restart, then settle.
+    rollback(node)
+    look = node["look"]()
+    assert look["current"] == look["live"] and look["previous"] == "" and not pending(look)
+    assert node["state"]() == before
