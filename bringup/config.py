@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields, replace
 
 from packaging.version import Version
 
-from bringup import checks, envfile, redact
+from bringup import envfile, redact
+from bringup import setting_checks as checks
 from bringup.api_key import KEY_FILE_NAME
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV, NodeLayout
@@ -98,7 +99,7 @@ class ModelId(checks.Check):
     >>> ModelId()("--help")
     Traceback (most recent call last):
     ...
-    bringup.checks.Invalid: use a hub id such as Qwen/Qwen3-0.6B (letters, digits, - _ . between them, no -- or ..) or the absolute path of a model directory such as /models/Qwen3-0.6B
+    bringup.setting_checks.Invalid: use a hub id such as Qwen/Qwen3-0.6B (letters, digits, - _ . between them, no -- or ..) or the absolute path of a model directory such as /models/Qwen3-0.6B
     """
 
     HUB_ID = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?/)?[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
@@ -140,7 +141,7 @@ _KNOWN_SM = checks.OneOfTable(
     FIRST_CUDA_FOR_SM, parse,
     f"use compute capabilities this release knows: {', '.join(str(v) for v in sorted(FIRST_CUDA_FOR_SM))}")
 
-# setting -> how its value is parsed and checked (bringup/checks.py)
+# setting -> how its value is parsed and checked (bringup/setting_checks.py)
 SCHEMA = {
     "stack_sglang": checks.Release(),
     "stack_torch": checks.Release(),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from bringup.checks import shown
+from bringup.setting_checks import shown
 
 
 class FactsError(ValueError):

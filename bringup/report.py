@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from bringup import checks, redact
+from bringup import redact, setting_checks
 from bringup.findings import SEVERITIES
 
 MARKS = {"blocker": "BLOCKER", "fix": "FIX", "warning": "WARN", "info": "INFO"}
@@ -140,7 +140,7 @@ def main(argv=None):
             status = 2
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             print(f"error: {path}: not a host report written by validate.py or deploy.py, nor a plan document of "
-                  f"python -m bringup.plan --json ({checks.cut(str(error))})", file=sys.stderr)
+                  f"python -m bringup.plan --json ({setting_checks.cut(str(error))})", file=sys.stderr)
             status = 2
     return status
 

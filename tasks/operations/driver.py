@@ -19,7 +19,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Uptime
 from pyinfra.operations import server
 
-from bringup.checks import cut
+from bringup.setting_checks import cut
 from bringup.driver_reboot import GO, NEEDS_REBOOT, module_mismatch, reboot_decision
 from bringup.layout import ProbeInputs
 from bringup.plan.model import DriverPlan
