@@ -6,8 +6,8 @@
 # Root may execute FILE only when every file that can decide what runs is root's and
 # writable by root alone (a directory others may write counts only when sticky, like
 # /tmp: no one renames root's entries there):
-#   - FILE, every symbolic link on the way to it (each hop) and every directory above
-#     each of them and above the file they end at;
+#   - FILE, every symbolic link on the way to it (each hop, in any component of the
+#     path) and every directory above each of them and above the file they end at;
 #   - for a script whose first line is "#!", the interpreter it names, by this same rule;
 #   - for a CPython (a name starting "python"), every file it can load: its prefix's
 #     lib/python3.X trees (stdlib, sitecustomize.py, site-packages and its .pth files,
@@ -37,33 +37,34 @@ rmr_node() {
     esac
 }
 
-rmr_above() {
-    # rmr_above PATH: PATH and every directory above it, as written (no link followed).
-    rmr_at=$1
-    while :; do
-        rmr_node "$rmr_at" || return 1
-        [ "$rmr_at" = / ] && return 0
-        case $rmr_at in */*) ;; *) return 0 ;; esac
-        rmr_at=${rmr_at%/*}
-        rmr_at=${rmr_at:-/}
-    done
-}
-
 rmr_file() {
-    # rmr_file PATH: every link hop to PATH with the directories above it, then the
-    # file it ends at with the directories above that.
-    rmr_path=$1 rmr_hops=0
-    while [ -L "$rmr_path" ]; do
-        rmr_hops=$((rmr_hops + 1))
-        [ "$rmr_hops" -le 40 ] || { printf 'nobody %s\n' "$1"; return 1; }
-        rmr_above "$rmr_path" || return 1
-        rmr_dir=${rmr_path%/*}
-        rmr_target=$(readlink -- "$rmr_path")
-        case $rmr_target in /*) rmr_path=$rmr_target ;; *) rmr_path=${rmr_dir:-/}/$rmr_target ;; esac
+    # rmr_file PATH: PATH resolved one component at a time as the kernel does: every
+    # directory it passes, every link on the way (a link in any component, not only the
+    # last: each hop) and the file it ends at, each judged by rmr_node.
+    rmr_done=/ rmr_rest=$1 rmr_hops=0
+    case $rmr_rest in /*) ;; *) rmr_rest=$(pwd)/$rmr_rest ;; esac
+    rmr_node / || return 1
+    while :; do
+        rmr_rest=${rmr_rest#"${rmr_rest%%[!/]*}"}
+        [ -n "$rmr_rest" ] || return 0
+        rmr_comp=${rmr_rest%%/*}
+        case $rmr_rest in */*) rmr_rest=${rmr_rest#*/} ;; *) rmr_rest= ;; esac
+        case $rmr_comp in
+            .) continue ;;
+            ..) rmr_done=${rmr_done%/*}; rmr_done=${rmr_done:-/}; continue ;;
+        esac
+        rmr_next=${rmr_done%/}/$rmr_comp
+        rmr_node "$rmr_next" || return 1
+        if [ -L "$rmr_next" ]; then
+            rmr_hops=$((rmr_hops + 1))
+            [ "$rmr_hops" -le 40 ] || { printf 'nobody %s\n' "$1"; return 1; }
+            rmr_target=$(readlink -- "$rmr_next")
+            case $rmr_target in /*) rmr_done=/ ;; esac
+            rmr_rest=$rmr_target${rmr_rest:+/$rmr_rest}
+        else
+            rmr_done=$rmr_next
+        fi
     done
-    rmr_above "$rmr_path" || return 1
-    rmr_real=$(readlink -f -- "$rmr_path" 2>/dev/null) || rmr_real=$rmr_path
-    rmr_above "$rmr_real"
 }
 
 rmr_tree() {

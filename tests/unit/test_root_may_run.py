@@ -153,6 +153,19 @@ def sticky_bin(p):
     return "nobody", p["top"] / "bin", p["python"]
 
 
+def link_through_their_directory(p):
+    """A link in a directory on the way (not the last component) names a link in a
+    directory another user owns: they may point it at a tree of their own."""
+    home = p["top"].parent / "home-u"
+    home.mkdir()
+    (home / "py").symlink_to(p["top"])
+    os.chown(home, THROWAWAY, THROWAWAY)
+    apps = p["top"].parent / "apps"
+    apps.mkdir()
+    (apps / "py").symlink_to(home / "py")
+    return "daemon", home, apps / "py" / "bin" / "python3.11"
+
+
 # variant -> the rule's check that refuses it (cut out in the mutation cases)
 VARIANTS = {
     "prefix lib/python3.11": (prefix_dir, "rmr_tree"),
@@ -169,6 +182,7 @@ VARIANTS = {
     "sticky world-writable site-packages": (sticky_site_packages, "rmr_tree"),
     "site-packages linked to another user's .pth": (linked_site_packages, "rmr_tree"),
     "sticky world-writable bin": (sticky_bin, "rmr_interpreter"),
+    "a directory link through another user's directory": (link_through_their_directory, "rmr_file"),
 }
 
 
