@@ -12,8 +12,8 @@
 #   - for a CPython (a name starting "python"), every file it can load: its prefix's
 #     lib/python3.X trees (stdlib, sitecustomize.py, site-packages and its .pth files,
 #     lib-dynload), pyvenv.cfg beside it or in its prefix, and the shared libraries the
-#     dynamic loader lists for it (libpython wherever it is); a link inside those trees
-#     is followed to what it names.
+#     dynamic loader lists for it (libpython wherever it is; a listing that fails
+#     refuses); a link inside those trees is followed to what it names.
 # Prints nothing and returns 0 when root may run FILE; else prints one line,
 # "<who> <path>": the first path that breaks the rule and who may change it (its owner,
 # or nobody for a root-owned one others may write), and returns 1.
@@ -95,15 +95,23 @@ rmr_tree() {
 rmr_libraries() {
     # rmr_libraries FILE: the shared libraries the system's dynamic loader resolves for
     # FILE: listed, not run (the system's loader, not the PT_INTERP FILE names; --list
-    # maps the libraries without relocating them or running their constructors), and
-    # as nobody when root asks.
+    # maps the libraries without relocating them or running their constructors), as
+    # nobody when root asks (runuser by its path: it is in sbin, off a clean PATH), as
+    # root only when nobody may not read FILE. Fails when the loader cannot list them
+    # (a library not found, FILE unreadable): what FILE loads is then unknown.
     for rmr_ld in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do
         [ -x "$rmr_ld" ] || continue
-        if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then
-            env -i PATH=/usr/bin:/bin runuser -u nobody -- env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
-        else
-            env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
-        fi 2>/dev/null | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
+        rmr_list=
+        if [ "$(id -u)" = 0 ]; then
+            for rmr_ru in /usr/sbin/runuser /sbin/runuser /usr/bin/runuser /bin/runuser; do
+                [ -x "$rmr_ru" ] || continue
+                rmr_list=$(env -i PATH=/usr/bin:/bin "$rmr_ru" -u nobody -- env -i PATH=/usr/bin:/bin \
+                    "$rmr_ld" --list "$1" 2>/dev/null) || rmr_list=
+                break
+            done
+        fi
+        [ -n "$rmr_list" ] || rmr_list=$(env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1" 2>/dev/null) || return 1
+        printf '%s\n' "$rmr_list" | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
         return 0
     done
 }
@@ -137,8 +145,10 @@ rmr_interpreter() {
         if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
         rmr_tree 1 "$rmr_top" || return 1
     done
-    [ -f "$1" ] || return 0
-    for rmr_lib in $(rmr_libraries "$1"); do
+    # The libraries of an ELF file (a script's are its interpreter's, judged in turn).
+    [ -f "$1" ] && [ "$(head -c 4 -- "$1" | tr -d '\177')" = ELF ] || return 0
+    rmr_libs=$(rmr_libraries "$1") || { printf 'nobody %s\n' "$1"; return 1; }
+    for rmr_lib in $rmr_libs; do
         rmr_file "$rmr_lib" || return 1
     done
 }

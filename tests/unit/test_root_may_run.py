@@ -316,3 +316,37 @@ def test_the_probe_asks_a_venvs_python_as_the_owner_of_its_interpreters_prefix(s
     theirs(site / "site-packages" / "evil.pth", "import os\n")
     assert "user=daemon" in venv_section()
     assert not prefix["marker"].exists(), "root ran a venv's python whose prefix another user may change"
+
+
+EVIL_LIBRARY = """#include <stdio.h>
+__attribute__((constructor)) static void ran(void) { FILE *f = fopen("%s", "a"); if (f) fclose(f); }
+int evil(void) { return 0; }
+"""
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o700])
+def test_a_library_the_loader_finds_in_another_users_directory_is_refused(scratch, prefix, mode):
+    """The libraries the system's loader lists for the interpreter (its RUNPATH here) are
+    judged too, also when nobody may not read it (0700): a listing that is empty because
+    it failed never passes. Cut rmr_libraries and it passes."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler to build an interpreter with a RUNPATH")
+    ulib = scratch / "ulib"
+    ulib.mkdir()
+    (scratch / "evil.c").write_text(EVIL_LIBRARY % (scratch / "lib-ran"))
+    (scratch / "main.c").write_text("int evil(void);\nint main(void) { return evil(); }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(ulib / "libevil.so"), str(scratch / "evil.c")], check=True)
+    program = prefix["python"]
+    subprocess.run([cc, "-o", str(program), str(scratch / "main.c"), f"-L{ulib}", "-levil", f"-Wl,-rpath,{ulib}"],
+                   check=True)
+    program.chmod(mode)
+    theirs(ulib / "libevil.so")
+    theirs(ulib)
+    rule = judge(program)
+    assert rule.returncode == 1 and f"daemon may change {ulib}" in rule.stderr, rule.stderr
+    cut = subprocess.run(["sh", "-c", '. "$1"; root_may_run "$2" interpreter', "sh",
+                          str(mutated(scratch, "rmr_libraries")), str(program)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert cut.returncode == 0, cut.stdout
+    assert not (scratch / "lib-ran").exists()
