@@ -11,9 +11,10 @@
 #   - for a script whose first line is "#!", the interpreter it names, by this same rule;
 #   - for a CPython (a name starting "python"), every file it can load: its prefix's
 #     lib/python3.X trees (stdlib, sitecustomize.py, site-packages and its .pth files,
-#     lib-dynload), pyvenv.cfg beside it or in its prefix, and the shared libraries the
-#     dynamic loader lists for it (libpython wherever it is; a listing that fails
-#     refuses); a link inside those trees is followed to what it names.
+#     lib-dynload, also where CPython searches up for them from its directory or the
+#     home a pyvenv.cfg names), pyvenv.cfg beside it or in its prefix, and the shared
+#     libraries the dynamic loader lists for it (libpython wherever it is; a listing
+#     that fails refuses); a link inside those trees is followed to what it names.
 # Prints nothing and returns 0 when root may run FILE; else prints one line,
 # "<who> <path>": the first path that breaks the rule and who may change it (its owner,
 # or nobody for a root-owned one others may write), and returns 1.
@@ -116,6 +117,63 @@ rmr_libraries() {
     done
 }
 
+rmr_trees() {
+    # rmr_trees DIR: DIR's lib/python3* and lib64/python3* trees (rmr_tree); a venv's
+    # lib64 is a link to its lib: the same tree, walked once.
+    for rmr_top in "$1"/lib/python3* "$1"/lib64/python3*; do
+        case $rmr_top in "$1"/lib64/*) [ "$1/lib64" -ef "$1/lib" ] && continue ;; esac
+        [ -e "$rmr_top" ] || [ -L "$rmr_top" ] || continue
+        if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
+        rmr_tree 1 "$rmr_top" || return 1
+    done
+}
+
+rmr_getpath() {
+    # rmr_getpath PROGRAM: where the CPython PROGRAM looks for its stdlib (its getpath,
+    # whatever directory it is in): up from the home a pyvenv.cfg beside it or one up
+    # names, else from its own directory (a link: CPython resolves it first, judged
+    # there), to the first directory holding lib/python3.X/os.py and .../lib-dynload.
+    # Each directory on the way, its lib/ and lib64/ not writable even when sticky (no
+    # one adds a tree there later), and their python3* trees judged by rmr_tree.
+    # A script is no CPython: the interpreter its "#!" names is judged in its turn.
+    [ "$(head -c 2 -- "$1" 2>/dev/null)" != "#!" ] || return 0
+    rmr_bin=${1%/*}
+    rmr_prefix=${rmr_bin%/*}
+    rmr_prefix=${rmr_prefix:-/}
+    rmr_homes=$(cat -- "$rmr_bin/pyvenv.cfg" "$rmr_prefix/pyvenv.cfg" 2>/dev/null |
+        sed -n 's/^[[:space:]]*[Hh][Oo][Mm][Ee][[:space:]]*=[[:space:]]*\(.*[^[:space:]]\)[[:space:]]*$/\1/p')
+    [ -n "$rmr_homes" ] || [ -L "$1" ] || rmr_homes=$rmr_bin
+    rmr_hifs=$IFS
+    IFS=$NL_RMR
+    for rmr_up in $rmr_homes; do
+        IFS=$rmr_hifs
+        case $rmr_up in /*) ;; *) printf 'nobody %s\n' "$rmr_bin/pyvenv.cfg"; return 1 ;; esac
+        while :; do
+            rmr_file "$rmr_up" || return 1
+            for rmr_dir in "$rmr_up" "$rmr_up/lib" "$rmr_up/lib64"; do
+                [ -d "$rmr_dir" ] || continue
+                rmr_bad=$(find -H "$rmr_dir" -maxdepth 0 \( ! -user root -o -perm /022 \) -printf '%u %p\n' 2>/dev/null)
+                [ -z "$rmr_bad" ] || { case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
+                    printf '%s\n' "$rmr_bad"; return 1; }
+            done
+            rmr_trees "$rmr_up" || return 1
+            rmr_std= rmr_dyn=
+            for rmr_mark in "$rmr_up"/lib/python3*/os.py "$rmr_up"/lib/python3*/os.pyc \
+                "$rmr_up"/lib64/python3*/os.py "$rmr_up"/lib64/python3*/os.pyc; do
+                [ ! -e "$rmr_mark" ] || rmr_std=1
+            done
+            for rmr_mark in "$rmr_up"/lib/python3*/lib-dynload "$rmr_up"/lib64/python3*/lib-dynload; do
+                [ ! -d "$rmr_mark" ] || rmr_dyn=1
+            done
+            [ -z "$rmr_std" ] || [ -z "$rmr_dyn" ] || break
+            [ "$rmr_up" != / ] || break
+            rmr_up=${rmr_up%/*}
+            rmr_up=${rmr_up:-/}
+        done
+    done
+    IFS=$rmr_hifs
+}
+
 rmr_interpreter() {
     # rmr_interpreter PROGRAM: what the CPython PROGRAM (bin/python3.X of a prefix or of
     # a venv) loads from the prefix its bin/ is in.
@@ -139,12 +197,8 @@ rmr_interpreter() {
     for rmr_lib in "$rmr_prefix"/lib/libpython3* "$rmr_prefix"/lib64/libpython3*; do
         if [ -e "$rmr_lib" ] || [ -L "$rmr_lib" ]; then rmr_file "$rmr_lib" || return 1; fi
     done
-    for rmr_top in "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3*; do
-        # A venv's lib64 is a link to its lib: the same tree, walked once.
-        case $rmr_top in "$rmr_prefix"/lib64/*) [ "$rmr_prefix/lib64" -ef "$rmr_prefix/lib" ] && continue ;; esac
-        if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
-        rmr_tree 1 "$rmr_top" || return 1
-    done
+    rmr_trees "$rmr_prefix" || return 1
+    rmr_getpath "$1" || return 1
     # The libraries of an ELF file (a script's are its interpreter's, judged in turn).
     [ -f "$1" ] && [ "$(head -c 4 -- "$1" | tr -d '\177')" = ELF ] || return 0
     rmr_libs=$(rmr_libraries "$1") || { printf 'nobody %s\n' "$1"; return 1; }

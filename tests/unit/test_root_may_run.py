@@ -166,6 +166,24 @@ def link_through_their_directory(p):
     return "daemon", home, apps / "py" / "bin" / "python3.11"
 
 
+def beside_its_lib(p):
+    """An interpreter beside lib/ (no bin/): CPython finds its stdlib searching up from
+    its own directory, so that is the prefix judged."""
+    named = p["top"] / "python3.11"
+    shutil.copy2(p["python"], named)
+    return "daemon", theirs(p["stdlib"] / "sitecustomize.py"), named
+
+
+def copied_venv_home(p):
+    """A venv whose python is a copy (venv --copies): CPython loads the stdlib of the
+    home its root-owned pyvenv.cfg names, not of the venv."""
+    venv = p["top"].parent / "copies-venv"
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy2(p["python"], venv / "bin" / "python3.11")
+    (venv / "pyvenv.cfg").write_text(f"home = {p['top'] / 'bin'}\n")
+    return "daemon", theirs(p["stdlib"] / "sitecustomize.py"), venv / "bin" / "python3.11"
+
+
 # variant -> the rule's check that refuses it (cut out in the mutation cases)
 VARIANTS = {
     "prefix lib/python3.11": (prefix_dir, "rmr_tree"),
@@ -183,6 +201,8 @@ VARIANTS = {
     "site-packages linked to another user's .pth": (linked_site_packages, "rmr_tree"),
     "sticky world-writable bin": (sticky_bin, "rmr_interpreter"),
     "a directory link through another user's directory": (link_through_their_directory, "rmr_file"),
+    "an interpreter beside its lib, no bin": (beside_its_lib, "rmr_getpath"),
+    "a copied venv python loading its home's stdlib": (copied_venv_home, "rmr_getpath"),
 }
 
 
