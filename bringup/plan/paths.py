@@ -201,6 +201,10 @@ def check_service_reach(context):
     if config.venv_managed and chains.get("venv_target"):
         target = chains["venv_target"][0]["path"]
         roles.insert(1, ("venv_target", target, f"the venv {config.venv_path} points at"))
+    # The interpreter's prefix (an operator's venv_python under a 0700 /opt/cpython):
+    # never deploy's, a blocker.
+    if chains.get("python"):
+        roles.append(("python", chains["python"][0]["path"], f"the interpreter the venv {config.venv_path} runs"))
     ours = {entry.path: entry for entry in layout.directories(managed=config.venv_managed) if entry.reached}
     reported = set()
     for role, path, what in roles:
