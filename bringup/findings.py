@@ -53,8 +53,8 @@ CODES = {
     "VENV_UNREADABLE": "The service user cannot read the external venv (a directory on its way is closed to others).",
     "SERVICE_USER_FOREIGN": "service_user names an account deploy did not create (the SSH user, a system account) "
                             "or a home already there: deploy never takes one over.",
-    "SERVICE_PATH_UNREACHABLE": "A directory on the way to the venv (or its target) or the cache directory keeps the "
-                                "service user out: a fix where deploy made it, else a blocker.",
+    "SERVICE_PATH_UNREACHABLE": "A directory on the way to the venv (its target, its interpreter) or the cache "
+                                "directory keeps the service user out: a fix where deploy made it, else a blocker.",
     "UNSAFE_PATH": "A directory on the way to the managed venv or the env file can be changed by a non-root user.",
     "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
     "DEEP_GEMM_PRECOMPILE": "prewarm_deep_gemm is set: deploy compiles DeepGEMM's kernels for service_model on the GPUs.",

@@ -158,21 +158,20 @@ def _closed_to(entry, user, leaf=False):
     return mode & needed != needed
 
 
-def unreachable_component(chain, path, user):
-    """The first directory of ``chain`` (the probe's path chain of ``path``, from the
-    path up to /) that keeps ``user`` out of ``path``, or None. Links are not
-    directories: the chain of a link's target is reported apart (``venv_target``).
+def unreachable_components(chain, path, user):
+    """Every directory of ``chain`` (the probe's path chain of ``path``, from the path
+    up to /) that keeps ``user`` out of ``path``: all of them, since deploy opening its
+    own (a fix) leaves the user out while an operator's above it is closed. Links are
+    not directories: the chain of a link's target is reported apart (``venv_target``).
 
     >>> chain = [{"path": "/opt/sglang/venv", "user": "root", "mode": "777", "kind": "symbolic link"},
     ...          {"path": "/opt/sglang", "user": "root", "mode": "700", "kind": "directory"},
-    ...          {"path": "/opt", "user": "root", "mode": "755", "kind": "directory"}]
-    >>> unreachable_component(chain, "/opt/sglang/venv", "sglang")["path"]
-    '/opt/sglang'
+    ...          {"path": "/opt", "user": "root", "mode": "700", "kind": "directory"}]
+    >>> [entry["path"] for entry in unreachable_components(chain, "/opt/sglang/venv", "sglang")]
+    ['/opt/sglang', '/opt']
     """
-    for entry in chain:
-        if entry["kind"] == "directory" and _closed_to(entry, user, leaf=entry["path"] == path):
-            return entry
-    return None
+    return [entry for entry in chain
+            if entry["kind"] == "directory" and _closed_to(entry, user, leaf=entry["path"] == path)]
 
 
 def check_service_reach(context):
@@ -202,22 +201,26 @@ def check_service_reach(context):
     if config.venv_managed and chains.get("venv_target"):
         target = chains["venv_target"][0]["path"]
         roles.insert(1, ("venv_target", target, f"the venv {config.venv_path} points at"))
+    # The interpreter's prefix (an operator's venv_python under a 0700 /opt/cpython):
+    # never deploy's, a blocker.
+    if chains.get("python"):
+        roles.append(("python", chains["python"][0]["path"], f"the interpreter the venv {config.venv_path} runs"))
     ours = {entry.path: entry for entry in layout.directories(managed=config.venv_managed) if entry.reached}
     reported = set()
     for role, path, what in roles:
-        entry = unreachable_component(chains.get(role, []), path, user)
-        if entry is None or entry["path"] in reported:
-            continue
-        reported.add(entry["path"])
-        mine = ours.get(entry["path"])
-        if mine and entry["user"] == mine.owner:
-            context.add(Finding("SERVICE_PATH_UNREACHABLE", FIX,
-                                f"{_described(entry)} keeps the service user {user} out of {path}, {what}",
-                                f"deploy opens {entry['path']} to {user} "
-                                f"(chmod {'go' if mine.owner == 'root' else 'u'}+rx): it made it, mode {mine.mode}"))
-        else:
-            bits = "rx" if entry["path"] == path else "x"
-            who = "u" if entry["user"] == user else "o"
-            context.add(Finding("SERVICE_PATH_UNREACHABLE", BLOCKER,
-                                f"{_described(entry)} keeps the service user {user} out of {path}, {what}",
-                                f"chmod {who}+{bits} {entry['path']}, or set the path where {user} can reach it"))
+        for entry in unreachable_components(chains.get(role, []), path, user):
+            if entry["path"] in reported:
+                continue
+            reported.add(entry["path"])
+            mine = ours.get(entry["path"])
+            if mine and entry["user"] == mine.owner:
+                context.add(Finding("SERVICE_PATH_UNREACHABLE", FIX,
+                                    f"{_described(entry)} keeps the service user {user} out of {path}, {what}",
+                                    f"deploy opens {entry['path']} to {user} (chmod "
+                                    f"{'go' if mine.owner == 'root' else 'u'}+rx): it made it, mode {mine.mode}"))
+            else:
+                bits = "rx" if entry["path"] == path else "x"
+                who = "u" if entry["user"] == user else "o"
+                context.add(Finding("SERVICE_PATH_UNREACHABLE", BLOCKER,
+                                    f"{_described(entry)} keeps the service user {user} out of {path}, {what}",
+                                    f"chmod {who}+{bits} {entry['path']}, or set the path where {user} can reach it"))

@@ -16,22 +16,26 @@ from control import run
 from facts.files import ManagedFile
 
 
-def _reach_repair(found, user, group):
+def _reach_repair(found, user):
     """The ``chmod`` that lets the service user through a directory the deploy owns
     (``found``: pyinfra's ``Directory`` fact, its mode as octal digits), or None when it
     already does or is not the deploy's: root's directory must be open to others
     (``go+rx``); one the service user owns (``user`` not root), to its owner (``u+rx``).
+    Its owner decides, not its group: validate (SERVICE_PATH_UNREACHABLE) judges by the
+    owner alone and says deploy opens root's 0700 venv root, whatever its group (staff).
 
-    >>> _reach_repair({"user": "root", "group": "root", "mode": 700}, "root", "root")
+    >>> _reach_repair({"user": "root", "group": "root", "mode": 700}, "root")
     'go+rx'
-    >>> _reach_repair({"user": "root", "group": "root", "mode": 755}, "root", "root") is None
+    >>> _reach_repair({"user": "root", "group": "root", "mode": 755}, "root") is None
     True
-    >>> _reach_repair({"user": "sglang", "group": "sglang", "mode": 700}, "sglang", "sglang") is None
+    >>> _reach_repair({"user": "sglang", "group": "sglang", "mode": 700}, "sglang") is None
     True
-    >>> _reach_repair({"user": "ubuntu", "group": "ubuntu", "mode": 700}, "root", "root") is None
+    >>> _reach_repair({"user": "ubuntu", "group": "ubuntu", "mode": 700}, "root") is None
     True
+    >>> _reach_repair({"user": "root", "group": "staff", "mode": 700}, "root")
+    'go+rx'
     """
-    if (found.get("user"), found.get("group")) != (user, group) or found.get("mode") is None:
+    if found.get("user") != user or found.get("mode") is None:
         return None
     mode = int(str(found["mode"]), 8)
     if user == "root":
@@ -66,7 +70,7 @@ def directory_if_missing(path, user="root", group="root", mode="0755", reached=F
     found = host.get_fact(Directory, path=path)
     quoted = shlex.quote(path)
     if found:
-        repair = _reach_repair(found, user, group) if reached else None
+        repair = _reach_repair(found, user) if reached else None
         if repair:
             yield f"if [ -d {quoted} ] && [ ! -L {quoted} ]; then chmod {repair} -- {quoted}; fi"
             return

@@ -26,11 +26,13 @@ def test_deployed_file_not_world_writable(host, expected, label):
 def service_paths(host, expected):
     """label -> path: what the unit and the pre-warm open as the service user (those
     that exist: a missing one is another check's), the model where it is a directory on
-    the node (an absolute path, or one relative to the service's home)."""
+    the node (an absolute path, or one relative to the service's home). Not the env
+    file: systemd and files/with-service-env read it as root, and an operator's 0600
+    root:root one is kept (service_env_file_owner_and_mode: 0640 or stricter)."""
     layout, model = expected.layout, expected.config.service_model or ""
     paths = {"venv": layout.venv, "venv python": f"{layout.venv}/bin/python", "entry point": layout.entry_point,
              "pre-warm script": layout.helper("prewarm.py"), "cache directory": layout.cache_dir,
-             "service home": layout.service_home, "env file": layout.env_file}
+             "service home": layout.service_home}
     if model:
         local = model if model.startswith("/") else posixpath.join(layout.service_home, model)
         if host.run(f"test -d {shlex.quote(local)}").rc == 0:
@@ -44,7 +46,7 @@ def service_paths(host, expected):
 def test_service_user_reaches_its_paths(host, expected):
     """The service user reaches every path the unit and the pre-warm use: the venv (its
     link and where it points), its python and entry point, the pre-warm script, the
-    cache, its home, the env file (its group's), the model. Issue 32: a bare node's venv
+    cache, its home, the model (not the env file: root reads it). Issue 32: a bare node's venv
     root made 0700 (a umask) kept it out, and the pre-warm failed with Permission denied."""
     user = expected.config.service_user
     if host.run(f"getent passwd {shlex.quote(user)} >/dev/null").rc != 0:

@@ -66,3 +66,26 @@ def test_an_unreadable_file_is_named(root):
     (root / "venvs" / "abc" / "bin" / "python").chmod(0o700)
     assert reach(root) == [(f"venv python {root}/venv/bin/python (via {root}/venv -> venvs/abc): nobody cannot read "
                             f"{root}/venvs/abc/bin/python (owner root, mode 700)")]
+
+
+def test_the_node_checks_paths_leave_out_the_env_file(root):
+    """The node suite's paths (tests/node/test_permissions.py service_paths), read on a
+    scratch node: systemd and with-service-env read the env file as root and deploy
+    keeps an operator's 0600 root:root one, so the service user is never asked to read
+    it (review of issue 32: the check failed a node that serves)."""
+    from types import SimpleNamespace
+
+    from bringup.layout import NodeLayout
+    from tests.node.test_permissions import service_paths
+
+    class Host:
+        def run(self, command):
+            return subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False, timeout=30)
+
+    env_file = root / "sglang.env"
+    env_file.write_text("HF_TOKEN=x\n")
+    env_file.chmod(0o600)
+    layout = NodeLayout.for_settings(str(root / "venv"), str(env_file), str(root), "nobody")
+    paths = service_paths(Host(), SimpleNamespace(layout=layout, config=SimpleNamespace(service_model="")))
+    assert paths["venv"] == str(root / "venv") and "cache directory" in paths, paths
+    assert str(env_file) not in paths.values(), paths

@@ -62,6 +62,13 @@ def unreachable(paths, settings=None):
     ({"venv": venv_chain("755", opt="700")}, None,
      [("blocker", "/opt (directory, owner root, mode 700) keeps the service user sglang out of /opt/sglang/venv",
        "chmod o+x /opt, or set the path where sglang can reach it")]),
+    # Deploy's own closed and an operator's above it: both named (opening the venv root
+    # alone would leave the service user out: a fix only would let deploy go on).
+    ({"venv": venv_chain("700", opt="700")}, None,
+     [("fix", "/opt/sglang (directory, owner root, mode 700) keeps the service user sglang out of /opt/sglang/venv",
+       "deploy opens /opt/sglang to sglang (chmod go+rx): it made it, mode 0755"),
+      ("blocker", "/opt (directory, owner root, mode 700) keeps the service user sglang out of /opt/sglang/venv",
+       "chmod o+x /opt, or set the path where sglang can reach it")]),
     ({"venv": venv_chain("700", root_user="ubuntu")}, None,
      [("blocker", "/opt/sglang (directory, owner ubuntu, mode 700) keeps",
        "chmod o+x /opt/sglang, or set the path where sglang can reach it")]),
@@ -75,10 +82,21 @@ def unreachable(paths, settings=None):
     ({"cache_dir": cache_chain(var_cache="700")}, None,
      [("blocker", f"/var/cache (directory, owner root, mode 700) keeps the service user sglang out of {CACHE}",
        "chmod o+x /var/cache, or set the path where sglang can reach it")]),
+    # The interpreter the venv runs: an operator's venv_python under a prefix closed to
+    # others (root's, so its own checks pass) is never deploy's: a blocker.
+    ({"python": chain(("/opt/cpython-3.11/bin/python3.11", "root", "755", "regular file"),
+                      ("/opt/cpython-3.11/bin", "root", "755", "directory"),
+                      ("/opt/cpython-3.11", "root", "700", "directory"), ("/opt", "root", "755", "directory"))},
+     None,
+     [("blocker", "/opt/cpython-3.11 (directory, owner root, mode 700) keeps the service user sglang out of "
+       "/opt/cpython-3.11/bin/python3.11, the interpreter the venv /opt/sglang/venv runs",
+       "chmod o+x /opt/cpython-3.11, or set the path where sglang can reach it")]),
+    ({"python": chain(("/usr/bin/python3.11", "root", "755", "regular file"), ("/usr/bin", "root", "755", "directory"))},
+     None, []),
     # An external venv closed to the service user is VENV_UNREADABLE's, not this one's.
     ({"venv": venv_chain("700")}, {"venv_managed": False}, []),
 ], ids=["deployed", "venv-root-0700", "named-once", "venvs-0711", "venvs-0700", "target-not-listable",
-        "operators-opt", "another-owner", "group-only", "cache-own-0700", "cache-own-0300", "var-cache-0700",
+        "operators-opt", "ours-and-operators", "another-owner", "group-only", "cache-own-0700", "cache-own-0300", "var-cache-0700", "python-prefix-0700", "system-python",
         "external-venv"])
 def test_service_reach(paths, settings, expected):
     found = unreachable(paths, settings)
