@@ -607,6 +607,21 @@ timeout 20 find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -pri
     done
     printf "snapshot_incomplete=%s\n" "$incomplete"
 }
+# The shards a weights index at the top of the snapshot (model.safetensors.index.json,
+# pytorch_model.bin.index.json) names and the snapshot lacks: a download stopped between two
+# shards (SGLang downloading at its start, an operator) leaves no .incomplete and no record.
+shards=0 indexes=0
+for index in "$snap"/*.index.json; do
+    [ -f "$index" ] && [ "$indexes" -lt 8 ] || continue
+    indexes=$((indexes + 1))
+    lacking=$(timeout 5 head -c 4194304 -- "$index" 2>/dev/null | grep -oE "\"[^\"/]+[.](safetensors|bin)\"" \
+        | LC_ALL=C sort -u | head -n 10000 | {
+        lacking=0
+        while IFS= read -r quoted; do name=${quoted#?}; [ -e "$snap/${name%?}" ] || lacking=$((lacking + 1)); done
+        echo "$lacking"; })
+    shards=$((shards + ${lacking:-0}))
+done
+printf "snapshot_shards_missing=%s\n" "$shards"
 if [ -e "$entry/.gpu-bringup-fetching" ] || [ -L "$entry/.gpu-bringup-fetching" ]; then
     echo snapshot_fetching=yes
 else

@@ -32,7 +32,7 @@ COMPLETE_RECORD = ".gpu-bringup-complete"
 FETCHING_MARK = ".gpu-bringup-fetching"
 # A snapshot judged whole: the fetch's record matching it, or (an entry the operator
 # planted, no record) weights in it and no blob still downloading.
-WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "fetching": False, "record": "none", "record_repo": None,
+WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "shards_missing": 0, "fetching": False, "record": "none", "record_repo": None,
          "record_revision": None, "record_files": 0, "record_missing": 0}
 # huggingface_hub's true values for HF_HUB_OFFLINE (1.33.0 constants.py ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = ("1", "ON", "YES", "TRUE")
@@ -103,6 +103,9 @@ def entry_partial(fact):
         return ""
     if snapshot["incomplete"]:
         return f"{snapshot['incomplete']} blob(s) still .incomplete: a download was interrupted"
+    if snapshot["shards_missing"]:
+        return (f"{snapshot['shards_missing']} shard(s) its weights index names are not in snapshot {revision[:12]}: "
+                "a download was interrupted")
     if not snapshot["weights"]:
         return f"its snapshot {revision[:12]} holds no weights (*.safetensors, *.bin...)"
     return ""

@@ -356,11 +356,22 @@ def chown_tree(path, user):
     subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True)
 
 
+def shards(snapshot, there):
+    """A weights index naming two shards, the first ``there`` of them in ``snapshot``."""
+    names = [f"model-{n:05d}-of-00002.safetensors" for n in (1, 2)]
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "a.weight": names[0], "lm_head.weight": names[1]}}))
+    for name in names[:there]:
+        (snapshot / name).write_bytes(b"\0" * 64)
+
+
 @pytest.mark.parametrize("state,partial", [
     ("whole", ""),
     ("whole, the .incomplete a killed fetch left beside the finished blob", ""),
     ("refs and config only", "holds no weights"),
     ("an .incomplete blob", "1 blob(s) still .incomplete"),
+    ("whole, sharded: every shard its index names there", ""),
+    ("stopped between two shards", "1 shard(s) its weights index names are not in snapshot"),
 ])
 def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(open_dir, state, partial):
     """The real probe on scratch caches, read as the cache's reader (``nobody``): an
@@ -371,8 +382,13 @@ def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(ope
         entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
         if "killed" in state:
             (entry / "blobs" / "9a1c.02909c4f.incomplete").write_bytes(b"\0" * 16)
+        if "sharded" in state:
+            shards(entry / "snapshots" / REVISION, 2)
     elif state == "refs and config only":
         plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False)
+    elif state == "stopped between two shards":
+        # Shard 1 whole, shard 2 never begun: no .incomplete blob, no record (SGLang's own download).
+        shards(plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False) / "snapshots" / REVISION, 1)
     else:
         interrupted_entry(open_dir / "hub")
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_ENDPOINT=closed_endpoint())
