@@ -488,6 +488,7 @@ def test_deploys_own_hf_hub_offline_is_decided_again_and_taken_back(name, fact, 
     assert (code, node.service.env.get("HF_HUB_OFFLINE"), node.env_owned, node.env_drop) == expected, node.findings
     assert "HF_HUB_OFFLINE is set" not in " ".join(f.message for f in node.findings if fact.get("offline_by"))
     assert node.as_dict()["env_drop"] == expected[3]
+    assert node.env_settled  # the model judged: deploy's record says what it owns now
     said = " ".join(f.message for f in node.findings if f.code.startswith("MODEL_"))
     assert ("deploy takes back the HF_HUB_OFFLINE=1 it wrote" in said) is bool(expected[3]), said
 
@@ -621,3 +622,39 @@ def test_the_real_hf_download_killed_midway_then_run_again(open_dir):
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
     assert entry_partial(fact) == "" and fact["snapshot"]["record"] == "present", fact["snapshot"]
     assert decide(fact, "nobody", serving=True).source == "cache"
+
+
+@pytest.mark.parametrize("settled,record,owned,rewritten", [
+    ("judged", "file", {}, True),  # a record an interrupted take-back left: said again, emptied
+    ("judged", None, {}, False),  # no record: none written
+    ("judged", "file", {"HF_HUB_OFFLINE": "1"}, False),  # written first already, whole
+    ("no model judged", "file", {}, False),  # nothing to decide it from: left as it is
+])
+def test_deploys_record_converges_after_an_interrupted_take_back(settled, record, owned, rewritten):
+    """The env step records what deploy owns before the env file holds it and takes its record
+    back after: a run killed between the env file (its key taken out) and the record leaves a
+    record naming HF_HUB_OFFLINE=1 for a file without it; no later plan owns or drops the key,
+    so an HF_HUB_OFFLINE=1 the operator writes later would pass for deploy's and be taken back.
+    With the model judged, the next deploy says the record again (what it owns now)."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import tasks.cuda_env as cuda_env
+    from bringup.planned_env import owned_record
+
+    node = SimpleNamespace(toolkit=SimpleNamespace(home="/usr/local/cuda-12.8", version="12.8"),
+                           layout=SimpleNamespace(profile_script="/p", pam_environment="/e", env_dir="/etc/sglang"),
+                           session_path="/s", manage_alternative=False, env_owned=owned, env_drop={},
+                           env_settled=settled == "judged", service=SimpleNamespace(
+                               user="sglang", env_file="/etc/sglang/sglang.env", env={}))
+    calls = mock.MagicMock()
+    with mock.patch.multiple(cuda_env, whole_template=calls.template, shared_env_file=calls.env_file,
+                             directory_if_missing=calls.directory, server=calls.server, whole_file=calls.record,
+                             cuda_alternative=calls.alternative), \
+            mock.patch.object(cuda_env, "host", create=True) as host:
+        host.get_fact.return_value = {"kind": record}
+        cuda_env.cuda_environment.__wrapped__(node)
+    names = [name for name, _, _ in calls.mock_calls if name in ("env_file", "record")]
+    written = [call.kwargs["src"].getvalue() for call in calls.record.call_args_list]
+    assert (names[-1] == "record" and written[-1] == owned_record({})) is rewritten, (names, written)
+    assert all(call.kwargs["dest"] == "/etc/sglang/sglang.env.deploy-owned" for call in calls.record.call_args_list)
