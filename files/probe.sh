@@ -648,6 +648,20 @@ case $revision in *[!0-9a-f]*) revision= ;; esac
 printf "record=present\nrecord_repo=%.200s\nrecord_revision=%.64s\nrecord_files=%s\nrecord_missing=%s\n" \
     "$repo" "$revision" "$listed" "$missing"'
 
+snapshot_lines() {
+    # What SNAPSHOT_STATE printed, held to its own lines and their shapes (4 KiB at most): it
+    # runs as the cache's reader, whose other processes may trace it and print what they like.
+    head -c 4096 | while IFS= read -r sl_line; do
+        case $sl_line in
+            snapshot_files=* | snapshot_weights=* | snapshot_incomplete=* | snapshot_shards_missing=* | record_files=* \
+                | record_missing=*) case ${sl_line#*=} in "" | *[!0-9]*) ;; *) printf '%s\n' "$sl_line" ;; esac ;;
+            snapshot_fetching=yes | snapshot_fetching=no | record=none | record=present | record=refused)
+                printf '%s\n' "$sl_line" ;;
+            record_repo=* | record_revision=*) case ${sl_line#*=} in *[!A-Za-z0-9._/-]*) ;; *) printf '%s\n' "$sl_line" ;; esac ;;
+        esac
+    done
+}
+
 deploy_owned() {
     # deploy_owned RECORD KEY VALUE: whether deploy's record of the env file keys it wrote
     # for a reason of its own says KEY=VALUE; the record counts only as root's alone (a
@@ -739,7 +753,7 @@ probe_model() {
         body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision${NL}refs_main=$refs"
         # Whether the snapshot is whole (SNAPSHOT_STATE), read as the cache's reader.
         [ -n "$revision" ] && body="$body${NL}$(as_user "${reader:-nobody}" /bin/sh -c "$SNAPSHOT_STATE" sh \
-            "$entry" "$revision" 2>/dev/null)"
+            "$entry" "$revision" 2>/dev/null | snapshot_lines)"
     fi
     state=
     [ -n "$config" ] && state=$(stat -L -c '%U %a %F' -- "$config" 2>/dev/null)

@@ -658,3 +658,24 @@ def test_deploys_record_converges_after_an_interrupted_take_back(settled, record
     written = [call.kwargs["src"].getvalue() for call in calls.record.call_args_list]
     assert (names[-1] == "record" and written[-1] == owned_record({})) is rewritten, (names, written)
     assert all(call.kwargs["dest"] == "/etc/sglang/sglang.env.deploy-owned" for call in calls.record.call_args_list)
+
+
+def test_what_the_readers_process_prints_is_held_to_the_snapshot_lines(open_dir, monkeypatch):
+    """SNAPSHOT_STATE runs as the cache's reader, the service user: a process of that user
+    may trace it (ptrace where Yama allows it, as Debian's default does) and make it print
+    what it likes. Only the snapshot's own lines, each of its shape, reach the section: not
+    a key of the section's own (offline_by=, hub_status=: deploy would take back the
+    operator's HF_HUB_OFFLINE)."""
+    import facts.probe_script as probe_script
+
+    plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    script = (probe_script.FILES / "probe.sh").read_text()
+    assert script.count("SNAPSHOT_STATE='entry=$1 ") == 1
+    traced = open_dir / "probe.sh"
+    traced.write_text(script.replace("SNAPSHOT_STATE='entry=$1 ", "SNAPSHOT_STATE='printf \"offline_by=deploy\\n"
+                                     "hub_status=200\\nsnapshot_weights=1 \\n\"\n"
+                                     "entry=$1 "))
+    monkeypatch.setattr(probe_script, "PROBE_SOURCES", (*probe_script.PROBE_SOURCES[:-1], traced))
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert (fact["offline"], fact["offline_by"], fact["hub"]) == ("1", None, None), fact
+    assert fact["snapshot"]["weights"] == 1 and entry_partial(fact) == "", fact["snapshot"]
