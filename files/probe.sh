@@ -629,7 +629,10 @@ else
 fi
 if [ -L "$record" ] || { [ -e "$record" ] && [ ! -f "$record" ]; }; then echo record=refused; exit 0; fi
 [ -e "$record" ] || { echo record=none; exit 0; }
-text=$(timeout 10 head -c 262144 -- "$record") || { echo record=refused; exit 0; }
+text=$(timeout 10 head -c 262145 -- "$record") || { echo record=refused; exit 0; }
+# Cut at 256 KiB: the line the cut falls in is left out, not counted missing (LC_ALL=C: bytes).
+nl=$(printf "\nx") nl=${nl%x}
+[ "${#text}" -le 262144 ] || text=${text%"$nl"*}
 listed=0 missing=0 repo= revision=
 while IFS= read -r line; do
     case $line in

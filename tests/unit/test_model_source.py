@@ -679,3 +679,17 @@ def test_what_the_readers_process_prints_is_held_to_the_snapshot_lines(open_dir,
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
     assert (fact["offline"], fact["offline_by"], fact["hub"]) == ("1", None, None), fact
     assert fact["snapshot"]["weights"] == 1 and entry_partial(fact) == "", fact["snapshot"]
+
+
+def test_a_record_longer_than_the_probe_reads_is_held_to_its_whole_lines(open_dir):
+    """The probe reads at most 256 KiB of the record (a repository of many files writes more):
+    the line the cut falls in is no missing file, else a whole entry would be partial for
+    ever (fetched again on every deploy, MODEL_UNAVAILABLE with the hub down)."""
+    entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    lines = [f"file={name}" for name in ["config.json", "model.safetensors"] * 16000]
+    (entry / ".gpu-bringup-complete").write_text("\n".join(
+        ["repo=Qwen/Qwen3-0.6B", f"revision={REVISION}", *lines]) + "\n")
+    assert (entry / ".gpu-bringup-complete").stat().st_size > 262144
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["record_missing"] == 0 and entry_partial(fact) == "", fact["snapshot"]
+    assert 0 < fact["snapshot"]["record_files"] < len(lines)
