@@ -693,3 +693,20 @@ def test_a_record_longer_than_the_probe_reads_is_held_to_its_whole_lines(open_di
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
     assert fact["snapshot"]["record_missing"] == 0 and entry_partial(fact) == "", fact["snapshot"]
     assert 0 < fact["snapshot"]["record_files"] < len(lines)
+
+
+def test_the_fetchs_own_steps_as_the_service_user_are_bounded_by_the_clock(monkeypatch):
+    """The mark before ``hf download`` and the record after it run as the service user over
+    the service user's cache (a stalled mount, a tree of its making): each ends within its
+    bound, a failure of the host, never a deploy that waits for ever."""
+    import time
+
+    import tasks.operations.model as model_ops
+    from bringup.plan.model import ModelFetchPlan
+
+    monkeypatch.setattr(model_ops, "SCRIPT_TIMEOUT", 2, raising=False)
+    fetch = ModelFetchPlan("Qwen/Qwen3-0.6B", "/nonexistent", "/v/bin/hf", "nobody", "/nonexistent", "/e")
+    began = time.monotonic()
+    done = subprocess.run(["sh", "-c", model_ops.as_service_user(fetch, "sleep 300")], env={"PATH": "/usr/bin:/bin"},
+                          timeout=60, check=False)
+    assert done.returncode != 0 and time.monotonic() - began < 30
