@@ -610,8 +610,12 @@ timeout 20 find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -pri
 # The shards a weights index at the top of the snapshot (model.safetensors.index.json,
 # pytorch_model.bin.index.json) names and the snapshot lacks: a download stopped between two
 # shards (SGLang downloading at its start, an operator) leaves no .incomplete and no record.
-shards=0 indexes=0
+# With a safetensors index, a .bin index is not read: the loaders take safetensors then
+# (SGLang 0.5.23 weight_utils), and a download of *.json and *.safetensors is whole.
+shards=0 indexes=0 safetensors=
+for index in "$snap"/*.safetensors.index.json; do [ -f "$index" ] && safetensors=yes; done
 for index in "$snap"/*.index.json; do
+    case $index in *.bin.index.json) [ -z "$safetensors" ] || continue ;; esac
     [ -f "$index" ] && [ "$indexes" -lt 8 ] || continue
     indexes=$((indexes + 1))
     lacking=$(timeout 5 head -c 4194304 -- "$index" 2>/dev/null | grep -oE "\"[^\"/]+[.](safetensors|bin)\"" \

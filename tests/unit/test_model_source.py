@@ -371,6 +371,7 @@ def shards(snapshot, there):
     ("refs and config only", "holds no weights"),
     ("an .incomplete blob", "1 blob(s) still .incomplete"),
     ("whole, sharded: every shard its index names there", ""),
+    ("whole, sharded, beside a .bin index whose shards were not fetched (hf download --include *.safetensors)", ""),
     ("stopped between two shards", "1 shard(s) its weights index names are not in snapshot"),
 ])
 def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(open_dir, state, partial):
@@ -384,6 +385,9 @@ def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(ope
             (entry / "blobs" / "9a1c.02909c4f.incomplete").write_bytes(b"\0" * 16)
         if "sharded" in state:
             shards(entry / "snapshots" / REVISION, 2)
+        if ".bin index" in state:
+            (entry / "snapshots" / REVISION / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {
+                "a.weight": "pytorch_model-00001-of-00002.bin", "lm_head.weight": "pytorch_model-00002-of-00002.bin"}}))
     elif state == "refs and config only":
         plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False)
     elif state == "stopped between two shards":
