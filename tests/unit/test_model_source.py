@@ -115,9 +115,12 @@ CASES = [
      True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("holds no weights",)),
     ("the fetch's record matches the snapshot", hub_fact(**CACHED | {"snapshot": RECORDED}), True, False,
      ("MODEL_OFFLINE", FIX, "cache", True, False), ("from the cache",)),
-    ("the record names another snapshot: a fetch of a new one was interrupted", hub_fact(**CACHED | {"snapshot": {
-     **RECORDED, "record_revision": "ab" * 20}}), True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
-     ("names Qwen/Qwen3-0.6B snapshot abababababab, refs/main c1899de289a0",)),
+    ("the record names another snapshot, no mark: SGLang's download at a start moved refs/main; judged by weights",
+     hub_fact(**CACHED | {"snapshot": {**RECORDED, "record_revision": "ab" * 20}}), True, False,
+     ("MODEL_OFFLINE", FIX, "cache", True, False), ("from the cache",)),
+    ("the record names another snapshot, whose weights are not there", hub_fact(**CACHED | {"snapshot": {
+     **RECORDED, "record_revision": "ab" * 20, "weights": 0}}), True, False,
+     ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("holds no weights",)),
     ("a file the record lists is gone", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record_missing": 1}}), True,
      False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("1 of the 3 files its fetch recorded",)),
     ("a record that is a link or unreadable", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record": "refused"}}),
@@ -432,13 +435,14 @@ def test_the_fetchs_record_is_written_as_the_service_user_and_held_to_the_snapsh
     assert not (entry / ".gpu-bringup-fetching").exists()  # the start's mark, taken away with the record
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
     assert fact["snapshot"]["record"] == "present" and entry_partial(fact) == "", fact["snapshot"]
-    # A new snapshot's fetch killed midway: refs/main names it, config.json only.
+    # SGLang's own download at a start moved refs/main to a new snapshot and stopped after
+    # config.json (no mark: not deploy's fetch): judged by its weights.
     newer = "ab" * 20
     (entry / "snapshots" / newer).mkdir()
     os.symlink("../../blobs/0f3a", entry / "snapshots" / newer / "config.json")
     (entry / "refs" / "main").write_text(newer)
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
-    assert "a fetch of it was interrupted" in entry_partial(fact), fact["snapshot"]
+    assert "holds no weights" in entry_partial(fact), fact["snapshot"]
     (entry / "refs" / "main").write_text(REVISION)
     (entry / "blobs" / "9a1c").unlink()
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
@@ -566,7 +570,8 @@ def test_a_record_cannot_pass_lines_of_its_own_for_the_probes(open_dir):
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
     assert (fact["revision"], fact["hub"], fact["config"]["kind"]) == (REVISION, None, "regular file"), fact
     assert (fact["snapshot"]["record_repo"], fact["snapshot"]["record_revision"]) == (None, None), fact["snapshot"]
-    assert "a fetch of it was interrupted" in entry_partial(fact)
+    # A record that names nothing is none of this snapshot: judged as an operator's entry (its own cache).
+    assert fact["snapshot"]["record"] == "present" and entry_partial(fact) == ""
 
 
 def test_refs_main_is_read_as_the_caches_reader_never_through_a_link(open_dir):
