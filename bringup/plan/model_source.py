@@ -32,8 +32,8 @@ COMPLETE_RECORD = ".gpu-bringup-complete"
 FETCHING_MARK = ".gpu-bringup-fetching"
 # A snapshot judged whole: the fetch's record matching it, or (an entry the operator
 # planted, no record) weights in it and no blob still downloading.
-WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "shards_missing": 0, "fetching": False, "record": "none", "record_repo": None,
-         "record_revision": None, "record_files": 0, "record_missing": 0}
+WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "shards_missing": 0, "fetching": False, "record": "none",
+         "record_repo": None, "record_revision": None, "record_files": 0, "record_missing": 0}
 # huggingface_hub's true values for HF_HUB_OFFLINE (1.33.0 constants.py ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = ("1", "ON", "YES", "TRUE")
 
