@@ -664,7 +664,8 @@ snapshot_lines() {
                 | record_missing=*) case ${sl_line#*=} in "" | *[!0-9]*) ;; *) printf '%s\n' "$sl_line" ;; esac ;;
             snapshot_fetching=yes | snapshot_fetching=no | record=none | record=present | record=refused)
                 printf '%s\n' "$sl_line" ;;
-            record_repo=* | record_revision=*) case ${sl_line#*=} in *[!A-Za-z0-9._/-]*) ;; *) printf '%s\n' "$sl_line" ;; esac ;;
+            record_repo=* | record_revision=*)
+                case ${sl_line#*=} in *[!A-Za-z0-9._/-]*) ;; *) printf '%s\n' "$sl_line" ;; esac ;;
         esac
     done
 }
