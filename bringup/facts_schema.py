@@ -77,7 +77,8 @@ SCHEMA = {
     "model": Optional({"model": STR, "kind": STR, "path": OPT_STR, "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
                        "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR, "refs_main": OPT_STR,
                        # Whether that snapshot is whole (null: no snapshot named).
-                       "snapshot": Optional({"files": INT, "weights": INT, "incomplete": INT, "fetching": BOOL, "record": STR,
+                       "snapshot": Optional({"files": INT, "weights": INT, "incomplete": INT, "shards_missing": INT,
+                                             "fetching": BOOL, "record": STR,
                                              "record_repo": OPT_STR, "record_revision": OPT_STR,
                                              "record_files": INT, "record_missing": INT}),
                        "config": Optional({"user": STR, "mode": STR, "kind": STR}), "readable": OPT_STR,

@@ -392,7 +392,7 @@ def _chain_line(line):
     return {"path": path, **dict(zip(("user", "group", "mode", "kind"), fields))}
 
 
-SNAPSHOT_COUNTS = ("files", "weights", "incomplete")
+SNAPSHOT_COUNTS = ("files", "weights", "incomplete", "shards_missing")
 RECORD_COUNTS = ("files", "missing")
 
 
@@ -405,15 +405,15 @@ def _count(values, key):
 
 def model_snapshot(values):
     """The snapshot lines of the ``model`` section (probe.sh SNAPSHOT_STATE, read as the
-    cache's reader) -> {"files", "weights", "incomplete", "fetching", "record" (none, present,
-    refused), and the record's "record_repo", "record_revision", "record_files",
+    cache's reader) -> {"files", "weights", "incomplete", "shards_missing", "fetching", "record"
+    (none, present, refused), and the record's "record_repo", "record_revision", "record_files",
     "record_missing" (None and 0 without one)}; None without them (no snapshot named, a
     local model, an older probe).
 
     >>> model_snapshot({"snapshot_files": "3", "snapshot_weights": "1", "snapshot_incomplete": "0",
-    ...                 "snapshot_fetching": "no", "record": "none"})
-    {'files': 3, 'weights': 1, 'incomplete': 0, 'fetching': False, 'record': 'none', 'record_repo': None, 'record_revision': None, \
-'record_files': 0, 'record_missing': 0}
+    ...                 "snapshot_shards_missing": "0", "snapshot_fetching": "no", "record": "none"})
+    {'files': 3, 'weights': 1, 'incomplete': 0, 'shards_missing': 0, 'fetching': False, 'record': 'none', \
+'record_repo': None, 'record_revision': None, 'record_files': 0, 'record_missing': 0}
     >>> model_snapshot({"revision": "ab"}) is None
     True
     """

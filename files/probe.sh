@@ -628,6 +628,25 @@ timeout 20 find "$entry/blobs" -mindepth 1 -maxdepth 1 -name "*.incomplete" -pri
     done
     printf "snapshot_incomplete=%s\n" "$incomplete"
 }
+# The shards a weights index at the top of the snapshot (model.safetensors.index.json,
+# pytorch_model.bin.index.json) names and the snapshot lacks: a download stopped between two
+# shards (SGLang downloading at its start, an operator) leaves no .incomplete and no record.
+# With a safetensors index, a .bin index is not read: the loaders take safetensors then
+# (SGLang 0.5.23 weight_utils), and a download of *.json and *.safetensors is whole.
+shards=0 indexes=0 safetensors=
+for index in "$snap"/*.safetensors.index.json; do [ -f "$index" ] && safetensors=yes; done
+for index in "$snap"/*.index.json; do
+    case $index in *.bin.index.json) [ -z "$safetensors" ] || continue ;; esac
+    [ -f "$index" ] && [ "$indexes" -lt 8 ] || continue
+    indexes=$((indexes + 1))
+    lacking=$(timeout 5 head -c 4194304 -- "$index" 2>/dev/null | grep -oE "\"[^\"/]+[.](safetensors|bin)\"" \
+        | LC_ALL=C sort -u | head -n 10000 | {
+        lacking=0
+        while IFS= read -r quoted; do name=${quoted#?}; [ -e "$snap/${name%?}" ] || lacking=$((lacking + 1)); done
+        echo "$lacking"; })
+    shards=$((shards + ${lacking:-0}))
+done
+printf "snapshot_shards_missing=%s\n" "$shards"
 if [ -e "$entry/.gpu-bringup-fetching" ] || [ -L "$entry/.gpu-bringup-fetching" ]; then
     echo snapshot_fetching=yes
 else
@@ -635,7 +654,10 @@ else
 fi
 if [ -L "$record" ] || { [ -e "$record" ] && [ ! -f "$record" ]; }; then echo record=refused; exit 0; fi
 [ -e "$record" ] || { echo record=none; exit 0; }
-text=$(timeout 10 head -c 262144 -- "$record") || { echo record=refused; exit 0; }
+text=$(timeout 10 head -c 262145 -- "$record") || { echo record=refused; exit 0; }
+# Cut at 256 KiB: the line the cut falls in is left out, not counted missing (LC_ALL=C: bytes).
+nl=$(printf "\nx") nl=${nl%x}
+[ "${#text}" -le 262144 ] || text=${text%"$nl"*}
 listed=0 missing=0 repo= revision=
 while IFS= read -r line; do
     case $line in
@@ -653,6 +675,21 @@ case $repo in *[!A-Za-z0-9._/-]*) repo= ;; esac
 case $revision in *[!0-9a-f]*) revision= ;; esac
 printf "record=present\nrecord_repo=%.200s\nrecord_revision=%.64s\nrecord_files=%s\nrecord_missing=%s\n" \
     "$repo" "$revision" "$listed" "$missing"'
+
+snapshot_lines() {
+    # What SNAPSHOT_STATE printed, held to its own lines and their shapes (4 KiB at most): it
+    # runs as the cache's reader, whose other processes may trace it and print what they like.
+    head -c 4096 | while IFS= read -r sl_line; do
+        case $sl_line in
+            snapshot_files=* | snapshot_weights=* | snapshot_incomplete=* | snapshot_shards_missing=* | record_files=* \
+                | record_missing=*) case ${sl_line#*=} in "" | *[!0-9]*) ;; *) printf '%s\n' "$sl_line" ;; esac ;;
+            snapshot_fetching=yes | snapshot_fetching=no | record=none | record=present | record=refused)
+                printf '%s\n' "$sl_line" ;;
+            record_repo=* | record_revision=*)
+                case ${sl_line#*=} in *[!A-Za-z0-9._/-]*) ;; *) printf '%s\n' "$sl_line" ;; esac ;;
+        esac
+    done
+}
 
 deploy_owned() {
     # deploy_owned RECORD KEY VALUE: whether deploy's record of the env file keys it wrote
@@ -746,7 +783,7 @@ probe_model() {
         body="$body${NL}cache=$cache${NL}via=$via${NL}entry=$entry${NL}revision=$revision${NL}refs_main=$refs"
         # Whether the snapshot is whole (SNAPSHOT_STATE), read as the cache's reader.
         [ -n "$revision" ] && body="$body${NL}$(as_user "${reader:-nobody}" /bin/sh -c "$SNAPSHOT_STATE" sh \
-            "$entry" "$revision" 2>/dev/null)"
+            "$entry" "$revision" 2>/dev/null | snapshot_lines)"
     fi
     state=
     [ -n "$config" ] && state=$(stat -L -c '%U %a %F' -- "$config" 2>/dev/null)

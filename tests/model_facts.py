@@ -7,7 +7,7 @@ ROOT_FILE = {"user": "root", "mode": "644", "kind": "regular file"}
 # A snapshot the planner judges whole (bringup/plan/model_source.py entry_partial): the
 # fetch's record matching it, or (an entry the operator planted, no record) weights in it
 # and no blob still downloading.
-WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "fetching": False, "record": "none", "record_repo": None,
+WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "shards_missing": 0, "fetching": False, "record": "none", "record_repo": None,
          "record_revision": None, "record_files": 0, "record_missing": 0}
 
 

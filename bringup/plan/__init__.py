@@ -107,6 +107,8 @@ def plan(facts, config, locks=None):
         node.env = {**node.env, OFFLINE_KEY: "1"}
         node.env_owned = {OFFLINE_KEY: "1"}
     node.env_drop = model_source.taken_back(context, node.env)
+    model_fact = context.facts.get("model") or {}
+    node.env_settled = bool(model_fact) and model_fact.get("model") == config.service_model
     node.model_fetch = model_source.fetch_plan(context, source)
     node.prewarm = prewarm.prewarm_plan(context)
     node.service = driver_step.service_after(service.service_plan(context, node.env), node.driver)

@@ -267,6 +267,9 @@ class NodePlan:
     # those it wrote before whose reason is gone: taken back (key -> the value it wrote).
     env_owned: dict = field(default_factory=dict)
     env_drop: dict = field(default_factory=dict)
+    # The model judged (its fact names service_model): deploy's record then says what it owns
+    # now, also where an interrupted take-back left it naming a key the file no longer holds.
+    env_settled: bool = False
     driver: DriverPlan = field(default_factory=lambda: DriverPlan(manage=False))
     manage_alternative: bool = True
     steps: tuple = ()

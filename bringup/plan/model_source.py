@@ -60,7 +60,8 @@ def entry_partial(fact):
     cached (seen with the real ``hf download`` against tests/hub_double.py serving_hub). Whole is the fetch's record (``COMPLETE_RECORD``, written after ``hf
     download`` exited 0) naming this model and snapshot, every file it lists there, and
     no fetch under way (``FETCHING_MARK``, left by one killed before its end); or, for an
-    entry without either (the operator's), weights in the snapshot and no ``.incomplete``
+    entry without a mark or a record of this snapshot (the operator's, or one SGLang's own
+    download moved on), weights in the snapshot and no ``.incomplete``
     blob.
 
     >>> from tests.model_facts import WHOLE, hub_fact
@@ -78,11 +79,11 @@ def entry_partial(fact):
         return f"deploy's fetch of it did not finish (its {FETCHING_MARK} is there)"
     if snapshot["record"] == "refused":
         return f"its {COMPLETE_RECORD} is not a regular file the cache's reader reads"
-    if snapshot["record"] == "present":
-        if snapshot["record_repo"] != fact["model"] or snapshot["record_revision"] != revision:
-            return (f"its {COMPLETE_RECORD} names {snapshot['record_repo']} snapshot "
-                    f"{(snapshot['record_revision'] or '')[:12]}, refs/main {revision[:12]}: a fetch of it was "
-                    "interrupted")
+    # A record of another snapshot, no mark: not deploy's fetch (its mark goes only with a new
+    # record) but SGLang's own download at a start (or the operator's) moved refs/main: that
+    # snapshot is judged as an operator's entry is.
+    if snapshot["record"] == "present" and (snapshot["record_repo"], snapshot["record_revision"]) == (
+            fact["model"], revision):
         if not snapshot["record_files"]:
             return f"its {COMPLETE_RECORD} lists no file"
         if snapshot["record_missing"]:
@@ -90,6 +91,9 @@ def entry_partial(fact):
         return ""
     if snapshot["incomplete"]:
         return f"{snapshot['incomplete']} blob(s) still .incomplete: a download was interrupted"
+    if snapshot["shards_missing"]:
+        return (f"{snapshot['shards_missing']} shard(s) its weights index names are not in snapshot {revision[:12]}: "
+                "a download was interrupted")
     if not snapshot["weights"]:
         return f"its snapshot {revision[:12]} holds no weights (*.safetensors, *.bin...)"
     return ""

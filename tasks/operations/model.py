@@ -50,18 +50,23 @@ mv -f "$tmp" "$entry/""" + COMPLETE_RECORD + '" &&\nrm -f "$entry/' + FETCHING_M
 START_SCRIPT = 'umask 022 && mkdir -p -- "$1" && : > "$1/' + FETCHING_MARK + '"\n'
 
 
+# The bound of each script run as the service user (the fetch's mark and its record), in
+# seconds: the service user's cache may stall (a mount) or hold a tree of its making.
+SCRIPT_TIMEOUT = 300
+
+
 def as_service_user(fetch, script):
     """``script`` run by root as the service user (the distribution's runuser and sh, a
     clean environment), the model's cache entry and the model as its arguments, never read
-    by root's shell.
+    by root's shell; killed after ``SCRIPT_TIMEOUT`` seconds.
 
     >>> as_service_user(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h", "/v/bin/hf", "sglang", "/home", "/e"), "true").split()
-    ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'runuser', '-u', 'sglang', '--', '/bin/sh', '-c', 'true', \
-'sh', '/h/models--Qwen--Qwen3-0.6B', 'Qwen/Qwen3-0.6B']
+    ['timeout', '-k', '10', '300', 'env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'runuser', '-u', 'sglang', '--', \
+'/bin/sh', '-c', 'true', 'sh', '/h/models--Qwen--Qwen3-0.6B', 'Qwen/Qwen3-0.6B']
     """
     entry = f"{fetch.cache}/models--{fetch.model.replace('/', '--')}"
-    return shlex.join(["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "runuser", "-u", fetch.user, "--",
-                       "/bin/sh", "-c", script, "sh", entry, fetch.model])
+    return shlex.join(["timeout", "-k", "10", str(SCRIPT_TIMEOUT), "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                       "runuser", "-u", fetch.user, "--", "/bin/sh", "-c", script, "sh", entry, fetch.model])
 
 
 def record_command(fetch):
@@ -80,7 +85,7 @@ def fetch_command(fetch, host_name):
 
     >>> command = fetch_command(ModelFetchPlan("Qwen/Qwen3-0.6B", "/h/.cache/huggingface/hub", "/v/bin/hf", "sglang",
     ...     "/h", "/e", 60, "/usr/bin:/bin", "/l/with-service-env", "/l/session-bound"), "n1")
-    >>> command[command.index("{ timeout"):][:50]
+    >>> command[command.index("{ timeout -k 30"):][:50]
     '{ timeout -k 30 60 /usr/bin/python3 -I /l/session-'
     """
     run = ["timeout", "-k", "30", str(fetch.timeout), SYSTEM_PYTHON, "-I", fetch.session_bound, fetch.runner,

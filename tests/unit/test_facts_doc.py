@@ -196,6 +196,7 @@ refs_main=unread
 snapshot_files=3
 snapshot_weights=1
 snapshot_incomplete=0
+snapshot_shards_missing=0
 snapshot_fetching=no
 record=present
 record_repo=Qwen/Qwen3-0.6B

@@ -118,9 +118,12 @@ CASES = [
      True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("holds no weights",)),
     ("the fetch's record matches the snapshot", hub_fact(**CACHED | {"snapshot": RECORDED}), True, False,
      ("MODEL_OFFLINE", FIX, "cache", True, False), ("from the cache",)),
-    ("the record names another snapshot: a fetch of a new one was interrupted", hub_fact(**CACHED | {"snapshot": {
-     **RECORDED, "record_revision": "ab" * 20}}), True, False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False),
-     ("names Qwen/Qwen3-0.6B snapshot abababababab, refs/main c1899de289a0",)),
+    ("the record names another snapshot, no mark: SGLang's download at a start moved refs/main; judged by weights",
+     hub_fact(**CACHED | {"snapshot": {**RECORDED, "record_revision": "ab" * 20}}), True, False,
+     ("MODEL_OFFLINE", FIX, "cache", True, False), ("from the cache",)),
+    ("the record names another snapshot, whose weights are not there", hub_fact(**CACHED | {"snapshot": {
+     **RECORDED, "record_revision": "ab" * 20, "weights": 0}}), True, False,
+     ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("holds no weights",)),
     ("a file the record lists is gone", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record_missing": 1}}), True,
      False, ("MODEL_UNAVAILABLE", BLOCKER, "none", False, False), ("1 of the 3 files its fetch recorded",)),
     ("a record that is a link or unreadable", hub_fact(**CACHED | {"snapshot": {**RECORDED, "record": "refused"}}),
@@ -359,11 +362,23 @@ def chown_tree(path, user):
     subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True)
 
 
+def shards(snapshot, there):
+    """A weights index naming two shards, the first ``there`` of them in ``snapshot``."""
+    names = [f"model-{n:05d}-of-00002.safetensors" for n in (1, 2)]
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "a.weight": names[0], "lm_head.weight": names[1]}}))
+    for name in names[:there]:
+        (snapshot / name).write_bytes(b"\0" * 64)
+
+
 @pytest.mark.parametrize("state,partial", [
     ("whole", ""),
     ("whole, the .incomplete a killed fetch left beside the finished blob", ""),
     ("refs and config only", "holds no weights"),
     ("an .incomplete blob", "1 blob(s) still .incomplete"),
+    ("whole, sharded: every shard its index names there", ""),
+    ("whole, sharded, beside a .bin index whose shards were not fetched (hf download --include *.safetensors)", ""),
+    ("stopped between two shards", "1 shard(s) its weights index names are not in snapshot"),
 ])
 def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(open_dir, state, partial):
     """The real probe on scratch caches, read as the cache's reader (``nobody``): an
@@ -374,8 +389,16 @@ def test_probe_judges_an_operators_entry_by_its_weights_and_incomplete_blobs(ope
         entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
         if "killed" in state:
             (entry / "blobs" / "9a1c.02909c4f.incomplete").write_bytes(b"\0" * 16)
+        if "sharded" in state:
+            shards(entry / "snapshots" / REVISION, 2)
+        if ".bin index" in state:
+            (entry / "snapshots" / REVISION / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {
+                "a.weight": "pytorch_model-00001-of-00002.bin", "lm_head.weight": "pytorch_model-00002-of-00002.bin"}}))
     elif state == "refs and config only":
         plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False)
+    elif state == "stopped between two shards":
+        # Shard 1 whole, shard 2 never begun: no .incomplete blob, no record (SGLang's own download).
+        shards(plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B", weights=False) / "snapshots" / REVISION, 1)
     else:
         interrupted_entry(open_dir / "hub")
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_ENDPOINT=closed_endpoint())
@@ -415,13 +438,14 @@ def test_the_fetchs_record_is_written_as_the_service_user_and_held_to_the_snapsh
     assert not (entry / ".gpu-bringup-fetching").exists()  # the start's mark, taken away with the record
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
     assert fact["snapshot"]["record"] == "present" and entry_partial(fact) == "", fact["snapshot"]
-    # A new snapshot's fetch killed midway: refs/main names it, config.json only.
+    # SGLang's own download at a start moved refs/main to a new snapshot and stopped after
+    # config.json (no mark: not deploy's fetch): judged by its weights.
     newer = "ab" * 20
     (entry / "snapshots" / newer).mkdir()
     os.symlink("../../blobs/0f3a", entry / "snapshots" / newer / "config.json")
     (entry / "refs" / "main").write_text(newer)
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
-    assert "a fetch of it was interrupted" in entry_partial(fact), fact["snapshot"]
+    assert "holds no weights" in entry_partial(fact), fact["snapshot"]
     (entry / "refs" / "main").write_text(REVISION)
     (entry / "blobs" / "9a1c").unlink()
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
@@ -475,6 +499,7 @@ def test_deploys_own_hf_hub_offline_is_decided_again_and_taken_back(name, fact, 
     assert (code, node.service.env.get("HF_HUB_OFFLINE"), node.env_owned, node.env_drop) == expected, node.findings
     assert "HF_HUB_OFFLINE is set" not in " ".join(f.message for f in node.findings if fact.get("offline_by"))
     assert node.as_dict()["env_drop"] == expected[3]
+    assert node.env_settled  # the model judged: deploy's record says what it owns now
     said = " ".join(f.message for f in node.findings if f.code.startswith("MODEL_"))
     assert ("deploy takes back the HF_HUB_OFFLINE=1 it wrote" in said) is bool(expected[3]), said
 
@@ -548,7 +573,8 @@ def test_a_record_cannot_pass_lines_of_its_own_for_the_probes(open_dir):
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
     assert (fact["revision"], fact["hub"], fact["config"]["kind"]) == (REVISION, None, "regular file"), fact
     assert (fact["snapshot"]["record_repo"], fact["snapshot"]["record_revision"]) == (None, None), fact["snapshot"]
-    assert "a fetch of it was interrupted" in entry_partial(fact)
+    # A record that names nothing is none of this snapshot: judged as an operator's entry (its own cache).
+    assert fact["snapshot"]["record"] == "present" and entry_partial(fact) == ""
 
 
 def test_refs_main_is_read_as_the_caches_reader_never_through_a_link(open_dir):
@@ -670,3 +696,91 @@ def test_a_port_error_naming_an_endpoint_password_is_redacted_in_the_finding():
                                                                   "error": "nonnumeric port: 'Pw9secret@mirror'"})
     decision = decide(fact, "nobody", serving=True)
     assert decision.code == "MODEL_UNAVAILABLE" and "Pw9" not in decision.message, decision.message
+
+
+@pytest.mark.parametrize("settled,record,owned,rewritten", [
+    ("judged", "file", {}, True),  # a record an interrupted take-back left: said again, emptied
+    ("judged", None, {}, False),  # no record: none written
+    ("judged", "file", {"HF_HUB_OFFLINE": "1"}, False),  # written first already, whole
+    ("no model judged", "file", {}, False),  # nothing to decide it from: left as it is
+])
+def test_deploys_record_converges_after_an_interrupted_take_back(settled, record, owned, rewritten):
+    """The env step records what deploy owns before the env file holds it and takes its record
+    back after: a run killed between the env file (its key taken out) and the record leaves a
+    record naming HF_HUB_OFFLINE=1 for a file without it; no later plan owns or drops the key,
+    so an HF_HUB_OFFLINE=1 the operator writes later would pass for deploy's and be taken back.
+    With the model judged, the next deploy says the record again (what it owns now)."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import tasks.cuda_env as cuda_env
+    from bringup.planned_env import owned_record
+
+    node = SimpleNamespace(toolkit=SimpleNamespace(home="/usr/local/cuda-12.8", version="12.8"),
+                           layout=SimpleNamespace(profile_script="/p", pam_environment="/e", env_dir="/etc/sglang"),
+                           session_path="/s", manage_alternative=False, env_owned=owned, env_drop={},
+                           env_settled=settled == "judged", service=SimpleNamespace(
+                               user="sglang", env_file="/etc/sglang/sglang.env", env={}))
+    calls = mock.MagicMock()
+    with mock.patch.multiple(cuda_env, whole_template=calls.template, shared_env_file=calls.env_file,
+                             directory_if_missing=calls.directory, server=calls.server, whole_file=calls.record,
+                             cuda_alternative=calls.alternative), \
+            mock.patch.object(cuda_env, "host", create=True) as host:
+        host.get_fact.return_value = {"kind": record}
+        cuda_env.cuda_environment.__wrapped__(node)
+    names = [name for name, _, _ in calls.mock_calls if name in ("env_file", "record")]
+    written = [call.kwargs["src"].getvalue() for call in calls.record.call_args_list]
+    assert (names[-1] == "record" and written[-1] == owned_record({})) is rewritten, (names, written)
+    assert all(call.kwargs["dest"] == "/etc/sglang/sglang.env.deploy-owned" for call in calls.record.call_args_list)
+
+
+def test_what_the_readers_process_prints_is_held_to_the_snapshot_lines(open_dir, monkeypatch):
+    """SNAPSHOT_STATE runs as the cache's reader, the service user: a process of that user
+    may trace it (ptrace where Yama allows it, as Debian's default does) and make it print
+    what it likes. Only the snapshot's own lines, each of its shape, reach the section: not
+    a key of the section's own (offline_by=, hub_status=: deploy would take back the
+    operator's HF_HUB_OFFLINE)."""
+    import facts.probe_script as probe_script
+
+    plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    script = (probe_script.FILES / "probe.sh").read_text()
+    assert script.count("SNAPSHOT_STATE='entry=$1 ") == 1
+    traced = open_dir / "probe.sh"
+    traced.write_text(script.replace("SNAPSHOT_STATE='entry=$1 ", "SNAPSHOT_STATE='printf \"offline_by=deploy\\n"
+                                     "hub_status=200\\nsnapshot_weights=1 \\n\"\n"
+                                     "entry=$1 "))
+    monkeypatch.setattr(probe_script, "PROBE_SOURCES", (*probe_script.PROBE_SOURCES[:-1], traced))
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert (fact["offline"], fact["offline_by"], fact["hub"]) == ("1", None, None), fact
+    assert fact["snapshot"]["weights"] == 1 and entry_partial(fact) == "", fact["snapshot"]
+
+
+def test_a_record_longer_than_the_probe_reads_is_held_to_its_whole_lines(open_dir):
+    """The probe reads at most 256 KiB of the record (a repository of many files writes more):
+    the line the cut falls in is no missing file, else a whole entry would be partial for
+    ever (fetched again on every deploy, MODEL_UNAVAILABLE with the hub down)."""
+    entry = plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
+    lines = [f"file={name}" for name in ["config.json", "model.safetensors"] * 16000]
+    (entry / ".gpu-bringup-complete").write_text("\n".join(
+        ["repo=Qwen/Qwen3-0.6B", f"revision={REVISION}", *lines]) + "\n")
+    assert (entry / ".gpu-bringup-complete").stat().st_size > 262144
+    fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
+    assert fact["snapshot"]["record_missing"] == 0 and entry_partial(fact) == "", fact["snapshot"]
+    assert 0 < fact["snapshot"]["record_files"] < len(lines)
+
+
+def test_the_fetchs_own_steps_as_the_service_user_are_bounded_by_the_clock(monkeypatch):
+    """The mark before ``hf download`` and the record after it run as the service user over
+    the service user's cache (a stalled mount, a tree of its making): each ends within its
+    bound, a failure of the host, never a deploy that waits for ever."""
+    import time
+
+    import tasks.operations.model as model_ops
+    from bringup.plan.model import ModelFetchPlan
+
+    monkeypatch.setattr(model_ops, "SCRIPT_TIMEOUT", 2, raising=False)
+    fetch = ModelFetchPlan("Qwen/Qwen3-0.6B", "/nonexistent", "/v/bin/hf", "nobody", "/nonexistent", "/e")
+    began = time.monotonic()
+    done = subprocess.run(["sh", "-c", model_ops.as_service_user(fetch, "sleep 300")], env={"PATH": "/usr/bin:/bin"},
+                          timeout=60, check=False)
+    assert done.returncode != 0 and time.monotonic() - began < 30
