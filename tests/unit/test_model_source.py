@@ -528,6 +528,7 @@ def test_probe_tells_deploys_hf_hub_offline_from_the_operators(open_dir):
     is deploy's, and the hub is asked all the same; without the record, with a record
     others may write, one that is a link, one naming another value, or with service_env
     setting it, it is the operator's and the hub is not asked."""
+    from bringup.layout import DEFAULT_LAYOUT
     from bringup.planned_env import owned_record
 
     hub = f"HF_HUB_CACHE={open_dir}/hub\n"
@@ -657,7 +658,8 @@ def test_probe_never_shows_or_passes_an_endpoint_password(open_dir, password):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_HEAD(self):
-            seen["argv"] += [argv for argv in _argv_of_every_process() if "Pw9" in argv]
+            # The case's own password (another test's process may hold a "Pw9" of its own).
+            seen["argv"] += [argv for argv in _argv_of_every_process() if password in argv]
             seen["auth"].append(self.headers.get("Authorization"))
             self.send_response(200)
             self.send_header("Content-Length", "0")
@@ -714,10 +716,12 @@ def test_deploys_record_converges_after_an_interrupted_take_back(settled, record
     from unittest import mock
 
     import tasks.cuda_env as cuda_env
+    from bringup.layout import DEFAULT_LAYOUT
     from bringup.planned_env import owned_record
 
     node = SimpleNamespace(toolkit=SimpleNamespace(home="/usr/local/cuda-12.8", version="12.8"),
-                           layout=SimpleNamespace(profile_script="/p", pam_environment="/e", env_dir="/etc/sglang"),
+                           layout=SimpleNamespace(profile_script="/p", pam_environment="/e", env_dir="/etc/sglang",
+                                                  directory=DEFAULT_LAYOUT.directory),
                            session_path="/s", manage_alternative=False, env_owned=owned, env_drop={},
                            env_settled=settled == "judged", service=SimpleNamespace(
                                user="sglang", env_file="/etc/sglang/sglang.env", env={}))
