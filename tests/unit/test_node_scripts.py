@@ -90,6 +90,19 @@ def test_a_urls_user_and_password_never_leave_through_the_output(tmp_path):
     assert run.stdout == b"progress 1\rprogress 2\rhttps://<redacted>@mirror/ok\n", run.stdout
 
 
+def test_a_command_that_closed_its_output_still_dies_with_its_session(tmp_path):
+    pid_file = tmp_path / "pid"
+    wrapper = subprocess.Popen([sys.executable, str(SESSION_BOUND), "sh", "-c",
+                                f"echo $$ > {pid_file}; echo started; exec >&- 2>&-; sleep 300"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert wrapper.stdout.readline() == b"started\n"
+    time.sleep(1.5)  # the command has closed its output, and the wrapper has seen it end
+    wrapper.stdout.close()
+    wrapper.stderr.close()
+    assert wrapper.wait(timeout=20) == 129
+    assert wait_gone(int(pid_file.read_text()))
+
+
 # -------------------------------------------------------------- apt's locks
 
 
