@@ -250,7 +250,7 @@ def test_a_port_nothing_listens_on_is_not_asked_a_stranger_binding_it_meanwhile_
     spec = importlib.util.spec_from_file_location("serving_probe_under_test", PROBE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    proc, port, record = stranger
+    _, port, record = stranger
     # The moment the probe reads /proc/net/tcp*: the stranger is not listening yet.
     monkeypatch.setattr(module, "listening", lambda host, port: set())
     answer = module.ask("127.0.0.1", str(port), "health", "", pids=[str(os.getpid())])
