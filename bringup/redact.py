@@ -23,6 +23,11 @@ REDACTED = "<redacted>"
 # the settings' checks refuse what it finds (bringup/setting_checks.py), the redaction replaces
 # it, files/probe.sh cuts the endpoint at its last "@" the same way.
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
+# In one value (a setting, an assignment of the env file) the userinfo runs from the
+# scheme to the value's last "@", whatever it holds, a space too (a password may: urllib
+# then says "URL can't contain control characters. 'svc:PASS WORD@host'"): what the
+# settings' checks refuse and an error line replaces, as files/probe.sh cuts the endpoint.
+VALUE_USERINFO = re.compile(r"(?s)(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://).*@")
 # urllib's and http.client's port errors quote the authority's tail, which is a password
 # when the URL had one ("nonnumeric port: 'PASSWORD@host'"): no scheme left to find it by.
 PORT_ERROR = re.compile(r"(?P<keep>(?:nonnumeric port|Port could not be cast to integer value as):? )'[^']*'")
@@ -44,13 +49,25 @@ def urls(text, replacement=REDACTED):
     return USERINFO.sub(lambda match: f"{match.group('scheme')}{replacement}@", text)
 
 
+def value(text, replacement=REDACTED):
+    """One value ``text`` with its URL's userinfo replaced, up to the value's last "@".
+
+    >>> value("https://svc:pa ss@mirror/m")
+    'https://<redacted>@mirror/m'
+    """
+    return VALUE_USERINFO.sub(lambda match: f"{match.group('scheme')}{replacement}@", text)
+
+
 def has_userinfo(text):
-    """Whether ``text`` holds a URL with a user or password (``urls`` would replace it).
+    """Whether the value ``text`` holds a URL with a user or password (``value`` would
+    replace it).
 
     >>> has_userinfo("https://svc:p/w@mirror"), has_userinfo("https://mirror/simple"), has_userinfo("a@b")
     (True, False, False)
+    >>> has_userinfo("https://svc:pa ss@mirror")
+    True
     """
-    return USERINFO.search(str(text)) is not None
+    return VALUE_USERINFO.search(str(text)) is not None
 
 
 # What a server's own log can carry of a secret: SGLang logs its ServerArgs

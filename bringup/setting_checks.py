@@ -61,8 +61,10 @@ def without_userinfo(text):
     'https://***@mirror/cuda and http://h/'
     >>> without_userinfo("'https://bob:s3/cr?e#t@mirror/cuda'")
     "'https://***@mirror/cuda'"
+    >>> without_userinfo("https://bob:s3 cr'et@mirror/cuda")
+    'https://***@mirror/cuda'
     """
-    return redact.urls(text, "***")
+    return redact.value(text, "***")
 
 
 def cut(text, limit=SHOWN_CHARS):

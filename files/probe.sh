@@ -752,7 +752,8 @@ probe_model() {
         *) if [ -d "$place" ]; then kind=path; else kind=hub; fi ;;
     esac
     # A user and password in the endpoint's URL are never reported: everything up to its
-    # last "@" (a password may hold "/", "?", "#" or "@"), as bringup/redact.py USERINFO.
+    # last "@" (a password may hold "/", "?", "#", "@" or a space), as bringup/redact.py
+    # VALUE_USERINFO.
     case $endpoint in *://*@*) shown=${endpoint%%://*}://'<redacted>'@${endpoint##*@} ;; *) shown=$endpoint ;; esac
     body="kind=$kind${NL}offline=$offline${NL}offline_by=$offline_by${NL}token=$token${NL}endpoint=$shown"
     if [ "$kind" = path ]; then
@@ -820,7 +821,7 @@ class Stay(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args):
         return None
 endpoint, model = sys.stdin.read().split("\n")[:2]
-found = re.match(r"([A-Za-z][A-Za-z0-9+.-]*://)(\S*)@", endpoint)
+found = re.match(r"([A-Za-z][A-Za-z0-9+.-]*://)(.*)@", endpoint)
 secrets = []
 if found:
     secrets = sorted({found.group(2), *re.split("[:@]", found.group(2))} - {""}, key=len, reverse=True)

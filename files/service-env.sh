@@ -44,15 +44,19 @@ each_service_env() {
     done < "$1"
 }
 
-quote_service_env() {
+quote_service_env() (
     # quote_service_env VALUE: VALUE as one single-quoted shell word ('it'\''s'), printed
     # without a newline; with-service-env hands the assignments to the user's shell so.
-    rest=$1 quoted=
-    while :; do
-        case $rest in
-            *\'*) quoted="$quoted${rest%%\'*}'\\''"; rest=${rest#*\'} ;;
-            *) quoted="$quoted$rest"; break ;;
-        esac
+    # Linear in VALUE's length: split at its quotes by the shell (IFS, no globbing; a "."
+    # keeps a trailing empty piece), each piece printed, never a string rebuilt per quote;
+    # in a subshell, so its caller's IFS and globbing stay as they were.
+    set -f
+    IFS=\'
+    set -- $1.
+    printf "'"
+    left=$#
+    for piece do  # not shift: dash's moves every parameter left
+        left=$((left - 1))
+        if [ "$left" -gt 0 ]; then printf "%s'\\\\''" "$piece"; else printf "%s'" "${piece%.}"; fi
     done
-    printf "'%s'" "$quoted"
-}
+)

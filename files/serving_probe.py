@@ -9,7 +9,8 @@ token (bringup/serving.py: what the pinned release answers).
 
 Asked only when the answer comes from the unit: every socket listening on PORT
 (/proc/net/tcp, tcp6) must be held by one of the PIDs (the unit's main PID and the
-processes of its cgroup, facts/serving.py finds them), read from /proc/<pid>/fd;
+processes of its cgroup, facts/serving.py finds them), read from /proc/<pid>/fd,
+and one must listen (a request to a free port reaches whoever binds it first);
 otherwise nothing is sent and the answer is "not the unit's listener" (while SGLang
 loads the port is free, and any local user may listen there and answer 200). The API
 key (SGLang's ``--config`` YAML, ``api-key: <key>``) goes only with ``generate``, the
@@ -96,10 +97,12 @@ def held_by(pids):
 
 def whose(host, port, pids):
     """Why the listener a connection to ``host``:``port`` reaches is not the unit's, or ""
-    when every such listener is held by one of ``pids``."""
+    when there is one and every such listener is held by one of ``pids``."""
     listeners = listening(host, port)
     if not listeners:
-        return ""  # nothing listens: the request itself says so (connection refused)
+        # Nothing is sent: a request would reach whoever listens by the time it connects,
+        # and any local user may bind the free port in between.
+        return f"nothing listens on port {port}"
     if not pids:
         return f"not the unit's listener: the unit has no process, and something else listens on port {port}"
     if listeners - held_by(pids):

@@ -90,6 +90,9 @@ USERINFO = [
     ("cuda_repo_url", "https://bob:Hunter2pw/x@mirror/cuda"),
     ("venv_index_url", "https://bob:Hunter2pw?x@pypi.mirror/simple"),
     ("venv_extra_index_urls", "https://bob:Hunter2pw#x@pypi.mirror/simple"),
+    # Review: a password holding a space (the userinfo pattern stopped at the word's end,
+    # so the error line showed the value whole).
+    ("venv_index_url", "https://bob:Hunter2pw x@pypi.mirror/simple"),
 ]
 
 # A URL's user and password in a service_env value (HF_ENDPOINT and any other): refused
@@ -99,6 +102,8 @@ ENV_USERINFO = [
     "HF_ENDPOINT=https://bob:Hunter2pw/x@hub.mirror",
     "MIRROR=http://bob:Hunter2pw?x@hub.mirror/path",
     "DATABASE_URL=postgres://bob:Hunter2pw@db:5432/x",
+    # Review: a password holding a space was accepted (then on the probe's command line).
+    "HF_ENDPOINT='https://bob:Hunter2pw x@hub.mirror'",
 ]
 
 # settings file content (YAML), fragment of the message

@@ -646,7 +646,7 @@ def _argv_of_every_process():
     return found
 
 
-@pytest.mark.parametrize("password", ["Pw9secret", "Pw9/sec?r#et", "Pw9@sec@ret"])
+@pytest.mark.parametrize("password", ["Pw9secret", "Pw9/sec?r#et", "Pw9@sec@ret", "Pw9 se'c r#et"])
 def test_probe_never_shows_or_passes_an_endpoint_password(open_dir, password):
     """HF_ENDPOINT with a user and password in the service's env file (root's, 0600: where
     such a value may live): the hub is asked without them (urllib takes none from a URL:

@@ -73,6 +73,36 @@ def test_a_signal_to_the_wrapper_stops_the_group(tmp_path):
     assert wait_gone(int(pid_file.read_text()))
 
 
+def test_a_urls_user_and_password_never_leave_through_the_output(tmp_path):
+    """Review (secrets in argv, reports, logs): the env file's HF_ENDPOINT may carry a
+    password (docs/security.md sends it there), and huggingface_hub's CLI prints the URL
+    whole when the hub fails ("Server error '500 ...' for url 'http://svc:PASSWORD@mirror/
+    api/models/...'"): the fetch, the pre-warm and DeepGEMM print their output at default
+    verbosity. What a bound command prints has every URL's userinfo replaced, in both
+    streams, split across writes or not; progress lines and the status pass through."""
+    script = ("printf 'Error: for url %s\\n' \"'http://svc:Pw9secret@127.0.0.1:1/api/models/x'\" >&2; "
+              "printf 'progress 1\\rprogress 2\\r'; printf 'https://u:Pw9'; sleep 0.3; printf 'xy@mirror/ok\\n'; "
+              "exit 7")
+    run = subprocess.run([sys.executable, str(SESSION_BOUND), "sh", "-c", script], capture_output=True, timeout=30)
+    assert run.returncode == 7
+    assert b"Pw9" not in run.stdout + run.stderr, (run.stdout, run.stderr)
+    assert run.stderr == b"Error: for url 'http://<redacted>@127.0.0.1:1/api/models/x'\n", run.stderr
+    assert run.stdout == b"progress 1\rprogress 2\rhttps://<redacted>@mirror/ok\n", run.stdout
+
+
+def test_a_command_that_closed_its_output_still_dies_with_its_session(tmp_path):
+    pid_file = tmp_path / "pid"
+    wrapper = subprocess.Popen([sys.executable, str(SESSION_BOUND), "sh", "-c",
+                                f"echo $$ > {pid_file}; echo started; exec >&- 2>&-; sleep 300"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert wrapper.stdout.readline() == b"started\n"
+    time.sleep(1.5)  # the command has closed its output, and the wrapper has seen it end
+    wrapper.stdout.close()
+    wrapper.stderr.close()
+    assert wrapper.wait(timeout=20) == 129
+    assert wait_gone(int(pid_file.read_text()))
+
+
 # -------------------------------------------------------------- apt's locks
 
 

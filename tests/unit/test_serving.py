@@ -238,3 +238,21 @@ def test_no_process_of_the_unit_is_no_answer_and_no_request(stranger):
     _, answer = probe_as(port, "health", "", [])
     assert answer["status"] is None and "not the unit's listener" in answer["error"], answer
     assert record.read_text() == ""
+
+
+def test_a_port_nothing_listens_on_is_not_asked_a_stranger_binding_it_meanwhile_gets_nothing(stranger, monkeypatch):
+    """Review (trust in what answers): the listeners are read before the request
+    connects. When none listens at that moment the probe used to ask anyway ("the
+    request itself says so"), and a local user binding the free port in between (a loop
+    of bind, listen, close: 38 requests answered 200 in 90 s of polling) was asked and
+    taken as serving. Nothing listening is no answer, and nothing is sent."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("serving_probe_under_test", PROBE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _, port, record = stranger
+    # The moment the probe reads /proc/net/tcp*: the stranger is not listening yet.
+    monkeypatch.setattr(module, "listening", lambda host, port: set())
+    answer = module.ask("127.0.0.1", str(port), "health", "", pids=[str(os.getpid())])
+    assert answer["status"] is None, answer
+    assert record.read_text() == "", "the stranger was asked"

@@ -138,3 +138,16 @@ def test_no_value_of_the_env_file_is_in_any_process_argv_while_the_command_runs(
     root_with_values = [(pid, argv) for pid, uid, argv, environ in processes
                         if uid == 0 and any(value in environ for value in values)]
     assert root_with_values == [], root_with_values
+
+
+def test_a_value_of_many_quotes_is_handed_over_in_linear_time(scratch):
+    """Review (bounds that are not bounds): each quote of a value was quoted by a loop
+    that copied the rest of the value (20000 quotes took 11 s, 100000 over 120 s, while
+    a fetch waited). A 100000-character value of quotes reads back exactly, in seconds."""
+    libexec, env_file, _ = scratch
+    value = "a'" * 50000
+    env_file.write_text(f'K1="{value}"\nK2=tail\n')
+    result = run(libexec, "--as", "nobody", "/nonexistent", BASE_PATH, str(env_file), "/bin/sh", "-c",
+                 'printf "%s|%s" "$K1" "$K2"')
+    assert result.returncode == 0, result.stderr[-500:]
+    assert result.stdout == f"{value}|tail"
