@@ -262,195 +262,194 @@ class ControlPath(checks.Check):
         return value
 
 
-
 # Every setting: Config's fields in this order (bringup/config.py), docs/settings.md's rows.
 SETTINGS = declare([
     Setting("stack_sglang", checks.Release(), "0.5.23",
-            meaning='SGLang release of the venv'),
+            meaning="SGLang release of the venv"),
     Setting("stack_torch", checks.Release(), "2.14.1",
-            meaning='torch release (pinned by SGLang)'),
+            meaning="torch release (pinned by SGLang)"),
     Setting("stack_torch_cuda", checks.CudaRelease(MINOR_COMPAT_DRIVER_FOR_MAJOR), "13.0",
             meaning="torch's CUDA build; decides the toolkit (`cuda-nvcc-13-0`)"),
     Setting("stack_flashinfer", checks.Release(), "0.7.2",
-            meaning='flashinfer-python release (pinned by SGLang)'),
+            meaning="flashinfer-python release (pinned by SGLang)"),
     Setting("venv_path", checks.NodePath(), DEFAULT_VENV,
-            meaning='the SGLang venv'),
+            meaning="the SGLang venv"),
     Setting("venv_managed", checks.Bool(), True,
-            meaning='`false`: the venv is built by someone else; its own torch decides the toolkit'),
+            meaning="`false`: the venv is built by someone else; its own torch decides the toolkit"),
     Setting("venv_lock", Lock(), "",
             shown="(empty: the node's own)",
-            meaning='the lock (pins with hashes) the venv is built from; empty picks '
-                    '`files/locks/sglang-<stack_sglang>-cp<XY>-<machine>.txt` for the CPython the venv is built with '
+            meaning="the lock (pins with hashes) the venv is built from; empty picks "
+                    "`files/locks/sglang-<stack_sglang>-cp<XY>-<machine>.txt` for the CPython the venv is built with "
                     "and the node's CPU; `make lock` regenerates them"),
     Setting("venv_index_url", checks.Url(optional=True), "",
-            shown='(empty: PyPI)',
-            meaning='package index (a site mirror)'),
+            shown="(empty: PyPI)",
+            meaning="package index (a site mirror)"),
     Setting("venv_extra_index_urls", checks.ListOf(checks.Url()), (),
-            meaning='extra package indexes'),
+            meaning="extra package indexes"),
     Setting("venv_find_links", checks.ListOf(checks.Url(paths=True)), (),
-            meaning='find-links pages or directories (a site wheelhouse)'),
+            meaning="find-links pages or directories (a site wheelhouse)"),
     Setting("venv_no_index", checks.Bool(), False,
-            meaning='use only `venv_find_links`'),
+            meaning="use only `venv_find_links`"),
     Setting("venv_installer", checks.Choice("uv", "pip"), "uv",
-            meaning='`uv` (bootstrapped from `files/locks/uv-*.txt` with its hashes; when the index lacks it the '
-                    'build stops and says so, it never falls back silently) or `pip`'),
+            meaning="`uv` (bootstrapped from `files/locks/uv-*.txt` with its hashes; when the index lacks it the "
+                    "build stops and says so, it never falls back silently) or `pip`"),
     Setting("venv_python", Interpreter(), "",
             shown="(empty: the distribution's own)",
-            meaning='the absolute path of a CPython the operator installed, which the managed venv is built with, its'
+            meaning="the absolute path of a CPython the operator installed, which the managed venv is built with, its"
                     " lock the one of its `X.Y` (`cp311` for a 3.11); empty: the distribution's own "
-                    '(`bringup/platforms.py`). For Ubuntu 22.04, whose archive has no final CPython >= 3.11: '
+                    "(`bringup/platforms.py`). For Ubuntu 22.04, whose archive has no final CPython >= 3.11: "
                     "deadsnakes' `python3.11` (`/usr/bin/python3.11` with `python3.11-venv`) or a build of your image"
-                    ' under /opt (`/opt/cpython-3.11/bin/python3.11`). The probe runs it (`-I -c`: version, release '
-                    'level, venv and ensurepip) only when it, every link on its way and every directory above them '
+                    " under /opt (`/opt/cpython-3.11/bin/python3.11`). The probe runs it (`-I -c`: version, release "
+                    "level, venv and ensurepip) only when it, every link on its way and every directory above them "
                     "are root's and writable by root only; else, or when it is missing, too old, a pre-release or "
-                    'without venv support: `VENV_PYTHON_UNUSABLE`'),
+                    "without venv support: `VENV_PYTHON_UNUSABLE`"),
     Setting("service_user", checks.UserName(), DEFAULT_SERVICE_USER,
-            meaning='user the service and the pre-warm run as'),
+            meaning="user the service and the pre-warm run as"),
     Setting("service_env_file", checks.OwnDirFile("sglang"), DEFAULT_ENV_FILE,
-            meaning='environment file of the service'),
+            meaning="environment file of the service"),
     Setting("service_cache_dir", checks.ServiceDir(), DEFAULT_CACHE_DIR,
-            meaning='`FLASHINFER_WORKSPACE_BASE` and `SGLANG_CACHE_DIR`'),
+            meaning="`FLASHINFER_WORKSPACE_BASE` and `SGLANG_CACHE_DIR`"),
     Setting("service_model", ModelId(), "",
-            shown='(empty: unit written, not enabled)',
+            shown="(empty: unit written, not enabled)",
             meaning="the model `sglang serve` serves: a hub id (`org/name` or `name`, huggingface_hub's shape: "
-                    'letters, digits, `-_.` between them, no `--` or `..`) or the absolute path of a model directory;'
-                    ' anything else (`--help`, `-rf`) is refused'),
+                    "letters, digits, `-_.` between them, no `--` or `..`) or the absolute path of a model directory;"
+                    " anything else (`--help`, `-rf`) is refused"),
     Setting("service_port", checks.Port(), "30000",
-            meaning='port of the server'),
+            meaning="port of the server"),
     Setting("service_args", KeylessArguments(), "",
             meaning="extra `sglang serve` arguments (e.g. `--tp 8`), checked with the release's own parser by the "
-                    'node suite'),
+                    "node suite"),
     Setting("service_env", checks.Assignments(), (),
-            shown='(empty)',
+            shown="(empty)",
             meaning="variables of your own for the service env file (`KEY=value` words or a mapping); the plan's keys"
                     " cannot be set here; a value holding a URL's user or password "
-                    '(`HF_ENDPOINT=https://user:pw@mirror`) is refused: put that assignment into the env file '
+                    "(`HF_ENDPOINT=https://user:pw@mirror`) is refused: put that assignment into the env file "
                     "yourself (root's, 0600), which deploy keeps and never shows"),
     Setting("service_enable", checks.Bool(), True,
-            meaning='on a systemd host with a model: enable and start the unit, restarting it when its unit, '
-                    'environment or venv changed (`false`: write the unit only)'),
+            meaning="on a systemd host with a model: enable and start the unit, restarting it when its unit, "
+                    "environment or venv changed (`false`: write the unit only)"),
     Setting("service_model_fetch", checks.Bool(), False,
             meaning="before the unit starts, fetch a hub `service_model` into the service's hub cache (the venv's own"
                     " `hf download`, as the service user, with the env file's `HF_ENDPOINT` and `HF_TOKEN`, its "
-                    'progress printed); a no-op when the cache holds it; a failure fails the host in one line and the'
-                    ' unit is not (re)started ([deploy](deploy.md#where-the-model-comes-from))'),
+                    "progress printed); a no-op when the cache holds it; a failure fails the host in one line and the"
+                    " unit is not (re)started ([deploy](deploy.md#where-the-model-comes-from))"),
     Setting("service_model_fetch_timeout", checks.Seconds(least=60, most=86400), 3600,
-            meaning='seconds the fetch may take (60 to 86400)'),
+            meaning="seconds the fetch may take (60 to 86400)"),
     Setting("service_host", BindAddress(), "127.0.0.1",
             meaning="address `sglang serve` listens on (an IP address; SGLang's own default): a router or load "
                     "balancer on another host needs the node's address or `0.0.0.0`, and then `service_api_key_file` "
-                    '(validate warns otherwise: `SERVICE_OPEN`)'),
+                    "(validate warns otherwise: `SERVICE_OPEN`)"),
     Setting("service_api_key_file", ApiKeyFile(), "",
-            shown='(empty: no key; `api-key.yaml` beside `service_env_file` when `service_api_key_source` is set)',
+            shown="(empty: no key; `api-key.yaml` beside `service_env_file` when `service_api_key_source` is set)",
             meaning="YAML file on the node holding SGLang's API key (`api-key: <key>`; `root:<service_user>`, mode "
-                    '`0640`), given to `sglang serve --config`, which SGLang reads itself: the key is on no command '
-                    'line (`ps`, `systemctl show`) and in no report. Without `service_api_key_source` it must be on '
-                    'the node already: validate refuses it (`API_KEY_FILE_UNUSABLE`) when missing, a link, not '
-                    '`root:<service_user>`, readable by others or unreadable to the service user; `--api-key` in '
-                    '`service_args` is refused'),
+                    "`0640`), given to `sglang serve --config`, which SGLang reads itself: the key is on no command "
+                    "line (`ps`, `systemctl show`) and in no report. Without `service_api_key_source` it must be on "
+                    "the node already: validate refuses it (`API_KEY_FILE_UNUSABLE`) when missing, a link, not "
+                    "`root:<service_user>`, readable by others or unreadable to the service user; `--api-key` in "
+                    "`service_args` is refused"),
     Setting("service_api_key_source", ControlPath(), "",
-            shown='(empty: none)',
-            meaning='a file on the control machine (absolute, or relative to where pyinfra runs) holding `api-key: '
-                    '<key>`: deploy uploads it to `service_api_key_file` whole, `root:<service_user>` 0640, after the'
-                    ' account step (so it works on a fresh node), restarting the service when it changed, and never '
-                    'prints it; validate refuses a source that is missing, unreadable or has no `api-key:` line, and '
+            shown="(empty: none)",
+            meaning="a file on the control machine (absolute, or relative to where pyinfra runs) holding `api-key: "
+                    "<key>`: deploy uploads it to `service_api_key_file` whole, `root:<service_user>` 0640, after the"
+                    " account step (so it works on a fresh node), restarting the service when it changed, and never "
+                    "prints it; validate refuses a source that is missing, unreadable or has no `api-key:` line, and "
                     "a link at the node's file (`API_KEY_FILE_UNUSABLE`)"),
     Setting("service_ready_timeout", checks.Seconds(least=10, most=86400), 1200,
             meaning="seconds deploy's readiness gate waits, after it started or restarted the unit, for SGLang's "
-                    '`/health` to answer 200 (10 to 86400): weights and CUDA graph capture take minutes on a large '
-                    'model; a unit not ready in time fails its host with the cause found in its journal'),
+                    "`/health` to answer 200 (10 to 86400): weights and CUDA graph capture take minutes on a large "
+                    "model; a unit not ready in time fails its host with the cause found in its journal"),
     Setting("service_rollback", checks.Choice("never", "on-failure"), "never",
-            meaning='what deploy does when its readiness gate fails after a change (`never` or `on-failure`): '
-                    '`on-failure` puts the host back on the release it ran before (the venv `venvs/previous` names '
+            meaning="what deploy does when its readiness gate fails after a change (`never` or `on-failure`): "
+                    "`on-failure` puts the host back on the release it ran before (the venv `venvs/previous` names "
                     'with the unit and env file that went with it: the same as `rollback.py`, docs/deploy.md "Rolling'
                     ' back"), waits for it to serve, and fails the host with the verdict `rolled back` and the gate\'s'
-                    ' cause (exit status 1: the change did not serve). A managed venv only (`venv_managed: true`)'),
+                    " cause (exit status 1: the change did not serve). A managed venv only (`venv_managed: true`)"),
     Setting("prewarm_modules", checks.ListOf(PrewarmModule()), ("sampling", "rope", "norm", "activation:silu", "activation:gelu",
                               "page", "cascade", "prefill", "decode", "sglang-activation"),
             meaning="JIT modules compiled before the service starts (`files/prewarm.py`): FlashInfer's, and SGLang's "
-                    'own `sglang-activation` (one per dtype)'),
+                    "own `sglang-activation` (one per dtype)"),
     Setting("prewarm_head_dims", checks.ListOf(checks.HeadDim()), ("128",),
-            shown='`[128]`',
+            shown="`[128]`",
             meaning="head dims of the prefill/decode attention modules (your model's)"),
     Setting("prewarm_dtypes", checks.ListOf(checks.Choice("bf16", "fp16")), ("bf16",),
-            shown='`[bf16]`',
-            meaning='q/kv/o dtype of the attention modules (`bf16`, `fp16`)'),
+            shown="`[bf16]`",
+            meaning="q/kv/o dtype of the attention modules (`bf16`, `fp16`)"),
     Setting("prewarm_deep_gemm", checks.Bool(), False,
             meaning="compile DeepGEMM's kernels for `service_model` with `python -m sglang.compile_deep_gemm` (the "
                     "server loaded on the node's GPUs; the service is stopped meanwhile) on GPUs of SM 9.0 or later; "
-                    'for FP8 block-quantised models (DeepSeek-style), whose first start otherwise compiles them for '
-                    '10-20 minutes'),
+                    "for FP8 block-quantised models (DeepSeek-style), whose first start otherwise compiles them for "
+                    "10-20 minutes"),
     Setting("prewarm_deep_gemm_timeout", checks.Seconds(least=60), 3600,
-            meaning='seconds the DeepGEMM compile may take (its `--timeout`; 60 at least)'),
+            meaning="seconds the DeepGEMM compile may take (its `--timeout`; 60 at least)"),
     Setting("cuda_repo_url", checks.Url(), "https://developer.download.nvidia.com/compute/cuda/repos",
             meaning="NVIDIA's CUDA repo or a mirror with its layout (`<url>/<distro>/<arch>/`)"),
     Setting("cuda_repo_key_url", checks.Url(optional=True), "",
-            shown='(empty: `<repo>/<last 8 of fingerprint>.pub`)',
+            shown="(empty: `<repo>/<last 8 of fingerprint>.pub`)",
             meaning="the repo's signing key"),
     Setting("cuda_repo_fingerprint", checks.Fingerprint(), "EB693B3035CD5710E231E123A4B469963BF863CC",
-            meaning='pinned fingerprint of that key'),
+            meaning="pinned fingerprint of that key"),
     Setting("cuda_repo_distro", checks.Pattern(r"^[a-z0-9]+$", "use a repository distro directory such as debian12 "
                                                "or ubuntu2404 (lower-case letters and digits)", optional=True), "",
-            shown='(empty: from the OS)',
+            shown="(empty: from the OS)",
             meaning="force the repo's distro directory for an OS the table lacks (mirrors)"),
     Setting("cuda_toolkit_lock", Lock(), "",
-            shown='(empty: `files/locks/cuda-<X.Y>-<distro>-<machine>.txt`)',
-            meaning='the toolkit lock (`package=version` lines) deploy installs exactly; `make lock` writes them'),
+            shown="(empty: `files/locks/cuda-<X.Y>-<distro>-<machine>.txt`)",
+            meaning="the toolkit lock (`package=version` lines) deploy installs exactly; `make lock` writes them"),
     Setting("cuda_manage_alternative", checks.Bool(), True,
-            meaning='point `/usr/local/cuda` at the chosen toolkit'),
+            meaning="point `/usr/local/cuda` at the chosen toolkit"),
     Setting("target_sms", checks.ListOf(_KNOWN_SM), (),
-            meaning='compute capabilities to build for on a node without GPUs (image builders)'),
+            meaning="compute capabilities to build for on a node without GPUs (image builders)"),
     Setting("gpu_standin", checks.Bool(), False,
             meaning="the node's GPUs are stand-ins (a test bed's recorded nvidia-smi, no device): the pre-warm "
                     "compiles for the plan's SMs without a device (`files/prewarm.py --no-device`) and the node suite"
-                    ' reports its CUDA checks as STAND-IN; the sandbox declares it for its nodes. Never set it on a '
-                    'real node: there, CUDA that does not start fails the pre-warm and the suite'),
+                    " reports its CUDA checks as STAND-IN; the sandbox declares it for its nodes. Never set it on a "
+                    "real node: there, CUDA that does not start fails the pre-warm and the suite"),
     Setting("driver_manage", checks.Bool(), False,
             meaning="the driver step: deploy installs NVIDIA's driver of `driver_branch` from NVIDIA's repository at "
-                    'the version of its lock (`files/locks/driver-<branch>-<distro>-<machine>.txt`, `make lock`), the'
-                    ' kernel module flavour the GPUs need (built by DKMS, with the headers of every installed '
+                    "the version of its lock (`files/locks/driver-<branch>-<distro>-<machine>.txt`, `make lock`), the"
+                    " kernel module flavour the GPUs need (built by DKMS, with the headers of every installed "
                     "kernel), Fabric Manager at the driver's version on NVSwitch nodes (and NVLSM on NVLink5), "
-                    '`nvidia-persistenced`, the nouveau blacklist, and holds them all (and keeps them out of '
-                    'unattended-upgrades); `false`: no driver package is ever touched'),
+                    "`nvidia-persistenced`, the nouveau blacklist, and holds them all (and keeps them out of "
+                    "unattended-upgrades); `false`: no driver package is ever touched"),
     Setting("driver_branch", checks.Pattern(r"^[0-9]{3,4}$", "use a driver branch number such as 580 (its lock "
                                             "is files/locks/driver-<branch>-<distro>-<machine>.txt)"), "580",
-            meaning='the driver branch whose lock deploy installs'),
+            meaning="the driver branch whose lock deploy installs"),
     Setting("driver_flavour", checks.Choice("auto", "open", "proprietary"), "auto",
             meaning="the kernel module flavour: `open` (required on Blackwell, NVIDIA's recommendation from Turing "
-                    'on), `proprietary` (GPUs older than Turing only), `auto` (open unless a GPU is older than '
-                    'Turing)'),
+                    "on), `proprietary` (GPUs older than Turing only), `auto` (open unless a GPU is older than "
+                    "Turing)"),
     Setting("driver_reboot", checks.Choice("never", "if-needed"), "never",
             meaning="a new kernel module loads only at a boot: `never` leaves the host's verdict `needs reboot` (exit"
-                    ' status 1; deploy runs nothing after the driver step that needs it); `if-needed` reboots the '
+                    " status 1; deploy runs nothing after the driver step that needs it); `if-needed` reboots the "
                     "host (pyinfra's `server.reboot`), waits for it and validates again"),
     Setting("driver_reboot_serving", checks.Bool(), False,
-            meaning='`driver_reboot: if-needed` also reboots a host whose service unit is active (otherwise such a '
-                    'host stays `needs reboot`)'),
+            meaning="`driver_reboot: if-needed` also reboots a host whose service unit is active (otherwise such a "
+                    "host stays `needs reboot`)"),
     Setting("driver_reboot_timeout", checks.Seconds(least=60, most=7200), 900,
-            meaning='seconds deploy waits for a rebooted host (60 to 7200), by the clock from the reboot (the last '
-                    'try may end one SSH connect timeout and a 5 s uptime read later); one that does not come back is'
-                    ' `unreachable`'),
+            meaning="seconds deploy waits for a rebooted host (60 to 7200), by the clock from the reboot (the last "
+                    "try may end one SSH connect timeout and a 5 s uptime read later); one that does not come back is"
+                    " `unreachable`"),
     Setting("deploy_steps", checks.ListOf(checks.Choice(*DEPLOY_STEPS), empty=(
                 f"name at least one step ({', '.join(DEPLOY_STEPS)}; all by default): with none deploy has nothing "
                 "to do (validate.py checks a node without changing it)")), DEPLOY_STEPS,
-            meaning='the steps `deploy.py` runs (`validate.py` always checks the whole node)'),
+            meaning="the steps `deploy.py` runs (`validate.py` always checks the whole node)"),
     Setting("deploy_apt_lock_timeout", checks.Seconds(), 300,
             meaning="seconds deploy waits while another process holds apt's or dpkg's locks (unattended-upgrades on a"
-                    ' first boot) before it fails the host, nothing changed; apt-get itself waits as long (`-o '
-                    'DPkg::Lock::Timeout`)'),
+                    " first boot) before it fails the host, nothing changed; apt-get itself waits as long (`-o "
+                    "DPkg::Lock::Timeout`)"),
     Setting("deploy_lock_timeout", checks.Seconds(), 600,
             meaning="seconds a deploy waits while another deploy holds the node's deploy lock (one deploy at a time "
-                    'per node, `/run/gpu-bringup/deploy.lock`) before it fails the host, nothing changed, naming the '
-                    'holder (run, pid, start time, control machine and user)'),
+                    "per node, `/run/gpu-bringup/deploy.lock`) before it fails the host, nothing changed, naming the "
+                    "holder (run, pid, start time, control machine and user)"),
     Setting("report_detail", checks.Bool(), False,
             meaning="print the host's full report as it is planned (as `pyinfra -v` does for every host), not only "
-                    'its row of the fleet summary'),
+                    "its row of the fleet summary"),
     Setting("metrics_textfile_dir", ControlPath(), "",
-            shown='(empty: none)',
+            shown="(empty: none)",
             meaning="a directory on the control machine (node_exporter's `--collector.textfile.directory`) where each"
                     " run writes `gpu_bringup_<host>.prom`: the host's verdict, findings by severity and code, the "
                     "stack's versions and the run's time "
-                    '([fleets](fleets.md#readiness-in-prometheus-a-node_exporter-textfile))'),
+                    "([fleets](fleets.md#readiness-in-prometheus-a-node_exporter-textfile))"),
 
 ])
 

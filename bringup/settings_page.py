@@ -11,7 +11,6 @@ import sys
 
 from bringup.settings import SETTINGS
 
-
 BEGIN = "<!-- settings table: generated from bringup/settings.py by python -m bringup.settings_page -->"
 END = "<!-- end of the settings table -->"
 

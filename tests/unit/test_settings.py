@@ -25,7 +25,7 @@ def test_no_setting_is_declared_twice_in_the_source():
         if path.exists():
             source = path.read_text()
             names += re.findall(r'"([a-z]+_[a-z_]+)": (?:checks\.)?[A-Z_]\w*\(', source)  # a SCHEMA literal's keys
-            names += re.findall(r'^\s+Setting\("(\w+)"', source, re.M)       # declarations
+            names += re.findall(r'^\s+Setting\("(\w+)"', source, re.MULTILINE)  # declarations
     assert names and [name for name, count in Counter(names).items() if count > 1] == []
 
 
