@@ -200,7 +200,7 @@ def driver_layer_problems(facts):
     on_bus = gpu_ids.bus_gpus(facts)
     unknown = [f"{gpu['vendor']}:{gpu['device']}" for gpu in on_bus if gpu_ids.gpu_model(gpu) is None]
     if unknown:
-        problems.append(f"PCI ids not in bringup/gpu_ids.py: {' '.join(unknown)}")
+        problems.append(f"PCI ids not in the GPU table bringup/gpu_archs.py: {' '.join(unknown)}")
     if len(on_bus) != len(gpus):
         problems.append(f"{len(on_bus)} NVIDIA GPU(s) on the bus, nvidia-smi lists {len(gpus)}")
     bus_sms = {model.compute_cap for model in map(gpu_ids.gpu_model, on_bus) if model}

@@ -12,14 +12,34 @@ says what is wrong before deploy changes anything (``API_KEY_FILE_UNUSABLE``, a 
 the key's value is never read here, only whether the source has an ``api-key:`` line.
 """
 
-import re
+import yaml
 
+from bringup import yamlload
 from bringup.findings import BLOCKER, FIX, Finding
 
-# A line SGLang's --config parser reads as the key (server_args_config_parser: YAML).
-KEY_LINE = re.compile(r"^api-key:[ \t]*\S", re.MULTILINE)
 KEY_FILE_NAME = "api-key.yaml"
 SOURCE_MOST_BYTES = 64 * 1024
+
+# SGLang's --config parser (server_args_config_parser) reads the file with yaml.safe_load
+# and passes each top-level value as `--key str(value)`: `api-key: ""` is no key at all
+# (SGLang adds its key check only for a non-empty one), `api-key: ~` the key "None".
+
+
+def has_key(text):
+    """Whether ``text``, read as YAML as SGLang reads it, gives a non-empty key (bounded:
+    bringup/yamlload.py; a parse error says nothing, since its text quotes the file).
+
+    >>> has_key("api-key: sk-1\\n"), has_key('api-key: ""\\n'), has_key("api-key: # later\\n")
+    (True, False, False)
+    >>> has_key("api-key: sk-1\\napi-key: ''\\n"), has_key("api-key: [a\\n"), has_key("api-key: true\\n")
+    (False, False, False)
+    """
+    try:
+        document = yamlload.load(text)
+    except (yaml.YAMLError, ValueError):
+        return False
+    value = document.get("api-key") if isinstance(document, dict) else None
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool) and bool(str(value).strip())
 
 
 def source_problem(state):
@@ -33,7 +53,7 @@ def source_problem(state):
     >>> source_problem({"kind": None})
     'does not exist on the control machine'
     >>> source_problem({"kind": "file", "readable": True, "size": 9, "has_key": False, "mode": 0o600})
-    'holds no `api-key: <key>` line'
+    'holds no `api-key: <key>` line SGLang reads as a key (YAML: a non-empty value at the top level)'
     """
     kind = state.get("kind")
     if kind is None:
@@ -45,7 +65,7 @@ def source_problem(state):
     if state.get("size", 0) > SOURCE_MOST_BYTES:
         return f"is larger than {SOURCE_MOST_BYTES} bytes: not a key file"
     if not state.get("has_key"):
-        return "holds no `api-key: <key>` line"
+        return "holds no `api-key: <key>` line SGLang reads as a key (YAML: a non-empty value at the top level)"
     return ""
 
 
@@ -74,6 +94,10 @@ def node_file_problem(found, group, uploaded):
         return "is a link (deploy never writes through one)"
     if kind not in (None, "file"):
         return f"is a {kind}, not a regular file"
+    if uploaded and found.get("writable_dir"):
+        # Root's stage, chown and rename there could be swapped for a link to any file.
+        return (f"is in {found['writable_dir']}, a directory a user other than root may write: deploy "
+                "uploads the key only where root alone writes every directory above it")
     if uploaded:
         return ""  # deploy writes it whole, root:<group> 0640, after the account exists
     if kind is None:
@@ -121,7 +145,11 @@ def api_key_findings(source, source_state, dest, found, user, account_deployed):
                             f"{dest}, root:{user} 0640")]
     problem = node_file_problem(found, user, bool(source))
     if problem:
-        if found.get("kind") == "link" or found.get("kind") not in (None, "file"):
+        if source and found.get("writable_dir") and problem.startswith("is in "):
+            fix = (f"choose a service_api_key_file in a directory only root writes (the default beside "
+                   f"service_env_file, /etc/sglang/{KEY_FILE_NAME}), or make {found['writable_dir']} and the "
+                   "directories above it root's and closed to others' writes")
+        elif found.get("kind") == "link" or found.get("kind") not in (None, "file"):
             fix = f"remove {dest} on the node (`rm {dest}`) so that deploy can write a file there, or choose " \
                   "another service_api_key_file"
         else:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, fields, replace
 
 from packaging.version import Version
 
-from bringup import checks, envfile, redact
+from bringup import envfile, redact
+from bringup import setting_checks as checks
 from bringup.api_key import KEY_FILE_NAME
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_VENV, NodeLayout
 from bringup.locks import venv_lock_target
@@ -129,6 +130,20 @@ the service and the pre-warm never run as root
         if not any(key in ("venv_path", "venv_managed", "service_env_file", "service_cache_dir", "service_user")
                    for key, _, _ in problems):
             problems += _cache_overlaps(replace(cls(), **values), data)
+        if values.get("service_api_key_source"):
+            # Deploy's upload (stage, chown, rename) in a directory the service user owns
+            # could be swapped for a link; the node's other directories: KeyFileAccess.
+            owned = replace(cls(), **values)
+            key = values.get("service_api_key_file") or posixpath.join(
+                posixpath.dirname(owned.service_env_file), KEY_FILE_NAME)
+            setting = "service_api_key_file" if values.get("service_api_key_file") else "service_env_file"
+            for tree, where in ((owned.service_cache_dir, "service_cache_dir"),
+                                (owned.layout.service_home, "the service user's home")):
+                if checks.inside(key, tree):
+                    problems.append((setting, data[setting],
+                                     f"the API key file {key} is inside {tree} ({where}), which the service user "
+                                     f"owns: deploy uploads the key only where root alone writes; use e.g. "
+                                     f"/etc/sglang/{KEY_FILE_NAME}"))
         if problems:
             raise ConfigError(host, problems)
         if values.get("service_api_key_source") and not values.get("service_api_key_file"):

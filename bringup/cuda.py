@@ -1,9 +1,9 @@
-"""CUDA compatibility tables: which CUDA first targets an SM, which driver runs a CUDA.
+"""CUDA compatibility tables: which CUDA targets an SM, which driver runs a CUDA.
 
 Sources:
-- CUDA Toolkit release notes 11.8 .. 13.0, "New Features / Supported architectures"
-  (sm_90 in 11.8; sm_100, sm_101, sm_120 in 12.8; sm_103, sm_121 and the ``f``
-  family targets in 12.9; sm_101 renamed sm_110 in 13.0; 13.0 drops sm_50..sm_72).
+- Which CUDA first (and last) targets an SM: the one table of GPU architectures,
+  bringup/gpu_archs.py (CUDA Toolkit release notes, "Supported architectures"); the
+  ``f`` family targets came with 12.9 (CUDA 12.9 release notes).
 - CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Minimum Required Driver
   Version" (toolkit GA drivers) and the minor-version compatibility table (any
   12.x on >= 525.60.13, any 13.x on >= 580).
@@ -15,30 +15,13 @@ import re
 
 from packaging.version import Version
 
+from bringup.gpu_archs import ARCHITECTURES
 from bringup.versions import parse
 
-# SM -> first CUDA release whose nvcc can target it (release notes, see above).
-FIRST_CUDA_FOR_SM = {
-    Version("7.5"): Version("10.0"),
-    Version("8.0"): Version("11.0"),
-    Version("8.6"): Version("11.1"),
-    Version("8.7"): Version("11.4"),
-    Version("8.9"): Version("11.8"),
-    Version("9.0"): Version("11.8"),
-    Version("10.0"): Version("12.8"),
-    Version("10.1"): Version("12.8"),
-    Version("10.3"): Version("12.9"),
-    Version("11.0"): Version("13.0"),
-    Version("12.0"): Version("12.8"),
-    Version("12.1"): Version("12.9"),
-}
-
-# SM -> last CUDA release that still targets it (CUDA 13.0 dropped Maxwell..Volta;
-# sm_101 was renamed sm_110 in 13.0).
-LAST_CUDA_FOR_SM = {
-    Version("10.1"): Version("12.9"),
-}
-LAST_CUDA_BEFORE_SM75 = Version("12.9")
+# SM -> first (and last) CUDA release whose nvcc targets it: the columns of the one
+# table of GPU architectures (bringup/gpu_archs.py, release notes cited there).
+FIRST_CUDA_FOR_SM = {arch.sm: arch.first_cuda for arch in ARCHITECTURES}
+LAST_CUDA_FOR_SM = {arch.sm: arch.last_cuda for arch in ARCHITECTURES if arch.last_cuda}
 
 # Family (``f``) targets need this nvcc (CUDA 12.9 release notes).
 FIRST_CUDA_FOR_FAMILY_TARGETS = Version("12.9")
@@ -76,15 +59,6 @@ DRIVER_FLOOR_FOR_GPU = {
 }
 
 
-def known_sms():
-    """Every SM the tables know, sorted.
-
-    >>> [str(sm) for sm in known_sms()][:2]
-    ['7.5', '8.0']
-    """
-    return sorted(FIRST_CUDA_FOR_SM)
-
-
 def cuda_supports_sm(cuda, sm):
     """True when nvcc of release ``cuda`` can target ``sm`` (both Versions).
 
@@ -95,8 +69,6 @@ def cuda_supports_sm(cuda, sm):
     if first is None or cuda < first:
         return False
     last = LAST_CUDA_FOR_SM.get(sm)
-    if sm < Version("7.5"):
-        last = LAST_CUDA_BEFORE_SM75
     return last is None or cuda <= last
 
 

@@ -10,10 +10,39 @@ out). A kernel module only changes at a boot: ``driver_reboot: never`` leaves th
     ('reboot', 'loaded: none; installed: 580.95.05 open')
 """
 
+from itertools import groupby
+
 from packaging.version import InvalidVersion, Version
 
 # What deploy does about the loaded module (reboot_decision's first value).
 GO, NEEDS_REBOOT, REBOOT = "go", "needs reboot", "reboot"
+
+
+def boot_order(release):
+    """A kernel release's place in the boot menu: GRUB's grub-mkconfig lists the installed
+    kernels newest first by ``sort -V`` (grub-mkconfig_lib ``version_sort``), and its default
+    entry is the first. Runs of digits compare as numbers, the rest as text, as ``sort -V``
+    does for kernel release names.
+
+    >>> sorted(["6.1.0-9-amd64", "6.1.0-28-amd64", "6.12.48+deb13-amd64"], key=boot_order)
+    ['6.1.0-9-amd64', '6.1.0-28-amd64', '6.12.48+deb13-amd64']
+    """
+    return tuple((0, int(run), "") if digits else (1, 0, run)
+                 for digits, run in ((key, "".join(chars)) for key, chars in groupby(release, str.isdigit)))
+
+
+def next_boot_kernels(kernel):
+    """The installed kernels a boot may start besides the running one (``driver_layer.kernel``):
+    those newer than it, the newest being GRUB's default. Older kernels stay in the menu as
+    fallbacks a person picks by hand; their headers are often gone from the archive.
+
+    >>> next_boot_kernels({"release": "6.1.0-26-amd64", "installed": [{"release": "6.1.0-9-amd64"},
+    ...     {"release": "6.1.0-26-amd64"}, {"release": "6.1.0-28-amd64"}]})
+    ['6.1.0-28-amd64']
+    """
+    running = kernel.get("release") or ""
+    return [entry["release"] for entry in kernel.get("installed") or []
+            if entry.get("release") and (not running or boot_order(entry["release"]) > boot_order(running))]
 
 
 def same_version(found, wanted):

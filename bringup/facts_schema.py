@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from bringup.checks import shown
+from bringup.setting_checks import shown
 
 
 class FactsError(ValueError):
@@ -89,7 +89,7 @@ SCHEMA = {
                            # planner's to judge (bringup/prewarm.py), a gap, not a refusal.
                            "prewarm": Optional({"manifest": ANY, "stale": ANY}), "toolchain": OPT_STR}),
     "paths": Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
-                       for role in ("venv", "env_file", "cache_dir")}),
+                       for role in ("venv", "venv_target", "python", "env_file", "cache_dir")}),
     "service_unit": Optional({"name": STR, "active_state": STR, "sub_state": STR, "result": STR,
                               "restarts": INT, "journal": Items(STR)}),
     "apt": Optional({"sources": Items({"file": STR, "format": STR, "uris": Items(STR), "suites": Items(STR),

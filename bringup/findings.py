@@ -53,6 +53,8 @@ CODES = {
     "VENV_UNREADABLE": "The service user cannot read the external venv (a directory on its way is closed to others).",
     "SERVICE_USER_FOREIGN": "service_user names an account deploy did not create (the SSH user, a system account) "
                             "or a home already there: deploy never takes one over.",
+    "SERVICE_PATH_UNREACHABLE": "A directory on the way to the venv (its target, its interpreter) or the cache "
+                                "directory keeps the service user out: a fix where deploy made it, else a blocker.",
     "UNSAFE_PATH": "A directory on the way to the managed venv or the env file can be changed by a non-root user.",
     "JIT_CACHE_COLD": "FlashInfer's JIT cache holds no modules for the planned arch list.",
     "DEEP_GEMM_PRECOMPILE": "prewarm_deep_gemm is set: deploy compiles DeepGEMM's kernels for service_model on the GPUs.",
@@ -103,7 +105,7 @@ CODES = {
     "PERSISTENCE_OFF": "Persistence mode is off: every CUDA start pays the GPUs' initialisation.",
     "DKMS_NOT_BUILT": "DKMS has not built the NVIDIA module for the running kernel.",
     "KERNEL_HEADERS_MISSING": "No headers for the running kernel: DKMS cannot build the NVIDIA module.",
-    "KERNEL_HEADERS_PENDING": "An installed kernel a boot may start has no headers: DKMS cannot build the NVIDIA "
+    "KERNEL_HEADERS_PENDING": "An installed kernel newer than the running one (the next boot's) has no headers: DKMS cannot build the NVIDIA "
                               "module for it.",
     "REBOOT_PENDING": "A reboot is pending for the driver's (or the kernel's) packages.",
     "P2P_ACS_REDIRECT": "ACS redirects P2P traffic between the GPUs of a multi-GPU PCIe node to the root complex.",

@@ -1,7 +1,8 @@
 """What FlashInfer will do with a toolkit and a GPU: its target-arch rules, per release.
 
 Source: flashinfer/compilation_context.py, ``CompilationContext._normalize_cuda_arch``
-and ``__init__`` (read in the 0.7.0 and 0.7.2 wheels; 0.7.2.post1 and 0.7.4 match
+(each SM's suffix is its row in bringup/gpu_archs.py; the rules of the SM 12.x branch
+are here) and ``__init__`` (read in the 0.7.0 and 0.7.2 wheels; 0.7.2.post1 and 0.7.4 match
 0.7.2), and flashinfer/jit/cpp_ext.py ``get_cuda_version`` (nvcc of the resolved
 CUDA home, falling back to ``torch.version.cuda`` when that nvcc cannot run).
 
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from bringup.cuda import FIRST_CUDA_FOR_FAMILY_TARGETS
+from bringup.cuda import FIRST_CUDA_FOR_FAMILY_TARGETS, FIRST_CUDA_FOR_SM
+from bringup.gpu_archs import FAMILY_TARGET_MAJORS, flashinfer_suffix
 
 # Releases from which SM 12.0 builds ``0a`` on CUDA 12.8 instead of failing
 # (0.7.1 changelog; 0.7.2 source).
@@ -45,24 +47,25 @@ def normalize_arch(flashinfer_version, cuda, sm):
     >>> normalize_arch(Version("0.7.2"), Version("12.8"), Version("12.0"))
     '12.0a'
     """
-    if sm.major == 9 or sm.major in (10, 11) or sm.major > 12:
-        return _suffixed(sm, f"{sm.minor}a")
-    if sm.major == 12:
-        return _normalize_sm12(flashinfer_version, cuda, sm)
-    return _suffixed(sm, str(sm.minor))
+    suffix = flashinfer_suffix(sm)
+    if sm.major in FAMILY_TARGET_MAJORS:
+        return _normalize_family(flashinfer_version, cuda, sm, suffix)
+    return _suffixed(sm, f"{sm.minor}{suffix}")
 
 
-def _normalize_sm12(flashinfer_version, cuda, sm):
+def _normalize_family(flashinfer_version, cuda, sm, suffix):
+    """FlashInfer's SM 12.x branch: the family target (``12.0f``) needs nvcc 12.9; from
+    0.7.1 it builds ``12.0a`` on 12.8 instead of failing."""
     family_ok = cuda >= FIRST_CUDA_FOR_FAMILY_TARGETS
     if flashinfer_version < SM120_ACCEPTS_CUDA_12_8_FROM:
         if not family_ok:
             raise ArchError("SM 12.x requires CUDA >= 12.9")
-        return _suffixed(sm, "0f" if sm.minor == 0 else f"{sm.minor}a")
-    if sm.minor == 0:
+        return _suffixed(sm, f"{sm.minor}{suffix}")
+    if suffix == "f":
         if family_ok:
-            return _suffixed(sm, "0f")
-        if cuda >= Version("12.8"):
-            return _suffixed(sm, "0a")
+            return _suffixed(sm, f"{sm.minor}f")
+        if FIRST_CUDA_FOR_SM.get(sm) and cuda >= FIRST_CUDA_FOR_SM[sm]:
+            return _suffixed(sm, f"{sm.minor}a")
         raise ArchError("SM 120 requires CUDA >= 12.8")
     if family_ok:
         return _suffixed(sm, f"{sm.minor}a")

@@ -2,23 +2,9 @@
 (the facts' ``pci_gpus``) says when nvidia-smi lists nothing (no driver, or a kernel
 module that refused the GPUs).
 
-Sources, read for this table:
-
-- Device ids and product names: NVIDIA's open GPU kernel modules, README.md, "Compatible
-  GPUs" (github.com/NVIDIA/open-gpu-kernel-modules, release 595.45.04: "The NVIDIA open
-  kernel modules can be used on any Turing or later GPU (see the table below)"), rows such
-  as "| NVIDIA RTX PRO 6000 Blackwell Server Edition | 2BB5 10DE 204E |", "| NVIDIA B200 |
-  2901 10DE 1999 |", "| NVIDIA H100 NVL | 2321 10DE 1839 |". Its names are the ones
-  nvidia-smi prints. Each id was checked against the PCI ID repository (pci.ids,
-  github.com/pciutils/pciids, version 2026.08.22), e.g. "2bb5  GB202GL [RTX PRO 6000
-  Blackwell Server Edition]", "2335  GH100 [H200 SXM 141GB]", "2e12  GB20B [GB10]".
-- Compute capabilities: NVIDIA's "CUDA GPU Compute Capability" (developer.nvidia.com/cuda-gpus):
-  "12.1 | NVIDIA GB10 (DGX Spark)", "12.0 | NVIDIA RTX PRO 6000 Blackwell Server Edition |
-  NVIDIA RTX PRO 6000 Blackwell Workstation Edition NVIDIA RTX PRO 6000 Blackwell Max-Q
-  Workstation Edition ... GeForce RTX 5090", "10.3 | NVIDIA GB300 NVIDIA B300",
-  "10.0 | NVIDIA GB200 NVIDIA B200", "9.0 | NVIDIA GH200 NVIDIA H200 NVIDIA H100",
-  "8.9 | NVIDIA L4 NVIDIA L40 NVIDIA L40S"; the A100's 8.0 from the same page's earlier
-  table ("NVIDIA A100 | 8.0").
+The ids, product names and compute capabilities are rows of the one table of GPU
+architectures (``bringup/gpu_archs.py``, which cites NVIDIA's open GPU kernel modules
+README, pci.ids and NVIDIA's CUDA GPUs page); this module only reads the bus with it.
 
 An NVIDIA id not listed stays unknown: named by its id, never guessed from its neighbours.
 """
@@ -26,6 +12,8 @@ An NVIDIA id not listed stays unknown: named by its id, never guessed from its n
 from dataclasses import dataclass
 
 from packaging.version import Version
+
+from bringup.gpu_archs import products
 
 NVIDIA = "10de"
 
@@ -36,38 +24,8 @@ class GpuModel:
     compute_cap: str   # "12.0"
 
 
-# PCI device id (lower-case hex) -> the product; a subsystem id makes no difference here
-# (GH200's 120GB and 480GB share 2342: named as pci.ids names the device).
-MODELS = {
-    # Blackwell
-    "2bb5": GpuModel("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"),
-    "2bb1": GpuModel("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0"),
-    "2bb4": GpuModel("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "12.0"),
-    "2b85": GpuModel("NVIDIA GeForce RTX 5090", "12.0"),
-    "2e12": GpuModel("NVIDIA GB10", "12.1"),
-    "2901": GpuModel("NVIDIA B200", "10.0"),
-    "2941": GpuModel("NVIDIA GB200", "10.0"),
-    "3182": GpuModel("NVIDIA B300 SXM6 AC", "10.3"),
-    "31c2": GpuModel("NVIDIA GB300", "10.3"),
-    # Hopper
-    "2330": GpuModel("NVIDIA H100 80GB HBM3", "9.0"),
-    "2339": GpuModel("NVIDIA H100", "9.0"),
-    "2331": GpuModel("NVIDIA H100 PCIe", "9.0"),
-    "2321": GpuModel("NVIDIA H100 NVL", "9.0"),
-    "2335": GpuModel("NVIDIA H200", "9.0"),
-    "233b": GpuModel("NVIDIA H200 NVL", "9.0"),
-    "2342": GpuModel("NVIDIA GH200 120GB / 480GB", "9.0"),
-    "2348": GpuModel("NVIDIA GH200 144G HBM3e", "9.0"),
-    # Ada
-    "26b9": GpuModel("NVIDIA L40S", "8.9"),
-    "27b8": GpuModel("NVIDIA L4", "8.9"),
-    # Ampere
-    "20b0": GpuModel("NVIDIA A100-SXM4-40GB", "8.0"),
-    "20b2": GpuModel("NVIDIA A100-SXM4-80GB", "8.0"),
-    "20b3": GpuModel("NVIDIA A100-SXM-64GB", "8.0"),
-    "20b5": GpuModel("NVIDIA A100 80GB PCIe", "8.0"),
-    "20f1": GpuModel("NVIDIA A100-PCIE-40GB", "8.0"),
-}
+# PCI device id (lower-case hex) -> the product (bringup/gpu_archs.py's rows).
+MODELS = {pci_id: GpuModel(name, str(sm)) for pci_id, (name, sm) in products().items()}
 
 
 def gpu_model(gpu):

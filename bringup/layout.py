@@ -71,6 +71,28 @@ TORCH_RECORD = ".torch-arch.json"
 
 
 @dataclass(frozen=True)
+class LayoutDirectory:
+    """One directory the deploy creates: its mode and owner are decided here, never by
+    a umask (a script under ``umask 077`` that ran ``mkdir -p`` made a bare node's venv
+    root 0700 once, and the service user could not reach its venv: issue 32).
+
+    ``owner`` is ``root`` or the service user (its group is its own); ``reached``: the
+    service user must traverse it (the unit and the pre-warm run there as that user), so
+    deploy repairs a missing x bit for others on it (tasks/operations/files.py
+    ``directory_if_missing``) and validate reports it (SERVICE_PATH_UNREACHABLE, a fix).
+
+    >>> LayoutDirectory("venv root", "/opt/sglang", "0755", "root", True).reached
+    True
+    """
+
+    role: str
+    path: str
+    mode: str
+    owner: str
+    reached: bool
+
+
+@dataclass(frozen=True)
 class NodeLayout:
     """Every path of one node's bring-up.
 
@@ -219,6 +241,42 @@ class NodeLayout:
             "apt preference": (self.apt_preference, "fixed"),
         }
         return paths
+
+    def directories(self, managed=None):
+        """Every directory the deploy creates, with its mode, owner and whether the
+        service user must reach it (``LayoutDirectory``): the one table the tasks take
+        modes from. The venv root's (venvs/, locks/, tools/, cache/, releases/) only for a
+        managed venv (``managed``; None: the layout's own, which records torch's arch
+        list only in a managed venv); the service's home is useradd's (its owner's).
+
+        >>> [(d.path, d.mode, d.owner, d.reached) for d in DEFAULT_LAYOUT.directories()][:2]
+        [('/opt/sglang', '0755', 'root', True), ('/opt/sglang/venvs', '0755', 'root', True)]
+        >>> [d.role for d in DEFAULT_LAYOUT.directories(managed=False)]
+        ['env directory', 'helpers directory', 'service cache']
+        """
+        venv = (LayoutDirectory("venv root", self.venv_root, "0755", "root", True),
+                LayoutDirectory("venvs", self.venvs, "0755", "root", True),
+                LayoutDirectory("venv locks", self.venv_locks, "0755", "root", False),
+                LayoutDirectory("venv tools", self.venv_tools, "0755", "root", False),
+                LayoutDirectory("venv download cache", self.venv_download_cache, "0755", "root", False),
+                LayoutDirectory("releases", self.releases, "0700", "root", False))
+        if managed is None:
+            managed = bool(self.torch_record)
+        if not managed:
+            venv = ()
+        return (*venv,
+                # systemd reads the env file as root: the service user never opens it.
+                LayoutDirectory("env directory", self.env_dir, "0755", "root", False),
+                LayoutDirectory("helpers directory", self.libexec, "0755", "root", True),
+                LayoutDirectory("service cache", self.cache_dir, "0755", self.service_user, True))
+
+    def directory(self, role):
+        """The ``LayoutDirectory`` of ``role``.
+
+        >>> DEFAULT_LAYOUT.directory("releases").mode
+        '0700'
+        """
+        return next(entry for entry in self.directories(managed=True) if entry.role == role)
 
     def probe_inputs(self):
         """The environment files/probe.sh reads: what to look at on the node.

@@ -1,6 +1,6 @@
 """What the JIT pre-warm must build, and whether a node's cache already holds it."""
 
-from bringup.checks import shown
+from bringup.setting_checks import shown
 from bringup.versions import parse
 
 # What files/prewarm.py writes into its manifest: key -> the types its value may have.

@@ -20,7 +20,7 @@ REDACTED = "<redacted>"
 # a space). A password may hold "/", "?" or "#" (urllib then ends the authority there
 # and says "nonnumeric port: 'PASSWORD@host'"), so the authority's end is not looked for:
 # any "@" after "scheme://" is taken as ending a userinfo. The one pattern of the tool:
-# the settings' checks refuse what it finds (bringup/checks.py), the redaction replaces
+# the settings' checks refuse what it finds (bringup/setting_checks.py), the redaction replaces
 # it, files/probe.sh cuts the endpoint at its last "@" the same way.
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
 # urllib's and http.client's port errors quote the authority's tail, which is a password

@@ -1,5 +1,5 @@
 """Every operator setting, declared once: its name, its check (how its value is parsed
-and validated: bringup/checks.py, or the checks below), its default and its meaning.
+and validated: bringup/setting_checks.py, or the checks below), its default and its meaning.
 ``bringup.config.Config``'s fields, ``bringup.config.SCHEMA`` and docs/settings.md's table
 (``python -m bringup.settings_page``) come from ``SETTINGS``.
 
@@ -16,7 +16,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from bringup import checks
+from bringup import setting_checks as checks
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV
 from bringup.steps import DEPLOY_STEPS
@@ -148,7 +148,7 @@ class ModelId(checks.Check):
     >>> ModelId()("--help")
     Traceback (most recent call last):
     ...
-    bringup.checks.Invalid: use a hub id such as Qwen/Qwen3-0.6B (letters, digits, - _ . between them, no -- or ..) or the absolute path of a model directory such as /models/Qwen3-0.6B
+    bringup.setting_checks.Invalid: use a hub id such as Qwen/Qwen3-0.6B (letters, digits, - _ . between them, no -- or ..) or the absolute path of a model directory such as /models/Qwen3-0.6B
     """
 
     HUB_ID = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?/)?[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
@@ -352,8 +352,10 @@ SETTINGS = declare([
             meaning="a file on the control machine (absolute, or relative to where pyinfra runs) holding `api-key: "
                     "<key>`: deploy uploads it to `service_api_key_file` whole, `root:<service_user>` 0640, after the"
                     " account step (so it works on a fresh node), restarting the service when it changed, and never "
-                    "prints it; validate refuses a source that is missing, unreadable or has no `api-key:` line, and "
-                    "a link at the node's file (`API_KEY_FILE_UNUSABLE`)"),
+                    "prints it; validate refuses a source that is missing, unreadable or gives SGLang no key when "
+                    'read as YAML (`api-key: ""` is none), a link at the node\'s file, and a node file under a '
+                    "directory a user other than root may write (`API_KEY_FILE_UNUSABLE`); a `service_api_key_file` "
+                    "inside `service_cache_dir` or the service user's home is an invalid setting"),
     Setting("service_ready_timeout", checks.Seconds(least=10, most=86400), 1200,
             meaning="seconds deploy's readiness gate waits, after it started or restarted the unit, for SGLang's "
                     "`/health` to answer 200 (10 to 86400): weights and CUDA graph capture take minutes on a large "
@@ -407,10 +409,10 @@ SETTINGS = declare([
     Setting("driver_manage", checks.Bool(), False,
             meaning="the driver step: deploy installs NVIDIA's driver of `driver_branch` from NVIDIA's repository at "
                     "the version of its lock (`files/locks/driver-<branch>-<distro>-<machine>.txt`, `make lock`), the"
-                    " kernel module flavour the GPUs need (built by DKMS, with the headers of every installed "
-                    "kernel), Fabric Manager at the driver's version on NVSwitch nodes (and NVLSM on NVLink5), "
-                    "`nvidia-persistenced`, the nouveau blacklist, and holds them all (and keeps them out of "
-                    "unattended-upgrades); `false`: no driver package is ever touched"),
+                    " kernel module flavour the GPUs need (built by DKMS, with the headers of the running kernel and "
+                    "every newer installed one), Fabric Manager at the driver's version on NVSwitch nodes (and NVLSM "
+                    "on NVLink5), `nvidia-persistenced`, the nouveau blacklist, and holds them all (and keeps them "
+                    "out of unattended-upgrades); `false`: no driver package is ever touched"),
     Setting("driver_branch", checks.Pattern(r"^[0-9]{3,4}$", "use a driver branch number such as 580 (its lock "
                                             "is files/locks/driver-<branch>-<distro>-<machine>.txt)"), "580",
             meaning="the driver branch whose lock deploy installs"),

@@ -10,7 +10,7 @@ import stat
 
 from pyinfra import host, state
 
-from bringup.api_key import KEY_LINE, SOURCE_MOST_BYTES, api_key_findings
+from bringup.api_key import SOURCE_MOST_BYTES, api_key_findings, has_key
 from facts.files import KeyFileAccess
 
 
@@ -47,7 +47,7 @@ def source_state(path):
     except OSError:
         return {"kind": "file", "readable": False}
     return {"kind": "file", "readable": True, "size": len(raw), "mode": stat.S_IMODE(info.st_mode),
-            "has_key": bool(KEY_LINE.search(raw.decode("utf-8", "replace"))),
+            "has_key": has_key(raw.decode("utf-8", "replace")),
             "sha1": hashlib.sha1(raw).hexdigest()}
 
 

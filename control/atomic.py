@@ -5,7 +5,6 @@ apt repository's server) see the old file or the new one, never half of one.
 """
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -35,14 +34,3 @@ def atomic_write(path, data, mode=0o644):
         Path(temp).unlink(missing_ok=True)
         raise
 
-
-def link_or_copy(source, target):
-    """Put ``source``'s content at ``target`` whole: a hard link where both are on one
-    file system (no bytes copied), else a copy; then a rename over ``target``."""
-    target = Path(target)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        os.link(source, temp)
-    except OSError:
-        shutil.copy2(source, temp)
-    os.replace(temp, target)

@@ -20,7 +20,7 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.context import ctx_host, ctx_state
 
-from bringup.checks import cut
+from bringup.setting_checks import cut
 from bringup.config import Config, ConfigError
 from bringup.facts_schema import FactsError
 from bringup.layout import MODEL_ENV_KEYS, ProbeInputs

@@ -17,7 +17,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 
-from bringup.checks import Invalid
+from bringup.setting_checks import Invalid
 from bringup.config import SCHEMA
 from bringup.findings import BLOCKER, FIX, INFO, WARNING
 from bringup.summary import VERDICTS, good_verdicts

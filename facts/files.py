@@ -2,6 +2,7 @@
 
 import base64
 import binascii
+import posixpath
 import shlex
 
 from pyinfra.api import FactBase
@@ -91,17 +92,25 @@ class KeyFileAccess(FactBase):
         readable = (f"if id -u -- {who} >/dev/null 2>&1; then if env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "
                     f"runuser -u {who} -- /usr/bin/test -r {quoted}; then echo readable=yes; "
                     f"else echo readable=no; fi; else echo readable=; fi")
-        return f"{ManagedFile().command(path)}; {readable}"
+        # The first directory above the file (links resolved) that a user other than root
+        # may write: there root's upload (stage, chown, rename) could be swapped for a link.
+        directory = shlex.quote(posixpath.dirname(path) or "/")
+        writable = (f"d=$(readlink -m -- {directory}); while :; do if [ -e \"$d\" ] && "
+                    f"! stat -c '%u %a' -- \"$d\" | grep -qE '^0 ([0-7]?[0-7][0145][0145])$'; then "
+                    "echo \"writable_dir=$d\"; break; fi; [ \"$d\" = / ] && break; d=$(dirname -- \"$d\"); done")
+        return f"{ManagedFile().command(path)}; {readable}; {writable}"
 
     @staticmethod
     def default():
-        return {**ManagedFile.default(), "readable": None}
+        return {**ManagedFile.default(), "readable": None, "writable_dir": None}
 
     def process(self, output):
-        found = {**parse_managed_file([line for line in output if not line.startswith("readable=")]),
-                 "readable": None}
+        found = {**parse_managed_file([line for line in output if not line.startswith(("readable=", "writable_dir="))]),
+                 "readable": None, "writable_dir": None}
         found.pop("text", None)
         for line in output:
             if line.startswith("readable="):
                 found["readable"] = {"yes": True, "no": False}.get(line.partition("=")[2].strip())
+            elif line.startswith("writable_dir="):
+                found["writable_dir"] = line.partition("=")[2]
         return found

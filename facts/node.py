@@ -70,17 +70,6 @@ class GpuDevices(NodeFacts):
         return []
 
 
-class PciGpus(NodeFacts):
-    """
-    Returns the NVIDIA GPUs on the PCI bus, driver or not (docs/facts.md ``pci_gpus``):
-    ``[{"bus_id", "vendor", "device", "class"}]``; None where sysfs cannot be read.
-
-        pyinfra @local fact facts.node.PciGpus
-    """
-
-    keys = ("pci_gpus",)
-
-
 class Driver(NodeFacts):
     """
     Returns ``{"version", "cuda_version"}`` of the loaded driver, or None without one.

@@ -25,7 +25,7 @@ def unit_pids(unit_name):
             "2>/dev/null | grep -x '[0-9]*[1-9][0-9]*')")
 
 
-def probe_command(user, listen, port, key_file, what="health", unit_name="sglang.service"):
+def probe_command(user, listen, port, key_file, unit_name, what="health"):
     """The shell words that ask the server one question as the service user (who can
     read the API key file; root never runs a script another user owns: this one comes
     from the controller), with the system's python and its standard library
@@ -53,7 +53,7 @@ def look_command(unit_name, user, listen, port, key_file, cursor=""):
     journal = f"journalctl -u {name} -o cat --no-pager --after-cursor={shlex.quote(cursor)}" if cursor else \
         journal_since(name, "")
     return (f"systemctl show {name} -p ActiveState -p SubState -p Result -p NRestarts -p ExecMainStartTimestamp; "
-            f"echo probe=$({probe_command(user, listen, port, key_file, unit_name=unit_name)}); "
+            f"echo probe=$({probe_command(user, listen, port, key_file, unit_name)}); "
             f"{journal} --show-cursor 2>/dev/null | sed 's/^/journal=/'")
 
 

@@ -6,8 +6,8 @@
 # variables for the report (read_service_env), never exported, and only when it is
 # root's alone (env_file_state); a program the settings or the env file name (nvcc,
 # CXX, a venv's python, ninja) runs with a clean environment (the base PATH and LC_ALL:
-# no LD_*, PYTHON*, HOME), as its owner when another user could change it (code_owner,
-# as_user); helpers run with the system's /usr/bin/python3 -I.
+# no LD_*, PYTHON*, HOME), as its owner when another user could change it (root_may_run,
+# files/root-may-run.sh; as_user); helpers run with the system's /usr/bin/python3 -I.
 # facts/node.py ships it in one remote command, after files/service-env.sh
 # (read_service_env) and files/apt-locks.sh (apt_lock_holders), under sh.
 #
@@ -137,8 +137,12 @@ as_user() {
 }
 
 run_program() {
-    # run_program FILE ARG...: FILE with a clean environment, as whoever code_owner names.
-    as_user "$(code_owner "$1")" "$@"
+    # run_program FILE ARG...: FILE with a clean environment, as root only when root may
+    # run it (root_may_run: its links, directories, a script's interpreter and what a
+    # CPython loads), else as the user it names.
+    # Without a verdict (the rule failed to run), never as root.
+    rp_verdict=$(root_may_run "$1") || [ -n "$rp_verdict" ] || rp_verdict="nobody $1"
+    as_user "${rp_verdict%%" "*}" "$@"
 }
 
 nvcc_section() {
@@ -424,7 +428,8 @@ probe_prewarm() {
     # ninja runs in the cache's module directories: as the cache's owner (or ninja's).
     # The system's python, isolated (-I: no user site, no PYTHON* variables).
     runner=$(unprivileged_owner "$PROBE_CACHE_DIR" "$PROBE_VENV" "$PROBE_VENV/bin")
-    [ -n "$runner" ] || runner=$(code_owner "$PROBE_VENV/bin/ninja")
+    # venv/bin/ninja is a script of the venv's python: judged with the interpreter's prefix.
+    [ -n "$runner" ] || { runner=$(root_may_run "$PROBE_VENV/bin/ninja"); runner=${runner%%" "*}; }
     capture prewarm "${runner:+user=$runner}" as_user "$runner" /usr/bin/python3 -I -c '
 import json, os, subprocess, sys
 manifest = json.load(open(sys.argv[1]))
@@ -466,9 +471,19 @@ path_chain() {
 probe_paths() {
     # Who may change the places root writes into or runs code from: every existing
     # component of each path, from the path up to /.
-    for role in venv env_file cache_dir; do
+    # venv_target: the venv link's target (venvs/<digest>), followed: the service user
+    # must reach it too (bringup/plan/paths.py SERVICE_PATH_UNREACHABLE).
+    # python: the interpreter the venv runs (its bin/python followed), or, with no venv
+    # yet, the operator's venv_python it will be built with: its prefix must let the
+    # service user through as well.
+    for role in venv venv_target python env_file cache_dir; do
         case $role in
             venv) path=$PROBE_VENV ;;
+            venv_target) [ -L "$PROBE_VENV" ] || continue
+                         path=$(readlink -f -- "$PROBE_VENV") || continue ;;
+            python) if [ -e "$PROBE_VENV/bin/python" ]; then path=$(readlink -f -- "$PROBE_VENV/bin/python") || continue
+                    elif [ -n "${PROBE_VENV_PYTHON:-}" ]; then path=$(readlink -f -- "$PROBE_VENV_PYTHON") || continue
+                    else continue; fi ;;
             env_file) path=$PROBE_ENV_FILE ;;
             cache_dir) path=$PROBE_CACHE_DIR ;;
         esac

@@ -5,7 +5,8 @@
 #   release.sh look|seed|promote|record|restore|settle
 #
 # Inputs (environment; tasks/operations/release.py sets them from the plan):
-#   RELEASES  the records' directory (<venv root>/releases, root's, 0700)
+#   RELEASES  the records' directory (<venv root>/releases, root's, 0700; made here,
+#             never its parent: no venv root, no record)
 #   VENV      the live venv path (a link to venvs/<name>, or a hand-built directory)
 #   VENVS     where the venvs live (venvs/)
 #   UNIT      the unit file
@@ -113,12 +114,20 @@ named() {
     if [ -f "$RELEASES/$name/digest" ]; then echo "$name"; fi
 }
 
+# The records' directory, made (0700, root's) inside the venv root and never above it:
+# this script runs under umask 077, and a venv root it made would be 0700, closing the
+# service user out of its venv (the venv step makes the root with its mode from
+# bringup/layout.py LAYOUT_DIRECTORIES). No venv root yet (a bare node): nothing was
+# live, so there is nothing to record; the step says so and writes nothing.
 releases_dir() {
+    if [ ! -d "${RELEASES%/*}" ]; then
+        log "no venv root ${RELEASES%/*} yet: no release recorded"
+        exit 0
+    fi
     if [ -L "$RELEASES" ] || { [ -e "$RELEASES" ] && [ ! -d "$RELEASES" ]; }; then
         echo "release: $RELEASES is a link or a file, not root's directory: move it away" >&2
         exit 1
     fi
-    mkdir -p -- "${RELEASES%/*}"
     [ -d "$RELEASES" ] || mkdir -m 0700 -- "$RELEASES"
     chown root:root "$RELEASES"
     chmod 0700 "$RELEASES"

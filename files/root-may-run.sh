@@ -6,14 +6,15 @@
 # Root may execute FILE only when every file that can decide what runs is root's and
 # writable by root alone (a directory others may write counts only when sticky, like
 # /tmp: no one renames root's entries there):
-#   - FILE, every symbolic link on the way to it (each hop) and every directory above
-#     each of them and above the file they end at;
+#   - FILE, every symbolic link on the way to it (each hop, in any component of the
+#     path) and every directory above each of them and above the file they end at;
 #   - for a script whose first line is "#!", the interpreter it names, by this same rule;
 #   - for a CPython (a name starting "python"), every file it can load: its prefix's
 #     lib/python3.X trees (stdlib, sitecustomize.py, site-packages and its .pth files,
-#     lib-dynload), pyvenv.cfg beside it or in its prefix, and the shared libraries the
-#     dynamic loader lists for it (libpython wherever it is); a link inside those trees
-#     is followed to what it names.
+#     lib-dynload, also where CPython searches up for them from its directory or the
+#     home a pyvenv.cfg names), pyvenv.cfg beside it or in its prefix, and the shared
+#     libraries the dynamic loader lists for it (libpython wherever it is; a listing
+#     that fails refuses); a link inside those trees is followed to what it names.
 # Prints nothing and returns 0 when root may run FILE; else prints one line,
 # "<who> <path>": the first path that breaks the rule and who may change it (its owner,
 # or nobody for a root-owned one others may write), and returns 1.
@@ -37,33 +38,34 @@ rmr_node() {
     esac
 }
 
-rmr_above() {
-    # rmr_above PATH: PATH and every directory above it, as written (no link followed).
-    rmr_at=$1
-    while :; do
-        rmr_node "$rmr_at" || return 1
-        [ "$rmr_at" = / ] && return 0
-        case $rmr_at in */*) ;; *) return 0 ;; esac
-        rmr_at=${rmr_at%/*}
-        rmr_at=${rmr_at:-/}
-    done
-}
-
 rmr_file() {
-    # rmr_file PATH: every link hop to PATH with the directories above it, then the
-    # file it ends at with the directories above that.
-    rmr_path=$1 rmr_hops=0
-    while [ -L "$rmr_path" ]; do
-        rmr_hops=$((rmr_hops + 1))
-        [ "$rmr_hops" -le 40 ] || { printf 'nobody %s\n' "$1"; return 1; }
-        rmr_above "$rmr_path" || return 1
-        rmr_dir=${rmr_path%/*}
-        rmr_target=$(readlink -- "$rmr_path")
-        case $rmr_target in /*) rmr_path=$rmr_target ;; *) rmr_path=${rmr_dir:-/}/$rmr_target ;; esac
+    # rmr_file PATH: PATH resolved one component at a time as the kernel does: every
+    # directory it passes, every link on the way (a link in any component, not only the
+    # last: each hop) and the file it ends at, each judged by rmr_node.
+    rmr_done=/ rmr_rest=$1 rmr_hops=0
+    case $rmr_rest in /*) ;; *) rmr_rest=$(pwd)/$rmr_rest ;; esac
+    rmr_node / || return 1
+    while :; do
+        rmr_rest=${rmr_rest#"${rmr_rest%%[!/]*}"}
+        [ -n "$rmr_rest" ] || return 0
+        rmr_comp=${rmr_rest%%/*}
+        case $rmr_rest in */*) rmr_rest=${rmr_rest#*/} ;; *) rmr_rest= ;; esac
+        case $rmr_comp in
+            .) continue ;;
+            ..) rmr_done=${rmr_done%/*}; rmr_done=${rmr_done:-/}; continue ;;
+        esac
+        rmr_next=${rmr_done%/}/$rmr_comp
+        rmr_node "$rmr_next" || return 1
+        if [ -L "$rmr_next" ]; then
+            rmr_hops=$((rmr_hops + 1))
+            [ "$rmr_hops" -le 40 ] || { printf 'nobody %s\n' "$1"; return 1; }
+            rmr_target=$(readlink -- "$rmr_next")
+            case $rmr_target in /*) rmr_done=/ ;; esac
+            rmr_rest=$rmr_target${rmr_rest:+/$rmr_rest}
+        else
+            rmr_done=$rmr_next
+        fi
     done
-    rmr_above "$rmr_path" || return 1
-    rmr_real=$(readlink -f -- "$rmr_path" 2>/dev/null) || rmr_real=$rmr_path
-    rmr_above "$rmr_real"
 }
 
 rmr_tree() {
@@ -94,17 +96,82 @@ rmr_tree() {
 rmr_libraries() {
     # rmr_libraries FILE: the shared libraries the system's dynamic loader resolves for
     # FILE: listed, not run (the system's loader, not the PT_INTERP FILE names; --list
-    # maps the libraries without relocating them or running their constructors), and
-    # as nobody when root asks.
+    # maps the libraries without relocating them or running their constructors), as
+    # nobody when root asks (runuser by its path: it is in sbin, off a clean PATH), as
+    # root only when nobody may not read FILE. Fails when the loader cannot list them
+    # (a library not found, FILE unreadable): what FILE loads is then unknown.
     for rmr_ld in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1; do
         [ -x "$rmr_ld" ] || continue
-        if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then
-            env -i PATH=/usr/bin:/bin runuser -u nobody -- env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
-        else
-            env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1"
-        fi 2>/dev/null | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
+        rmr_list=
+        if [ "$(id -u)" = 0 ]; then
+            for rmr_ru in /usr/sbin/runuser /sbin/runuser /usr/bin/runuser /bin/runuser; do
+                [ -x "$rmr_ru" ] || continue
+                rmr_list=$(env -i PATH=/usr/bin:/bin "$rmr_ru" -u nobody -- env -i PATH=/usr/bin:/bin \
+                    "$rmr_ld" --list "$1" 2>/dev/null) || rmr_list=
+                break
+            done
+        fi
+        [ -n "$rmr_list" ] || rmr_list=$(env -i PATH=/usr/bin:/bin "$rmr_ld" --list "$1" 2>/dev/null) || return 1
+        printf '%s\n' "$rmr_list" | sed -n 's|^[^=]*=> \(/[^ ]*\) (.*|\1|p'
         return 0
     done
+}
+
+rmr_trees() {
+    # rmr_trees DIR: DIR's lib/python3* and lib64/python3* trees (rmr_tree); a venv's
+    # lib64 is a link to its lib: the same tree, walked once.
+    for rmr_top in "$1"/lib/python3* "$1"/lib64/python3*; do
+        case $rmr_top in "$1"/lib64/*) [ "$1/lib64" -ef "$1/lib" ] && continue ;; esac
+        [ -e "$rmr_top" ] || [ -L "$rmr_top" ] || continue
+        if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
+        rmr_tree 1 "$rmr_top" || return 1
+    done
+}
+
+rmr_getpath() {
+    # rmr_getpath PROGRAM: where the CPython PROGRAM looks for its stdlib (its getpath,
+    # whatever directory it is in): up from the home a pyvenv.cfg beside it or one up
+    # names, else from its own directory (a link: CPython resolves it first, judged
+    # there), to the first directory holding lib/python3.X/os.py and .../lib-dynload.
+    # Each directory on the way, its lib/ and lib64/ not writable even when sticky (no
+    # one adds a tree there later), and their python3* trees judged by rmr_tree.
+    # A script is no CPython: the interpreter its "#!" names is judged in its turn.
+    [ "$(head -c 2 -- "$1" 2>/dev/null)" != "#!" ] || return 0
+    rmr_bin=${1%/*}
+    rmr_prefix=${rmr_bin%/*}
+    rmr_prefix=${rmr_prefix:-/}
+    rmr_homes=$(cat -- "$rmr_bin/pyvenv.cfg" "$rmr_prefix/pyvenv.cfg" 2>/dev/null |
+        sed -n 's/^[[:space:]]*[Hh][Oo][Mm][Ee][[:space:]]*=[[:space:]]*\(.*[^[:space:]]\)[[:space:]]*$/\1/p')
+    [ -n "$rmr_homes" ] || [ -L "$1" ] || rmr_homes=$rmr_bin
+    rmr_hifs=$IFS
+    IFS=$NL_RMR
+    for rmr_up in $rmr_homes; do
+        IFS=$rmr_hifs
+        case $rmr_up in /*) ;; *) printf 'nobody %s\n' "$rmr_bin/pyvenv.cfg"; return 1 ;; esac
+        while :; do
+            rmr_file "$rmr_up" || return 1
+            for rmr_dir in "$rmr_up" "$rmr_up/lib" "$rmr_up/lib64"; do
+                [ -d "$rmr_dir" ] || continue
+                rmr_bad=$(find -H "$rmr_dir" -maxdepth 0 \( ! -user root -o -perm /022 \) -printf '%u %p\n' 2>/dev/null)
+                [ -z "$rmr_bad" ] || { case $rmr_bad in root\ *) rmr_bad="nobody ${rmr_bad#root }" ;; esac
+                    printf '%s\n' "$rmr_bad"; return 1; }
+            done
+            rmr_trees "$rmr_up" || return 1
+            rmr_std= rmr_dyn=
+            for rmr_mark in "$rmr_up"/lib/python3*/os.py "$rmr_up"/lib/python3*/os.pyc \
+                "$rmr_up"/lib64/python3*/os.py "$rmr_up"/lib64/python3*/os.pyc; do
+                [ ! -e "$rmr_mark" ] || rmr_std=1
+            done
+            for rmr_mark in "$rmr_up"/lib/python3*/lib-dynload "$rmr_up"/lib64/python3*/lib-dynload; do
+                [ ! -d "$rmr_mark" ] || rmr_dyn=1
+            done
+            [ -z "$rmr_std" ] || [ -z "$rmr_dyn" ] || break
+            [ "$rmr_up" != / ] || break
+            rmr_up=${rmr_up%/*}
+            rmr_up=${rmr_up:-/}
+        done
+    done
+    IFS=$rmr_hifs
 }
 
 rmr_interpreter() {
@@ -130,14 +197,12 @@ rmr_interpreter() {
     for rmr_lib in "$rmr_prefix"/lib/libpython3* "$rmr_prefix"/lib64/libpython3*; do
         if [ -e "$rmr_lib" ] || [ -L "$rmr_lib" ]; then rmr_file "$rmr_lib" || return 1; fi
     done
-    for rmr_top in "$rmr_prefix"/lib/python3* "$rmr_prefix"/lib64/python3*; do
-        # A venv's lib64 is a link to its lib: the same tree, walked once.
-        case $rmr_top in "$rmr_prefix"/lib64/*) [ "$rmr_prefix/lib64" -ef "$rmr_prefix/lib" ] && continue ;; esac
-        if [ -L "$rmr_top" ]; then rmr_file "$rmr_top" || return 1; fi
-        rmr_tree 1 "$rmr_top" || return 1
-    done
-    [ -f "$1" ] || return 0
-    for rmr_lib in $(rmr_libraries "$1"); do
+    rmr_trees "$rmr_prefix" || return 1
+    rmr_getpath "$1" || return 1
+    # The libraries of an ELF file (a script's are its interpreter's, judged in turn).
+    [ -f "$1" ] && [ "$(head -c 4 -- "$1" | tr -d '\177')" = ELF ] || return 0
+    rmr_libs=$(rmr_libraries "$1") || { printf 'nobody %s\n' "$1"; return 1; }
+    for rmr_lib in $rmr_libs; do
         rmr_file "$rmr_lib" || return 1
     done
 }

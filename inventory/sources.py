@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from bringup import yamlload
-from bringup.checks import cut, shown
+from bringup.setting_checks import cut, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS_FILE = Path(os.environ.get("GPU_BRINGUP_HOSTS", ROOT / "inventory" / "hosts.yml"))

@@ -1,7 +1,8 @@
 """Small filesystem helpers shared by the image builder and the node manager.
 
 Kept free of sandbox policy: an exclusive file lock, mount inspection and a
-mount-aware recursive delete (whole-file writes: control.atomic).
+mount-aware recursive delete, and a whole-file link-or-copy for the apt repository's
+cached packages (whole-file writes: control.atomic).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import errno
 import fcntl
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -114,3 +116,15 @@ def safe_rmtree(path: Path) -> None:
     # (EMFILE inside rmtree); --one-file-system is a second guard
     # against a mount that appeared after the check.
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=True)
+
+
+def link_or_copy(source, target):
+    """Put ``source``'s content at ``target`` whole: a hard link where both are on one
+    file system (no bytes copied), else a copy; then a rename over ``target``."""
+    target = Path(target)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        os.link(source, temp)
+    except OSError:
+        shutil.copy2(source, temp)
+    os.replace(temp, target)

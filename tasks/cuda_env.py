@@ -34,7 +34,8 @@ def cuda_environment(node):
     shared_env_file(name="CUDA_HOME and PATH for SSH sessions", path=layout.pam_environment,
                     managed={"CUDA_HOME": home}, header=HEADER, quoted=["PATH"], path_entry=f"{home}/bin",
                     default_path=node.session_path)
-    directory_if_missing(name="Service environment directory", path=layout.env_dir)
+    env_dir = layout.directory("env directory")
+    directory_if_missing(name="Service environment directory", path=env_dir.path, mode=env_dir.mode)
     # The account step (after this one) creates the user into this group (tasks/service_account.py).
     server.group(name=f"Service group {node.service.user}", group=node.service.user, system=True)
     # What deploy writes for a reason of its own is recorded before the env file holds it,

@@ -1,7 +1,6 @@
 """The SGLang systemd unit: written everywhere; enabled, started and restarted on change
 where systemd runs and a model is set."""
 
-import posixpath
 import shlex
 
 from pyinfra import host
@@ -83,7 +82,7 @@ def sglang_service(node, changes=()):
     key = None
     if service.api_key_source:
         # After the account step: the file's group is the service user's.
-        directory_if_missing(name="Directory of the API key file", path=posixpath.dirname(service.api_key_file))
+        directory_if_missing(name="Directory of the API key file", path=service.api_key_dir)
         key = api_key_put(name="Upload the API key file", src=service.api_key_source, dest=service.api_key_file,
                           group=service.user)
     elif service.api_key_file:

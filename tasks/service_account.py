@@ -28,9 +28,15 @@ def service_account(node):
     # The mark (GECOS) says the account is ours (bringup/plan/account.py SERVICE_USER_FOREIGN).
     server.user(name=f"Service user {service.user}", user=service.user, group=service.user, system=True,
                 home=service.home, create_home=True, shell="/usr/sbin/nologin", comment=SERVICE_ACCOUNT_MARK)
-    files.directory(name="Helper scripts directory", path=layout.libexec, user="root", group="root", mode="0755")
+    helpers = layout.directory("helpers directory")
+    # Its parents (/usr/local/libexec) 0755 whatever the session's umask; then its owner
+    # and mode kept as the layout says.
+    directory_if_missing(name="Helper scripts directory's parents", path=helpers.path, mode=helpers.mode, reached=True)
+    files.directory(name="Helper scripts directory", path=helpers.path, user=helpers.owner, group=helpers.owner,
+                    mode=helpers.mode)
     for script in layout.helpers:
         whole_file(name=f"Install {script}", src=f"{HELPER_SOURCES}/{script}", dest=layout.helper(script),
                    mode="0755")
-    directory_if_missing(name="JIT cache root", path=layout.cache_dir, user=service.user, group=service.user,
-                         mode="0755")
+    cache = layout.directory("service cache")
+    directory_if_missing(name="JIT cache root", path=cache.path, user=cache.owner, group=cache.owner,
+                         mode=cache.mode, reached=cache.reached)

@@ -20,7 +20,12 @@ def sglang_venv(node):
         return []
     system_packages(name="Python venv support and the host compiler FlashInfer's JIT uses",
                     packages=list(venv.system_packages), timeout=node.apt_lock_timeout)
-    directory_if_missing(name="Venv root", path=node.layout.venv_root)
+    # With their modes from the layout, never a umask's; a venv root closed to the
+    # service user (release.sh under umask 077 made one 0700) is opened again.
+    for role, name in (("venv root", "Venv root"), ("venvs", "Venvs directory")):
+        entry = node.layout.directory(role)
+        directory_if_missing(name=name, path=entry.path, user=entry.owner, group=entry.owner, mode=entry.mode,
+                             reached=entry.reached)
     built = venv_from_lock(name=f"Build the venv from {venv.lock}", venv=venv)
     torch_arch_recorded(name="Record torch's arch list in the venv", venv=venv, layout=node.layout)
     return [built]

@@ -17,7 +17,8 @@ concern is a module of its own, its decisions pure functions of one ``PlanContex
 - gpus.py: the SMs, the driver's floors, FlashInfer's arch list
 - toolkit.py: the toolkit and its lock, how the node resolves CUDA today
 - venv.py: the venv's CPython and locks, the venv the node has
-- paths.py: the paths root writes or hands over (UNSAFE_PATH)
+- paths.py: the paths root writes or hands over (UNSAFE_PATH), the paths the service
+  user must reach (SERVICE_PATH_UNREACHABLE)
 - account.py: the service account
 - service.py: the service's env file, unit and exposure, a failing unit's cause
 - model_source.py: where service_model comes from; HF_HUB_OFFLINE, the model's fetch
@@ -95,6 +96,7 @@ def plan(facts, config, locks=None):
     toolkit.check_symlink(context)
     paths.check_paths(context)
     venv.check_venv_readable(context)
+    paths.check_service_reach(context)
     venv.check_entry_point(context)
     account.check_service_account(context)
     # SSH sessions get the toolkit but not the venv; the service gets both.

@@ -20,7 +20,7 @@ import sys
 
 import yaml
 
-from bringup import checks, facts_schema, yamlload
+from bringup import facts_schema, setting_checks, yamlload
 from bringup.config import Config, ConfigError
 from bringup.report import render
 
@@ -97,10 +97,10 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ValueError as error:
-        print(f"error: {args.host}: {checks.cut(str(error))}", file=sys.stderr)
+        print(f"error: {args.host}: {setting_checks.cut(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as error:  # noqa: BLE001 - one line, never a traceback (control/host_plan.py does the same)
-        print(f"error: {args.host}: planning failed: {type(error).__name__}: {checks.cut(' '.join(str(error).split()))}"
+        print(f"error: {args.host}: planning failed: {type(error).__name__}: {setting_checks.cut(' '.join(str(error).split()))}"
               "; this is a bug of this tool: report it with the facts document", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:

@@ -2,7 +2,7 @@
 
 ``driver_layer_findings(facts, config, add)`` reads the facts' ``driver_layer``
 (docs/facts.md; absent or null in an older report: nothing is said) and ``add``s one
-``Finding`` per trap, as the checks of bringup/plan.py do. Every decision here is a
+``Finding`` per trap, as the other checks of the planner (bringup/plan/) do. Every decision here is a
 pure function of the facts and the settings; the public texts each rule answers are
 cited beside it (repo#number), and ``python -m bringup.explain`` names the same causes
 from their log lines (bringup/explain.py).
@@ -13,17 +13,11 @@ import shlex
 
 from packaging.version import InvalidVersion, Version
 
+from bringup.driver_reboot import next_boot_kernels
 from bringup.findings import BLOCKER, WARNING, Finding
+from bringup.gpu_archs import NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import bus_gpus, pci_gpus_sms
 
-# Blackwell: compute capability 10.x (B200, B300, GB200) and 12.x (RTX PRO 6000, GB10).
-# NVIDIA's blog "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules": "For
-# cutting-edge platforms such as NVIDIA Grace Hopper or NVIDIA Blackwell, you must use the
-# open-source GPU kernel modules. The proprietary drivers are unsupported on these platforms."
-OPEN_ONLY_MAJORS = (10, 12)
-# NVLink5 (B200/B300/GB200) behind NVSwitches needs NVLSM beside Fabric Manager
-# (siderolabs/extensions#717, NVIDIA/gpu-operator#2781).
-NVLINK5_MAJOR = 10
 # Packages whose upstream version is the user-space driver's (NVML comes with them).
 USER_SPACE = re.compile(r"^(libnvidia-(compute|ml|gl|cfg)|nvidia-(utils|driver|compute-utils|headless))")
 # What a reboot-required list names that the driver layer cares about: the driver's
@@ -134,7 +128,7 @@ def _module_flavour(layer):
 
 def _check_open_module(facts, config, layer, version, add):
     flavour, where = _module_flavour(layer)
-    majors = node_sm_majors(facts, config) & set(OPEN_ONLY_MAJORS)
+    majors = node_sm_majors(facts, config) & OPEN_ONLY_MAJORS
     if flavour != "proprietary" or not majors:
         return
     sms = ", ".join(f"{major}.x" for major in sorted(majors))
@@ -255,7 +249,7 @@ def _check_fabric(facts, layer, version, add):
                     f"with {switches} NVSwitch(es): CUDA fails with \"Error 802: system not yet initialized\"",
                     "`systemctl enable --now nvidia-fabricmanager`; if it fails, `journalctl -u nvidia-fabricmanager` "
                     "says why (`python -m bringup.explain` names a version mismatch)"))
-    nvlink5 = any(sm_major(gpu) == NVLINK5_MAJOR for gpu in facts.get("gpus") or [])
+    nvlink5 = any(sm_major(gpu) in NVLINK5_MAJORS for gpu in facts.get("gpus") or [])
     if nvlink5 and not _package(layer, r"^nvlsm") and _unit(layer, "nvlsm") is None:
         add(Finding("NVLSM_MISSING", BLOCKER,
                     f"an NVLink5 node ({switches} NVSwitch(es), compute capability 10.x) without NVLSM: Fabric "
@@ -355,13 +349,14 @@ def _check_kernel_build(layer, add):
                     + ("" if severity == BLOCKER else ", so the next boot after a kernel change has no driver"),
                     f"`apt-get install linux-headers-{release}` (and the headers metapackage, e.g. linux-headers-amd64 "
                     "or linux-headers-generic, so later kernels get theirs), then `dkms autoinstall`"))
-    pending = [entry["release"] for entry in kernel.get("installed") or []
-               if entry.get("release") != kernel.get("release") and not entry.get("headers")]
+    later = set(next_boot_kernels(kernel or {}))
+    pending = [entry["release"] for entry in (kernel or {}).get("installed") or []
+               if entry.get("release") in later and not entry.get("headers")]
     if dkms_managed and pending:
         add(Finding("KERNEL_HEADERS_PENDING", WARNING,
-                    f"kernel {', '.join(pending)} is installed (a boot may start it) without its headers "
-                    "(/lib/modules/<release>/build): DKMS cannot build the NVIDIA module for it, so that boot has no "
-                    "driver",
+                    f"kernel {', '.join(pending)} is installed (newer than the running one: the next boot starts it) without its headers "
+                    "(/lib/modules/<release>/build): DKMS cannot build the NVIDIA module for it, so the next boot "
+                    "has no driver",
                     f"`apt-get install {' '.join(f'linux-headers-{release}' for release in pending)}`, then "
                     + " && ".join(f"`dkms autoinstall -k {release}`" for release in pending)))
 

@@ -18,10 +18,9 @@ reboot_for='', reboot='never', reboot_serving=False, reboot_timeout=900, service
 
 from dataclasses import replace
 
-from packaging.version import Version
-
 from bringup import locks as lockfiles
-from bringup.driver_reboot import REBOOT, reboot_decision, same_version
+from bringup.driver_reboot import REBOOT, next_boot_kernels, reboot_decision, same_version
+from bringup.gpu_archs import FIRST_OPEN_MODULE_SM, NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
 from bringup.plan.model import DriverPlan
@@ -30,16 +29,13 @@ from bringup.versions import parse
 NOUVEAU_FILE = "/etc/modprobe.d/gpu-bringup-nouveau.conf"
 NOUVEAU_TEXT = "blacklist nouveau\noptions nouveau modeset=0\n"
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51gpu-bringup-driver"
-# NVIDIA's open kernel modules drive Turing (SM 7.5) and newer; older GPUs need the
-# proprietary ones (driver installation guide, "Kernel Modules": "the open-source GPU
-# kernel modules ... are only supported on Turing and later GPUs"; Blackwell requires them;
-# NVIDIA's "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules", 2024: Maxwell,
-# Pascal and Volta "are not compatible" with them, mixed nodes keep the proprietary driver).
-TURING = Version("7.5")
+# NVIDIA's open kernel modules drive Turing and newer, older GPUs need the proprietary
+# ones, Blackwell runs on the open ones only: the open-module column of the one table of
+# GPU architectures (bringup/gpu_archs.py: FIRST_OPEN_MODULE_SM, OPEN_ONLY_MAJORS); mixed
+# nodes keep the proprietary driver.
 # The units deploy enables and starts once the module is loaded; Fabric Manager starts
 # NVLSM itself on NVLink5 (Fabric Manager user guide, fourth-generation NVSwitches).
 PERSISTENCED, FABRICMANAGER = "nvidia-persistenced", "nvidia-fabricmanager"
-NVLINK5_MAJOR = 10
 
 
 def node_sms(facts):
@@ -57,12 +53,13 @@ def flavour_for(setting, sms):
     """The kernel module flavour: the setting's, else (``auto``) open unless a GPU is older
     than Turing; open when the GPUs are unknown (NVIDIA's default since 560).
 
+    >>> from packaging.version import Version
     >>> flavour_for("auto", (Version("12.0"),)), flavour_for("auto", (Version("7.0"),)), flavour_for("auto", ())
     ('open', 'proprietary', 'open')
     """
     if setting != "auto":
         return setting
-    return "proprietary" if any(sm < TURING for sm in sms) else "open"
+    return "proprietary" if any(sm < FIRST_OPEN_MODULE_SM for sm in sms) else "open"
 
 
 def unattended_text(names):
@@ -82,16 +79,21 @@ def unattended_text(names):
 
 def kernel_headers(kernel):
     """The headers packages to install: the running kernel's and those of every installed
-    kernel a boot may start (``driver_layer.kernel``), where they are missing.
+    kernel the next boot may start (``driver_layer.kernel``: the newer ones,
+    ``next_boot_kernels``), where they are missing. An older kernel's headers are not asked
+    for: it is a fallback picked by hand, and the archive has often dropped them.
 
     >>> kernel_headers({"release": "6.1.0-26-amd64", "headers": True, "installed": [
     ...     {"release": "6.1.0-26-amd64", "headers": True, "initramfs": "current"},
-    ...     {"release": "6.1.0-28-amd64", "headers": False, "initramfs": "current"}]})
+    ...     {"release": "6.1.0-28-amd64", "headers": False, "initramfs": "current"},
+    ...     {"release": "6.1.0-9-amd64", "headers": False, "initramfs": "current"}]})
     ('linux-headers-6.1.0-28-amd64',)
     """
     release = kernel.get("release")
     missing = [release] if release and not kernel.get("headers") else []
-    missing += [entry["release"] for entry in kernel.get("installed") or [] if not entry.get("headers")]
+    later = set(next_boot_kernels(kernel))
+    missing += [entry["release"] for entry in kernel.get("installed") or []
+                if entry.get("release") in later and not entry.get("headers")]
     return tuple(f"linux-headers-{name}" for name in dict.fromkeys(missing))
 
 
@@ -147,12 +149,12 @@ def driver_plan(context, repo):
                     service_active=(facts.get("service_unit") or {}).get("active_state") == "active")
     sms = node_sms(facts)
     flavour = flavour_for(config.driver_flavour, sms)
-    if flavour == "proprietary" and any(sm.major in (10, 12) for sm in sms):
+    if flavour == "proprietary" and any(sm.major in OPEN_ONLY_MAJORS for sm in sms):
         add(Finding("DRIVER_OPEN_MODULE_REQUIRED", BLOCKER,
                     f"driver_flavour: proprietary on Blackwell GPUs (compute capability "
                     f"{', '.join(str(sm) for sm in sms)}): they run only on NVIDIA's open kernel modules",
                     "set driver_flavour: open (or auto)"))
-    older = [sm for sm in sms if sm < TURING]
+    older = [sm for sm in sms if sm < FIRST_OPEN_MODULE_SM]
     if flavour == "open" and older:
         add(Finding("DRIVER_PROPRIETARY_MODULE_REQUIRED", BLOCKER,
                     f"driver_flavour: open on GPUs older than Turing (compute capability "
@@ -170,7 +172,7 @@ def driver_plan(context, repo):
     roles = [role for role in ("pinning", flavour) if role in lock.roles]
     if switches > 0:
         roles.append("fabric")
-        if any(sm.major == NVLINK5_MAJOR for sm in sms):
+        if any(sm.major in NVLINK5_MAJORS for sm in sms):
             roles.append("nvlink5")
     pins = lock.pins(*roles)
     other = "proprietary" if flavour == "open" else "open"

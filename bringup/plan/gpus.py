@@ -18,8 +18,8 @@ from packaging.version import Version
 from bringup import cuda as cuda_table
 from bringup import flashinfer as fi
 from bringup import gpu_ids
+from bringup.gpu_archs import OPEN_ONLY_MAJORS
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
-from bringup.plan.driver import OPEN_ONLY_MAJORS
 from bringup.plan.driver_step import install_text
 from bringup.torch_builds import arch_list_for_build, covers_sm
 from bringup.versions import parse

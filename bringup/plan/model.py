@@ -207,8 +207,10 @@ class ServicePlan:
     ready_timeout: int = 1200
     # What deploy does when the gate fails after a change (service_rollback).
     rollback: str = "never"
-    # The key file on the control machine deploy uploads to api_key_file (service_api_key_source).
+    # The key file on the control machine deploy uploads to api_key_file (service_api_key_source),
+    # and the node's directory that holds api_key_file.
     api_key_source: str = ""
+    api_key_dir: str = ""
 
 
 @dataclass(frozen=True)

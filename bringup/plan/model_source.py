@@ -9,6 +9,7 @@ unit ``active (running)``), said before deploy changes anything: a blocker where
 deploy starts the service, a warning where it does not (``deploy_steps`` without
 ``service``, ``service_enable: false``): the other steps are still worth doing.
 
+    >>> from tests.model_facts import ROOT_FILE, WHOLE, hub_fact
     >>> decide(hub_fact(), "sglang", serving=True).code
     'MODEL_UNAVAILABLE'
     >>> decide(hub_fact(revision="ab12", snapshot=WHOLE, config=ROOT_FILE, readable="yes"), "sglang",
@@ -24,16 +25,11 @@ from bringup.layout import SERVICE_BASE_PATH
 from bringup.plan.model import ModelFetchPlan
 from bringup.planned_env import OFFLINE_KEY
 
-ROOT_FILE = {"user": "root", "mode": "644", "kind": "regular file"}
 # The record deploy's fetch writes into the cache entry once ``hf download`` exited 0
 # (tasks/operations/model.py; read by files/probe.sh SNAPSHOT_STATE).
 COMPLETE_RECORD = ".gpu-bringup-complete"
 # ...and the mark it leaves there while it runs (taken away with the record).
 FETCHING_MARK = ".gpu-bringup-fetching"
-# A snapshot judged whole: the fetch's record matching it, or (an entry the operator
-# planted, no record) weights in it and no blob still downloading.
-WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "fetching": False, "record": "none", "record_repo": None,
-         "record_revision": None, "record_files": 0, "record_missing": 0}
 # huggingface_hub's true values for HF_HUB_OFFLINE (1.33.0 constants.py ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = ("1", "ON", "YES", "TRUE")
 
@@ -53,16 +49,6 @@ class ModelDecision:
     fetch: bool = False
 
 
-def hub_fact(**changes):
-    """A hub id's ``model`` fact (a cache miss, the hub unreachable), for examples and tests."""
-    return {"model": "Qwen/Qwen3-0.6B", "kind": "hub", "path": None, "dir": None,
-            "cache": "/var/cache/sglang/xdg/huggingface/hub", "cache_via": "XDG_CACHE_HOME",
-            "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None, "refs_main": None,
-            "snapshot": None, "config": None, "readable": None, "chain": [], "endpoint": "https://huggingface.co",
-            "offline": None, "offline_by": None,
-            "token": False, "hub": {"status": None, "error": "[Errno -2] Name or service not known"}, **changes}
-
-
 def entry_partial(fact):
     """Why the hub cache entry's snapshot is not whole ("" when it is; the probe's
     ``snapshot``, files/probe.sh SNAPSHOT_STATE). huggingface_hub writes ``refs/main``
@@ -77,6 +63,7 @@ def entry_partial(fact):
     entry without either (the operator's), weights in the snapshot and no ``.incomplete``
     blob.
 
+    >>> from tests.model_facts import WHOLE, hub_fact
     >>> entry_partial(hub_fact(revision="ab12", snapshot=WHOLE))
     ''
     >>> entry_partial(hub_fact(revision="ab12", snapshot={**WHOLE, "weights": 0}))
@@ -304,6 +291,7 @@ def taken_back(context, env):
 
     >>> from types import SimpleNamespace
     >>> from bringup.config import Config
+    >>> from tests.model_facts import hub_fact
     >>> context = SimpleNamespace(config=Config(service_model="Qwen/Qwen3-0.6B"), facts={"model": hub_fact(
     ...     offline="1", offline_by="deploy", hub={"status": 200, "error": None})})
     >>> taken_back(context, {}), taken_back(context, {"HF_HUB_OFFLINE": "1"})

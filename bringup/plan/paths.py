@@ -12,7 +12,7 @@ way to them (UNSAFE_PATH), from the path chains the probe reads (docs/facts.md, 
     ['/etc/sglang (directory, owner bob, mode 755) lets a non-root user change /etc/sglang/sglang.env, the service env file']
 """
 
-from bringup.findings import BLOCKER, Finding
+from bringup.findings import BLOCKER, FIX, Finding
 
 
 def _writable_by_others(entry):
@@ -132,3 +132,95 @@ def check_paths(context):
                     f"remove {config.service_cache_dir} (deploy creates it, owned by {config.service_user}) or make "
                     f"it a directory of {config.service_user}'s that others cannot write, or set service_cache_dir "
                     "elsewhere (the default is /var/cache/sglang)"))
+
+
+# Whose x bit lets the service user through a directory: its owner's when it is the
+# service user's, else others'. A directory open to its group only is not judged (the
+# probe does not report the group, which may be the service user's own).
+def _closed_to(entry, user, leaf=False):
+    """Whether directory ``entry`` keeps ``user`` from traversing it (and, for the
+    ``leaf`` directory the service opens, from listing it).
+
+    >>> _closed_to({"path": "/opt/sglang", "user": "root", "mode": "700", "kind": "directory"}, "sglang")
+    True
+    >>> _closed_to({"path": "/var/cache/sglang", "user": "sglang", "mode": "700", "kind": "directory"}, "sglang")
+    False
+    >>> _closed_to({"path": "/srv", "user": "root", "mode": "750", "kind": "directory"}, "sglang")
+    False
+    """
+    mode = int(entry["mode"], 8)
+    if entry["user"] == user:
+        needed = 0o500 if leaf else 0o100
+    else:
+        needed = 0o005 if leaf else 0o001
+        if mode & (needed << 3) == needed << 3 and mode & needed != needed:
+            return False
+    return mode & needed != needed
+
+
+def unreachable_components(chain, path, user):
+    """Every directory of ``chain`` (the probe's path chain of ``path``, from the path
+    up to /) that keeps ``user`` out of ``path``: all of them, since deploy opening its
+    own (a fix) leaves the user out while an operator's above it is closed. Links are
+    not directories: the chain of a link's target is reported apart (``venv_target``).
+
+    >>> chain = [{"path": "/opt/sglang/venv", "user": "root", "mode": "777", "kind": "symbolic link"},
+    ...          {"path": "/opt/sglang", "user": "root", "mode": "700", "kind": "directory"},
+    ...          {"path": "/opt", "user": "root", "mode": "700", "kind": "directory"}]
+    >>> [entry["path"] for entry in unreachable_components(chain, "/opt/sglang/venv", "sglang")]
+    ['/opt/sglang', '/opt']
+    """
+    return [entry for entry in chain
+            if entry["kind"] == "directory" and _closed_to(entry, user, leaf=entry["path"] == path)]
+
+
+def check_service_reach(context):
+    """The unit and the pre-warm run as the service user from the venv (its target
+    too: venvs/<digest>) and write its cache: each directory on the way must let that
+    user through. One of the layout's that deploy makes and owns is a fix (deploy opens
+    it: tasks/operations/files.py directory_if_missing ``reached``); another is a
+    blocker naming the path, the directory and the command that opens it (issue 32: a
+    bare node's venv root made 0700 by a umask).
+
+    >>> from bringup.config import Config
+    >>> from bringup.plan.context import PlanContext
+    >>> found = []
+    >>> chain = [{"path": "/opt/sglang/venv", "user": "root", "mode": "777", "kind": "symbolic link"},
+    ...          {"path": "/opt/sglang", "user": "root", "mode": "700", "kind": "directory"}]
+    >>> check_service_reach(PlanContext.of({"paths": {"venv": chain}}, Config(), None, found.append))
+    >>> [(finding.code, finding.severity) for finding in found]
+    [('SERVICE_PATH_UNREACHABLE', 'fix')]
+    """
+    facts, config, layout = context.facts, context.config, context.layout
+    chains = facts.get("paths") or {}
+    user = config.service_user
+    roles = [("cache_dir", config.service_cache_dir, "the cache the service and the pre-warm write")]
+    # An external venv closed to the service user is VENV_UNREADABLE's (check_venv_readable).
+    if config.venv_managed:
+        roles.insert(0, ("venv", config.venv_path, "the venv the unit and the pre-warm run"))
+    if config.venv_managed and chains.get("venv_target"):
+        target = chains["venv_target"][0]["path"]
+        roles.insert(1, ("venv_target", target, f"the venv {config.venv_path} points at"))
+    # The interpreter's prefix (an operator's venv_python under a 0700 /opt/cpython):
+    # never deploy's, a blocker.
+    if chains.get("python"):
+        roles.append(("python", chains["python"][0]["path"], f"the interpreter the venv {config.venv_path} runs"))
+    ours = {entry.path: entry for entry in layout.directories(managed=config.venv_managed) if entry.reached}
+    reported = set()
+    for role, path, what in roles:
+        for entry in unreachable_components(chains.get(role, []), path, user):
+            if entry["path"] in reported:
+                continue
+            reported.add(entry["path"])
+            mine = ours.get(entry["path"])
+            if mine and entry["user"] == mine.owner:
+                context.add(Finding("SERVICE_PATH_UNREACHABLE", FIX,
+                                    f"{_described(entry)} keeps the service user {user} out of {path}, {what}",
+                                    f"deploy opens {entry['path']} to {user} (chmod "
+                                    f"{'go' if mine.owner == 'root' else 'u'}+rx): it made it, mode {mine.mode}"))
+            else:
+                bits = "rx" if entry["path"] == path else "x"
+                who = "u" if entry["user"] == user else "o"
+                context.add(Finding("SERVICE_PATH_UNREACHABLE", BLOCKER,
+                                    f"{_described(entry)} keeps the service user {user} out of {path}, {what}",
+                                    f"chmod {who}+{bits} {entry['path']}, or set the path where {user} can reach it"))

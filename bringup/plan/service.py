@@ -12,6 +12,7 @@ unit and command line, what it exposes, and why a unit that fails does.
 """
 
 import ipaddress
+import posixpath
 import shlex
 
 from bringup import explain, redact, systemd
@@ -109,7 +110,8 @@ def service_plan(context, env):
                        host=listen_address(exec_start), api_key_file=config.service_api_key_file,
                        after_units=driver_units(context.facts), port=last_option(exec_start, "--port", "30000"),
                        ready_timeout=config.service_ready_timeout, rollback=config.service_rollback,
-                       api_key_source=config.service_api_key_source)
+                       api_key_source=config.service_api_key_source,
+                       api_key_dir=posixpath.dirname(config.service_api_key_file))
 
 
 def last_option(argv, option, default):

@@ -17,7 +17,7 @@ from bringup import locks as lockfiles
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.plan.model import MIN_PYTHON, SYSTEM_PYTHON, VENV_SYSTEM_PACKAGES, VenvPlan
 from bringup.platforms import PythonChoice, distribution, operator_python, venv_python
-from bringup.venv import index_options
+from bringup.package_index import index_options
 from bringup.versions import parse, same_major_minor
 
 

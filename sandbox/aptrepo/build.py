@@ -38,11 +38,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from control.atomic import atomic_write, link_or_copy
+from control.atomic import atomic_write
 from sandbox.aptrepo import debs, driver_debs
 from sandbox.aptrepo.sign import GnuPG
 from sandbox.aptrepo.wheels import LOCKS, ensure_wheels, read_lock
-from sandbox.fsutil import file_lock, swap_in
+from sandbox.fsutil import file_lock, link_or_copy, swap_in
 from sandbox.statedir import APTREPO_ROOT, APTREPO_SERVER_JSON, DEFAULT_STATE_DIR
 
 SANDBOX = DEFAULT_STATE_DIR

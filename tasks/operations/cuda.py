@@ -8,7 +8,7 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.files import FileContents
 
-from bringup import aptsources
+from bringup import apt_source_edit
 from bringup.layout import CUDA_LINK
 
 from facts.dpkg import DpkgUnfinished
@@ -148,7 +148,7 @@ def cuda_alternative(home, priority=100):
 @operation()
 def apt_source_disabled(path, uri, reason):
     """
-    Disable the entries of ``path`` that serve ``uri`` (bringup/aptsources.py): the file
+    Disable the entries of ``path`` that serve ``uri`` (bringup/apt_source_edit.py): the file
     is renamed when they are all it holds, else rewritten whole with them disabled;
     nothing else of the operator's file changes, and a result apt could not read (or
     a file apt cannot read now) fails the host with one line, the file untouched.
@@ -167,8 +167,8 @@ def apt_source_disabled(path, uri, reason):
     """
     lines = host.get_fact(FileContents, path=path)
     try:
-        change = aptsources.disabled(path, "".join(f"{line}\n" for line in lines or []), uri, reason)
-    except aptsources.SourceEditError as error:
+        change = apt_source_edit.disabled(path, "".join(f"{line}\n" for line in lines or []), uri, reason)
+    except apt_source_edit.SourceEditError as error:
         # The file stays as it is: one line for this host, the others carry on.
         yield f"echo {shlex.quote(f'{host.name}: {error}')} >&2; exit 1"
         return

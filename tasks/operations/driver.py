@@ -17,7 +17,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Uptime
 from pyinfra.operations import server
 
-from bringup.checks import cut
+from bringup.setting_checks import cut
 from bringup.driver_reboot import GO, NEEDS_REBOOT, module_mismatch, reboot_decision
 from bringup.layout import ProbeInputs
 from bringup.plan.model import DriverPlan
@@ -273,7 +273,14 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
         driver_module_loaded(driver=node.driver, inputs=inputs, revalidate=partial(replanned_host, "deploy"),
                              relock={...})
     """
-    layer = host.get_fact(DriverLayer, inputs=inputs) or {}
+    layer = host.get_fact(DriverLayer, inputs=inputs)
+    if layer is None:
+        # A read that failed (pyinfra has failed the host) says nothing of the module: no
+        # reboot, nor "needs reboot", is decided on it.
+        LOADED[host.name] = False
+        yield fail(f"{host.name}: could not read the loaded module again after the install; nothing rebooted "
+                   "(the error is above)")
+        return
     action, reason = reboot_decision(driver, module_mismatch(layer.get("module"), driver))
     LOADED[host.name] = action == GO
     if action == GO:

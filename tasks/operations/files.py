@@ -16,39 +16,76 @@ from control import run
 from facts.files import ManagedFile
 
 
+def _reach_repair(found, user):
+    """The ``chmod`` that lets the service user through a directory the deploy owns
+    (``found``: pyinfra's ``Directory`` fact, its mode as octal digits), or None when it
+    already does or is not the deploy's: root's directory must be open to others
+    (``go+rx``); one the service user owns (``user`` not root), to its owner (``u+rx``).
+    Its owner decides, not its group: validate (SERVICE_PATH_UNREACHABLE) judges by the
+    owner alone and says deploy opens root's 0700 venv root, whatever its group (staff).
+
+    >>> _reach_repair({"user": "root", "group": "root", "mode": 700}, "root")
+    'go+rx'
+    >>> _reach_repair({"user": "root", "group": "root", "mode": 755}, "root") is None
+    True
+    >>> _reach_repair({"user": "sglang", "group": "sglang", "mode": 700}, "sglang") is None
+    True
+    >>> _reach_repair({"user": "ubuntu", "group": "ubuntu", "mode": 700}, "root") is None
+    True
+    >>> _reach_repair({"user": "root", "group": "staff", "mode": 700}, "root")
+    'go+rx'
+    """
+    if found.get("user") != user or found.get("mode") is None:
+        return None
+    mode = int(str(found["mode"]), 8)
+    if user == "root":
+        return "go+rx" if mode & 0o005 != 0o005 else None
+    return "u+rx" if mode & 0o500 != 0o500 else None
+
+
 @operation()
-def directory_if_missing(path, user="root", group="root", mode="0755"):
+def directory_if_missing(path, user="root", group="root", mode="0755", reached=False):
     """
     Create ``path`` (and missing parents) with this owner and mode, only if it does
     not exist: a directory found there is the node's own and keeps its owner and mode
     (``/home/ubuntu``, a data disk's mount point). A link or a file there is refused,
     never followed (``install -d -o`` would hand a link's target to ``user``), when
     the facts are read and again when the command runs, since the node may change
-    between the two.
+    between the two. Missing parents are made 0755 (``umask 022``), never with the
+    session's umask; the directory itself with ``mode`` (bringup/layout.py
+    ``NodeLayout.directories``).
 
     + path: the directory
     + user, group, mode: for the directory created
+    + reached: the service user must traverse it: a directory of this owner found
+      closed to it (a 0700 venv root of root's) is opened (``_reach_repair``, never
+      through a link); another owner's is left as it is (validate names it)
 
     **Example**:
 
     .. code:: python
 
-        directory_if_missing(path="/var/cache/sglang", user="sglang", group="sglang")
+        directory_if_missing(path="/var/cache/sglang", user="sglang", group="sglang", reached=True)
     """
     found = host.get_fact(Directory, path=path)
+    quoted = shlex.quote(path)
     if found:
+        repair = _reach_repair(found, user) if reached else None
+        if repair:
+            yield f"if [ -d {quoted} ] && [ ! -L {quoted} ]; then chmod {repair} -- {quoted}; fi"
+            return
         host.noop(f"{path} exists; its owner and mode are left as they are")
         return
-    quoted = shlex.quote(path)
     refusal = shlex.quote(f"{host.name}: {path} is a link or a file, not a directory; move it away so the deploy "
                           "can create the directory (a link is never followed)")
     if found is False:
         yield f"echo {refusal} >&2; exit 1"
         return
     # mkdir makes the directory itself (it fails on anything there, a link included: no
-    # follow), chown -h never follows one; the parents are root's, made as install -d did.
+    # follow), chown -h never follows one; the parents are root's, 0755 whatever the
+    # session's umask (a subshell's umask 022).
     yield (f"if [ -L {quoted} ] || {{ [ -e {quoted} ] && [ ! -d {quoted} ]; }}; then echo {refusal} >&2; exit 1; fi; "
-           f"[ -d {quoted} ] || {{ mkdir -p -- {shlex.quote(posixpath.dirname(path) or '/')} && "
+           f"[ -d {quoted} ] || {{ (umask 022 && mkdir -p -- {shlex.quote(posixpath.dirname(path) or '/')}) && "
            f"mkdir -m {shlex.quote(mode)} -- {quoted} && "
            f"chown -h -- {shlex.quote(f'{user}:{group}')} {quoted}; }}")
 
@@ -147,6 +184,12 @@ def api_key_put(src, dest, group):
                    "(`rm` it on the node) so that deploy can write the key there; nothing was changed")
         yield f"echo {shlex.quote(message)} >&2; exit 1"
         return
+    if found["kind"] is None or found["sha1"] != get_file_sha1(src):
+        # The stage made root's 0600 first: an SFTP upload (paramiko sends no mode) or sudo's
+        # cp would create it 0666 & ~umask, the key readable by every user until the chmod;
+        # an existing file keeps its mode when written.
+        stage = shlex.quote(_upload_stage(dest))
+        yield f"rm -f -- {stage} && (umask 077 && : > {stage})"
     yield from whole_file._inner(src=src, dest=dest, user="root", group=group, mode="0640", found=found)
 
 

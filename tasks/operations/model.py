@@ -21,7 +21,7 @@ def cached(state):
     service user (``unknown`` only before the account exists: the fetch then fails
     naming it).
 
-    >>> from bringup.plan.model_source import WHOLE, hub_fact
+    >>> from tests.model_facts import WHOLE, hub_fact
     >>> whole = hub_fact(revision="ab12", snapshot=WHOLE, config={"user": "sglang"}, readable="yes")
     >>> cached(whole), cached({**whole, "config": None}), cached({**whole, "snapshot": {**WHOLE, "incomplete": 1}})
     (True, False, False)

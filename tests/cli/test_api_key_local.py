@@ -6,6 +6,7 @@ file that is a link is refused by name, and deploy's upload lands whole, root:<g
 never appears in pyinfra's output at -vvv, in the reports or in the summary."""
 
 import grp
+import hashlib
 import json
 import os
 import shutil
@@ -47,6 +48,9 @@ def run(tmp_path, deploy_file, *data):
     result.output = result.stdout + result.stderr
     written = "".join(path.read_text() for path in (tmp_path / "reports").glob("**/*.json"))
     assert SECRET not in result.output and SECRET not in written, "the key was printed or saved"
+    # Nor the key file's digest (the node's facts at -vvv): a weak key falls to a dictionary.
+    digest = hashlib.sha1(f"api-key: {SECRET}\n".encode()).hexdigest()
+    assert digest not in result.output and digest not in written, "the key file's digest was printed or saved"
     return result
 
 
@@ -76,6 +80,20 @@ def test_a_link_at_the_nodes_key_file_is_a_blocker_naming_it(tmp_path, node_dir,
     assert finding["message"] == f"service_api_key_file={node_dir}/api-key.yaml is a link (deploy never writes " \
         "through one)"
     assert f"rm {node_dir}/api-key.yaml" in finding["fix"]
+
+
+def test_a_key_file_in_a_directory_another_user_writes_is_a_blocker(tmp_path, node_dir, source):
+    """Review class "links and ownership": the directory's owner could swap root's stage
+    file for a link between the upload and ``chown root:<group> && chmod 0640``."""
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    os.chown(node_dir, nobody.pw_uid, nobody.pw_gid)
+    result = run(tmp_path, "tests/fixtures/deploy/api_key_step.py", f"service_api_key_source={source}",
+                 f"service_api_key_file={node_dir}/api-key.yaml")
+    assert result.returncode == 1, result.output[-3000:]
+    finding = findings(tmp_path)["API_KEY_FILE_UNUSABLE"]
+    assert finding["message"].startswith(f"service_api_key_file={node_dir}/api-key.yaml is in {node_dir}, a directory")
+    assert not list(node_dir.iterdir()), "nothing uploaded"
 
 
 def test_the_node_file_alone_is_checked_by_validate_not_first_at_the_service_step(tmp_path, node_dir):

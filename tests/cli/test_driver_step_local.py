@@ -120,3 +120,28 @@ def test_the_initramfs_is_updated_where_the_plan_finds_it_stale(tmp_path, monkey
                        reboot_for=LOADED_NONE)
     assert "Traceback" not in result.output, result.output[-3000:]
     assert (log.read_text().splitlines() if log.exists() else []) == expected, result.output[-3000:]
+
+
+def test_a_driver_layer_that_cannot_be_read_reboots_nothing(tmp_path):
+    """The step's fresh read of the loaded module failed (pyinfra fails the host and returns
+    no value) and was taken for "no module loaded": with driver_reboot: if-needed the host
+    was rebooted on a read that said nothing. Now that host fails in one line, nothing
+    rebooted. Two hosts (@local, @chroot//): the second's read fails."""
+    inventory = tmp_path / "two_hosts.py"
+    inventory.write_text("hosts = [('@local', {'target_sms': '12.0'}), ('@chroot//', {'target_sms': '12.0'})]\n")
+    plan = {"manage": True, "branch": "580", "version": "580.95.05", "flavour": "open", "lock": "x.txt",
+            "install": [f"dpkg={dpkg_version()}"], "reboot": "if-needed", "reboot_for": LOADED_NONE}
+    reports = tmp_path / "reports"
+    env = dict(os.environ, GPU_BRINGUP_REPORTS=str(reports), DRIVER_PLAN=json.dumps(plan),
+               DRIVER_LAYER_UNREADABLE="@chroot//")
+    result = subprocess.run([PYINFRA, "-y", str(inventory), "tests/fixtures/deploy/driver_step.py"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL,
+                            check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    attempted = [line for line in output.splitlines() if "a reboot was attempted" in line]
+    assert not any("@chroot//" in line for line in attempted), output[-3000:]
+    assert "@chroot//: could not read the loaded module again after the install; nothing rebooted" in output, \
+        output[-3000:]
+    rows = {row["host"]: row for row in json.loads((reports / "summary.json").read_text())["hosts"]}
+    assert rows["@chroot//"]["verdict"] == "failed", rows

@@ -11,7 +11,15 @@ import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import REPO_ROOT, changed_operations, node_suite, pyinfra_cli, run_ssh, validate
+from tests.sandbox_fixtures import (
+    REPO_ROOT,
+    changed_operations,
+    node_suite,
+    plant_fake_sglang,
+    pyinfra_cli,
+    run_ssh,
+    validate,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -101,3 +109,68 @@ def test_deep_gemm_compile_runs_as_planned_and_its_failure_changes_nothing(node)
         assert int(run_ssh(node, started).stdout) > int(before), attempt
     run_ssh(node, f"systemctl stop sglang.service && rm {DROP_IN} && systemctl daemon-reload")
     assert run_ssh(node, "sha256sum /var/cache/sglang/prewarm/manifest.json").stdout == fi_manifest
+
+
+# The main path (issue 32): what every operator sets, a model and the service enabled.
+MODEL_DIR = "/srv/models/tiny-qwen2"
+BARE = ("systemctl stop sglang.service 2>/dev/null; rm -rf /opt/sglang /var/cache/sglang /etc/sglang "
+        "/etc/systemd/system/sglang.service /etc/systemd/system/sglang.service.d; systemctl daemon-reload")
+
+
+def test_bare_node_with_a_model_and_the_service_enabled_reaches_the_gate_then_serves(node, tmp_path):
+    """A bare node (no venv, no /opt/sglang: the earlier tests' are removed), a local
+    model directory the service user can read, ``service_enable=true``,
+    ``service_rollback=on-failure``, the reduced pre-warm, the full stack. Before issue
+    32's fix the pre-warm failed with ``env: '/opt/sglang/venv/bin/python': Permission
+    denied`` (release.sh's umask 077 made the venv root 0700). The real SGLang's start
+    then fails on the stand-in GPUs (no CUDA behind them: CUDA_UNAVAILABLE) and the host
+    says there was nothing to go back to; the test double of SGLang started by the unit
+    serves; the node suite is green; a venv root closed by hand is found by the node
+    suite and validate, and repaired by deploy."""
+    run_ssh(node, f"{BARE}; mkdir -p {MODEL_DIR} && printf '%s' {shlex.quote(TINY_QWEN2)} > {MODEL_DIR}/config.json "
+                  "&& chmod -R a+rX /srv/models && test ! -e /opt/sglang")
+    data = (*(item for item in DATA if not item.startswith(("service_model=", "service_enable="))),
+            f"service_model={MODEL_DIR}", "service_enable=true", "service_rollback=on-failure",
+            "service_ready_timeout=180", f"service_host={node['ssh_hostname']}")
+    _, before = validate(NAME, data=data)
+    assert not [f for f in before["plan"]["findings"] if f["severity"] == "blocker"], before["plan"]["findings"]
+
+    real = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
+    assert "Permission denied" not in real.output, real.output[-4000:]
+    assert real.returncode == 1, real.output[-4000:]
+    # The pre-warm ran as the service user from its venv; the gate then saw the real
+    # SGLang fail to start: no accelerator behind the stand-in GPUs.
+    assert re.search(r"prewarm: done  \S+ in \d+\.\d s", real.output), real.output[-4000:]
+    assert "CUDA_UNAVAILABLE" in real.output, real.output[-4000:]
+    assert "rollback refused, nothing changed: no previous release recorded" in real.output, real.output[-4000:]
+    assert run_ssh(node, "stat -c '%a %U' /opt/sglang /opt/sglang/venvs /opt/sglang/releases").stdout.split("\n")[:3] \
+        == ["755 root", "755 root", "700 root"]
+
+    # The same path to serving: the double started by the unit (an operator's drop-in).
+    # Nothing of deploy's changes, so it restarts nothing: the operator reloads systemd
+    # for the drop-in and restarts the unit (it is failing, waiting to be restarted).
+    plant_fake_sglang(node, "FAKE_SGLANG_READY_AFTER=2", MODEL_DIR, hub_cache=False)
+    run_ssh(node, "systemctl daemon-reload && systemctl reset-failed sglang.service; systemctl restart sglang.service")
+    served = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
+    assert served.returncode == 0, served.output[-4000:]
+    assert "sglang.service serves: /health answered 200" in served.output, served.output[-4000:]
+    suite = node_suite(tmp_path / "green", "--node-limit", NAME, data=data)
+    assert "test_service_user_reaches_its_paths" in " ".join(suite.checks(NAME)), suite
+    assert suite.rc == 0 and suite.failing(NAME) == set(), suite
+    _, report = validate(NAME, data=data)
+    assert "SERVICE_PATH_UNREACHABLE" not in [f["code"] for f in report["plan"]["findings"]]
+
+    # A venv root closed by hand: the node suite names it, validate plans its repair,
+    # deploy repairs it, and a second deploy changes nothing.
+    run_ssh(node, "chmod 0700 /opt/sglang")
+    closed = node_suite(tmp_path / "closed", "--node-limit", NAME, data=data)
+    assert any("reaches_its_paths" in check for check in closed.failing(NAME)), closed
+    assert "/opt/sglang" in closed.output, closed
+    _, report = validate(NAME, data=data)
+    [finding] = [f for f in report["plan"]["findings"] if f["code"] == "SERVICE_PATH_UNREACHABLE"]
+    assert finding["severity"] == "fix" and "/opt/sglang" in finding["message"], finding
+    repaired = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
+    assert repaired.returncode == 0, repaired.output[-4000:]
+    assert run_ssh(node, "stat -c %a /opt/sglang").stdout.strip() == "755"
+    again = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data, json_output=True)
+    assert changed_operations(again) == [], again.stdout[-4000:]

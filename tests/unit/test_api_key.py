@@ -40,6 +40,9 @@ CASES = [
      [("API_KEY_FILE_UNUSABLE", "blocker", "holds no `api-key: <key>` line")]),
     ("node's file a link, source set", "k.yaml", GOOD_SOURCE, {"kind": "link"}, True,
      [("API_KEY_FILE_UNUSABLE", "blocker", f"service_api_key_file={DEST} is a link")]),
+    ("source set, the node's file in a directory another user writes", "k.yaml", GOOD_SOURCE,
+     {**ABSENT, "writable_dir": "/var/cache/sglang"}, True,
+     [("API_KEY_FILE_UNUSABLE", "blocker", "is in /var/cache/sglang, a directory a user other than root may write")]),
     ("no account and no account step", "k.yaml", GOOD_SOURCE, ABSENT, False,
      [("API_KEY_FILE_UNUSABLE", "blocker", "leaves out the account step")]),
     ("node's file alone, good", "", None, NODE_GOOD, True, []),
@@ -85,6 +88,10 @@ def test_source_state_reads_the_control_file_without_returning_the_key(tmp_path)
     assert found["has_key"] and found["kind"] == "file" and SECRET not in repr(found)
     source.write_text("apikey: x\n")
     assert not source_state(str(source))["has_key"]
+    # Review class "parsers disagree": SGLang reads the file as YAML; these give it no key.
+    for text in ('api-key: ""\n', "api-key: # to do\n", "api-key: []\n", f"api-key: {SECRET}\napi-key: ''\n"):
+        source.write_text(text)
+        assert not source_state(str(source))["has_key"], text
     assert source_state(str(tmp_path))["kind"] == "directory"
     link = tmp_path / "link.yaml"
     link.symlink_to(tmp_path / "gone.yaml")
@@ -118,7 +125,7 @@ def test_the_fact_says_what_the_service_user_can_read(scratch):
     key.chmod(0o640)
     found = key_file_access(str(key), "nobody")
     assert found == {"kind": "file", "user": "root", "group": group, "mode": "640", "sha1": found["sha1"],
-                     "readable": True} and len(found["sha1"]) == 40
+                     "readable": True, "writable_dir": None} and len(found["sha1"]) == 40
     assert SECRET not in repr(found)
     closed = scratch / "closed"
     closed.mkdir(mode=0o700)
@@ -131,3 +138,39 @@ def test_the_fact_says_what_the_service_user_can_read(scratch):
     assert key_file_access(str(link), "nobody")["kind"] == "link"
     assert key_file_access(str(key), "no-such-user-7f3")["readable"] is None
     assert key_file_access(str(scratch / "absent.yaml"), "nobody")["kind"] is None
+
+
+def test_the_fact_names_a_directory_above_the_key_that_another_user_may_write(scratch):
+    """Review class "links and ownership": root's upload (stage, chown, rename) in a
+    directory the service user owns could be swapped for a link to any file."""
+    nobody = pwd.getpwnam("nobody")
+    owned = scratch / "owned" / "deeper"
+    owned.mkdir(parents=True)
+    os.chown(owned.parent, nobody.pw_uid, nobody.pw_gid)
+    assert key_file_access(str(owned / "api-key.yaml"), "nobody")["writable_dir"] == str(owned.parent)
+    assert key_file_access(str(owned / "not-yet" / "api-key.yaml"), "nobody")["writable_dir"] == str(owned.parent)
+    shared = scratch / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    assert key_file_access(str(shared / "api-key.yaml"), "nobody")["writable_dir"] == str(shared)
+    link = scratch / "to-owned"
+    link.symlink_to(owned.parent)
+    assert key_file_access(str(link / "api-key.yaml"), "nobody")["writable_dir"] == str(owned.parent)
+    assert key_file_access(str(scratch / "api-key.yaml"), "nobody")["writable_dir"] is None
+
+
+@pytest.mark.parametrize("dest", ["/var/cache/sglang/api-key.yaml", "/var/lib/sglang/keys/api-key.yaml"])
+def test_a_key_file_the_service_user_owns_the_directory_of_is_refused_as_a_setting(dest):
+    """Review class "links and ownership": on a fresh node the cache and the home do not
+    exist at validate, and deploy makes them the service user's before the upload."""
+    from bringup.config import Config, ConfigError
+    with pytest.raises(ConfigError, match="which the service user owns") as refused:
+        Config.from_data({"service_api_key_source": "k.yaml", "service_api_key_file": dest})
+    assert len(str(refused.value).splitlines()) == 1
+    assert Config.from_data({"service_api_key_file": dest}).service_api_key_file == dest  # checked on the node only
+
+
+def test_the_default_key_file_beside_an_env_file_in_the_service_home_is_refused_too():
+    from bringup.config import Config, ConfigError
+    with pytest.raises(ConfigError, match="/var/lib/sglang/api-key.yaml is inside /var/lib/sglang"):
+        Config.from_data({"service_api_key_source": "k.yaml", "service_env_file": "/var/lib/sglang/sglang.env"})

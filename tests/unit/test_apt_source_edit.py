@@ -1,5 +1,5 @@
 """Disabling the CUDA repository's entries in a shared apt source file: the editor
-(bringup/aptsources.py) edits by the stanzas and lines of the one parser
+(bringup/apt_source_edit.py) edits by the stanzas and lines of the one parser
 (bringup/apt_sources.py), and every result is read back by that parser and by apt itself
 (``apt-get update --print-uris`` on a scratch configuration: offline, it parses the
 sources and prints the index URIs it would fetch, or fails with "Malformed stanza")."""
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from bringup.aptsources import SourceEditError, disabled
+from bringup.apt_source_edit import SourceEditError, disabled
 from bringup.apt_sources import deb822_problems, source_entries, source_problems
 
 CUDA = "https://r.example/cuda/debian12/x86_64/"

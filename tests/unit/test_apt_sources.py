@@ -7,7 +7,7 @@ import pytest
 
 from bringup.config import Config
 from bringup.plan import plan
-from bringup.aptsources import disabled
+from bringup.apt_source_edit import disabled
 from bringup.apt_sources import key_fingerprints
 from facts.probe_output import build_document
 from tests.unit.scenarios import converged, varied

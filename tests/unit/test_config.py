@@ -2,7 +2,7 @@
 
 import pytest
 
-from bringup import checks, config
+from bringup import config, setting_checks
 from bringup.config import Config, ConfigError
 from inventory.sources import operator_hosts
 
@@ -210,5 +210,5 @@ def test_service_model_is_a_hub_id_or_an_absolute_path(value, accepted):
     if accepted:
         assert check(value) == value
     else:
-        with pytest.raises(checks.Invalid, match="use a hub id"):
+        with pytest.raises(setting_checks.Invalid, match="use a hub id"):
             check(value)

@@ -265,3 +265,53 @@ def test_the_holders_record_names_its_start_time_and_release_ends_it(lock):
     assert isinstance(taken["record"]["pid_start"], int)
     assert released["released"] is True and released.get("stale") is False, released
     assert wait_until(lambda: not alive(holder))
+
+
+def deploy_lock_script():
+    """files/deploy-lock loaded as a module (it has no .py name), to call its functions."""
+    import importlib.machinery
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "files" / "deploy-lock"
+    loader = importlib.machinery.SourceFileLoader("deploy_lock_script", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_a_stale_record_is_cleared_only_while_release_holds_the_lock(tmp_path, monkeypatch):
+    """release cleared a stale record after it saw the lock free, without taking it: a run
+    that took the lock in between (it writes its record once it holds the lock) lost its
+    record, and its next step failed as if another deploy held the node. Now the record is
+    removed only while release holds the lock itself; a lock someone holds keeps it."""
+    from types import SimpleNamespace
+
+    script = deploy_lock_script()
+    lock = tmp_path / "run" / "deploy.lock"
+    lock.parent.mkdir()
+    lock.write_text("")
+    record = Path(f"{lock}.json")
+    record.write_text(json.dumps({"run_id": "run-one", "pid": 4_194_305, "pid_start": 1}))  # no such pid
+    removed, real_unlink = [], os.unlink
+
+    def unlink(path, *args, **kwargs):
+        removed.append((str(path), script.is_locked(str(lock))))
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    answer = script.release(SimpleNamespace(lock=str(lock), run_id="run-one"))
+    assert answer["released"] is True and answer["stale"] is True, answer
+    assert removed == [(str(record), True)], "the record was removed without holding the lock"
+    assert not script.is_locked(str(lock)), "release kept the lock"
+    # Some process holds the lock (a run that took it and is writing its record): kept.
+    record.write_text(json.dumps({"run_id": "run-one", "pid": 4_194_305, "pid_start": 1}))
+    code = (f"import fcntl, os, time\nfd = os.open({str(lock)!r}, os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\ntime.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        answer = script.release(SimpleNamespace(lock=str(lock), run_id="run-one"))
+        assert answer["released"] is False and record.exists(), answer
+    finally:
+        holder.kill()
+        holder.wait()

@@ -315,6 +315,18 @@ def test_a_pending_kernel_gets_its_headers_and_is_named():
     assert codes(unmanaged, DRIVER_CODES) == ["KERNEL_HEADERS_PENDING:warning"]
 
 
+def test_an_older_kernel_without_headers_is_left_alone():
+    """An older kernel is a fallback the boot menu keeps; Debian drops its headers from the
+    archive, so asking for them failed every deploy (apt-get exit 100). Only the running
+    kernel and newer ones (GRUB's default is the newest) get headers."""
+    layer = apply(converged_layer(), [(("kernel", "installed"), [
+        {"release": "6.12.40+deb13-amd64", "headers": False, "initramfs": "current"},
+        {"release": "6.12.48+deb13-amd64", "headers": True, "initramfs": "current"}])])
+    managed = planned(dict(converged(), driver_layer=layer))
+    assert managed.driver.headers == ()
+    assert codes(managed, DRIVER_CODES) == []
+
+
 def test_an_initramfs_without_the_blacklist_is_updated_though_the_blacklist_is_there():
     """update-initramfs ran only when this run wrote the blacklist: a deploy killed between
     the two never rebuilt it. Now the initramfs the probe finds stale is updated."""

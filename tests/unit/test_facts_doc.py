@@ -84,6 +84,12 @@ venv_bin=/opt/sglang/venvs/0a1b/bin
 @@ path rc=0 role=venv
 root 777 symbolic link|/opt/sglang/venv
 root 755 directory|/opt/sglang
+@@ path rc=0 role=venv_target
+root 755 directory|/opt/sglang/venvs/0123456789abcdef
+root 755 directory|/opt/sglang/venvs
+@@ path rc=0 role=python
+root 755 regular file|/usr/bin/python3.11
+root 755 directory|/usr/bin
 @@ path rc=0 role=env_file
 root 755 directory|/etc
 @@ path rc=0 role=cache_dir
@@ -229,7 +235,7 @@ def key_paths(value, prefix=""):
 
 # A heading's ``<role>`` stands for each role of ``paths``, ``<unit>`` for each of the
 # driver's daemons in ``driver_layer.units``.
-PLACEHOLDERS = {"<role>": ("venv", "env_file", "cache_dir"),
+PLACEHOLDERS = {"<role>": ("venv", "venv_target", "python", "env_file", "cache_dir"),
                 "<unit>": ("nvidia-persistenced", "nvidia-fabricmanager", "nvlsm")}
 
 

@@ -94,7 +94,7 @@ def test_driver_layer_of_a_healthy_node_is_whole():
     (lambda f: f["driver_layer"]["module"].update(flavour=None), "no module flavour"),
     (lambda f: f["driver_layer"]["gpus"][3].update(mig_mode=None), "GPU 3: nvidia-smi -q gave no mig_mode"),
     (lambda f: f["driver_layer"].update(topology=None), "no topology"),
-    (lambda f: f["pci_gpus"][0].update(device="ffff"), "PCI ids not in bringup/gpu_ids.py: 10de:ffff"),
+    (lambda f: f["pci_gpus"][0].update(device="ffff"), "PCI ids not in the GPU table bringup/gpu_archs.py: 10de:ffff"),
     (lambda f: f["pci_gpus"].pop(), "7 NVIDIA GPU(s) on the bus, nvidia-smi lists 8"),
     (lambda f: f["driver_layer"]["gpus"][1].update(fabric_state="In Progress"), "fabric not up: GPU 1 In Progress"),
     (lambda f: f.update(pci_gpus=None), "the PCI bus could not be read"),

@@ -21,7 +21,8 @@ from bringup.config import Config
 from bringup.findings import BLOCKER, FIX, INFO, WARNING
 from bringup.layout import NodeLayout, ProbeInputs
 from bringup.plan import plan
-from bringup.plan.model_source import ROOT_FILE, WHOLE, blocking_entry, decide, entry_partial, hub_fact
+from bringup.plan.model_source import blocking_entry, decide, entry_partial
+from tests.model_facts import ROOT_FILE, WHOLE, hub_fact
 from facts.node import probe_command
 from facts.probe_output import build_document
 from tests.hub_double import REVISION, answering_hub, closed_endpoint, plant_cache_entry

@@ -124,7 +124,7 @@ def test_gpu_standin_is_said_in_every_report_of_a_declared_node():
     assert standin.severity == "info" and "stand-in" in standin.message and node.ok
 
 
-# device id, the name nvidia-smi prints, compute capability (bringup/gpu_ids.py's sources)
+# device id, the name nvidia-smi prints, compute capability (bringup/gpu_archs.py's sources)
 KNOWN = [
     ("2bb5", RTX_PRO, "12.0"),
     ("2bb1", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0"),

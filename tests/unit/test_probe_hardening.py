@@ -138,6 +138,22 @@ def test_cuda_home_and_cxx_of_another_user_run_as_that_user(scratch):
     assert facts["resolution"]["version"] == "13.0" and len(facts["jit_cache"]["toolchain"]) == 64
 
 
+def test_cxx_reached_through_another_users_directory_runs_as_that_user(scratch):
+    """run_program asks root_may_run: CXX a root-owned link, in a directory another user
+    owns, to a root-owned compiler; that user may point the link elsewhere, so root never
+    runs it (code_owner judged only where the link ended)."""
+    cxx = planted(scratch, scratch / "tools", "cxx", "echo 'c++ (x) 1.0'", owner=0)
+    links = scratch / "links"
+    links.mkdir()
+    (links / "cxx").symlink_to(cxx)
+    os.chown(links, NOBODY, NOBODY)
+    env_file = scratch / "sglang.env"
+    env_file.write_text(f"CXX={links / 'cxx'}\n")
+    run_probe(scratch, env_file)
+    ran = records(scratch).get("cxx", [])
+    assert ran and set(ran) == {str(NOBODY)}, ran
+
+
 def test_toolkit_owned_by_another_user_runs_as_that_user(scratch):
     """nvcc_section: a toolkit home's nvcc that a non-root user owns runs as that user
     (probe_toolkits runs the same function for every /opt/cuda*)."""
@@ -159,6 +175,41 @@ def test_external_venv_python_is_judged_by_its_target(scratch):
     facts = build_document(run_probe(scratch, scratch / "absent.env", venv=venv).splitlines())
     assert set(records(scratch)["python3"]) == {str(NOBODY)}, records(scratch)
     assert facts["torch"] == {"error": "none"}
+
+
+def test_prewarm_ninja_of_a_venv_whose_interpreter_another_user_may_change_never_runs_as_root(scratch):
+    """The pre-warm section runs the venv's ninja, a script of the venv's python: a
+    root-owned venv whose python is a CPython with another user's sitecustomize.py ran
+    it as root (its code_owner judged the script alone). Now root_may_run judges it with
+    the interpreter's prefix, as in the venv section: it runs as that user."""
+    cpython, stdlib = Path("/usr/bin/python3.11"), Path("/usr/lib/python3.11")
+    if not cpython.exists() or not stdlib.is_dir():
+        pytest.skip("needs Debian 12's CPython 3.11 to copy")
+    prefix = scratch / "py"
+    (prefix / "bin").mkdir(parents=True)
+    shutil.copy2(cpython, prefix / "bin" / "python3.11")
+    shutil.copytree(stdlib, prefix / "lib" / "python3.11", symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "test", "idlelib", "tkinter", "turtledemo",
+                                                  "config-3.11-*", "lib2to3", "pydoc_data", "site-packages"))
+    site = prefix / "lib" / "python3.11" / "sitecustomize.py"
+    site.write_text(f"import os\nopen({str(scratch / 'records' / 'sitecustomize')!r}, 'a')"
+                    ".write(str(os.getuid()) + '\\n')\n")
+    os.chown(site, NOBODY, NOBODY)
+    venv = scratch / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(prefix / "bin" / "python3.11")
+    ninja = venv / "bin" / "ninja"
+    ninja.write_text(f"#!{venv / 'bin' / 'python'}\nprint('ninja: no work to do.')\n")
+    ninja.chmod(0o755)
+    (scratch / "cache" / "mod").mkdir(parents=True)
+    manifest = scratch / "cache" / "prewarm" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"modules": [{"kind": "jit", "dir": str(scratch / "cache" / "mod"),
+                                                 "request": "m"}]}))
+    output = run_probe(scratch, scratch / "absent.env", venv=venv)
+    assert "@@ prewarm rc=0 user=nobody" in output, output
+    ran = records(scratch).get("sitecustomize", [])
+    assert ran and set(ran) == {str(NOBODY)}, ran
 
 
 def test_usercustomize_cannot_forge_the_driver(scratch):

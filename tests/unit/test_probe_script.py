@@ -7,7 +7,9 @@ GPU, driver and OS parts are asserted here.
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,78 @@ def test_toolchain_digest_ignores_the_drivers_libcuda1(tmp_path):
     first = digest("libcuda1=535.216.03-1", "libcublas-dev-13-0=13.0.2.14-1")
     assert digest("libcuda1=580.105.08-1", "libcublas-dev-13-0=13.0.2.14-1") == first
     assert digest("libcuda1=535.216.03-1", "libcublas-dev-13-0=13.0.3.1-1") != first
+
+
+def test_a_closed_venv_root_is_planned_unreachable_through_the_link(tmp_path, request):
+    """The real probe's path chains of a venv link and of where it points (venv_target),
+    planned: a 0700 venv root is SERVICE_PATH_UNREACHABLE (issue 32), a fix deploy makes
+    (the layout's own directory, root's); opened, nothing is reported. Settings built
+    directly: their check refuses paths under /tmp before any probe."""
+    from bringup.config import Config
+    from bringup.plan import plan
+
+    # Under a directory others may pass (pytest's own tmp is 0700).
+    scratch = Path(tempfile.mkdtemp(prefix="probe-reach-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch))
+    root = scratch / "sglang"
+    (root / "venvs" / "abc").mkdir(parents=True)
+    (root / "venv").symlink_to("venvs/abc")
+    for directory in (scratch, root / "venvs", root / "venvs" / "abc"):
+        directory.chmod(0o755)
+    root.chmod(0o700)
+    config = Config(venv_path=str(root / "venv"))
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(root / "venv"))
+    assert facts["paths"]["venv_target"][0]["path"] == str(root / "venvs" / "abc"), facts["paths"]
+    # The cache directory's chain is pytest's tmp (run_probe's layout): only the venv's counts.
+    found = [(f.severity, f.message) for f in plan(facts, config).findings
+             if f.code == "SERVICE_PATH_UNREACHABLE" and "the venv" in f.message]
+    if root.owner() == "root":
+        message = (f"{root} (directory, owner root, mode 700) keeps the service user sglang out of {root}/venv, "
+                   "the venv the unit and the pre-warm run")
+        assert found == [("fix", message)], found
+    root.chmod(0o755)
+    facts = run_probe(tmp_path, "rtx-pro-6000-x8", venv=str(root / "venv"))
+    assert not [f for f in plan(facts, config).findings
+                if f.code == "SERVICE_PATH_UNREACHABLE" and "the venv" in f.message]
+
+
+def test_an_interpreter_under_a_closed_prefix_is_planned_unreachable(tmp_path, request):
+    """The real probe's chain of the interpreter the venv will be built with (the
+    operator's venv_python, no venv yet) and of the one a venv runs (its bin/python
+    followed), planned: a prefix closed to others keeps the service user out of its
+    python, never deploy's directory, a blocker (review of issue 32: validate saw the
+    venv's own directories only, and the pre-warm met Permission denied)."""
+    from bringup.config import Config
+    from bringup.plan import plan
+
+    scratch = Path(tempfile.mkdtemp(prefix="probe-python-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch))
+    prefix = scratch / "cpython"
+    (prefix / "bin").mkdir(parents=True)
+    python = prefix / "bin" / "python3.11"
+    python.write_text("#!/bin/sh\nexit 1\n")
+    python.chmod(0o755)
+    venv = scratch / "sglang" / "venv"
+    for directory in (scratch, prefix / "bin", scratch / "sglang"):
+        directory.mkdir(exist_ok=True)
+        directory.chmod(0o755)
+    prefix.chmod(0o700)
+    config = Config(venv_path=str(venv))
+
+    def found(inputs):
+        result = subprocess.run(["sh", "-c", probe_command(inputs)], env={"PATH": "/usr/bin:/bin"},
+                                capture_output=True, text=True, timeout=60, check=True)
+        facts = build_document(result.stdout.splitlines())
+        assert facts["paths"]["python"][0]["path"] == str(python), facts["paths"]
+        return [(f.severity, f.message) for f in plan(facts, config).findings
+                if f.code == "SERVICE_PATH_UNREACHABLE" and "the interpreter the venv" in f.message]
+
+    layout = NodeLayout.for_settings(str(venv), "/nonexistent", str(tmp_path / "cache"), "sglang")
+    message = (f"{prefix} (directory, owner {prefix.owner()}, mode 700) keeps the service user sglang out of "
+               f"{python}, the interpreter the venv {venv} runs")
+    assert found(ProbeInputs(layout, venv_python=str(python))) == [("blocker", message)]
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(python)
+    assert found(ProbeInputs(layout)) == [("blocker", message)]
+    prefix.chmod(0o755)
+    assert found(ProbeInputs(layout)) == []

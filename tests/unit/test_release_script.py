@@ -499,3 +499,22 @@ def test_a_rollback_killed_before_the_restart_is_pending_for_deploy(node):
     look = node["look"]()
     assert look["current"] == look["live"] and look["previous"] == "" and not pending(look)
     assert node["state"]() == before
+@pytest.mark.parametrize("action", ["seed", "promote", "record"])
+def test_a_bare_node_gets_no_venv_root_from_a_release_step(node, action):
+    # A bare node: no venv root yet. release.sh runs under umask 077, so a venv root it
+    # made would be 0700 and close the service user out of its venv (issue 32): the venv
+    # step makes the root, with its mode, from the layout (bringup/layout.py).
+    shutil.rmtree(node["root"])
+    node["unit"].write_text("unit\n")
+    done = ok(node["run"](action))
+    assert "no release recorded" in done.stdout
+    assert not node["root"].exists()
+
+
+def test_the_releases_directory_is_made_alone_under_the_venv_root(node):
+    node["root"].chmod(0o755)
+    node["venv_dir"]("a" * 16)
+    node["live"]("a" * 16, "unit one\n", "KNOB=1\n")
+    ok(node["run"]("seed"))
+    assert stat.S_IMODE(node["releases"].stat().st_mode) == 0o700
+    assert stat.S_IMODE(node["root"].stat().st_mode) == 0o755

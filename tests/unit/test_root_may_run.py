@@ -153,6 +153,37 @@ def sticky_bin(p):
     return "nobody", p["top"] / "bin", p["python"]
 
 
+def link_through_their_directory(p):
+    """A link in a directory on the way (not the last component) names a link in a
+    directory another user owns: they may point it at a tree of their own."""
+    home = p["top"].parent / "home-u"
+    home.mkdir()
+    (home / "py").symlink_to(p["top"])
+    os.chown(home, THROWAWAY, THROWAWAY)
+    apps = p["top"].parent / "apps"
+    apps.mkdir()
+    (apps / "py").symlink_to(home / "py")
+    return "daemon", home, apps / "py" / "bin" / "python3.11"
+
+
+def beside_its_lib(p):
+    """An interpreter beside lib/ (no bin/): CPython finds its stdlib searching up from
+    its own directory, so that is the prefix judged."""
+    named = p["top"] / "python3.11"
+    shutil.copy2(p["python"], named)
+    return "daemon", theirs(p["stdlib"] / "sitecustomize.py"), named
+
+
+def copied_venv_home(p):
+    """A venv whose python is a copy (venv --copies): CPython loads the stdlib of the
+    home its root-owned pyvenv.cfg names, not of the venv."""
+    venv = p["top"].parent / "copies-venv"
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy2(p["python"], venv / "bin" / "python3.11")
+    (venv / "pyvenv.cfg").write_text(f"home = {p['top'] / 'bin'}\n")
+    return "daemon", theirs(p["stdlib"] / "sitecustomize.py"), venv / "bin" / "python3.11"
+
+
 # variant -> the rule's check that refuses it (cut out in the mutation cases)
 VARIANTS = {
     "prefix lib/python3.11": (prefix_dir, "rmr_tree"),
@@ -169,6 +200,9 @@ VARIANTS = {
     "sticky world-writable site-packages": (sticky_site_packages, "rmr_tree"),
     "site-packages linked to another user's .pth": (linked_site_packages, "rmr_tree"),
     "sticky world-writable bin": (sticky_bin, "rmr_interpreter"),
+    "a directory link through another user's directory": (link_through_their_directory, "rmr_file"),
+    "an interpreter beside its lib, no bin": (beside_its_lib, "rmr_getpath"),
+    "a copied venv python loading its home's stdlib": (copied_venv_home, "rmr_getpath"),
 }
 
 
@@ -302,3 +336,37 @@ def test_the_probe_asks_a_venvs_python_as_the_owner_of_its_interpreters_prefix(s
     theirs(site / "site-packages" / "evil.pth", "import os\n")
     assert "user=daemon" in venv_section()
     assert not prefix["marker"].exists(), "root ran a venv's python whose prefix another user may change"
+
+
+EVIL_LIBRARY = """#include <stdio.h>
+__attribute__((constructor)) static void ran(void) { FILE *f = fopen("%s", "a"); if (f) fclose(f); }
+int evil(void) { return 0; }
+"""
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o700])
+def test_a_library_the_loader_finds_in_another_users_directory_is_refused(scratch, prefix, mode):
+    """The libraries the system's loader lists for the interpreter (its RUNPATH here) are
+    judged too, also when nobody may not read it (0700): a listing that is empty because
+    it failed never passes. Cut rmr_libraries and it passes."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler to build an interpreter with a RUNPATH")
+    ulib = scratch / "ulib"
+    ulib.mkdir()
+    (scratch / "evil.c").write_text(EVIL_LIBRARY % (scratch / "lib-ran"))
+    (scratch / "main.c").write_text("int evil(void);\nint main(void) { return evil(); }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(ulib / "libevil.so"), str(scratch / "evil.c")], check=True)
+    program = prefix["python"]
+    subprocess.run([cc, "-o", str(program), str(scratch / "main.c"), f"-L{ulib}", "-levil", f"-Wl,-rpath,{ulib}"],
+                   check=True)
+    program.chmod(mode)
+    theirs(ulib / "libevil.so")
+    theirs(ulib)
+    rule = judge(program)
+    assert rule.returncode == 1 and f"daemon may change {ulib}" in rule.stderr, rule.stderr
+    cut = subprocess.run(["sh", "-c", '. "$1"; root_may_run "$2" interpreter', "sh",
+                          str(mutated(scratch, "rmr_libraries")), str(program)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert cut.returncode == 0, cut.stdout
+    assert not (scratch / "lib-ran").exists()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup import checks, config, settings, settings_page
+from bringup import config, settings, settings_page
+from bringup import setting_checks as checks
 from bringup.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]

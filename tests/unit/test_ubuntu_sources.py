@@ -4,7 +4,7 @@ ubuntu.sources (two stanzas, several suites each), 22.04's one-line sources.list
 CUDA stanza an operator appended to ubuntu.sources disabled without touching Ubuntu's."""
 
 from bringup.apt_sources import source_entries, source_problems
-from bringup.aptsources import disabled
+from bringup.apt_source_edit import disabled
 from sandbox.image import OSES, apt_sources
 
 CUDA = "http://127.0.0.1:8913/compute/cuda/repos/ubuntu2404/x86_64/"

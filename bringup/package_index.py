@@ -1,4 +1,4 @@
-"""How the managed venv is sourced: the installer's package-source options.
+"""Where the managed venv's packages come from: the installer's package-index options.
 
 pip and uv take the same options (``--index-url``, ``--extra-index-url``,
 ``--find-links``, ``--no-index``), so one list serves both.

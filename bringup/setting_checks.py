@@ -321,7 +321,7 @@ class Url(Check):
     >>> Url()("http://[::1/x")
     Traceback (most recent call last):
     ...
-    bringup.checks.Invalid: use an http://, https:// or file:/ URL without spaces, query or fragment (Invalid IPv6 URL)
+    bringup.setting_checks.Invalid: use an http://, https:// or file:/ URL without spaces, query or fragment (Invalid IPv6 URL)
     """
 
     def __init__(self, optional=False, paths=False):
