@@ -161,29 +161,73 @@ def planned_host(purpose, blocking=None):
     if ctx_state.isset():
         fleet.validate_never_asks(ctx_state.get())  # inventories other than inventory/gpu.py (@local)
         fleet.json_stdout_always()
-    try:
-        return _planned_host(purpose, blocking)
-    except PyinfraError:
-        raise  # pyinfra's own: no host left, --fail-percent exceeded
-    except Exception as error:  # noqa: BLE001 - one host's failure must not end the others' run
-        logger.debug("".join(traceback.format_exception(error)))
+    node, error = guarded(_planned_host, purpose, blocking)
+    if error is not None:
         line = failure_line(host.name, purpose, error)
         print(f"== {host.name}: PLANNING FAILED\n  {line}", file=sys.stderr)
         fleet.record(host.name, purpose, plan_error=line)
         refuse(line)
-        return None
+    return node
+
+
+def replanned_host(purpose):
+    """This host's settings, facts and plan once more, while the run executes (the driver
+    step's reboot loaded another module): planned_host's own steps under its guard,
+    recorded for the fleet summary and saved in reports/<host>.json as the first plan.
+    Inside a running operation no host can be refused, so it returns what the operation
+    acts on: ``(facts, NodePlan, None)``; ``(None, None, None)`` when the probe gave
+    nothing; ``(None, None, error)`` for a settings error or an exception while planning
+    (pyinfra's own errors pass, as in planned_host).
+    """
+    found, error = guarded(_replanned, purpose)
+    facts, node = found or (None, None)
+    return facts, node, error
+
+
+def guarded(work, *args):
+    """``work(*args)`` under the one guard of planning a host: ``(result, None)``, or
+    ``(None, error)`` after any exception but pyinfra's own (no host left, --fail-percent
+    exceeded: those end the run as pyinfra means them to), its traceback in pyinfra's
+    debug log. One host's failure never ends the others' run.
+
+    >>> guarded(int, "7"), guarded(int, "x")[1].__class__.__name__
+    ((7, None), 'ValueError')
+    """
+    try:
+        return work(*args), None
+    except PyinfraError:
+        raise
+    except Exception as error:  # noqa: BLE001 - one host's failure must not end the others' run
+        logger.debug("".join(traceback.format_exception(error)))
+        return None, error
+
+
+def _plan_recorded(purpose, config):
+    """(facts, NodePlan) of this host for ``config``, the plan recorded for the fleet
+    summary and its metrics; (facts, None) when the probe gave nothing."""
+    facts, node = gather(config)
+    if node is not None:
+        fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict(),
+                     stacks=metrics.stacks(facts, config, node.as_dict()))
+    return facts, node
+
+
+def _replanned(purpose):
+    config = Config.from_data(host.data.dict(), host=host.name)
+    facts, node = _plan_recorded(purpose, config)
+    if node is not None:
+        write_report(facts, config, node)
+    return facts, node
 
 
 def _planned_host(purpose, blocking=None):
     config = load_config(purpose)
     if config is None:
         return None
-    facts, node = gather(config)
+    facts, node = _plan_recorded(purpose, config)
     if node is None:
         fleet.record(host.name, purpose, probe_failed=True)
         return None
-    fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict(),
-                 stacks=metrics.stacks(facts, config, node.as_dict()))
     if config.report_detail or fleet.verbose(state):
         # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
         print(render(host.name, facts, node), file=sys.stderr, flush=True)

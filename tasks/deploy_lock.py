@@ -5,10 +5,8 @@ the run's SSH connection), checked before each step, let go at the end."""
 import getpass
 import socket
 
-from pyinfra import host
 from pyinfra.api import deploy
 
-from bringup.config import Config
 from bringup.layout import DEPLOY_LOCK
 from control import run
 from tasks.operations.lock import deploy_lock_held, deploy_lock_released, deploy_lock_taken
@@ -23,21 +21,16 @@ def control_identity():
     return f"{user}@{socket.gethostname()}"
 
 
-def lock_timeout():
-    """This host's ``deploy_lock_timeout`` (its settings were validated when it was planned)."""
-    return Config.from_data(host.data.dict(), host=host.name).deploy_lock_timeout
-
-
 @deploy("Deploy lock")
 def deploy_lock(node):
     """
     Take the node's deploy lock for this run (wait at most ``deploy_lock_timeout`` s
     for another deploy's, then fail the host, nothing changed, naming the holder).
 
-    + node: the NodePlan (``layout``)
+    + node: the NodePlan (``layout``, ``deploy_lock_timeout``)
     """
     deploy_lock_taken(name="Take the node's deploy lock", lock=DEPLOY_LOCK, run_id=run.run_id(),
-                      timeout=lock_timeout(), control=control_identity(), stage_mark=run.STAGE_MARK,
+                      timeout=node.deploy_lock_timeout, control=control_identity(), stage_mark=run.STAGE_MARK,
                       stage_dirs=node.layout.stage_dirs)
 
 

@@ -2,6 +2,7 @@
 held, kept out of unattended-upgrades, nouveau blacklisted; its units started once the
 module is loaded, the host rebooted where ``driver_reboot: if-needed`` allows it."""
 
+from functools import partial
 from io import StringIO
 
 from pyinfra import host
@@ -11,12 +12,11 @@ from pyinfra.facts.files import Directory
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
-from bringup.config import Config
 from bringup.layout import DEPLOY_LOCK, ProbeInputs
-from control import fleet, run
-from control.host_plan import gather, summary_facts, write_report
+from control import run
+from control.host_plan import replanned_host
 from tasks.cuda_toolkit import not_installed
-from tasks.deploy_lock import control_identity, lock_timeout
+from tasks.deploy_lock import control_identity
 from tasks.operations.cuda import finish_interrupted_dpkg
 from tasks.operations.driver import (
     LOADED,
@@ -30,17 +30,6 @@ from tasks.operations.files import whole_file
 from tasks.operations.packages import apt_lists_refreshed, system_packages
 
 
-def revalidated():
-    """The host probed and planned again (after its reboot), recorded for the fleet
-    summary and saved in reports/<host>.json as validate would: (facts, NodePlan)."""
-    config = Config.from_data(host.data.dict(), host=host.name)
-    facts, fresh = gather(config)
-    if fresh is not None:
-        fleet.record(host.name, "deploy", facts=summary_facts(facts), plan=fresh.as_dict())
-        write_report(facts, config, fresh)
-    return facts, fresh
-
-
 @deploy("NVIDIA driver")
 def nvidia_driver(node, repo_changes=(), later_steps=True):
     """
@@ -50,7 +39,7 @@ def nvidia_driver(node, repo_changes=(), later_steps=True):
     initramfs; then the loaded module is read again (needs reboot, or a reboot) and the
     driver's units enabled and started once it is the plan's.
 
-    + node: the NodePlan (``driver``, ``repo``, ``layout``)
+    + node: the NodePlan (``driver``, ``repo``, ``layout``, ``deploy_lock_timeout``)
     + repo_changes: operations whose change makes apt's lists stale
     + later_steps: whether this deploy runs steps that need the driver after this one
     """
@@ -81,10 +70,10 @@ def nvidia_driver(node, repo_changes=(), later_steps=True):
                                            dest=driver.blacklist_file, mode="0644"))
         initramfs_updated(name="Update the initramfs (nouveau blacklisted)", kernels=list(driver.initramfs),
                           _if=lambda: bool(driver.initramfs) or wrote())
-    relock = {"lock": DEPLOY_LOCK, "run_id": run.run_id(), "timeout": lock_timeout(), "control": control_identity(),
+    relock = {"lock": DEPLOY_LOCK, "run_id": run.run_id(), "timeout": node.deploy_lock_timeout, "control": control_identity(),
               "stage_mark": run.STAGE_MARK, "stage_dirs": node.layout.stage_dirs}
     driver_module_loaded(name=f"Check the loaded module is {driver.version} {driver.flavour}", driver=driver,
-                         inputs=ProbeInputs(node.layout), revalidate=revalidated, relock=relock,
+                         inputs=ProbeInputs(node.layout), revalidate=partial(replanned_host, "deploy"), relock=relock,
                          later_steps=later_steps)
     if not host.get_fact(Directory, path="/run/systemd/system"):
         return  # no systemd here (an image build): the units start at the node's boot

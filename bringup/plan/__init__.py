@@ -70,7 +70,8 @@ def plan(facts, config, locks=None):
     facts_schema.check(facts)
     node = NodePlan(layout=config.layout, manage_alternative=config.cuda_manage_alternative,
                     steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps),
-                    apt_locks=list(facts.get("apt_locks") or []), apt_lock_timeout=config.deploy_apt_lock_timeout)
+                    apt_locks=list(facts.get("apt_locks") or []), apt_lock_timeout=config.deploy_apt_lock_timeout,
+                    deploy_lock_timeout=config.deploy_lock_timeout)
     context = PlanContext.of(facts, config, locks if locks is not None else lockfiles.LockFiles(),
                              node.findings.append)
     node.torch_cuda = str(context.torch_cuda)

@@ -273,9 +273,11 @@ class NodePlan:
     driver: DriverPlan = field(default_factory=lambda: DriverPlan(manage=False))
     manage_alternative: bool = True
     steps: tuple = ()
-    # Who held apt's locks when the node was probed, and how long deploy waits for them.
+    # Who held apt's locks when the node was probed, how long deploy waits for them, and
+    # how long for another deploy's lock on the node (tasks/deploy_lock.py).
     apt_locks: list = field(default_factory=list)
     apt_lock_timeout: int = 300
+    deploy_lock_timeout: int = 600
 
     def runs(self, step):
         """Whether deploy.py runs ``step`` (bringup.steps.DEPLOY_STEPS) on this node."""
@@ -326,4 +328,5 @@ class NodePlan:
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),
             "apt_lock_timeout": self.apt_lock_timeout,
+            "deploy_lock_timeout": self.deploy_lock_timeout,
         })

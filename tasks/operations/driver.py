@@ -8,12 +8,10 @@ Each decides from facts read when it runs (pyinfra 3.10 caches no fact: every
 
 import shlex
 import time
-import traceback
 
 import gevent
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, StringCommand, operation
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.connectors.util import clear_askpass_cache
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Uptime
@@ -262,7 +260,8 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
 
     + driver: the DriverPlan
     + inputs: the host's ProbeInputs
-    + revalidate: ``() -> (facts, NodePlan)`` run after the reboot (and recorded)
+    + revalidate: run after the reboot: ``control.host_plan.replanned_host``'s ``() ->
+      (facts, NodePlan, error)``, the host planned again under planned_host's guard
     + relock: ``deploy_lock_taken``'s arguments, to take the lock again after the reboot
     + later_steps: whether deploy queued the steps that need the driver (then a
       ``needs reboot`` found only now stops the host before them)
@@ -271,7 +270,8 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
 
     .. code:: python
 
-        driver_module_loaded(driver=node.driver, inputs=inputs, revalidate=lambda: gather(config), relock={...})
+        driver_module_loaded(driver=node.driver, inputs=inputs, revalidate=partial(replanned_host, "deploy"),
+                             relock={...})
     """
     layer = host.get_fact(DriverLayer, inputs=inputs)
     if layer is None:
@@ -299,18 +299,13 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
     yield from rebooted(driver.reboot_timeout)
     # Runs after the host came back: /run (the deploy lock with it) did not survive the boot.
     yield from deploy_lock_taken._inner(**relock)
-    try:
-        facts, fresh = revalidate()
-        again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
-            "the node probe failed"
-    except PyinfraError:
-        raise  # pyinfra's own: no host left, --fail-percent exceeded
-    except Exception as error:  # noqa: BLE001 - one host's failure after its reboot must not end the others' run
-        logger.debug("".join(traceback.format_exception(error)))
-        _record("rebooted", reason)
+    facts, fresh, error = revalidate()  # guarded: an exception comes back as ``error``
+    _record("rebooted", reason)
+    if error is not None:
         yield fail(replanning_failed_line(host.name, error))
         return
-    _record("rebooted", reason)
+    again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
+        "the node probe failed"
     if again or not fresh.ok:
         why = again or f"blocked: {', '.join(finding.code for finding in fresh.blockers)}"
         yield fail(f"{host.name}: rebooted, but {why}; nothing after the driver step ran")

@@ -1,0 +1,72 @@
+"""docs/settings.md's table, made of the settings' declarations (bringup/settings.py).
+
+``python -m bringup.settings_page --write docs/settings.md`` writes it between the page's
+markers (the page whole: a new file renamed over it, its mode kept); ``--check`` exits 1
+when the page's table is another (tests/unit/test_settings.py fails then too).
+"""
+
+import argparse
+import os
+import sys
+
+from bringup.settings import SETTINGS
+
+BEGIN = "<!-- settings table: generated from bringup/settings.py by python -m bringup.settings_page -->"
+END = "<!-- end of the settings table -->"
+
+
+def markdown_table(declared=None):
+    """docs/settings.md's table of ``declared`` (default: every setting), with its header."""
+    rows = [item.row() for item in (SETTINGS if declared is None else declared).values()]
+    return "\n".join(["| setting | default | meaning |", "| --- | --- | --- |", *rows])
+
+
+def docs_block(text):
+    """The text between the page's markers, or None when it has not both, in order.
+
+    >>> docs_block(f"a\\n{BEGIN}\\n| t |\\n{END}\\nb")
+    '| t |'
+    """
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        return None
+    return text[start + len(BEGIN):end].strip("\n")
+
+
+def main(argv=None):
+    """``--check PAGE``: exit 1 when the page's table is not the declarations';
+    ``--write PAGE``: write it (the page whole: a new file renamed over it, its mode kept)."""
+    parser = argparse.ArgumentParser(prog="python -m bringup.settings_page", description=main.__doc__)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--check", metavar="PAGE")
+    action.add_argument("--write", metavar="PAGE")
+    args = parser.parse_args(argv)
+    page = args.check or args.write
+    try:
+        with open(page, encoding="utf-8") as source:
+            text = source.read()
+    except OSError as error:
+        print(f"{page}: cannot read it ({error.strerror}): name the settings page, docs/settings.md", file=sys.stderr)
+        return 2
+    block = docs_block(text)
+    if block is None:
+        print(f"{page}: no settings table markers ({BEGIN} ... {END}): put them around the table", file=sys.stderr)
+        return 2
+    table = markdown_table()
+    if block == table:
+        return 0
+    if args.check:
+        print(f"{page}: its settings table is not bringup/settings.py's: python -m bringup.settings_page --write {page}",
+              file=sys.stderr)
+        return 1
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    new = f"{page}.new"
+    with open(new, "w", encoding="utf-8") as out:
+        out.write(f"{text[:start]}\n{table}\n{text[end:]}")
+    os.chmod(new, os.stat(page).st_mode & 0o7777)
+    os.replace(new, page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
