@@ -157,7 +157,7 @@ def test_bare_node_with_a_model_and_the_service_enabled_reaches_the_gate_then_se
     assert re.search(rf"^{NAME}\s.*\sserving\s", served.output, re.M) and "-- 1 serving" in served.output, \
         served.output[-4000:]
     suite = node_suite(tmp_path / "green", "--node-limit", NAME, data=data)
-    assert "test_service_user_reaches_its_paths" in " ".join(suite.checks(NAME)), suite
+    assert "service_user_reaches_its_paths" in " ".join(suite.checks(NAME)), suite
     assert suite.rc == 0 and suite.failing(NAME) == set(), suite
     _, report = validate(NAME, data=data)
     assert "SERVICE_PATH_UNREACHABLE" not in [f["code"] for f in report["plan"]["findings"]]
