@@ -528,7 +528,6 @@ def test_probe_tells_deploys_hf_hub_offline_from_the_operators(open_dir):
     is deploy's, and the hub is asked all the same; without the record, with a record
     others may write, one that is a link, one naming another value, or with service_env
     setting it, it is the operator's and the hub is not asked."""
-    from bringup.layout import DEFAULT_LAYOUT
     from bringup.planned_env import owned_record
 
     hub = f"HF_HUB_CACHE={open_dir}/hub\n"
