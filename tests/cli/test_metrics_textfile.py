@@ -23,7 +23,7 @@ PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 LOCAL, DOWN = "@local", "down-01"
 
 
-def run(tmp_path, *data, purpose="validate.py", options=()):
+def run(tmp_path, *data, purpose="validate.py", options=(), yes=True):
     listener = Listener()
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("")
@@ -38,7 +38,7 @@ def run(tmp_path, *data, purpose="validate.py", options=()):
     home.mkdir(exist_ok=True)
     env = {**os.environ, "HOME": str(home), "GPU_BRINGUP_REPORTS": str(tmp_path / "reports")}
     try:
-        result = subprocess.run([PYINFRA, "-y", *options, *args, str(inventory), purpose], check=False, cwd=ROOT, 
+        result = subprocess.run([PYINFRA, *(["-y"] if yes else []), *options, *args, str(inventory), purpose], check=False, cwd=ROOT, 
                                 capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
     finally:
         listener.close()
@@ -112,6 +112,20 @@ def test_a_dry_run_leaves_the_last_verdict(tmp_path):
     dry = run(tmp_path, f"metrics_textfile_dir={textfiles}", purpose="deploy.py", options=("--dry",))
     assert "dry run" in dry.stderr, dry.output[-3000:]
     assert {path.name: path.read_text() for path in textfiles.iterdir()} == before
+
+
+def test_validate_with_json_and_without_y_writes_its_textfiles(tmp_path):
+    """The way CI runs validate (``--json``, no ``-y``, no terminal): validate changes nothing,
+    so its verdicts are real and its textfiles are written (pyinfra counts a deploy run like
+    it as a dry run; validate is not one)."""
+    textfiles = tmp_path / "textfile"
+    result = run(tmp_path, f"metrics_textfile_dir={textfiles}", options=("--json",), yes=False)
+    assert result.returncode == 1, result.output[-3000:]
+    json.loads(result.stdout)
+    assert sorted(path.name for path in textfiles.iterdir()) == ["gpu_bringup__local.prom", "gpu_bringup_down-01.prom"]
+    assert series(samples(textfiles / "gpu_bringup_down-01.prom"), "gpu_bringup_verdict") == {"unreachable": 1.0} | {
+        verdict: 0.0 for verdict in series(samples(textfiles / "gpu_bringup_down-01.prom"), "gpu_bringup_verdict")
+        if verdict != "unreachable"}
 
 
 def test_without_the_setting_no_textfile_and_an_unwritable_directory_is_one_line(tmp_path):
