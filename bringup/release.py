@@ -5,7 +5,7 @@ refuses a rollback (pure: plain data in, decisions and text out)."""
 import re
 
 # What release.sh's look prints, one ``key=value`` line each (digests and names only).
-LOOK_KEYS = ("current", "live", "previous", "previous_venv", "previous_problem")
+LOOK_KEYS = ("current", "live", "previous", "previous_venv", "previous_problem", "recordable")
 NO_PREVIOUS = "no previous release recorded"
 # The state a failed restore says it left the node in (its stderr's ``state=`` line):
 # nothing changed; a rename failed and what was renamed is back; a part could not be put

@@ -316,6 +316,8 @@ listed() {
 
 case ${1:-} in
     look)
+        # What seed would record: a unit under an existing venv root (releases_dir).
+        recordable=; [ -d "${RELEASES%/*}" ] && [ -f "$UNIT" ] && recordable=yes
         [ -d "$RELEASES" ] && [ ! -L "$RELEASES" ] || RELEASES=/nonexistent
         current=$(named current)
         previous=$(named previous)
@@ -324,6 +326,7 @@ case ${1:-} in
         echo "previous=$previous"
         echo "previous_venv=$( [ -n "$previous" ] && resolved_venv "$previous" || true)"
         echo "previous_problem=$(previous_problem)"
+        echo "recordable=$recordable"
         ;;
     seed)
         releases_dir

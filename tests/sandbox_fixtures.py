@@ -103,10 +103,13 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def run_ssh(entry: dict, command: str, login: bool = False, check: bool = True):
-    """Run *command* on a node over SSH; return the CompletedProcess."""
+def run_ssh(entry: dict, command: str, login: bool = False, check: bool = True, timeout: int = 300):
+    """Run *command* on a node over SSH; return the CompletedProcess.
+
+    The default *timeout* leaves room for apt on CI's shared machine; a test that builds passes more.
+    """
     proc = subprocess.run(ssh_command(entry, command, login), capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"ssh {entry['ssh_hostname']}:{entry['ssh_port']} {command!r} "
                              f"exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")

@@ -31,9 +31,12 @@ def release_seeded(layout):
     + layout: the NodeLayout
     """
     layout = as_plan(NodeLayout, layout)
-    current = host.get_fact(ReleaseLook, **release_paths(layout))["current"]
-    if current:
-        host.noop(f"release {current} is recorded as what sglang runs")
+    look = host.get_fact(ReleaseLook, **release_paths(layout))
+    if look["current"]:
+        host.noop(f"release {look['current']} is recorded as what sglang runs")
+        return
+    if not look["recordable"]:
+        host.noop("nothing live to record yet (no unit, or no venv root)")
         return
     yield release_command(layout, "seed")
 

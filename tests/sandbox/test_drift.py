@@ -33,7 +33,7 @@ def test_what_moves_toolkits_does_not_move_the_service(deployed_node, tmp_path):
     run_ssh(deployed_node, """
         export DEBIAN_FRONTEND=noninteractive
         update-alternatives --set cuda /usr/local/cuda-12.8 >/dev/null
-        apt-get update -qq && apt-get upgrade -y -qq >/dev/null && apt-get autoremove -y -qq >/dev/null""")
+        apt-get update -qq && apt-get upgrade -y -qq >/dev/null && apt-get autoremove -y -qq >/dev/null""", timeout=600)
     assert toolkit_versions(deployed_node) == ["13.0.48-1", "13.0.48-1"], "apt-get upgrade moved the held toolkit"
     assert run_ssh(deployed_node, "readlink -f /usr/local/cuda").stdout.strip() == "/usr/local/cuda-12.8"
     run = node_suite(tmp_path, "--node-limit", DEPLOYED)

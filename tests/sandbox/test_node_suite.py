@@ -38,8 +38,9 @@ CACHE_CHECKS = {f"service_cache_placed[{variable}]" for variable in (
 FILE_CHECKS = {f"deployed_file_not_world_writable[{label}]" for label in
                ("apt-keyring", "apt-source", "apt-pin", "profile", "pam-environment", "service-env-file",
                 "service-unit", "prewarm-manifest")}
+PERMISSION_CHECKS = {"service_user_reaches_its_paths"}
 ALL_CHECKS = (DRIVER_CHECKS | CUDA_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS
-              | JIT_CHECKS | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS)
+              | JIT_CHECKS | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS | PERMISSION_CHECKS)
 
 pytestmark = pytest.mark.sandbox
 

@@ -6,13 +6,13 @@ import pytest
 from bringup import release
 
 LOOK = ["current=aaaaaaaaaaaaaaaa", "live=bbbbbbbbbbbbbbbb", "previous=cccccccccccccccc",
-        "previous_venv=venvs/0123456789abcdef", "previous_problem="]
+        "previous_venv=venvs/0123456789abcdef", "previous_problem=", "recordable=yes"]
 
 
 def test_the_look_is_parsed_whole():
     assert release.parse_look(LOOK) == {
         "current": "aaaaaaaaaaaaaaaa", "live": "bbbbbbbbbbbbbbbb", "previous": "cccccccccccccccc",
-        "previous_venv": "venvs/0123456789abcdef", "previous_problem": ""}
+        "previous_venv": "venvs/0123456789abcdef", "previous_problem": "", "recordable": "yes"}
 
 
 @pytest.mark.parametrize("current,live,expected", [

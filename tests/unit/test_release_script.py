@@ -499,6 +499,8 @@ def test_a_rollback_killed_before_the_restart_is_pending_for_deploy(node):
     look = node["look"]()
     assert look["current"] == look["live"] and look["previous"] == "" and not pending(look)
     assert node["state"]() == before
+
+
 @pytest.mark.parametrize("action", ["seed", "promote", "record"])
 def test_a_bare_node_gets_no_venv_root_from_a_release_step(node, action):
     # A bare node: no venv root yet. release.sh runs under umask 077, so a venv root it
@@ -509,6 +511,17 @@ def test_a_bare_node_gets_no_venv_root_from_a_release_step(node, action):
     done = ok(node["run"](action))
     assert "no release recorded" in done.stdout
     assert not node["root"].exists()
+
+
+def test_the_look_says_a_seed_records_only_a_unit_under_a_venv_root(node):
+    # deploy seeds only when it would record (tasks/operations/release.py): a node whose
+    # seed records nothing (no unit, or no venv root yet) reports no change at every run.
+    node["venv_dir"]("a" * 16)
+    assert node["look"]()["recordable"] == ""
+    node["live"]("a" * 16, "unit one\n", "KNOB=1\n")
+    assert node["look"]()["recordable"] == "yes"
+    shutil.rmtree(node["root"])
+    assert node["look"]()["recordable"] == ""
 
 
 def test_the_releases_directory_is_made_alone_under_the_venv_root(node):
