@@ -50,6 +50,9 @@ def test_the_docs_list_the_steps_as_the_table_does():
     listed = re.findall(r"^\d+\. \*\*[^*]+\*\* \(`tasks/([a-z_]+)\.py`", DEPLOY, re.M)
     files = {path.name[:-3] for path in (ROOT / "tasks").glob("*.py")}
     assert listed and set(listed) <= files
+    # Each step has its item, in the table's order, named by the file of its first task.
+    file_of = {title: name[:-3] for name, title in task_titles()}
+    assert listed == [file_of[step.tasks[0]] for step in steps.STEPS]
 
 
 def test_the_readme_names_the_steps_in_the_tables_order():
