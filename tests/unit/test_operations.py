@@ -28,7 +28,11 @@ HOST = "gpu-node-01"
 def _named_host(state, facts=None):
     # pyinfra-testing 0.2.1's create_host names the host after its last fact (a
     # shadowed loop variable); messages name the host, so give it a fixed name.
-    return FakeHost(state, HOST, facts=facts or {}, data={})
+    # A case's "fleet.recorded" (among its facts) is what earlier operations of the run
+    # recorded for the fleet summary (control/fleet.py), which some operations read.
+    facts = dict(facts or {})
+    fleet.RUN.record(HOST, **facts.pop("fleet.recorded", {}))
+    return FakeHost(state, HOST, facts=facts, data={})
 
 
 harness.create_host = _named_host
@@ -83,3 +87,13 @@ def test_every_operation_has_its_cases():
     cases = {path.name for path in CASES.iterdir() if path.is_dir() and any(path.glob("*.json"))}
     assert [name for name in operations if name not in cases] == [], "operations without JSON cases"
     assert sorted(cases - set(operations)) == [], "case directories of no operation"
+
+
+def test_every_case_can_fail():
+    """A case asserts the commands its operation yields, and a case expecting none
+    asserts the noop's words too (else a no-op for the wrong reason would pass)."""
+    cases = sorted(CASES.glob("*/*.json"))
+    loose = [str(path.relative_to(CASES)) for path in cases
+             if not (data := json.loads(path.read_text())).get("commands") and "noop_description" not in data
+             and "exception" not in data]
+    assert cases and loose == []
