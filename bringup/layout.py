@@ -42,7 +42,7 @@ APT_PREFERENCE = "/etc/apt/preferences.d/nvidia-cuda"
 # The GECOS of the service account deploy creates: an account without it is not ours,
 # and the deploy never takes it over (bringup/plan/account.py, tasks/service_account.py).
 SERVICE_ACCOUNT_MARK = "gpu-bringup service account"
-# One deploy at a time on a node (tasks/deploy_lock.py, files/deploy-lock): the lock
+# One deploy at a time on a node (tasks/deploy_lock.py, files/deploy_lock.py): the lock
 # and its record (<lock>.json) in a directory only root writes, gone at reboot.
 DEPLOY_LOCK = "/run/gpu-bringup/deploy.lock"
 

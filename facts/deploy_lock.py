@@ -1,4 +1,4 @@
-"""The node's deploy lock (files/deploy-lock): take it, read it, let it go.
+"""The node's deploy lock (files/deploy_lock.py): take it, read it, let it go.
 
 Not a read-only fact like the others: ``acquire`` and ``release`` change the lock (and
 nothing else). They run through pyinfra's fact machinery because that is how a command's
@@ -18,13 +18,13 @@ from pathlib import Path
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-SCRIPT = Path(__file__).resolve().parent.parent / "files" / "deploy-lock"
+SCRIPT = Path(__file__).resolve().parent.parent / "files" / "deploy_lock.py"
 # Root runs it with the system's interpreter, isolated (-I: no user site, no PYTHON* variables).
 PYTHON = "/usr/bin/python3"
 
 
 def lock_command(action, lock, run_id, timeout=0, control="", stage_mark="", stage_dirs=()):
-    """The one shell command that runs files/deploy-lock on the node. The script travels
+    """The one shell command that runs files/deploy_lock.py on the node. The script travels
     inside it (compressed, base64): the lock is taken before the helpers are installed.
 
     >>> command = lock_command("state", "/run/gpu-bringup/deploy.lock", "0123456789abcdef")
@@ -35,7 +35,7 @@ def lock_command(action, lock, run_id, timeout=0, control="", stage_mark="", sta
     """
     encoded = base64.b64encode(zlib.compress(SCRIPT.read_bytes(), 9)).decode("ascii")
     loader = (f"import base64, sys, zlib; sys.argv[1:2] = []; "
-              f"exec(compile(zlib.decompress(base64.b64decode({encoded!r})), 'deploy-lock', 'exec'))")
+              f"exec(compile(zlib.decompress(base64.b64decode({encoded!r})), 'deploy_lock.py', 'exec'))")
     arguments = [action, "--lock", lock, "--run-id", run_id, "--timeout", str(int(timeout))]
     if control:
         arguments += ["--control", control]
@@ -50,7 +50,7 @@ def lock_command(action, lock, run_id, timeout=0, control="", stage_mark="", sta
 
 class DeployLock(FactBase):
     """
-    Returns what files/deploy-lock printed for ``action`` (acquire, state, release):
+    Returns what files/deploy_lock.py printed for ``action`` (acquire, state, release):
     ``{"held", "record": {"run_id", "pid", "pid_start", "started", "control", "node_user"}, ...}``
     (``release`` adds ``stale``: the recorded pid was no longer the holder, nothing signalled).
 

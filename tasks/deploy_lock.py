@@ -1,5 +1,5 @@
 """One deploy at a time per node: the node-wide deploy lock, taken before anything else
-and held for the whole run (files/deploy-lock: a holder process that lives as long as
+and held for the whole run (files/deploy_lock.py: a holder process that lives as long as
 the run's SSH connection), checked before each step, let go at the end."""
 
 import getpass

@@ -1,4 +1,4 @@
-"""Operations around the node's deploy lock (files/deploy-lock, facts/deploy_lock.py):
+"""Operations around the node's deploy lock (files/deploy_lock.py, facts/deploy_lock.py):
 take it first, check before each step that it is still this run's, let it go last.
 
 Each decides from the lock's answer and yields a command only to fail the host, so a

@@ -12,8 +12,10 @@ from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
 from bringup import serving
+from bringup.plan import ServicePlan
 from control import fleet
 from facts.serving import ServiceLook, journal_since, look_command, parse_look
+from tasks.operations.sglang import as_plan
 
 POLL_SECONDS = 2
 JOURNAL_LINES = 400
@@ -101,6 +103,7 @@ def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
 
         service_serving(name="Wait for sglang to serve", service=node.service, unit_name="sglang.service")
     """
+    service = as_plan(ServicePlan, service)
     unit, status, _, _ = host.get_fact(ServiceLook, *asked(service, unit_name))
     decided, why = serving.decision(unit, status, unit.get("restarts") or 0, 0, service.ready_timeout)
     if decided == serving.READY:

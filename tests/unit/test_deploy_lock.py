@@ -1,4 +1,4 @@
-"""The node's deploy lock: files/deploy-lock run here for real (the exact command the
+"""The node's deploy lock: files/deploy_lock.py run here for real (the exact command the
 operations run, facts/deploy_lock.py) in scratch directories, from a stand-in for the
 run's SSH connection (a process the commands are children of), and the operations'
 decisions on its answers (tasks/operations/lock.py)."""
@@ -268,14 +268,13 @@ def test_the_holders_record_names_its_start_time_and_release_ends_it(lock):
 
 
 def deploy_lock_script():
-    """files/deploy-lock loaded as a module (it has no .py name), to call its functions."""
-    import importlib.machinery
+    """files/deploy_lock.py loaded as a module (files/ is no package), to call its functions."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[2] / "files" / "deploy-lock"
-    loader = importlib.machinery.SourceFileLoader("deploy_lock_script", str(path))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-    loader.exec_module(module)
+    path = Path(__file__).resolve().parents[2] / "files" / "deploy_lock.py"
+    spec = importlib.util.spec_from_file_location("deploy_lock_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 

@@ -1,9 +1,9 @@
 """One deploy at a time on a node: the node-wide deploy lock, held for a whole run.
 
-    /usr/bin/python3 -I deploy-lock acquire --lock PATH --run-id ID --timeout S [--control WHO]
-                                            [--stage-mark MARK] [--stage-dir DIR...]
-    /usr/bin/python3 -I deploy-lock state   --lock PATH --run-id ID
-    /usr/bin/python3 -I deploy-lock release --lock PATH --run-id ID
+    /usr/bin/python3 -I deploy_lock.py acquire --lock PATH --run-id ID --timeout S [--control WHO]
+                                               [--stage-mark MARK] [--stage-dir DIR...]
+    /usr/bin/python3 -I deploy_lock.py state   --lock PATH --run-id ID
+    /usr/bin/python3 -I deploy_lock.py release --lock PATH --run-id ID
 
 Each prints one JSON line and exits 0 (the control side decides: tasks/operations/lock.py).
 It travels inline with the command that runs it (like the probe): the lock is taken
@@ -272,7 +272,7 @@ def release(args):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="deploy-lock")
+    parser = argparse.ArgumentParser(prog="deploy_lock.py")
     parser.add_argument("action", choices=("acquire", "state", "release"))
     parser.add_argument("--lock", required=True)
     parser.add_argument("--run-id", required=True)
