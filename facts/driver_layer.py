@@ -204,31 +204,6 @@ def parse_topology(text):
     return sorted(pairs, key=lambda pair: (pair["a"], pair["b"]))
 
 
-def pci_address(text):
-    """A PCI address as sysfs writes it (``0000:17:00.0``): lspci without ``-D`` omits domain 0.
-
-    >>> pci_address("17:00.0"), pci_address("0000:02:08.0")
-    ('0000:17:00.0', '0000:02:08.0')
-    """
-    text = text.strip().lower()
-    return text if text.count(":") == 2 else f"0000:{text}"
-
-
-def parse_lspci_acs(text):
-    """``lspci -vvv`` -> {bridge address: its ACSCtl line}, for each device that shows one.
-
-    >>> parse_lspci_acs("17:00.0 PCI bridge: x\\n\\tACSCtl:\\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+")
-    {'0000:17:00.0': 'SrcValid+ TransBlk- ReqRedir+ CmpltRedir+'}
-    """
-    controls, device = {}, None
-    for line in (text or "").splitlines():
-        if line[:1] not in ("", " ", "\t") and re.match(r"^[0-9a-fA-F:.]+ ", line):
-            device = pci_address(line.split()[0])
-        elif "ACSCtl:" in line and device:
-            controls[device] = line.split("ACSCtl:", 1)[1].strip()
-    return controls
-
-
 def acs_paths(path_lines, controls):
     """The bridges above each GPU (``gpu bridge...``, root port first) with their ACS
     control; ``ctl`` is "" where lspci shows none (no ACS capability, or not read as root).
