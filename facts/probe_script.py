@@ -23,9 +23,12 @@ def probe_command(inputs, sections=()):
     The script travels compressed and base64-encoded so no quoting of its body can break,
     and runs under ``sh`` so a node without bash still answers.
 
+    ``PROBE_FS_ROOT`` (a test's scratch root for the driver layer and PCI files) is pinned
+    empty: whatever the remote session's environment holds, the node's own files are read.
+
     >>> from bringup.layout import ProbeInputs
-    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[0]
-    'PROBE_SECTIONS=gpus'
+    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[:2]
+    ['PROBE_FS_ROOT=', 'PROBE_SECTIONS=gpus']
     """
     script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
         b"".join(path.read_bytes() for path in PROBE_SOURCES)
@@ -33,4 +36,4 @@ def probe_command(inputs, sections=()):
     # host, which is what a fleet's validate spends its control-side time on.
     encoded = base64.b64encode(gzip.compress(script, 9, mtime=0)).decode("ascii")
     assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.environment(sections).items())
-    return f"echo {encoded} | base64 -d | gzip -dc | {assignments} sh"
+    return f"echo {encoded} | base64 -d | gzip -dc | PROBE_FS_ROOT= {assignments} sh"

@@ -28,6 +28,7 @@
 #   PROBE_MODEL         service_model (none: the model section says nothing)
 #   PROBE_MODEL_ENV_<KEY> service_env's HF_* settings the model section uses (HF_HOME, HF_ENDPOINT...)
 #   PROBE_VENV_PYTHON   the operator's CPython the venv is built with (venv_python; "" for the distribution's)
+#   PROBE_FS_ROOT       tests only: the scratch root the driver layer and PCI sections read under (unset: /)
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 LC_ALL=C
 export LC_ALL
@@ -854,10 +855,10 @@ except Exception as error:
 # PATH and run by run_program (clean environment, as its owner); its output is cut to the
 # lines the parser reads, so a node with 8 GPUs and many bridges stays small.
 #
-# The root the driver layer's files are read under: the node's own. Only the tests change
-# it, by rewriting this one line of their copy of the script (tests/unit/test_probe_driver.py):
-# no input of the probe can point it elsewhere.
-DRIVER_FS_ROOT=
+# The root the driver layer's and the PCI section's files are read under: the node's own
+# (PROBE_FS_ROOT unset). Only the tests set PROBE_FS_ROOT, to a scratch root
+# (tests/unit/test_probe_driver.py); the control side's inputs never name it.
+DRIVER_FS_ROOT=${PROBE_FS_ROOT:-}
 
 driver_head() {
     # driver_head MAX: the first MAX lines of the standard input, by the shell alone (a

@@ -1,6 +1,6 @@
 """files/probe.sh's driver layer, the real script run here: its files read under a scratch
-root (this test's copy of the script has its one DRIVER_FS_ROOT= line rewritten; the
-product's probe takes no input for it) and its tools stand-ins on the base PATH that
+root (the probe's PROBE_FS_ROOT input, which the product's ProbeInputs never sets) and
+its tools stand-ins on the base PATH that
 replay recorded output (tests/fixtures/driver). The parser and the schema are the product's.
 """
 
@@ -60,14 +60,29 @@ def run_driver_probe(tmp_path):
     for tool in ("env", "runuser"):
         if not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin"))
-    assert SCRIPT.count("\nDRIVER_FS_ROOT=\n") == 1
-    script = SCRIPT.replace("\nDRIVER_FS_ROOT=\n", f"\nDRIVER_FS_ROOT={root}\n")
-    run = subprocess.run(["sh", "-c", script], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "driver_layer",
-                                                     "PROBE_SERVICE_PATH": str(bin_dir)},
+    run = subprocess.run(["sh", "-c", SCRIPT], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "driver_layer",
+                                                     "PROBE_SERVICE_PATH": str(bin_dir), "PROBE_FS_ROOT": str(root)},
                          capture_output=True, text=True, timeout=60, check=True)
     document = build_document(run.stdout.splitlines(), ["driver_layer"])
     check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], **document})
     return run.stdout, document["driver_layer"]
+
+
+def test_the_file_system_root_is_a_test_input_the_product_never_sets():
+    """The driver layer's and the PCI section's files are read under PROBE_FS_ROOT, an input
+    of the probe (no copy of the script rewritten); the product's command pins it empty, so
+    neither its inputs nor the remote session's environment can point it elsewhere."""
+    assert "PROBE_FS_ROOT" not in ProbeInputs.defaults().environment()
+    setters = [str(path.relative_to(ROOT)) for part in ("bringup", "control", "facts", "tasks", "bench", "sandbox")
+               for path in (ROOT / part).rglob("*.py") if "PROBE_FS_ROOT" in path.read_text()]
+    assert setters == ["facts/probe_script.py"]
+    assert "DRIVER_FS_ROOT=${PROBE_FS_ROOT:-}" in SCRIPT
+    # The command's last stage run as sent, the variable set in its environment: it reaches sh empty.
+    last = probe_command(ProbeInputs.defaults()).rsplit(" | ", 1)[1]
+    assert last.startswith("PROBE_FS_ROOT= ") and last.endswith(" sh")
+    run = subprocess.run(["sh", "-c", last[:-len("sh")] + "sh -c 'echo \"[$PROBE_FS_ROOT]\"'"],
+                         env={"PATH": "/usr/bin:/bin", "PROBE_FS_ROOT": "/elsewhere"}, capture_output=True, text=True)
+    assert run.stdout == "[]\n", run.stderr
 
 
 def pci_device(root, path, vendor, device_class):
