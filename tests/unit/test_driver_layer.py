@@ -1,4 +1,4 @@
-"""facts/driver_layer.py's parsers on real tool output (tests/fixtures/driver: each file's
+"""facts/sections/driver_layer.py's parsers on real tool output (tests/fixtures/driver: each file's
 header names its source): nvidia-smi -q and topo -m as NVIDIA's tools print them, the
 module's banner, the bridges' ACS controls above each GPU, dkms status."""
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from facts.driver_layer import (acs_paths, loaded_module, parse_dkms_status, parse_modinfo,
-                                parse_module_banner, parse_smi_query, parse_topology)
+from facts.sections.driver_layer import (acs_paths, loaded_module, parse_dkms_status, parse_modinfo,
+                                         parse_module_banner, parse_smi_query, parse_topology)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "driver"
 

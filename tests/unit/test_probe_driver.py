@@ -18,11 +18,12 @@ from bringup.facts_schema import check
 from bringup.layout import NodeLayout, ProbeInputs
 from facts.node import probe_command
 from facts.probe_output import build_document, index_sections, sections_for
+from facts.probe_script import probe_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "driver"
 # The rule for what root may run first, as facts/probe_script.py sends it: run_program asks it.
-SCRIPT = (ROOT / "files" / "root-may-run.sh").read_text() + (ROOT / "files" / "probe.sh").read_text()
+SCRIPT = (ROOT / "files" / "root-may-run.sh").read_text() + probe_script()
 NOBODY = 65534
 NOT_FOUND = {"load_state": "not-found", "active_state": "inactive", "unit_file_state": ""}
 

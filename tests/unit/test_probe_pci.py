@@ -14,12 +14,13 @@ import pytest
 from bringup.facts_schema import check
 from bringup.gpu_ids import gpu_model, pci_gpus_sms
 from facts.probe_output import build_document
+from facts.probe_script import probe_script
 from sandbox import gpu_standin
 from sandbox.driver_texts import profile_gpus
 from tests.unit.test_probe_driver import pci_device, write
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = (ROOT / "files" / "probe.sh").read_text()
+SCRIPT = probe_script()
 GPUS = ROOT / "tests" / "fixtures" / "gpus"
 WITH_PCI = sorted(path.name for path in GPUS.iterdir() if (path / "pci.txt").is_file())
 

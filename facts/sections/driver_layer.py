@@ -1,5 +1,5 @@
-"""Parse the driver layer's sections of files/probe.sh (``driver-*``) into the facts
-document's ``driver_layer`` (docs/facts.md).
+"""The ``driver_layer`` section: the driver layer's raw sections (``driver-*``, files/probe.d/
+driver_layer.sh ``probe_driver_layer``) -> the facts document's ``driver_layer`` (docs/facts.md).
 
 Pure functions over the texts NVIDIA's and the distribution's tools print (recorded
 samples in tests/fixtures/driver, each with its source). A tool or file the node lacks is
@@ -8,6 +8,8 @@ never an error: the driver layer informs findings, it does not gate the probe.
 """
 
 import re
+
+from facts.probe_framing import ProbeSection
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ..." (open)
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan 22 ..." (proprietary)
@@ -303,3 +305,13 @@ def driver_layer(by_name):
         acs_paths(paths, {line.split(" ", 1)[0]: line.split(" ", 1)[1].strip() for line in acs.lines if " " in line}),
         "topology": parse_topology(topo.text) if topo is not None and topo.rc == 0 else None,
     }
+
+
+SECTION = ProbeSection(
+    name="driver_layer",
+    group=5,
+    raw=("driver-proc-version", "driver-sys-version", "driver-modinfo", "driver-nvml", "driver-packages",
+         "driver-nouveau", "driver-nvswitch", "driver-units", "driver-smi-q", "driver-topo", "driver-kernel",
+         "driver-dkms", "driver-reboot", "driver-cmdline", "driver-pci-paths", "driver-acs"),
+    keys={"driver_layer": driver_layer},
+)

@@ -1,0 +1,4 @@
+probe_apt_locks() {
+    # Whoever holds apt's or dpkg's locks now (files/apt-locks.sh): deploy waits for them.
+    emit apt-locks 0 "$(apt_lock_holders)"
+}
