@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
-# The probe writes every body line behind this mark (files/probe.sh emit): a line a
+# The probe writes every body line behind this mark (files/probe.d/lib.sh emit): a line a
 # program printed can never start a section, whatever it holds.
 BODY_MARK = "|"
 # Longest piece of a bad line quoted in an error (one line per host, never a dump).
@@ -118,7 +118,7 @@ def _file_state(text, what):
 
 
 def _stat_line(line, what):
-    """``owner mode kind|path`` (probe.sh's path_chain: stat -c '%U %a %F|%n') ->
+    """``owner mode kind|path`` (files/probe.d/lib.sh path_chain: stat -c '%U %a %F|%n') ->
     {"path", "user", "mode", "kind"}; ``what`` names the line in the error.
 
     >>> _stat_line("root 755 directory|/opt", "path line")

@@ -59,7 +59,7 @@ def sections_for(*keys):
 
 
 def build_document(lines, keys=None):
-    """Probe output lines (files/probe.sh) -> the facts document (docs/facts.md),
+    """Probe output lines (files/probe.d/) -> the facts document (docs/facts.md),
     or only ``keys`` of it (from the sections ``sections_for(*keys)`` ran)."""
     by_name = index_sections(lines)
     return {key: PARTS[key][1](by_name) for key in (keys or PARTS)}

@@ -266,7 +266,7 @@ def _text_if(section, ok=(0,)):
 
 
 def driver_layer(by_name):
-    """The ``driver-*`` sections (files/probe.sh probe_driver_layer) -> ``driver_layer``;
+    """The ``driver-*`` sections (files/probe.d/driver_layer.sh probe_driver_layer) -> ``driver_layer``;
     None from a probe without them (an older release)."""
     if "driver-kernel" not in by_name:
         return None

@@ -9,7 +9,7 @@ from facts.probe_framing import ProbeSection, _file_state, parse_assignments
 
 def entry_point(section):
     """The ``entry-point`` section -> the unit's ExecStart program as the kernel runs it
-    (files/probe.sh probe_entry_point): the script, its first line, the interpreter it
+    (files/probe.d/entry_point.sh probe_entry_point): the script, its first line, the interpreter it
     names and that interpreter's state; None when the probe did not look.
 
     >>> from facts.probe_framing import Section

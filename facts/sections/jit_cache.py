@@ -10,7 +10,7 @@ from facts.sections.prewarm import prewarm_state
 
 def jit_cache(section, prewarm=None, toolchain=None):
     """Compiled JIT modules under the service's FlashInfer workspace, the pre-warm state
-    and the digest of the service's JIT toolchain (files/probe.sh probe_jit_cache)."""
+    and the digest of the service's JIT toolchain (files/probe.d/jit_cache.sh probe_jit_cache)."""
     cache_dir = section.attr[1] if section is not None and section.attr else None
     modules = []
     if section is not None and section.rc == 0:

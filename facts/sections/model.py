@@ -8,7 +8,7 @@ from facts.probe_framing import ProbeSection, _file_state, _quoted, parse_assign
 
 
 def _chain_line(line):
-    """``owner group mode kind|path`` (probe.sh probe_model: stat -c '%U %G %a %F|%n') ->
+    """``owner group mode kind|path`` (files/probe.d/model.sh probe_model: stat -c '%U %G %a %F|%n') ->
     {"path", "user", "group", "mode", "kind"}.
 
     >>> _chain_line("root root 755 directory|/srv/models")
@@ -35,7 +35,7 @@ def _count(values, key):
 
 
 def model_snapshot(values):
-    """The snapshot lines of the ``model`` section (probe.sh SNAPSHOT_STATE, read as the
+    """The snapshot lines of the ``model`` section (files/probe.d/model.sh SNAPSHOT_STATE, read as the
     cache's reader) -> {"files", "weights", "incomplete", "shards_missing", "fetching", "record"
     (none, present, refused), and the record's "record_repo", "record_revision", "record_files",
     "record_missing" (None and 0 without one)}; None without them (no snapshot named, a
@@ -66,7 +66,7 @@ def model_snapshot(values):
 
 
 def model_source(section):
-    """The ``model`` section -> where ``service_model`` would come from (files/probe.sh
+    """The ``model`` section -> where ``service_model`` would come from (files/probe.d/model.sh
     probe_model): a local directory or a hub id, its config.json's state and whether
     the service user reads it, the hub cache and snapshot, and what the hub answered;
     None without a model (or from an older probe).

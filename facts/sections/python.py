@@ -25,7 +25,7 @@ def python_interpreters(sections):
 
 def venv_python(section):
     """The ``venv-python`` section -> the operator's CPython (``venv_python``) as the probe
-    found it (files/probe.sh probe_venv_python): its state, who may change it and the
+    found it (files/probe.d/python.sh probe_venv_python): its state, who may change it and the
     first path that lets them (``blocked``: it, a link on its way, a directory above them
     or a file it loads from its prefix, files/root-may-run.sh; None: root alone), and,
     only when it ran, what it said; None when the setting is empty.

@@ -9,7 +9,7 @@ from facts.sections.venv import venv_stack
 
 
 def resolution(by_name, torch):
-    """What FlashInfer resolves in the service environment (see files/probe.sh)."""
+    """What FlashInfer resolves in the service environment (files/probe.d/service.sh probe_service)."""
     service = by_name.get("service-env")
     values = parse_assignments(service.text) if service else {}
     home, via = values.get("home"), values.get("via") or "none"

@@ -1,4 +1,4 @@
-# ---- The driver layer (docs/facts.md "driver_layer"; facts/driver_layer.py parses it) ----
+# ---- The driver layer (docs/facts.md "driver_layer"; facts/sections/driver_layer.py parses it) ----
 # What nvidia-smi alone does not say: the loaded module's version and flavour against the
 # user space and the packages, nouveau, NVSwitch and Fabric Manager, persistence, DKMS and
 # headers, a pending reboot, the IOMMU and the ACS control of the bridges above each GPU.

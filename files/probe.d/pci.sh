@@ -1,4 +1,4 @@
-# ---- The GPUs on PCI (docs/facts.md "pci_gpus"; facts/pci.py parses it) ----
+# ---- The GPUs on PCI (docs/facts.md "pci_gpus"; facts/sections/pci.py parses it) ----
 # Every NVIDIA display or 3D controller under /sys/bus/pci/devices (vendor 0x10de, class
 # 0x0300xx VGA or 0x0302xx 3D: the two NVIDIA's kernel module binds, open-gpu-kernel-modules
 # kernel-open/nvidia/nv-pci-table.c PCI_CLASS_DISPLAY_VGA and PCI_CLASS_DISPLAY_3D; not its

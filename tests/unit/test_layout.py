@@ -104,6 +104,7 @@ def test_every_fact_sends_the_inputs_it_is_given(fact, sections):
     inputs = ProbeInputs(CUSTOM, ("CUDA_HOME", "PATH"))
     sent = assignments(fact().command(inputs=inputs))
     assert sent.pop("PROBE_SECTIONS", None) == sections
+    assert sent.pop("PROBE_FS_ROOT") == ""  # pinned: the node's own files (facts/probe_script.py)
     assert sent == inputs.environment()
     assert fact().command(inputs=inputs) == probe_command(inputs, () if sections is None else (sections,))
 
@@ -111,7 +112,7 @@ def test_every_fact_sends_the_inputs_it_is_given(fact, sections):
 def test_a_fact_from_the_cli_probes_the_default_layout():
     # pyinfra's CLI passes a fact no arguments: the settings' defaults, said in one place.
     assert ProbeInputs.defaults() == ProbeInputs(DEFAULT_LAYOUT)
-    assert assignments(NodeFacts().command()) == ProbeInputs.defaults().environment()
+    assert assignments(NodeFacts().command()) == {"PROBE_FS_ROOT": "", **ProbeInputs.defaults().environment()}
 
 
 @pytest.mark.parametrize(("inputs", "expected"), [

@@ -1,6 +1,6 @@
 """Where service_model comes from (bringup/plan/model_source.py): the decision on a table
 of ``model`` facts; the plan's severities, HF_HUB_OFFLINE and fetch; the real
-files/probe.sh on scratch directories (a local model readable or not by a real user, a
+the probe (files/probe.d/) on scratch directories (a local model readable or not by a real user, a
 hub cache hit and miss, a hub that answers, one that refuses the connection); and
 ``python -m bringup.plan`` on a recorded node's facts. huggingface.co is never asked:
 the hub is tests/hub_double.py's, on loopback."""

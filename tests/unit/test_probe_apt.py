@@ -1,4 +1,4 @@
-"""files/probe.sh's apt part, the real script with its /etc/apt moved to a scratch
+"""The probe's apt part (files/probe.d/apt.sh), the real script with its /etc/apt moved to a scratch
 directory: every source file, and for each keyring a signed-by names who may change it
 (the keyring and each directory up to /, not following a link) and its keys."""
 

@@ -1,4 +1,4 @@
-"""files/probe.sh's driver layer, the real script run here: its files read under a scratch
+"""The probe's driver layer (files/probe.d/driver_layer.sh), the real script run here: its files read under a scratch
 root (the probe's PROBE_FS_ROOT input, which the product's ProbeInputs never sets) and
 its tools stand-ins on the base PATH that
 replay recorded output (tests/fixtures/driver). The parser and the schema are the product's.

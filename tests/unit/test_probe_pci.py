@@ -1,4 +1,4 @@
-"""files/probe.sh's PCI section (``pci_gpus``), the real script run here on a scratch sysfs
+"""The probe's PCI section (files/probe.d/pci.sh) (``pci_gpus``), the real script run here on a scratch sysfs
 (the probe's PROBE_FS_ROOT input, as tests/unit/test_probe_driver.py gives it; the product's
 ProbeInputs never sets it), parsed and schema-checked by the product.
 The sandbox's PCI stand-in (sandbox/gpu_standin.py install_pci, copied as node-init.sh
