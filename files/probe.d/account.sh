@@ -1,3 +1,5 @@
+# The account section: writes account, account-login, account-home; facts/sections/account.py parses them
+# (the document's keys: `account`; docs/facts.md).
 probe_account() {
     # The service account as found (its passwd entry: the planner refuses an account
     # gpu-bringup did not create, by the mark in its GECOS), who the probe runs for (the

@@ -1,3 +1,5 @@
+# The apt section: writes apt-source, apt-keyring; facts/sections/apt.py parses them
+# (the document's keys: `apt`; docs/facts.md).
 probe_apt() {
     # Every apt source file, and each keyring a signed-by names: who may change it (the
     # keyring and each directory above it, "owner mode kind|path" as in probe_paths,

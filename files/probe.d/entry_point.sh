@@ -1,3 +1,5 @@
+# The entry_point section: writes entry-point; facts/sections/entry_point.py parses them
+# (the document's keys: `entry_point`; docs/facts.md).
 entry_interpreter() {
     # entry_interpreter LINE1 LINE2: the program execve() starts for a script whose first
     # two lines are these, as "<wrapper> <interpreter>" ("-" for no wrapper: a plain

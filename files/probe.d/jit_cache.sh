@@ -1,3 +1,5 @@
+# The jit_cache section: writes toolchain, jit-cache; facts/sections/jit_cache.py parses them
+# (the document's keys: `jit_cache`; docs/facts.md).
 probe_jit_cache() {
     # SGLang's JIT cache key covers nvcc's and c++'s --version output and every header a
     # build read (sglang kernels/jit/utils/compile/cache.py: _environment_fingerprint and

@@ -1,3 +1,5 @@
+# The login section: writes login-env, path-nvcc; facts/sections/login.py parses them
+# (the document's keys: `path_nvcc`, `login_env`; docs/facts.md).
 probe_login() {
     shell=bash
     command -v bash >/dev/null 2>&1 || shell=sh

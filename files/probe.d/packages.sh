@@ -1,3 +1,5 @@
+# The packages section: writes deb-packages; facts/sections/packages.py parses them
+# (the document's keys: `cuda_packages`; docs/facts.md).
 probe_packages() {
     # Installed CUDA repository packages (cuda-*, libcublas-13-0, ...: the toolkit lock's names).
     if command -v dpkg-query >/dev/null 2>&1; then

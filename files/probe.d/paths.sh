@@ -1,3 +1,5 @@
+# The paths section: writes path; facts/sections/paths.py parses them
+# (the document's keys: `paths`; docs/facts.md).
 probe_paths() {
     # Who may change the places root writes into or runs code from: every existing
     # component of each path, from the path up to /.

@@ -1,3 +1,5 @@
+# The prewarm section: writes prewarm; facts/sections/prewarm.py parses them
+# (the document's keys: none of its own; facts/sections/jit_cache.py reads it into `jit_cache`).
 probe_prewarm() {
     # The pre-warm manifest and whether ninja has work for any module it lists.
     if [ ! -r "$PROBE_MANIFEST" ] || [ ! -x /usr/bin/python3 ]; then

@@ -1,3 +1,5 @@
+# The python section: writes python, python-alt, venv-python; facts/sections/python.py parses them
+# (the document's keys: `python`, `python_interpreters`, `venv_python`; docs/facts.md).
 probe_python() {
     if command -v python3 >/dev/null 2>&1; then
         capture python "" python3 -I --version

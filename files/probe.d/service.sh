@@ -1,3 +1,5 @@
+# The service section: writes service-env, resolved-nvcc; facts/sections/service.py parses them
+# (the document's keys: `resolution`, `service_env`; docs/facts.md).
 probe_service() {
     # The service's environment (systemd's default PATH, then the env file), then
     # FlashInfer's own search order (flashinfer/jit/cpp_ext.py get_cuda_path):

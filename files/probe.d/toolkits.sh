@@ -1,3 +1,5 @@
+# The toolkits section: writes toolkit, cuda-link; facts/sections/toolkits.py parses them
+# (the document's keys: `toolkits`, `cuda_symlink`; docs/facts.md).
 probe_toolkits() {
     for home in /usr/local/cuda-* /opt/cuda /opt/cuda-* /opt/nvidia/cuda*; do
         # Version links such as /usr/local/cuda-13 (alternatives) are not toolkits of their own.

@@ -1,3 +1,5 @@
+# The unit section: writes unit, unit-journal; facts/sections/unit.py parses them
+# (the document's keys: `service_unit`; docs/facts.md).
 probe_unit() {
     # The service's unit as systemd sees it and, when it has failed or systemd keeps
     # restarting it, the end of its journal: the planner explains the failure from

@@ -1,3 +1,5 @@
+# The venv section: writes venv; facts/sections/venv.py parses them
+# (the document's keys: `torch`, `flashinfer`, `sglang`; docs/facts.md).
 probe_venv() {
     if [ ! -x "$PROBE_VENV/bin/python" ]; then
         emit venv 127 ""
