@@ -12,6 +12,7 @@ import gzip
 import shlex
 from pathlib import Path
 
+from bringup.layout import MODEL_ENV_KEYS
 from facts.sections import SECTIONS
 
 FILES = Path(__file__).resolve().parent.parent / "files"
@@ -21,6 +22,13 @@ PROBE_D = FILES / "probe.d"
 HELPERS = (FILES / "service-env.sh", FILES / "apt-locks.sh", FILES / "root-may-run.sh")
 # Run by the venv's python in the probe's venv section (no torch import).
 TORCH_INFO = FILES / "torch_info.py"
+# The inputs the probe reads that a command may leave out, pinned empty (the script's default)
+# unless the inputs give them, so none comes from the remote session's environment (pam_env's
+# /etc/environment, sshd's AcceptEnv): PROBE_FS_ROOT and APT_LOCK_FILES are the tests' scratch
+# files; an inherited PROBE_ENV_KEYS would have the service section print those env-file
+# values (HF_TOKEN's). PROBE_MODEL_ENV_<KEY> counts when set even empty: unset instead.
+PINNED = {"PROBE_FS_ROOT": "", "PROBE_SECTIONS": "", "PROBE_ENV_KEYS": "", "PROBE_MODEL": "", "PROBE_VENV_PYTHON": "",
+          "APT_LOCK_FILES": ""}
 
 
 def runner(sections=SECTIONS):
@@ -65,16 +73,21 @@ def probe_command(inputs, sections=()):
     and runs under ``sh`` so a node without bash still answers.
 
     ``PROBE_FS_ROOT`` (a test's scratch root for the driver layer and PCI files) is pinned
-    empty: whatever the remote session's environment holds, the node's own files are read.
+    empty, and every other input the inputs leave out (``PINNED``, the model's
+    ``PROBE_MODEL_ENV_<KEY>`` unset): whatever the remote session's environment holds, the
+    node's own files are read, and only the plan's env-file keys reported.
 
     >>> from bringup.layout import ProbeInputs
-    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[:2]
-    ['PROBE_FS_ROOT=', 'PROBE_SECTIONS=gpus']
+    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[:3]
+    ['PROBE_FS_ROOT=', 'PROBE_SECTIONS=gpus', 'PROBE_ENV_KEYS=']
     """
     script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
         b"".join(path.read_bytes() for path in HELPERS) + probe_script().encode()
     # gzip'd (gzip is essential on Debian and Ubuntu): a third of the bytes to send to each
     # host, which is what a fleet's validate spends its control-side time on.
     encoded = base64.b64encode(gzip.compress(script, 9, mtime=0)).decode("ascii")
-    assignments = " ".join(f"{key}={shlex.quote(str(value))}" for key, value in inputs.environment(sections).items())
-    return f"echo {encoded} | base64 -d | gzip -dc | PROBE_FS_ROOT= {assignments} sh"
+    environment = inputs.environment(sections)
+    assignments = " ".join(f"{key}={shlex.quote(str(value)) if value != '' else ''}"
+                           for key, value in {**PINNED, **environment}.items())
+    unset = " ".join(name for name in (f"PROBE_MODEL_ENV_{key}" for key in MODEL_ENV_KEYS) if name not in environment)
+    return f"unset {unset}; echo {encoded} | base64 -d | gzip -dc | {assignments} sh"

@@ -33,8 +33,10 @@
 #   PROBE_MODEL         service_model (none: the model section says nothing)
 #   PROBE_MODEL_ENV_<KEY> service_env's HF_* settings the model section uses (HF_HOME, HF_ENDPOINT...)
 #   PROBE_VENV_PYTHON   the operator's CPython the venv is built with (venv_python; "" for the distribution's)
-#   PROBE_FS_ROOT       tests only: the scratch root the driver layer and PCI sections read under (unset: /)
+#   PROBE_FS_ROOT       tests only: the scratch root the driver layer and PCI sections read under (empty: /)
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
+# The command (facts/probe_script.py probe_command) sets or unsets every one of these: none
+# comes from the remote session's environment.
 LC_ALL=C
 export LC_ALL
 NL='

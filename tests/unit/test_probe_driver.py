@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bringup.facts_schema import check
-from bringup.layout import NodeLayout, ProbeInputs
+from bringup.layout import DEFAULT_LAYOUT, NodeLayout, ProbeInputs
 from facts.node import probe_command
 from facts.probe_output import build_document, index_sections, sections_for
 from facts.probe_script import probe_script
@@ -82,7 +82,8 @@ def test_the_file_system_root_is_a_test_input_the_product_never_sets():
     last = probe_command(ProbeInputs.defaults()).rsplit(" | ", 1)[1]
     assert last.startswith("PROBE_FS_ROOT= ") and last.endswith(" sh")
     run = subprocess.run(["sh", "-c", last[:-len("sh")] + "sh -c 'echo \"[$PROBE_FS_ROOT]\"'"],
-                         env={"PATH": "/usr/bin:/bin", "PROBE_FS_ROOT": "/elsewhere"}, capture_output=True, text=True)
+                         env={"PATH": "/usr/bin:/bin", "PROBE_FS_ROOT": "/elsewhere"}, capture_output=True, text=True,
+                         check=True)
     assert run.stdout == "[]\n", run.stderr
 
 
@@ -314,3 +315,31 @@ def test_no_initramfs_and_no_blacklist(tmp_path):
     (root / "etc/modprobe.d/gpu-bringup-nouveau.conf").unlink()
     _, layer = run_driver_probe(tmp_path)
     assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["current", "none"]
+
+
+@pytest.mark.parametrize("inherited", [
+    {"PROBE_ENV_KEYS": "HF_TOKEN"},
+    {"PROBE_MODEL": "Qwen/Qwen3-0.6B"},
+    {"PROBE_MODEL_ENV_HF_ENDPOINT": "https://elsewhere.invalid"},
+    {"PROBE_VENV_PYTHON": "/elsewhere/python3"},
+    {"PROBE_SECTIONS": "os"},
+    {"APT_LOCK_FILES": "/elsewhere/lock"},
+], ids=lambda inherited: next(iter(inherited)))
+def test_no_input_comes_from_the_remote_sessions_environment(inherited):
+    """Every input the probe reads that a command may leave out is pinned by the command (as
+    PROBE_FS_ROOT is): one set in the remote session's environment (pam_env's /etc/environment,
+    sshd's AcceptEnv) reaches sh as the command says, or not at all. PROBE_ENV_KEYS inherited
+    had the service section print those env-file values (HF_TOKEN's) into the facts document."""
+    (name, value), = inherited.items()
+    inputs = ProbeInputs(DEFAULT_LAYOUT, model="m/m", model_env=(("HF_HOME", "/srv/hf"),))
+    for sent in (ProbeInputs.defaults(), inputs):
+        command = probe_command(sent)
+        stage = command.rsplit(" | ", 1)
+        echo = "sh -c 'for name in PROBE_ENV_KEYS PROBE_MODEL PROBE_MODEL_ENV_HF_ENDPOINT PROBE_MODEL_ENV_HF_HOME " \
+            "PROBE_VENV_PYTHON PROBE_SECTIONS APT_LOCK_FILES; do eval \"echo $name=[\\${$name-unset}]\"; done'"
+        run = subprocess.run(["sh", "-c", stage[0] + " | " + stage[1][:-len("sh")] + echo],
+                             env={"PATH": "/usr/bin:/bin", name: value}, capture_output=True, text=True, check=True)
+        seen = dict(line.split("=", 1) for line in run.stdout.splitlines())
+        expected = sent.environment().get(name)
+        assert seen[name] in ("[]", "[unset]") if expected is None else seen[name] == f"[{expected}]", (sent, seen)
+        assert seen["PROBE_MODEL_ENV_HF_HOME"] == ("[/srv/hf]" if sent is inputs else "[unset]")
