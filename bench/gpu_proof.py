@@ -289,7 +289,7 @@ def foreign_owner(path):
     """Who besides root could change the program ``path`` (links resolved): the owner of
     the first of it and its directories that is not root's, "others" for one of root's
     that group or others may write (a sticky directory such as /tmp excepted), None when
-    only root can, like files/probe.sh's code_owner.
+    only root can, like files/probe.d/lib.sh's code_owner.
 
     >>> foreign_owner("/"), foreign_owner("/nonexistent/python")
     (None, None)
@@ -315,7 +315,7 @@ def foreign_owner(path):
 
 
 def run_as(path):
-    """The command prefix that runs the program ``path`` as files/probe.sh's run_program
+    """The command prefix that runs the program ``path`` as files/probe.d/lib.sh's run_program
     would: as is, unless we are root and another user can change it; then as its owner
     (``runuser``), or as nobody for one of root's that others may write (root never
     executes what another user owns or can write).

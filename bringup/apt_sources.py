@@ -1,6 +1,6 @@
 """apt's sources as the node has them, and the keys of the keyrings they name.
 
-Pure parsing of what the probe prints (files/probe.sh, ``apt`` section): every source
+Pure parsing of what the probe prints (files/probe.d/, ``apt`` section): every source
 file (``/etc/apt/sources.list``, ``sources.list.d/*.list`` one-line entries,
 ``sources.list.d/*.sources`` deb822 stanzas) and every keyring a ``signed-by`` names,
 base64-encoded. Sources: sources.list(5) (apt 2.6) for both formats; RFC 4880

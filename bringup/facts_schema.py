@@ -73,33 +73,21 @@ SCHEMA = {
                              "format": OPT_STR, "first_line": OPT_STR, "wrapper": OPT_STR, "interpreter": OPT_STR,
                              "interpreter_file": Optional({"user": STR, "mode": STR, "kind": STR}),
                              "interpreter_owner": OPT_STR, "interpreter_dir": OPT_STR, "venv_bin": OPT_STR}),
-    # Where service_model comes from (absent from an older report, null without a model).
-    "model": Optional({"model": STR, "kind": STR, "path": OPT_STR, "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
-                       "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR, "refs_main": OPT_STR,
-                       # Whether that snapshot is whole (null: no snapshot named).
-                       "snapshot": Optional({"files": INT, "weights": INT, "incomplete": INT, "shards_missing": INT,
-                                             "fetching": BOOL, "record": STR,
-                                             "record_repo": OPT_STR, "record_revision": OPT_STR,
-                                             "record_files": INT, "record_missing": INT}),
-                       "config": Optional({"user": STR, "mode": STR, "kind": STR}), "readable": OPT_STR,
-                       "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
-                       "endpoint": OPT_STR, "offline": OPT_STR, "offline_by": OPT_STR, "token": BOOL,
-                       "hub": Optional({"status": Optional(INT), "error": OPT_STR})}),
-    "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
-                           # The manifest is the service user's file: its shape is the
-                           # planner's to judge (bringup/prewarm.py), a gap, not a refusal.
-                           "prewarm": Optional({"manifest": ANY, "stale": ANY}), "toolchain": OPT_STR}),
     "paths": Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
                        for role in ("venv", "venv_target", "python", "env_file", "cache_dir")}),
-    "service_unit": Optional({"name": STR, "active_state": STR, "sub_state": STR, "result": STR,
-                              "restarts": INT, "journal": Items(STR)}),
     "apt": Optional({"sources": Items({"file": STR, "format": STR, "uris": Items(STR), "suites": Items(STR),
                                        "signed_by": OPT_STR, "trusted": BOOL}),
                      # keyring_paths (keyring -> its path chain, as in paths) is not listed: an
                      # older report has none; bringup/plan/repository.py reads it as "not probed" unless it
                      # has the documented shape, and then adopts no source.
                      "keyrings": Values(Optional(Items(STR)))}),
+    "service_unit": Optional({"name": STR, "active_state": STR, "sub_state": STR, "result": STR,
+                              "restarts": INT, "journal": Items(STR)}),
     "apt_locks": Items({"lock": STR, "pid": INT, "command": STR}),
+    "account": Optional({"user": STR, "entry": Optional({"uid": INT, "gid": INT, "gecos": STR, "home": STR,
+                                                         "shell": STR}),
+                         "login_user": OPT_STR, "home": Optional({"path": STR, "user": STR, "mode": STR,
+                                                                  "kind": STR})}),
     # The driver layer (docs/facts.md; the contract the driver findings read): absent or
     # null in an older report.
     "driver_layer": Optional({
@@ -120,10 +108,22 @@ SCHEMA = {
         "acs": Optional(Items({"gpu_bus_id": STR, "bridge": STR, "ctl": STR, "redirect": BOOL})),
         "topology": Optional(Items({"a": INT, "b": INT, "link": STR})),
     }),
-    "account": Optional({"user": STR, "entry": Optional({"uid": INT, "gid": INT, "gecos": STR, "home": STR,
-                                                         "shell": STR}),
-                         "login_user": OPT_STR, "home": Optional({"path": STR, "user": STR, "mode": STR,
-                                                                  "kind": STR})}),
+    # Where service_model comes from (absent from an older report, null without a model).
+    "model": Optional({"model": STR, "kind": STR, "path": OPT_STR, "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
+                       "cache": OPT_STR, "cache_via": OPT_STR, "entry": OPT_STR, "revision": OPT_STR, "refs_main": OPT_STR,
+                       # Whether that snapshot is whole (null: no snapshot named).
+                       "snapshot": Optional({"files": INT, "weights": INT, "incomplete": INT, "shards_missing": INT,
+                                             "fetching": BOOL, "record": STR,
+                                             "record_repo": OPT_STR, "record_revision": OPT_STR,
+                                             "record_files": INT, "record_missing": INT}),
+                       "config": Optional({"user": STR, "mode": STR, "kind": STR}), "readable": OPT_STR,
+                       "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
+                       "endpoint": OPT_STR, "offline": OPT_STR, "offline_by": OPT_STR, "token": BOOL,
+                       "hub": Optional({"status": Optional(INT), "error": OPT_STR})}),
+    "jit_cache": Optional({"base": OPT_STR, "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
+                           # The manifest is the service user's file: its shape is the
+                           # planner's to judge (bringup/prewarm.py), a gap, not a refusal.
+                           "prewarm": Optional({"manifest": ANY, "stale": ANY}), "toolchain": OPT_STR}),
 }
 # Keys a document must have; the others may be absent (an older report).
 REQUIRED = ("os", "gpus")

@@ -183,7 +183,7 @@ class NodeLayout:
     @property
     def entry_point(self):
         """The program the unit's ExecStart runs: the venv's ``sglang`` script, whose ``#!``
-        line names the interpreter the kernel starts (files/probe.sh probe_entry_point).
+        line names the interpreter the kernel starts (files/probe.d/entry_point.sh probe_entry_point).
 
         >>> DEFAULT_LAYOUT.entry_point
         '/opt/sglang/venv/bin/sglang'
@@ -279,7 +279,7 @@ class NodeLayout:
         return next(entry for entry in self.directories(managed=True) if entry.role == role)
 
     def probe_inputs(self):
-        """The environment files/probe.sh reads: what to look at on the node.
+        """The environment the probe (files/probe.d/) reads: what to look at on the node.
 
         >>> sorted(NodeLayout.for_settings("/v/venv", "/e", "/c", "u").probe_inputs())[:3]
         ['PROBE_CACHE_DIR', 'PROBE_ENTRY_POINT', 'PROBE_ENV_FILE']
@@ -312,7 +312,7 @@ MODEL_ENV_KEYS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE
 
 @dataclass(frozen=True)
 class ProbeInputs:
-    """One node's probe inputs, ready: the layout files/probe.sh looks at and the env
+    """One node's probe inputs, ready: the layout the probe (files/probe.d/) looks at and the env
     file keys whose values it reports (the plan's, never the operator's). The caller
     builds it from the host's settings (control/host_plan.py, a task from its plan's
     layout); facts/node.py only turns it into the probe's environment.

@@ -20,7 +20,7 @@ OFFLINE_KEY = "HF_HUB_OFFLINE"
 NOT_SECRET_ENV_KEYS = (*PLANNED_ENV_KEYS, OFFLINE_KEY)
 # What deploy wrote into the env file for a reason of its own (OFFLINE_KEY: the hub did not
 # answer and the cache held the model) is listed beside it, in ``<env file>.deploy-owned``
-# (root's, 0600, written whole): files/probe.sh then tells it from the operator's own
+# (root's, 0600, written whole): the probe (files/probe.d/) then tells it from the operator's own
 # value, and deploy takes it back when the reason is gone (bringup/plan/model_source.py).
 OWNED_SUFFIX = ".deploy-owned"
 

@@ -21,12 +21,12 @@ REDACTED = "<redacted>"
 # and says "nonnumeric port: 'PASSWORD@host'"), so the authority's end is not looked for:
 # any "@" after "scheme://" is taken as ending a userinfo. The one pattern of the tool:
 # the settings' checks refuse what it finds (bringup/setting_checks.py), the redaction replaces
-# it, files/probe.sh cuts the endpoint at its last "@" the same way.
+# it, the probe (files/probe.d/) cuts the endpoint at its last "@" the same way.
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
 # In one value (a setting, an assignment of the env file) the userinfo runs from the
 # scheme to the value's last "@", whatever it holds, a space too (a password may: urllib
 # then says "URL can't contain control characters. 'svc:PASS WORD@host'"): what the
-# settings' checks refuse and an error line replaces, as files/probe.sh cuts the endpoint.
+# settings' checks refuse and an error line replaces, as the probe (files/probe.d/) cuts the endpoint.
 VALUE_USERINFO = re.compile(r"(?s)(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://).*@")
 # urllib's and http.client's port errors quote the authority's tail, which is a password
 # when the URL had one ("nonnumeric port: 'PASSWORD@host'"): no scheme left to find it by.

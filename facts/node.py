@@ -1,4 +1,4 @@
-"""The node facts: files/probe.sh run on the node, parsed into the facts document
+"""The node facts: the probe (files/probe.d/) run on the node, parsed into the facts document
 (docs/facts.md). ``NodeFacts`` runs every section once and returns the whole
 document; each narrower fact runs only the sections its key needs.
 

@@ -1,4 +1,4 @@
-# Sourced by files/probe.sh (shipped with it in one command) and sent with the deploy's
+# Sourced by the probe (files/probe.d/, shipped with it in one command) and sent with the deploy's
 # wait for apt (tasks/operations/packages.py apt_unlocked): who holds apt's and dpkg's
 # locks now.
 #

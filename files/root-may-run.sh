@@ -1,5 +1,5 @@
 # root_may_run: the one rule for "may root run this" (docs/security.md), shared by the
-# node probe (facts/probe_script.py sends it before files/probe.sh) and the tasks
+# node probe (facts/probe_script.py sends it before the probe, files/probe.d/) and the tasks
 # (files/build-venv.sh sources it; the deploy installs it beside its helpers and runs
 # it as `sh root-may-run.sh FILE` before root runs a venv's python).
 #

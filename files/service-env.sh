@@ -1,4 +1,4 @@
-# Sourced by files/probe.sh (shipped with it in one command) and files/with-service-env:
+# Sourced by the probe (files/probe.d/, shipped with it in one command) and files/with-service-env:
 # the node side's one reader of a systemd EnvironmentFile (systemd.exec(5)).
 #
 #   load_service_env FILE   export FILE's assignments the way systemd reads them:

@@ -1,6 +1,6 @@
 """Where ``service_model`` comes from, and whether the service user can have it: a local
 directory, a hub id already in the service's hub cache, or the hub itself answering from
-the node (the probe's ``model`` fact, files/probe.sh probe_model); and what deploy adds:
+the node (the probe's ``model`` fact, files/probe.d/model.sh probe_model); and what deploy adds:
 ``HF_HUB_OFFLINE=1`` for an offline node whose cache holds the model, the fetch
 (``service_model_fetch``) of a hub model into that cache before the unit starts.
 
@@ -26,7 +26,7 @@ from bringup.plan.model import ModelFetchPlan
 from bringup.planned_env import OFFLINE_KEY
 
 # The record deploy's fetch writes into the cache entry once ``hf download`` exited 0
-# (tasks/operations/model.py; read by files/probe.sh SNAPSHOT_STATE).
+# (tasks/operations/model.py; read by files/probe.d/model.sh SNAPSHOT_STATE).
 COMPLETE_RECORD = ".gpu-bringup-complete"
 # ...and the mark it leaves there while it runs (taken away with the record).
 FETCHING_MARK = ".gpu-bringup-fetching"
@@ -51,7 +51,7 @@ class ModelDecision:
 
 def entry_partial(fact):
     """Why the hub cache entry's snapshot is not whole ("" when it is; the probe's
-    ``snapshot``, files/probe.sh SNAPSHOT_STATE). huggingface_hub writes ``refs/main``
+    ``snapshot``, files/probe.d/model.sh SNAPSHOT_STATE). huggingface_hub writes ``refs/main``
     and the small files (config.json) before the weights, and each blob as
     ``blobs/<etag>.incomplete`` until it is whole (1.33.0 file_download.py: ``blob_path +
     ".incomplete"``, and ``<etag>.<8 hex>.incomplete`` in ``_download_to_tmp_and_move``,
@@ -260,7 +260,7 @@ def decide_hub(fact, user, serving, fetch=False, writes_env=True):
 
 
 def decide(fact, user, serving, fetch=False, writes_env=True):
-    """The decision for a ``model`` fact (files/probe.sh probe_model): ``user`` the service
+    """The decision for a ``model`` fact (files/probe.d/model.sh probe_model): ``user`` the service
     user, ``serving`` whether this deploy starts the service, ``fetch`` service_model_fetch,
     ``writes_env`` whether it writes the env file (its env step)."""
     if fact["kind"] == "path":

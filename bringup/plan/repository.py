@@ -102,7 +102,7 @@ def _existing_sources(context, repo):
 
 
 def _keyring_chain(apt, keyring):
-    """The keyring's path chain as the probe read it (files/probe.sh probe_apt), or []
+    """The keyring's path chain as the probe read it (files/probe.d/apt.sh probe_apt), or []
     when it did not (an older report) or the facts do not have the documented shape."""
     chain = (apt.get("keyring_paths") or {}).get(keyring) if isinstance(apt.get("keyring_paths"), dict) else None
     fields = ("path", "user", "mode", "kind")

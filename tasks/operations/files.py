@@ -128,7 +128,7 @@ def whole_file(src, dest, user="root", group="root", mode="0644", found=None):
 
     .. code:: python
 
-        whole_file(src="files/probe.sh", dest="/usr/local/libexec/gpu-bringup/probe.sh", mode="0755")
+        whole_file(src="files/release.sh", dest="/usr/local/libexec/gpu-bringup/release.sh", mode="0755")
     """
     digest = get_file_sha1(src)
     found = found if found is not None else host.get_fact(ManagedFile, path=dest)

@@ -30,7 +30,7 @@ def cached(state):
 
 
 # Run as the service user once ``hf download`` exited 0: the record the probe holds the
-# snapshot to (files/probe.sh SNAPSHOT_STATE), written whole (a temporary file renamed):
+# snapshot to (files/probe.d/model.sh SNAPSHOT_STATE), written whole (a temporary file renamed):
 # the model, the snapshot refs/main names, every file of the snapshot whose blob is there.
 # shellcheck disable=SC2016
 RECORD_SCRIPT = r"""set -u

@@ -1,4 +1,4 @@
-"""A found apt source for the CUDA repository through the real probe (files/probe.sh,
+"""A found apt source for the CUDA repository through the real probe (files/probe.d/,
 its /etc/apt moved to a scratch directory) and the real planner CLI
 (``python -m bringup.plan``): a keyring that holds a key besides the pinned one is not
 adopted; its source is disabled and the plan writes its own."""

@@ -1,5 +1,5 @@
 """What a ready node must look like, from the product itself: the node's facts
-(files/probe.sh run through testinfra), its settings (bringup.config) and the
+(the probe (files/probe.d/) run through testinfra), its settings (bringup.config) and the
 planner (bringup.plan). Nothing here hard-codes a version, a path or an arch.
 
 Also the small parsers the checks share (unit file syntax; EnvironmentFile syntax is

@@ -31,7 +31,7 @@ def ours():
 
 
 def chain(keyring, user="root", mode="644", kind="regular file", parent_user="root", parent_mode="755"):
-    """The keyring's path chain as files/probe.sh reports it: the file, then each directory up to /."""
+    """The keyring's path chain as the probe (files/probe.d/) reports it: the file, then each directory up to /."""
     items = [{"path": keyring, "user": user, "mode": mode, "kind": kind}]
     path = keyring.rsplit("/", 1)[0]
     items.append({"path": path, "user": parent_user, "mode": parent_mode, "kind": "directory"})

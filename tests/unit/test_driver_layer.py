@@ -1,13 +1,13 @@
-"""facts/driver_layer.py's parsers on real tool output (tests/fixtures/driver: each file's
+"""facts/sections/driver_layer.py's parsers on real tool output (tests/fixtures/driver: each file's
 header names its source): nvidia-smi -q and topo -m as NVIDIA's tools print them, the
-module's banner, lspci's ACS control, dkms status."""
+module's banner, the bridges' ACS controls above each GPU, dkms status."""
 
 from pathlib import Path
 
 import pytest
 
-from facts.driver_layer import (acs_paths, loaded_module, parse_dkms_status, parse_lspci_acs, parse_modinfo,
-                                parse_module_banner, parse_smi_query, parse_topology)
+from facts.sections.driver_layer import (acs_paths, loaded_module, parse_dkms_status, parse_modinfo,
+                                         parse_module_banner, parse_smi_query, parse_topology)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "driver"
 
@@ -102,9 +102,9 @@ def test_modinfo(text, expected):
     assert parse_modinfo(text) == expected
 
 
-def test_lspci_acs_controls():
-    controls = parse_lspci_acs(sample("lspci-bridges.txt"))
-    assert controls == {
+def test_acs_paths_join_the_bridges_with_their_controls():
+    # The controls as the probe's driver_acs reads them from lspci (tests/unit/test_probe_driver.py).
+    controls = {
         "0000:00:01.2": "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-",
         "0000:02:08.0": "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-",
         "0000:00:02.0": "SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-",

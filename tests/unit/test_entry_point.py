@@ -1,5 +1,5 @@
 """The unit's entry point as systemd runs it (SERVICE_ENTRY_POINT_BROKEN): the decision on
-a table of ``entry_point`` facts, the real files/probe.sh on scratch venvs (one copied
+a table of ``entry_point`` facts, the real probe (files/probe.d/) on scratch venvs (one copied
 from another path, as on the sandbox node where bin/sglang named the source node's
 python), and ``python -m bringup.plan`` on a recorded node's facts."""
 

@@ -182,7 +182,7 @@ iommu=pt
 @@ driver-acs rc=0
 0000:17:00.0 SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
 """
-# A hub model's section: its snapshot judged (files/probe.sh SNAPSHOT_STATE).
+# A hub model's section: its snapshot judged (files/probe.d/model.sh SNAPSHOT_STATE).
 HUB_MODEL = """@@ model rc=0 model=Qwen/Qwen3-0.6B
 kind=hub
 offline=1
@@ -211,7 +211,7 @@ BROKEN_TORCH = '@@ os-release rc=0\nID=debian\n@@ venv rc=0\n{"flashinfer": null
 
 
 def framed(text):
-    """Raw sections as files/probe.sh emits them: headers as they are, each body line behind "|"."""
+    """Raw sections as files/probe.d/lib.sh emits them: headers as they are, each body line behind "|"."""
     return [line if line.startswith("@@ ") else f"|{line}" for line in text.splitlines()]
 
 

@@ -11,6 +11,7 @@ from bringup.config import Config
 from bringup.layout import DEFAULT_LAYOUT, NodeLayout, ProbeInputs
 from control.host_plan import probe_inputs
 from facts.node import NodeFacts, ServiceAccount, VenvStack, probe_command
+from facts.probe_script import PINNED
 
 CUSTOM = NodeLayout.for_settings("/srv/ai/venv", "/srv/sglang-conf/svc.env", "/data/cache", "inference")
 EXTERNAL = NodeLayout.for_settings("/home/alice/venv", "/etc/sglang/sglang.env", "/var/cache/sglang", "sglang",
@@ -103,15 +104,16 @@ def test_every_fact_sends_the_inputs_it_is_given(fact, sections):
     # No narrow fact falls back to a default of its own (the service user included).
     inputs = ProbeInputs(CUSTOM, ("CUDA_HOME", "PATH"))
     sent = assignments(fact().command(inputs=inputs))
-    assert sent.pop("PROBE_SECTIONS", None) == sections
-    assert sent == inputs.environment()
+    assert sent.pop("PROBE_SECTIONS") == (sections or "")  # pinned empty: every section
+    pinned = {key: value for key, value in PINNED.items() if key != "PROBE_SECTIONS"}
+    assert sent == {**pinned, **inputs.environment()}  # the rest pinned: the node's own files (facts/probe_script.py)
     assert fact().command(inputs=inputs) == probe_command(inputs, () if sections is None else (sections,))
 
 
 def test_a_fact_from_the_cli_probes_the_default_layout():
     # pyinfra's CLI passes a fact no arguments: the settings' defaults, said in one place.
     assert ProbeInputs.defaults() == ProbeInputs(DEFAULT_LAYOUT)
-    assert assignments(NodeFacts().command()) == ProbeInputs.defaults().environment()
+    assert assignments(NodeFacts().command()) == {**PINNED, **ProbeInputs.defaults().environment()}
 
 
 @pytest.mark.parametrize(("inputs", "expected"), [

@@ -1,6 +1,6 @@
 """Where service_model comes from (bringup/plan/model_source.py): the decision on a table
 of ``model`` facts; the plan's severities, HF_HUB_OFFLINE and fetch; the real
-files/probe.sh on scratch directories (a local model readable or not by a real user, a
+the probe (files/probe.d/) on scratch directories (a local model readable or not by a real user, a
 hub cache hit and miss, a hub that answers, one that refuses the connection); and
 ``python -m bringup.plan`` on a recorded node's facts. huggingface.co is never asked:
 the hub is tests/hub_double.py's, on loopback."""
@@ -335,13 +335,13 @@ def test_plan_cli_names_the_unreachable_hub_and_the_cache(tmp_path):
 
 
 def test_the_probe_reads_the_keys_the_plan_passes():
-    """files/probe.sh's model section reads the env keys bringup/layout.py passes it."""
+    """The probe's model section (files/probe.d/model.sh) reads the env keys bringup/layout.py passes it."""
     import re
     from pathlib import Path
 
     from bringup.layout import MODEL_ENV_KEYS
 
-    script = (Path(__file__).resolve().parents[2] / "files" / "probe.sh").read_text()
+    script = (Path(__file__).resolve().parents[2] / "files" / "probe.d" / "model.sh").read_text()
     assert tuple(re.search(r'model_keys="([^"]*)"', script).group(1).split()) == MODEL_ENV_KEYS
 
 
@@ -746,13 +746,14 @@ def test_what_the_readers_process_prints_is_held_to_the_snapshot_lines(open_dir,
     import facts.probe_script as probe_script
 
     plant_cache_entry(open_dir / "hub", "Qwen/Qwen3-0.6B")
-    script = (probe_script.FILES / "probe.sh").read_text()
+    traced = open_dir / "probe.d"
+    shutil.copytree(probe_script.PROBE_D, traced)
+    script = (traced / "model.sh").read_text()
     assert script.count("SNAPSHOT_STATE='entry=$1 ") == 1
-    traced = open_dir / "probe.sh"
-    traced.write_text(script.replace("SNAPSHOT_STATE='entry=$1 ", "SNAPSHOT_STATE='printf \"offline_by=deploy\\n"
-                                     "hub_status=200\\nsnapshot_weights=1 \\n\"\n"
-                                     "entry=$1 "))
-    monkeypatch.setattr(probe_script, "PROBE_SOURCES", (*probe_script.PROBE_SOURCES[:-1], traced))
+    (traced / "model.sh").write_text(script.replace("SNAPSHOT_STATE='entry=$1 ", "SNAPSHOT_STATE='printf \"offline_by=deploy\\n"
+                                                    "hub_status=200\\nsnapshot_weights=1 \\n\"\n"
+                                                    "entry=$1 "))
+    monkeypatch.setattr(probe_script, "PROBE_D", traced)
     fact = probe("Qwen/Qwen3-0.6B", HF_HUB_CACHE=str(open_dir / "hub"), HF_HUB_OFFLINE="1")
     assert (fact["offline"], fact["offline_by"], fact["hub"]) == ("1", None, None), fact
     assert fact["snapshot"]["weights"] == 1 and entry_partial(fact) == "", fact["snapshot"]

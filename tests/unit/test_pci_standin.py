@@ -58,7 +58,7 @@ def test_each_bridge_has_pcie_and_acs_capabilities_at_pciutils_offsets(tmp_path,
 
 
 def test_the_probe_finds_each_gpus_root_port_in_the_tree(tmp_path):
-    """files/probe.sh's driver_pci_gpus follows the links as on a real node: each GPU
+    """files/probe.d/driver_layer.sh's driver_pci_gpus follows the links as on a real node: each GPU
     below its own root port (no lspci here: the ACS control is unknown, not "none")."""
     acs_bus(tmp_path, redirect=True)
     raw, layer = run_driver_probe(tmp_path)

@@ -1,4 +1,4 @@
-"""files/probe.sh's apt part, the real script with its /etc/apt moved to a scratch
+"""The probe's apt part (files/probe.d/apt.sh), the real script with its /etc/apt moved to a scratch
 directory: every source file, and for each keyring a signed-by names who may change it
 (the keyring and each directory up to /, not following a link) and its keys."""
 
@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from facts.probe_output import build_document
+from facts.probe_script import probe_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -16,8 +17,8 @@ URL = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/
 
 
 def probe_apt(etc_apt):
-    """The apt part of the facts document, from files/probe.sh reading ``etc_apt`` as /etc/apt."""
-    script = (ROOT / "files" / "probe.sh").read_text().replace("/etc/apt/", f"{etc_apt}/")
+    """The apt part of the facts document, from the probe reading ``etc_apt`` as /etc/apt."""
+    script = probe_script().replace("/etc/apt/", f"{etc_apt}/")
     run = subprocess.run(["sh", "-c", script], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "apt"},
                          capture_output=True, text=True, timeout=60, check=True)
     return build_document(run.stdout.splitlines(), ["apt"])["apt"]

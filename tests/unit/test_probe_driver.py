@@ -1,6 +1,6 @@
-"""files/probe.sh's driver layer, the real script run here: its files read under a scratch
-root (this test's copy of the script has its one DRIVER_FS_ROOT= line rewritten; the
-product's probe takes no input for it) and its tools stand-ins on the base PATH that
+"""The probe's driver layer (files/probe.d/driver_layer.sh), the real script run here: its files read under a scratch
+root (the probe's PROBE_FS_ROOT input, which the product's ProbeInputs never sets) and
+its tools stand-ins on the base PATH that
 replay recorded output (tests/fixtures/driver). The parser and the schema are the product's.
 """
 
@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 
 from bringup.facts_schema import check
-from bringup.layout import NodeLayout, ProbeInputs
+from bringup.layout import DEFAULT_LAYOUT, NodeLayout, ProbeInputs
 from facts.node import probe_command
 from facts.probe_output import build_document, index_sections, sections_for
+from facts.probe_script import probe_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "driver"
 # The rule for what root may run first, as facts/probe_script.py sends it: run_program asks it.
-SCRIPT = (ROOT / "files" / "root-may-run.sh").read_text() + (ROOT / "files" / "probe.sh").read_text()
+SCRIPT = (ROOT / "files" / "root-may-run.sh").read_text() + probe_script()
 NOBODY = 65534
 NOT_FOUND = {"load_state": "not-found", "active_state": "inactive", "unit_file_state": ""}
 
@@ -60,14 +61,30 @@ def run_driver_probe(tmp_path):
     for tool in ("env", "runuser"):
         if not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin"))
-    assert SCRIPT.count("\nDRIVER_FS_ROOT=\n") == 1
-    script = SCRIPT.replace("\nDRIVER_FS_ROOT=\n", f"\nDRIVER_FS_ROOT={root}\n")
-    run = subprocess.run(["sh", "-c", script], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "driver_layer",
-                                                     "PROBE_SERVICE_PATH": str(bin_dir)},
+    run = subprocess.run(["sh", "-c", SCRIPT], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "driver_layer",
+                                                     "PROBE_SERVICE_PATH": str(bin_dir), "PROBE_FS_ROOT": str(root)},
                          capture_output=True, text=True, timeout=60, check=True)
     document = build_document(run.stdout.splitlines(), ["driver_layer"])
     check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], **document})
     return run.stdout, document["driver_layer"]
+
+
+def test_the_file_system_root_is_a_test_input_the_product_never_sets():
+    """The driver layer's and the PCI section's files are read under PROBE_FS_ROOT, an input
+    of the probe (no copy of the script rewritten); the product's command pins it empty, so
+    neither its inputs nor the remote session's environment can point it elsewhere."""
+    assert "PROBE_FS_ROOT" not in ProbeInputs.defaults().environment()
+    setters = [str(path.relative_to(ROOT)) for part in ("bringup", "control", "facts", "tasks", "bench", "sandbox")
+               for path in (ROOT / part).rglob("*.py") if "PROBE_FS_ROOT" in path.read_text()]
+    assert setters == ["facts/probe_script.py"]
+    assert "DRIVER_FS_ROOT=${PROBE_FS_ROOT:-}" in SCRIPT
+    # The command's last stage run as sent, the variable set in its environment: it reaches sh empty.
+    last = probe_command(ProbeInputs.defaults()).rsplit(" | ", 1)[1]
+    assert last.startswith("PROBE_FS_ROOT= ") and last.endswith(" sh")
+    run = subprocess.run(["sh", "-c", last[:-len("sh")] + "sh -c 'echo \"[$PROBE_FS_ROOT]\"'"],
+                         env={"PATH": "/usr/bin:/bin", "PROBE_FS_ROOT": "/elsewhere"}, capture_output=True, text=True,
+                         check=True)
+    assert run.stdout == "[]\n", run.stderr
 
 
 def pci_device(root, path, vendor, device_class):
@@ -298,3 +315,31 @@ def test_no_initramfs_and_no_blacklist(tmp_path):
     (root / "etc/modprobe.d/gpu-bringup-nouveau.conf").unlink()
     _, layer = run_driver_probe(tmp_path)
     assert [kernel["initramfs"] for kernel in layer["kernel"]["installed"]] == ["current", "none"]
+
+
+@pytest.mark.parametrize("inherited", [
+    {"PROBE_ENV_KEYS": "HF_TOKEN"},
+    {"PROBE_MODEL": "Qwen/Qwen3-0.6B"},
+    {"PROBE_MODEL_ENV_HF_ENDPOINT": "https://elsewhere.invalid"},
+    {"PROBE_VENV_PYTHON": "/elsewhere/python3"},
+    {"PROBE_SECTIONS": "os"},
+    {"APT_LOCK_FILES": "/elsewhere/lock"},
+], ids=lambda inherited: next(iter(inherited)))
+def test_no_input_comes_from_the_remote_sessions_environment(inherited):
+    """Every input the probe reads that a command may leave out is pinned by the command (as
+    PROBE_FS_ROOT is): one set in the remote session's environment (pam_env's /etc/environment,
+    sshd's AcceptEnv) reaches sh as the command says, or not at all. PROBE_ENV_KEYS inherited
+    had the service section print those env-file values (HF_TOKEN's) into the facts document."""
+    (name, value), = inherited.items()
+    inputs = ProbeInputs(DEFAULT_LAYOUT, model="m/m", model_env=(("HF_HOME", "/srv/hf"),))
+    for sent in (ProbeInputs.defaults(), inputs):
+        command = probe_command(sent)
+        stage = command.rsplit(" | ", 1)
+        echo = "sh -c 'for name in PROBE_ENV_KEYS PROBE_MODEL PROBE_MODEL_ENV_HF_ENDPOINT PROBE_MODEL_ENV_HF_HOME " \
+            "PROBE_VENV_PYTHON PROBE_SECTIONS APT_LOCK_FILES; do eval \"echo $name=[\\${$name-unset}]\"; done'"
+        run = subprocess.run(["sh", "-c", stage[0] + " | " + stage[1][:-len("sh")] + echo],
+                             env={"PATH": "/usr/bin:/bin", name: value}, capture_output=True, text=True, check=True)
+        seen = dict(line.split("=", 1) for line in run.stdout.splitlines())
+        expected = sent.environment().get(name)
+        assert seen[name] in ("[]", "[unset]") if expected is None else seen[name] == f"[{expected}]", (sent, seen)
+        assert seen["PROBE_MODEL_ENV_HF_HOME"] == ("[/srv/hf]" if sent is inputs else "[unset]")

@@ -1,4 +1,4 @@
-"""The real files/probe.sh run in scratch directories with planted programs: root never
+"""The real probe (files/probe.d/) run in scratch directories with planted programs: root never
 executes with the service env file's PATH or loader variables, never runs a program
 another user could change (it runs as that user), loads no env file another user could
 change, and no program it runs can forge a section.

@@ -22,7 +22,7 @@ Build cuda_11.8.r11.8/compiler.31833905_0"""
 
 
 def framed(section):
-    """One section as files/probe.sh emits it: its header line, then each body line behind "|"."""
+    """One section as files/probe.d/lib.sh emits it: its header line, then each body line behind "|"."""
     header, *body = section.split("\n")
     return [header] + ["|" + line for line in body]
 

@@ -1,6 +1,6 @@
-"""files/probe.sh's PCI section (``pci_gpus``), the real script run here on a scratch sysfs
-(this test's copy has its one DRIVER_FS_ROOT= line rewritten, as tests/unit/test_probe_driver.py
-does; the product's probe takes no input for it), parsed and schema-checked by the product.
+"""The probe's PCI section (files/probe.d/pci.sh) (``pci_gpus``), the real script run here on a scratch sysfs
+(the probe's PROBE_FS_ROOT input, as tests/unit/test_probe_driver.py gives it; the product's
+ProbeInputs never sets it), parsed and schema-checked by the product.
 The sandbox's PCI stand-in (sandbox/gpu_standin.py install_pci, copied as node-init.sh
 copies it) is read the same way: each profile's bus names the GPUs its nvidia-smi lists."""
 
@@ -14,12 +14,13 @@ import pytest
 from bringup.facts_schema import check
 from bringup.gpu_ids import gpu_model, pci_gpus_sms
 from facts.probe_output import build_document
+from facts.probe_script import probe_script
 from sandbox import gpu_standin
 from sandbox.driver_texts import profile_gpus
 from tests.unit.test_probe_driver import pci_device, write
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = (ROOT / "files" / "probe.sh").read_text()
+SCRIPT = probe_script()
 GPUS = ROOT / "tests" / "fixtures" / "gpus"
 WITH_PCI = sorted(path.name for path in GPUS.iterdir() if (path / "pci.txt").is_file())
 
@@ -27,11 +28,9 @@ WITH_PCI = sorted(path.name for path in GPUS.iterdir() if (path / "pci.txt").is_
 def run_pci_probe(root, sections="pci"):
     """The probe's sections (default: the PCI one alone; "" for the whole probe) with its
     files under ``root`` -> the facts document."""
-    assert SCRIPT.count("\nDRIVER_FS_ROOT=\n") == 1
-    script = SCRIPT.replace("\nDRIVER_FS_ROOT=\n", f"\nDRIVER_FS_ROOT={root}\n")
-    env = {"PATH": "/usr/bin:/bin", "PROBE_SERVICE_PATH": "/nonexistent"} | ({"PROBE_SECTIONS": sections}
-                                                                            if sections else {})
-    run = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True)
+    env = {"PATH": "/usr/bin:/bin", "PROBE_SERVICE_PATH": "/nonexistent", "PROBE_FS_ROOT": str(root)} | (
+        {"PROBE_SECTIONS": sections} if sections else {})
+    run = subprocess.run(["sh", "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True)
     document = build_document(run.stdout.splitlines(), ["pci_gpus"])
     check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], **document})
     return run.stdout, document["pci_gpus"]

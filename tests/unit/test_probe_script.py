@@ -1,4 +1,4 @@
-"""The real files/probe.sh, run here with a recorded nvidia-smi per GPU profile.
+"""The real probe (files/probe.d/), run here with a recorded nvidia-smi per GPU profile.
 
 Only the driver is a stand-in (tests/fixtures/gpus); the script, the shell and the
 parser are the product's. Toolkit sections depend on this machine, so only the

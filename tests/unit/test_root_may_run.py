@@ -5,7 +5,7 @@ it at a time: the interpreter's own lib/python3.11, a sitecustomize.py, a .pth f
 site-packages, lib-dynload, libpython, pyvenv.cfg, a group-writable stdlib module, a link
 in the stdlib to another user's file, a link hop in a directory every user may write.
 
-Each is refused by the real probe (files/probe.sh through facts/probe_script.py: the
+Each is refused by the real probe (files/probe.d/ through facts/probe_script.py: the
 venv_python fact names who and which path, the plan says VENV_PYTHON_UNUSABLE with the
 fix) and by the real files/build-venv.sh (one line, nothing written), and a marker the
 prefix's root-owned sitecustomize.py writes whenever the interpreter starts proves it

@@ -1,5 +1,5 @@
 """The sandbox's driver stand-in (sandbox/driver_texts.py, sandbox/files/nvidia-smi) read by
-the real probe's driver section (files/probe.sh, run here under a scratch root as
+the real probe's driver section (files/probe.d/, run here under a scratch root as
 tests/unit/test_probe_driver.py runs it) and judged by the real planner: every profile's
 healthy node says nothing, and the files the driver states leave give their findings.
 

@@ -1,5 +1,5 @@
 """service_user never takes over an account (or a home) deploy did not create: the real
-probe's account section run here (files/probe.sh, this machine's own accounts), the
+probe's account section run here (files/probe.d/, this machine's own accounts), the
 planner's SERVICE_USER_FOREIGN through ``python -m bringup.plan``, and the deploy's own
 check as it runs (tasks/operations/account.py)."""
 

@@ -3,7 +3,7 @@
 Ubuntu 22.04's archive has no final CPython >= 3.11 (bringup/platforms.py): fleets bring
 their own (deadsnakes' python3.11, a build under /opt) and name it. The decision is a
 table (bringup.platforms.operator_python); the plan is the real planner CLI on the
-facts recorded on Ubuntu 22.04; the probe is the real files/probe.sh, run here on scratch
+facts recorded on Ubuntu 22.04; the probe is the real one (files/probe.d/), run here on scratch
 interpreter paths: root's alone (run, its answer read), and writable by another user
 (the file, a link on its way, a directory above it: never run).
 """

@@ -1,5 +1,5 @@
-"""Parse the driver layer's sections of files/probe.sh (``driver-*``) into the facts
-document's ``driver_layer`` (docs/facts.md).
+"""The ``driver_layer`` section: the driver layer's raw sections (``driver-*``, files/probe.d/
+driver_layer.sh ``probe_driver_layer``) -> the facts document's ``driver_layer`` (docs/facts.md).
 
 Pure functions over the texts NVIDIA's and the distribution's tools print (recorded
 samples in tests/fixtures/driver, each with its source). A tool or file the node lacks is
@@ -8,6 +8,8 @@ never an error: the driver layer informs findings, it does not gate the probe.
 """
 
 import re
+
+from facts.probe_framing import ProbeSection
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ..." (open)
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan 22 ..." (proprietary)
@@ -204,31 +206,6 @@ def parse_topology(text):
     return sorted(pairs, key=lambda pair: (pair["a"], pair["b"]))
 
 
-def pci_address(text):
-    """A PCI address as sysfs writes it (``0000:17:00.0``): lspci without ``-D`` omits domain 0.
-
-    >>> pci_address("17:00.0"), pci_address("0000:02:08.0")
-    ('0000:17:00.0', '0000:02:08.0')
-    """
-    text = text.strip().lower()
-    return text if text.count(":") == 2 else f"0000:{text}"
-
-
-def parse_lspci_acs(text):
-    """``lspci -vvv`` -> {bridge address: its ACSCtl line}, for each device that shows one.
-
-    >>> parse_lspci_acs("17:00.0 PCI bridge: x\\n\\tACSCtl:\\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+")
-    {'0000:17:00.0': 'SrcValid+ TransBlk- ReqRedir+ CmpltRedir+'}
-    """
-    controls, device = {}, None
-    for line in (text or "").splitlines():
-        if line[:1] not in ("", " ", "\t") and re.match(r"^[0-9a-fA-F:.]+ ", line):
-            device = pci_address(line.split()[0])
-        elif "ACSCtl:" in line and device:
-            controls[device] = line.split("ACSCtl:", 1)[1].strip()
-    return controls
-
-
 def acs_paths(path_lines, controls):
     """The bridges above each GPU (``gpu bridge...``, root port first) with their ACS
     control; ``ctl`` is "" where lspci shows none (no ACS capability, or not read as root).
@@ -289,7 +266,7 @@ def _text_if(section, ok=(0,)):
 
 
 def driver_layer(by_name):
-    """The ``driver-*`` sections (files/probe.sh probe_driver_layer) -> ``driver_layer``;
+    """The ``driver-*`` sections (files/probe.d/driver_layer.sh probe_driver_layer) -> ``driver_layer``;
     None from a probe without them (an older release)."""
     if "driver-kernel" not in by_name:
         return None
@@ -328,3 +305,13 @@ def driver_layer(by_name):
         acs_paths(paths, {line.split(" ", 1)[0]: line.split(" ", 1)[1].strip() for line in acs.lines if " " in line}),
         "topology": parse_topology(topo.text) if topo is not None and topo.rc == 0 else None,
     }
+
+
+SECTION = ProbeSection(
+    name="driver_layer",
+    group=5,
+    raw=("driver-proc-version", "driver-sys-version", "driver-modinfo", "driver-nvml", "driver-packages",
+         "driver-nouveau", "driver-nvswitch", "driver-units", "driver-smi-q", "driver-topo", "driver-kernel",
+         "driver-dkms", "driver-reboot", "driver-cmdline", "driver-pci-paths", "driver-acs"),
+    keys={"driver_layer": driver_layer},
+)

@@ -1,4 +1,5 @@
-"""Parse files/probe.sh's ``pci-gpus`` section into the facts document's ``pci_gpus``
+"""The ``pci`` section: the ``pci-gpus`` raw section (files/probe.d/pci.sh ``probe_pci``) ->
+the facts document's ``pci_gpus``
 (docs/facts.md): the NVIDIA GPUs on the PCI bus, whether or not a driver drives them.
 
 Pure functions over the lines the probe writes, one per GPU: the device's sysfs name
@@ -8,6 +9,8 @@ skipped, never an error: the bus informs the plan, it does not gate the probe.
 """
 
 import re
+
+from facts.probe_framing import ProbeSection
 
 BUS_ID = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 HEX_ID = re.compile(r"^0x(?P<id>[0-9a-f]{4})$")
@@ -39,7 +42,7 @@ def pci_gpus(by_name):
     shows none, None when it could not be read or from a probe without the section (an
     older release).
 
-    >>> from facts.probe_output import Section
+    >>> from facts.probe_framing import Section
     >>> pci_gpus({"pci-gpus": Section("pci-gpus", 0, (), ["0000:18:00.0 0x10de 0x2901 0x030200"])})[0]["device"]
     '2901'
     >>> pci_gpus({"pci-gpus": Section("pci-gpus", 1)}), pci_gpus({})
@@ -50,3 +53,6 @@ def pci_gpus(by_name):
         return None
     found = [gpu for gpu in map(pci_gpu, section.lines) if gpu]
     return sorted(found, key=lambda gpu: gpu["bus_id"])
+
+
+SECTION = ProbeSection(name="pci", group=1, raw=("pci-gpus",), keys={"pci_gpus": pci_gpus})

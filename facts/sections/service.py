@@ -1,0 +1,58 @@
+"""The ``service`` section: the service's environment and the CUDA FlashInfer resolves in it -> ``resolution``, ``service_env``.
+
+Its shell fragment is files/probe.d/service.sh (``probe_service``); docs/facts.md
+documents what it parses into.
+"""
+
+from facts.probe_framing import ProbeSection, parse_assignments, parse_nvcc_release
+from facts.sections.venv import venv_stack
+
+
+def resolution(by_name, torch):
+    """What FlashInfer resolves in the service environment (files/probe.d/service.sh probe_service)."""
+    service = by_name.get("service-env")
+    values = parse_assignments(service.text) if service else {}
+    home, via = values.get("home"), values.get("via") or "none"
+    nvcc = by_name.get("resolved-nvcc")
+    version = parse_nvcc_release(nvcc.text) if nvcc and nvcc.rc == 0 else None
+    result = {
+        "cuda_home": home,
+        "version": version,
+        "via": via,
+        "nvcc_ok": version is not None,
+        "env_file": values.get("env_file") == "present",
+        "env_file_refused": values.get("env_file") == "refused",
+        "path": values.get("PATH"),
+        "arch_list_env": values.get("FLASHINFER_CUDA_ARCH_LIST"),
+        "workspace_base": values.get("FLASHINFER_WORKSPACE_BASE"),
+    }
+    if version is None and torch and torch.get("cuda"):
+        # get_cuda_version() falls back to torch.version.cuda when nvcc cannot run.
+        result["version"] = torch["cuda"]
+        result["via"] = f"{via}+torch-fallback"
+    return result
+
+
+def service_env_values(section):
+    """The asked-for keys' values as the service's env file sets them (absent keys omitted).
+
+    >>> from facts.probe_framing import Section
+    >>> service_env_values(Section("service-env", 0, (), ["home=/x", "env.CUDA_HOME=/opt/cuda-12.8"]))
+    {'CUDA_HOME': '/opt/cuda-12.8'}
+    """
+    if section is None:
+        return {}
+    return {key[len("env."):]: value or "" for key, value in parse_assignments(section.text).items()
+            if key.startswith("env.")}
+
+
+SECTION = ProbeSection(
+    name="service",
+    group=3,
+    raw=("service-env", "resolved-nvcc"),
+    keys={
+        "resolution": lambda by_name: resolution(by_name, venv_stack(by_name.get("venv"))[0]),
+        "service_env": lambda by_name: service_env_values(by_name.get("service-env")),
+    },
+    reads={"resolution": ("service", "venv")},
+)
