@@ -109,3 +109,20 @@ def test_explain_yes_no_and_bad_input():
     assert unknown.returncode == 1, unknown.stdout
     missing = run("bringup.explain", "/nonexistent.log")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_a_file_that_is_no_json_is_bad_input_in_one_line_naming_it(tmp_path):
+    """JSON nested past the parser's depth (RecursionError) or bytes that are no UTF-8:
+    the report ended in a traceback with exit status 1 (a "no"), the planner called the
+    first a bug of the tool and named no file for the second."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    for module in ("bringup.report", "bringup.plan"):
+        for path in (deep, binary):
+            result = run(module, str(path))
+            lines = result.stderr.splitlines()
+            assert result.returncode == 2 and result.stdout == "", (module, path, result)
+            assert len(lines) == 1 and "Traceback" not in result.stderr and "bug of this tool" not in lines[0]
+            assert f"{path} is not JSON" in lines[0], (module, lines)
