@@ -11,6 +11,7 @@ every plan has no blocker, 1 when one has, 2 when a file cannot be read or is ne
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -49,6 +50,18 @@ def read_json(path):
         raise NotJSON(f"{path} is not JSON (not UTF-8: byte {error.start})") from None
     except RecursionError:
         raise NotJSON(f"{path} is not JSON (nested too deeply)") from None
+
+
+def print_out(text):
+    """Print ``text`` on stdout; a reader that went away (``| head``) ends the output, not
+    the command: no BrokenPipeError traceback, the exit status still the answer's."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # What is left to print, and the interpreter's flush at exit, go nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _gpu_lines(facts):
@@ -159,7 +172,7 @@ def main(argv=None):
             document = read_json(path)
             if not isinstance(document, dict):
                 raise TypeError(f"a JSON {type(document).__name__}, not an object")
-            print(render_saved(document, name=Path(path).stem))
+            print_out(render_saved(document, name=Path(path).stem))
             status = max(status, 0 if document.get("plan", document).get("ok") else 1)
         except OSError as error:
             print(f"error: {path}: {error.strerror}", file=sys.stderr)

@@ -22,7 +22,7 @@ import yaml
 
 from bringup import facts_schema, setting_checks, yamlload
 from bringup.config import Config, ConfigError
-from bringup.report import NotJSON, read_json, render
+from bringup.report import NotJSON, print_out, read_json, render
 
 EXIT_READY, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -103,7 +103,7 @@ def main(argv=None):
               "; this is a bug of this tool: report it with the facts document", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps(node.as_dict(), indent=2))
+        print_out(json.dumps(node.as_dict(), indent=2))
     else:
-        print(render(args.host, facts, node))
+        print_out(render(args.host, facts, node))
     return exit_status(node)
