@@ -153,3 +153,13 @@ def test_explain_refuses_a_settings_alias_bomb_and_survives_a_closed_pipe(tmp_pa
         _, stderr = reader.communicate(timeout=120)
         assert "Traceback" not in stderr and "Broken pipe" not in stderr, (module, stderr)
         assert reader.returncode in (0, 1), (module, reader.returncode)
+
+
+def test_settings_page_says_a_page_not_utf8_is_bad_input(tmp_path):
+    """--check of a file that is no UTF-8 ended in a UnicodeDecodeError traceback with exit
+    status 1, which the table gives to "the table differs"."""
+    page = tmp_path / "settings.md"
+    page.write_bytes(b"\xff\xfe# settings\n")
+    result = run("bringup.settings_page", "--check", str(page))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == f"{page}: cannot read it (not UTF-8: byte 0): name the settings page, docs/settings.md\n"
