@@ -73,7 +73,7 @@ def node_file_problem(found, group, uploaded):
     """Why the node's key file cannot be used ("" when it can, or when deploy's upload
     makes it so).
 
-    + found: {"kind", "user", "group", "mode", "readable"} of the node's file
+    + found: {"kind", "user", "group", "mode", "readable", "writable_dir", "closed_dir"} of the node's file
       (facts.files.KeyFileAccess; ``readable``: the service user can read it, None when
       the account does not exist yet)
     + group: the service user's group
@@ -98,6 +98,10 @@ def node_file_problem(found, group, uploaded):
         # Root's stage, chown and rename there could be swapped for a link to any file.
         return (f"is in {found['writable_dir']}, a directory a user other than root may write: deploy "
                 "uploads the key only where root alone writes every directory above it")
+    if uploaded and found.get("closed_dir"):
+        # Deploy's upload would succeed and SGLang, as the service user, not read the key.
+        return (f"is in {found['closed_dir']}, a directory the service user {group} cannot reach: SGLang "
+                "could not read the key deploy uploads")
     if uploaded:
         return ""  # deploy writes it whole, root:<group> 0640, after the account exists
     if kind is None:
@@ -149,6 +153,10 @@ def api_key_findings(source, source_state, dest, found, user, account_deployed):
             fix = (f"choose a service_api_key_file in a directory only root writes (the default beside "
                    f"service_env_file, /etc/sglang/{KEY_FILE_NAME}), or make {found['writable_dir']} and the "
                    "directories above it root's and closed to others' writes")
+        elif source and found.get("closed_dir") and problem.startswith("is in "):
+            fix = (f"let {user} traverse {found['closed_dir']} and the directories above it (`chmod o+x`, or "
+                   f"group {user} and g+x), or choose a service_api_key_file it can reach (the default beside "
+                   f"service_env_file, /etc/sglang/{KEY_FILE_NAME})")
         elif found.get("kind") == "link" or found.get("kind") not in (None, "file"):
             fix = f"remove {dest} on the node (`rm {dest}`) so that deploy can write a file there, or choose " \
                   "another service_api_key_file"

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import yaml
 
-from bringup import redact
+from bringup import redact, yamlload
 from bringup.config import Config, ConfigError
 from bringup.findings import CODES
 from bringup.layout import toolkit_home
+from bringup.report import print_out
 
 EXIT_FOUND, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2
 # Colour codes some loggers write even into files and the journal.
@@ -422,7 +423,7 @@ def main(argv=None):
         settings = {}
         if args.config:
             with open(args.config, encoding="utf-8") as handle:
-                settings = yaml.safe_load(handle) or {}
+                settings = yamlload.load(handle) or {}  # an alias bomb is refused as it loads
             if not isinstance(settings, dict):
                 raise ValueError(f"expected a mapping of settings, got {type(settings).__name__}")
         context = Context.from_config(Config.from_data(settings))
@@ -434,7 +435,7 @@ def main(argv=None):
         print(f"error: {args.config}: {error}", file=sys.stderr)
         return EXIT_ERROR
     matches = explain(lines)
-    print(render(matches, source, len(lines), context))
+    print_out(render(matches, source, len(lines), context))
     return EXIT_FOUND if matches else EXIT_UNKNOWN
 
 

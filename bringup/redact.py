@@ -171,12 +171,17 @@ def scrub(text, secrets):
 
 # Settings whose raw values are env values.
 ENV_SETTINGS = ("service_env",)
+# Settings whose raw value may carry SGLang's key (refused there: bringup/settings.py
+# KeylessArguments), shown whole as REDACTED: a key may be quoted, split or in a list.
+KEY_SETTINGS = ("service_args",)
+KEY_WORD = re.compile(r"api[-_]key", re.IGNORECASE)
 
 
 def setting(key, value, message=""):
     """A setting's raw value and the message about it, as they may be printed:
     ``service_env``'s values redacted (in the value and wherever they appear in the
-    message), URL credentials redacted everywhere.
+    message), a ``service_args`` naming an API key option redacted whole, URL
+    credentials redacted everywhere.
 
     >>> setting("service_env", {"HF_TOKEN": "hf_secret123", "CUDA_HOME": "/x"}, "CUDA_HOME is decided by the plan")
     ({'HF_TOKEN': '<redacted>', 'CUDA_HOME': '<redacted>'}, 'CUDA_HOME is decided by the plan')
@@ -184,7 +189,12 @@ def setting(key, value, message=""):
     ('<redacted>', 'bad words in <redacted>')
     >>> setting("venv_index_url", "https://u:pw@mirror/simple", "no")
     ('https://<redacted>@mirror/simple', 'no')
+    >>> setting("service_args", "--tp 2 --api-key=sk-1234", "remove --api-key, not sk-1234")
+    ('<redacted>', 'remove --api-key, not <redacted>')
     """
+    if key in KEY_SETTINGS and KEY_WORD.search(str(value)):
+        words = [word.split("=", 1)[-1] for word in str(value).split()]  # the options' names stay
+        return REDACTED, urls(scrub(message, [str(value), *(word for word in words if not word.startswith("-"))]))
     if key in ENV_SETTINGS:
         message = scrub(message, _secrets_of(value))
         value = _raw_assignments(value)

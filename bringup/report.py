@@ -11,6 +11,7 @@ every plan has no blocker, 1 when one has, 2 when a file cannot be read or is ne
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,45 @@ MARKS = {"blocker": "BLOCKER", "fix": "FIX", "warning": "WARN", "info": "INFO"}
 # How well NVIDIA's repository directory is known (bringup.platforms.REPO_EVIDENCE).
 EVIDENCE = {"nvidia": "listed by NVIDIA", "third-party": "used by third parties, not seen in NVIDIA's listings",
             "unverified": "unverified"}
+
+
+class NotJSON(ValueError):
+    """A file that cannot be read as JSON: its syntax, bytes that are no UTF-8, or
+    nesting deeper than the parser goes (a RecursionError, no bug of the planner)."""
+
+
+def read_json(path):
+    """The JSON document in ``path``; NotJSON when it is none (OSError as open raises it).
+
+    >>> import tempfile; from pathlib import Path
+    >>> deep = Path(tempfile.mkdtemp()) / "deep.json"; _ = deep.write_text("[" * 100000)
+    >>> try:
+    ...     read_json(deep)
+    ... except NotJSON as error:
+    ...     str(error).endswith("is not JSON (nested too deeply)")
+    True
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as error:
+        raise NotJSON(f"{path} is not JSON ({error})") from None
+    except UnicodeDecodeError as error:
+        raise NotJSON(f"{path} is not JSON (not UTF-8: byte {error.start})") from None
+    except RecursionError:
+        raise NotJSON(f"{path} is not JSON (nested too deeply)") from None
+
+
+def print_out(text):
+    """Print ``text`` on stdout; a reader that went away (``| head``) ends the output, not
+    the command: no BrokenPipeError traceback, the exit status still the answer's."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # What is left to print, and the interpreter's flush at exit, go nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _gpu_lines(facts):
@@ -129,14 +169,16 @@ def main(argv=None):
     status = 0
     for path in args.files:
         try:
-            with open(path, encoding="utf-8") as handle:
-                document = json.load(handle)
+            document = read_json(path)
             if not isinstance(document, dict):
                 raise TypeError(f"a JSON {type(document).__name__}, not an object")
-            print(render_saved(document, name=Path(path).stem))
+            print_out(render_saved(document, name=Path(path).stem))
             status = max(status, 0 if document.get("plan", document).get("ok") else 1)
         except OSError as error:
             print(f"error: {path}: {error.strerror}", file=sys.stderr)
+            status = 2
+        except NotJSON as error:
+            print(f"error: {error}", file=sys.stderr)
             status = 2
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             print(f"error: {path}: not a host report written by validate.py or deploy.py, nor a plan document of "

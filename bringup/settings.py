@@ -354,7 +354,8 @@ SETTINGS = declare([
                     " account step (so it works on a fresh node), restarting the service when it changed, and never "
                     "prints it; validate refuses a source that is missing, unreadable or gives SGLang no key when "
                     'read as YAML (`api-key: ""` is none), a link at the node\'s file, and a node file under a '
-                    "directory a user other than root may write (`API_KEY_FILE_UNUSABLE`); a `service_api_key_file` "
+                    "directory a user other than root may write or one the service user cannot reach "
+                    "(`API_KEY_FILE_UNUSABLE`); a `service_api_key_file` "
                     "inside `service_cache_dir` or the service user's home is an invalid setting"),
     Setting("service_ready_timeout", checks.Seconds(least=10, most=86400), 1200,
             meaning="seconds deploy's readiness gate waits, after it started or restarted the unit, for SGLang's "

@@ -48,6 +48,10 @@ def main(argv=None):
     except OSError as error:
         print(f"{page}: cannot read it ({error.strerror}): name the settings page, docs/settings.md", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as error:
+        print(f"{page}: cannot read it (not UTF-8: byte {error.start}): name the settings page, docs/settings.md",
+              file=sys.stderr)
+        return 2
     block = docs_block(text)
     if block is None:
         print(f"{page}: no settings table markers ({BEGIN} ... {END}): put them around the table", file=sys.stderr)

@@ -36,7 +36,7 @@ from pyinfra.context import ctx_state
 from bringup import summary
 from control import hostkeys
 from control.metrics import textfile_dir, write_run_metrics
-from control.reports import reports_dir, save
+from control.reports import drop_host_reports, reports_dir, save
 
 STAGE_WORDS = {StateStage.Setup: "while loading the inventory", StateStage.Connect: "while connecting",
                StateStage.Prepare: "while preparing operations", StateStage.Execute: "while executing operations"}
@@ -340,6 +340,12 @@ def write_summary(argv=None):
     dry = "--dry" in argv or ("--json" in argv and not {"-y", "--yes"} & set(argv))
     _print_json_if_missing(state, dry, argv)
     found = outcomes(state)
+    try:
+        # A host planned no report this run keeps none of an earlier run's (the hint below).
+        drop_host_reports([outcome["host"] for outcome in found if not outcome.get("plan")])
+    except OSError as error:
+        print(f"-- an earlier run's host report could not be removed: {error.strerror}: {error.filename}",
+              file=sys.stderr, flush=True)
     document = summary.summary_document(purpose, found, executed=not dry, stopped=stopped_reason(state, dry))
     reports = reports_dir()
     summary_file = reports / "summary.json"

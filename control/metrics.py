@@ -10,6 +10,7 @@ reads half of one), mode 0644. The text is made by ``prometheus_client`` (its ex
 format, escaping and all) and holds no secret: codes, verdicts and versions only.
 """
 
+import os
 import re
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from bringup.summary import VERDICTS, good_verdicts
 from control.atomic import atomic_write
 
 METRICS_MODE = 0o644
+DIRECTORY_MODE = 0o755  # a directory this tool makes: node_exporter runs as its own user
 SEVERITIES = (BLOCKER, FIX, WARNING, INFO)
 STACK_KEYS = ("driver", "cuda", "torch", "sglang", "flashinfer")
 
@@ -117,8 +119,25 @@ def host_metrics(host, purpose, verdict, findings=(), stacks=None, when=None):
     return generate_latest(registry).decode()
 
 
+def make_directory(directory):
+    """Make ``directory`` and its missing parents, each 0755 whatever the umask (under
+    root's 077 a plain ``mkdir -p`` makes them 0700 and node_exporter reads nothing);
+    directories that exist are left as they are."""
+    directory = Path(directory)
+    missing = [path for path in (directory, *directory.parents) if not path.exists()]
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        handle = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # never chmod through a link
+        try:
+            os.fchmod(handle, DIRECTORY_MODE)
+        finally:
+            os.close(handle)
+
+
 def write_host_metrics(directory, host, text):
-    """Write ``text`` as ``<directory>/gpu_bringup_<host>.prom``, whole, 0644. Returns the path."""
+    """Write ``text`` as ``<directory>/gpu_bringup_<host>.prom``, whole, 0644 (a missing
+    directory made 0755). Returns the path."""
+    make_directory(directory)
     target = Path(directory) / textfile_name(host)
     atomic_write(target, text, mode=METRICS_MODE)
     return target

@@ -46,10 +46,37 @@ def save(path, document):
     atomic_write(path, json.dumps(redact.data(document), indent=2) + "\n", mode=REPORT_MODE)
 
 
+def host_report_path(host):
+    """reports/<host>.json of ``host`` in this run's reports directory."""
+    return reports_dir() / f"{host}.json"
+
+
+def drop_host_reports(hosts):
+    """Remove the reports/<host>.json of ``hosts`` (those this run planned no report for:
+    unreachable, settings refused, planning failed): an earlier run's report would show
+    them as they were then, its exit status too. Returns the paths removed.
+
+    >>> import tempfile; from pathlib import Path
+    >>> os.environ[REPORTS_VARIABLE] = tempfile.mkdtemp(); _ = host_report_path("n1").write_text("{}")
+    >>> [path.name for path in drop_host_reports(["n1", "n2"])], host_report_path("n1").exists()
+    (['n1.json'], False)
+    >>> del os.environ[REPORTS_VARIABLE]
+    """
+    removed = []
+    for host in hosts:
+        target = host_report_path(host)
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(target)
+    return removed
+
+
 def save_host_report(host, facts, settings, plan):
     """Write reports/<host>.json: the host's facts (``service_env``'s values redacted),
     its settings (``Config.as_dict()``) and plan (``NodePlan.as_dict()``), both redacted
     by their own ``as_dict``. Returns the path."""
-    target = reports_dir() / f"{host}.json"
+    target = host_report_path(host)
     save(target, {"host": host, "facts": redact.facts(facts), "settings": settings, "plan": plan})
     return target

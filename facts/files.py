@@ -71,7 +71,8 @@ def parse_managed_file(lines):
 
 class KeyFileAccess(FactBase):
     """
-    Returns ``{"kind", "user", "group", "mode", "sha1", "readable"}`` of the API key file
+    Returns ``{"kind", "user", "group", "mode", "sha1", "readable", "writable_dir",
+    "closed_dir"}`` of the API key file
     ``path`` without following a link (``ManagedFile``'s keys), and whether the service
     user ``user`` can read it: True/False, None when the account does not exist (yet).
     The content is never read into the output; ``sha1`` is the file's digest (kept out
@@ -98,19 +99,28 @@ class KeyFileAccess(FactBase):
         writable = (f"d=$(readlink -m -- {directory}); while :; do if [ -e \"$d\" ] && "
                     f"! stat -c '%u %a' -- \"$d\" | grep -qE '^0 ([0-7]?[0-7][0145][0145])$'; then "
                     "echo \"writable_dir=$d\"; break; fi; [ \"$d\" = / ] && break; d=$(dirname -- \"$d\"); done")
-        return f"{ManagedFile().command(path)}; {readable}; {writable}"
+        # The nearest directory of the file that exists (deploy makes the missing ones 0755):
+        # one the service user cannot reach hides the key deploy uploads from SGLang.
+        reach = (f"if id -u -- {who} >/dev/null 2>&1; then d=$(readlink -m -- {directory}); "
+                 "while [ ! -e \"$d\" ] && [ \"$d\" != / ]; do d=$(dirname -- \"$d\"); done; "
+                 f"env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin runuser -u {who} -- /usr/bin/test -x \"$d\" "
+                 "|| echo \"closed_dir=$d\"; fi")
+        return f"{ManagedFile().command(path)}; {readable}; {writable}; {reach}"
 
     @staticmethod
     def default():
-        return {**ManagedFile.default(), "readable": None, "writable_dir": None}
+        return {**ManagedFile.default(), "readable": None, "writable_dir": None, "closed_dir": None}
 
     def process(self, output):
-        found = {**parse_managed_file([line for line in output if not line.startswith(("readable=", "writable_dir="))]),
-                 "readable": None, "writable_dir": None}
+        found = {**parse_managed_file([line for line in output
+                                       if not line.startswith(("readable=", "writable_dir=", "closed_dir="))]),
+                 "readable": None, "writable_dir": None, "closed_dir": None}
         found.pop("text", None)
         for line in output:
             if line.startswith("readable="):
                 found["readable"] = {"yes": True, "no": False}.get(line.partition("=")[2].strip())
             elif line.startswith("writable_dir="):
                 found["writable_dir"] = line.partition("=")[2]
+            elif line.startswith("closed_dir="):
+                found["closed_dir"] = line.partition("=")[2]
         return found

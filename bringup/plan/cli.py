@@ -22,7 +22,7 @@ import yaml
 
 from bringup import facts_schema, setting_checks, yamlload
 from bringup.config import Config, ConfigError
-from bringup.report import render
+from bringup.report import NotJSON, print_out, read_json, render
 
 EXIT_READY, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -34,8 +34,7 @@ def load_facts(path):
 
 def _facts_and_host(path):
     """A facts document and the host name a validate report names (else None)."""
-    with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
+    data = read_json(path)
     if isinstance(data, dict) and "facts" in data and "gpus" not in data:
         host = data.get("host")
         return data["facts"], host if isinstance(host, str) and host else None
@@ -81,8 +80,8 @@ def main(argv=None):
     except OSError as error:
         print(f"error: {args.host}: {error.strerror}: {error.filename}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except json.JSONDecodeError as error:
-        print(f"error: {args.host}: {args.facts} is not JSON ({error})", file=sys.stderr)
+    except NotJSON as error:
+        print(f"error: {args.host}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
@@ -104,7 +103,7 @@ def main(argv=None):
               "; this is a bug of this tool: report it with the facts document", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps(node.as_dict(), indent=2))
+        print_out(json.dumps(node.as_dict(), indent=2))
     else:
-        print(render(args.host, facts, node))
+        print_out(render(args.host, facts, node))
     return exit_status(node)

@@ -96,6 +96,20 @@ def test_a_key_file_in_a_directory_another_user_writes_is_a_blocker(tmp_path, no
     assert not list(node_dir.iterdir()), "nothing uploaded"
 
 
+def test_a_key_file_in_a_directory_the_service_user_cannot_reach_is_a_blocker(tmp_path, node_dir, source):
+    """Deploy's upload would succeed and SGLang, run as the service user, not read the key:
+    validate said yes (only API_KEY_FILE_UPLOAD, a fix) for a 0700 directory of root's."""
+    node_dir.chmod(0o700)
+    result = run(tmp_path, "validate.py", f"service_api_key_source={source}",
+                 f"service_api_key_file={node_dir}/api-key.yaml", "service_user=nobody")
+    assert result.returncode == 1, result.output[-3000:]
+    finding = findings(tmp_path)["API_KEY_FILE_UNUSABLE"]
+    assert finding["message"] == (f"service_api_key_file={node_dir}/api-key.yaml is in {node_dir}, a directory the "
+                                  "service user nobody cannot reach: SGLang could not read the key deploy uploads")
+    assert f"let nobody traverse {node_dir}" in finding["fix"]
+    assert not list(node_dir.iterdir()), "validate changes nothing"
+
+
 def test_the_node_file_alone_is_checked_by_validate_not_first_at_the_service_step(tmp_path, node_dir):
     key = node_dir / "api-key.yaml"
     key.write_text(f"api-key: {SECRET}\n")

@@ -7,6 +7,7 @@ repository."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -119,3 +120,23 @@ def test_pyinfra_debug_log_is_ignored_and_not_committed():
     assert tracked.stdout == ""
     ignored = subprocess.run(["git", "check-ignore", "-q", "pyinfra-debug.log"], cwd=ROOT)
     assert ignored.returncode == 0
+
+
+def test_a_host_without_a_report_this_run_keeps_no_old_one(tmp_path):
+    """The summary's hint (python -m bringup.report reports/<host>.json) showed a host
+    that was unreachable, or whose settings were refused, as its previous run had it:
+    READY TO DEPLOY and exit status 0 while this run's verdict was unreachable or failed."""
+    path = inventory(tmp_path, DOWN["refused"])
+    first = validate(tmp_path, str(path), "validate.py", "--limit", "@local")
+    assert first.returncode == 0, first.stderr
+    reports = tmp_path / "reports"
+    shutil.copy(reports / "@local.json", reports / "down-01.json")  # down-01 was ready the day before
+    shutil.copy(reports / "@local.json", reports / "other-01.json")  # a host this run does not target
+    result = validate(tmp_path, str(path), "--data", "driver_reboot=always", "validate.py")
+    assert result.returncode == 1, result.stderr
+    assert "down-01: unreachable" in result.stderr and "setting driver_reboot='always' is invalid" in result.stderr
+    assert not (reports / "down-01.json").exists() and not (reports / "@local.json").exists()
+    assert (reports / "other-01.json").exists()
+    shown = subprocess.run([sys.executable, "-m", "bringup.report", str(reports / "down-01.json")], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 2 and shown.stdout == "", shown

@@ -109,3 +109,57 @@ def test_explain_yes_no_and_bad_input():
     assert unknown.returncode == 1, unknown.stdout
     missing = run("bringup.explain", "/nonexistent.log")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_a_file_that_is_no_json_is_bad_input_in_one_line_naming_it(tmp_path):
+    """JSON nested past the parser's depth (RecursionError) or bytes that are no UTF-8:
+    the report ended in a traceback with exit status 1 (a "no"), the planner called the
+    first a bug of the tool and named no file for the second."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    for module in ("bringup.report", "bringup.plan"):
+        for path in (deep, binary):
+            result = run(module, str(path))
+            lines = result.stderr.splitlines()
+            assert result.returncode == 2 and result.stdout == "", (module, path, result)
+            assert len(lines) == 1 and "Traceback" not in result.stderr and "bug of this tool" not in lines[0]
+            assert f"{path} is not JSON" in lines[0], (module, lines)
+
+
+def test_explain_refuses_a_settings_alias_bomb_and_survives_a_closed_pipe(tmp_path):
+    """bringup.explain read --config with yaml.safe_load, not the bounded loader the
+    planner uses: a settings file of aliases ran until killed (review class: bounds that
+    are not bounds). Its report into a reader that went away (``| head -1``) ended in a
+    BrokenPipeError traceback."""
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join([*lines, "venv_extra_index_urls: *a8"]) + "\n")
+    log = tmp_path / "one.log"
+    log.write_text("nothing known here\n")
+    result = subprocess.run([sys.executable, "-m", "bringup.explain", str(log), "--config", str(bomb)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == "", result
+    assert len(result.stderr.splitlines()) == 1 and "alias bomb" in result.stderr, result.stderr
+    for module, path in (("bringup.explain", sorted(FAILURES.glob("*.log"))[0]), ("bringup.report", None)):
+        if path is None:
+            path = tmp_path / "plan.json"
+            path.write_text(run("bringup.plan", "--json", str(BLOCKED_FACTS)).stdout)
+        reader = subprocess.Popen([sys.executable, "-m", module, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        reader.stdout.close()  # the reader went away before the first line (| head -0)
+        _, stderr = reader.communicate(timeout=120)
+        assert "Traceback" not in stderr and "Broken pipe" not in stderr, (module, stderr)
+        assert reader.returncode in (0, 1), (module, reader.returncode)
+
+
+def test_settings_page_says_a_page_not_utf8_is_bad_input(tmp_path):
+    """--check of a file that is no UTF-8 ended in a UnicodeDecodeError traceback with exit
+    status 1, which the table gives to "the table differs"."""
+    page = tmp_path / "settings.md"
+    page.write_bytes(b"\xff\xfe# settings\n")
+    result = run("bringup.settings_page", "--check", str(page))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == f"{page}: cannot read it (not UTF-8: byte 0): name the settings page, docs/settings.md\n"

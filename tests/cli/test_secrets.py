@@ -123,3 +123,21 @@ def test_the_planner_cli_prints_no_token(tmp_path):
     overridden = next(f for f in printed["findings"] if f["code"] == "SERVICE_ENV_OVERRIDDEN")
     assert "HF_TOKEN=<redacted> (deploy sets <redacted>)" in overridden["message"]
 
+
+
+def test_an_api_key_refused_in_service_args_is_not_printed_by_its_refusal(tmp_path):
+    """The refusal of ``--api-key`` in service_args (a key on the command line every user
+    reads) printed the key itself on stderr and saved it in reports/summary.json."""
+    reports, _ = fresh("service-args-key")
+    for value in ("--api-key pw_secret789 --tp 2", "--admin-api-key=pw_secret789"):
+        result = pyinfra(reports, "@local", "--data", "target_sms=12.0", "--data", f"service_args={value}",
+                         "validate.py")
+        assert result.returncode == 1 and "@local: setting service_args='<redacted>' is invalid: an API key in " \
+            "service_args" in result.stderr, result.output[-3000:]
+        assert leaks(result.stdout, result.stderr, (reports / "summary.json").read_text()) == []
+    config = tmp_path / "settings.yaml"
+    config.write_text(yaml.safe_dump({"service_args": ["--api-key", "pw_secret789"]}))
+    result = subprocess.run([sys.executable, "-m", "bringup.plan", str(INCIDENT), "--config", str(config),
+                             "--host", "n1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == "" and leaks(result.stderr) == [], result.stderr
+    assert result.stderr.startswith("error: n1: setting service_args='<redacted>' is invalid"), result.stderr

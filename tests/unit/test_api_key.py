@@ -43,6 +43,12 @@ CASES = [
     ("source set, the node's file in a directory another user writes", "k.yaml", GOOD_SOURCE,
      {**ABSENT, "writable_dir": "/var/cache/sglang"}, True,
      [("API_KEY_FILE_UNUSABLE", "blocker", "is in /var/cache/sglang, a directory a user other than root may write")]),
+    ("source set, the node's key directory closed to the service user", "k.yaml", GOOD_SOURCE,
+     {**ABSENT, "closed_dir": "/srv/keys"}, True,
+     [("API_KEY_FILE_UNUSABLE", "blocker", f"is in /srv/keys, a directory the service user {USER} cannot reach")]),
+    ("source already on the node, its directory closed to the service user", "k.yaml", GOOD_SOURCE,
+     {**NODE_GOOD, "readable": False, "closed_dir": "/srv/keys"}, True,
+     [("API_KEY_FILE_UNUSABLE", "blocker", "cannot reach")]),
     ("no account and no account step", "k.yaml", GOOD_SOURCE, ABSENT, False,
      [("API_KEY_FILE_UNUSABLE", "blocker", "leaves out the account step")]),
     ("node's file alone, good", "", None, NODE_GOOD, True, []),
@@ -125,7 +131,7 @@ def test_the_fact_says_what_the_service_user_can_read(scratch):
     key.chmod(0o640)
     found = key_file_access(str(key), "nobody")
     assert found == {"kind": "file", "user": "root", "group": group, "mode": "640", "sha1": found["sha1"],
-                     "readable": True, "writable_dir": None} and len(found["sha1"]) == 40
+                     "readable": True, "writable_dir": None, "closed_dir": None} and len(found["sha1"]) == 40
     assert SECRET not in repr(found)
     closed = scratch / "closed"
     closed.mkdir(mode=0o700)
@@ -133,6 +139,11 @@ def test_the_fact_says_what_the_service_user_can_read(scratch):
     os.chown(closed / "api-key.yaml", 0, nobody.pw_gid)
     (closed / "api-key.yaml").chmod(0o640)
     assert key_file_access(str(closed / "api-key.yaml"), "nobody")["readable"] is False
+    # Where deploy uploads it: the directory the service user cannot reach, the file there or not yet.
+    assert key_file_access(str(closed / "api-key.yaml"), "nobody")["closed_dir"] == str(closed)
+    assert key_file_access(str(closed / "not-yet" / "api-key.yaml"), "nobody")["closed_dir"] == str(closed)
+    assert key_file_access(str(scratch / "absent.yaml"), "nobody")["closed_dir"] is None
+    assert key_file_access(str(closed / "api-key.yaml"), "no-such-user-7f3")["closed_dir"] is None
     link = scratch / "link.yaml"
     link.symlink_to(key)
     assert key_file_access(str(link), "nobody")["kind"] == "link"
