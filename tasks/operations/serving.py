@@ -108,6 +108,8 @@ def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
     decided, why = serving.decision(unit, status, unit.get("restarts") or 0, 0, service.ready_timeout)
     if decided == serving.READY:
         _record("serving", why, 0, purpose)
+        # Said at default verbosity too: the operator's answer, not only a no-op's detail.
+        _say(host, f"{unit_name} serves: {why}", "green")
         host.noop(f"{unit_name} serves: {why}")
         return
     result = {}

@@ -160,8 +160,10 @@ def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model
     assert run_ssh(entry, "systemctl is-active sglang", check=False).stdout.strip() != "active"
 
     # 3. The model in the service's hub cache, as hf writes it (the service user's): from
-    #    the cache; the hub unreachable, so deploy writes HF_HUB_OFFLINE=1.
-    run_ssh(entry, f"sed -i '/^HF_ENDPOINT=/d' {ENV_FILE} && install -d -o sglang -g sglang -m 0755 "
+    #    the cache; the hub unreachable, so deploy writes HF_HUB_OFFLINE=1. The failed fetch's
+    #    entry (its mark says deploy's fetch did not finish) is replaced whole, as its fix says.
+    run_ssh(entry, f"rm -rf {CACHE}/models--{MODEL.replace('/', '--')} && "
+                   f"sed -i '/^HF_ENDPOINT=/d' {ENV_FILE} && install -d -o sglang -g sglang -m 0755 "
                    f"/var/cache/sglang/xdg && {plant_hub_entry_command(CACHE, MODEL, 'sglang')} && "
                    "chown sglang: /var/cache/sglang/xdg/huggingface")
     found, _ = validate(entry, "service_model_fetch=true")
