@@ -144,7 +144,8 @@ def check_resolution(context):
 
 
 def _trap_message(prediction, flashinfer_now, detected, wanted, where):
-    head = f"FlashInfer {flashinfer_now} with CUDA {detected} from {where}"
+    head = (f"FlashInfer {flashinfer_now} with CUDA {detected} from {where}" if detected
+            else f"FlashInfer {flashinfer_now} finds no CUDA toolkit")
     if prediction.outcome == "empty_arch_set":
         return (f"{head} raises \"{prediction.detail}\" during arch detection and swallows it: the "
                 "target set stays empty and every JIT build fails with \"FlashInfer requires GPUs "

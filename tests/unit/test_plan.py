@@ -205,6 +205,9 @@ def test_incident_plan():
     # Nothing resolves an nvcc: no JIT module can build.
     ({"cuda_home": "/usr/local/cuda", "version": "13.0", "via": "default+torch-fallback", "nvcc_ok": False},
      "0.7.2", "no nvcc runs there"),
+    # No toolkit at all: the message says so instead of printing "CUDA None".
+    ({"cuda_home": None, "version": None, "via": "none", "nvcc_ok": False},
+     "0.7.2", "FlashInfer 0.7.2 finds no CUDA toolkit: no nvcc runs there"),
 ])
 def test_trap_outcomes(resolution, installed, expected):
     facts = varied(incident(), resolution=resolution, flashinfer={"version": installed})
