@@ -9,6 +9,7 @@ from pyinfra.facts.files import Directory
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
+from bringup.api_key import node_file_problem
 from bringup.release import pending
 from facts.files import ManagedFile
 from facts.release import ReleaseLook, release_paths
@@ -19,43 +20,16 @@ from tasks.operations.serving import host_serving, service_serving
 from tasks.rollback import rolled_back, sglang_rollback
 
 
-def key_file_problem(fact, user):
-    """Why the API key file (the ManagedFile fact of ``service_api_key_file``) cannot
-    be used ("" when it can): a regular file, owned by root, group the service user's
-    (the service reads it as ``User=``/``Group=``), writable by root only, nothing for
-    others.
-
-    >>> key_file_problem({"kind": "file", "user": "root", "group": "sglang", "mode": "640"}, "sglang")
-    ''
-    >>> key_file_problem({"kind": "file", "user": "root", "group": "sglang", "mode": "644"}, "sglang")
-    'is mode 0644: other users can read the key'
-    >>> key_file_problem({"kind": None}, "sglang")
-    'does not exist'
-    """
-    if fact.get("kind") is None:
-        return "does not exist"
-    if fact.get("kind") != "file":
-        return f"is a {fact['kind']}, not a regular file"
-    mode = int(fact.get("mode") or "0", 8)
-    if fact.get("user") != "root" or fact.get("group") != user:
-        return f"is owned {fact.get('user')}:{fact.get('group')}, not root:{user}"
-    if mode & 0o007:
-        return f"is mode {mode:04o}: other users can read the key"
-    if mode & 0o020 or not mode & 0o040:
-        return f"is mode {mode:04o}: the service's group must read it and only root write it"
-    return ""
-
-
 @operation()
 def api_key_file_checked(path: str, user: str):
     """
     Fail the host, nothing written, unless the API key file is one only root writes and
-    only root and the service user read (``key_file_problem``). Its content is never read.
+    only root and the service user read (validate's ``node_file_problem``). Its content is never read.
 
     + path: ``service_api_key_file``
     + user: the service user
     """
-    problem = key_file_problem(host.get_fact(ManagedFile, path=path), user)
+    problem = node_file_problem(host.get_fact(ManagedFile, path=path), user, uploaded=False)
     if not problem:
         host.noop(f"{path} is root:{user}, readable by the service only")
         return

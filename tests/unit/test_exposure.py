@@ -14,7 +14,7 @@ import pytest
 
 from bringup.config import Config, ConfigError
 from bringup.plan import plan
-from tasks.service import key_file_problem
+from bringup.api_key import node_file_problem
 from tests.unit.scenarios import converged
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,12 +101,13 @@ KEY_FILES = [
     ({"kind": "file", "user": "root", "group": "sglang", "mode": "600"}, "the service's group must read it"),
     ({"kind": "file", "user": "sglang", "group": "sglang", "mode": "640"}, "not root:sglang"),
     ({"kind": "file", "user": "root", "group": "root", "mode": "640"}, "not root:sglang"),
-    ({"kind": "link"}, "not a regular file"),
+    ({"kind": "link"}, "is a link"),
+    ({"kind": "directory"}, "not a regular file"),
     ({"kind": None}, "does not exist"),
 ]
 
 
 @pytest.mark.parametrize("fact,problem", KEY_FILES, ids=[json.dumps(f) for f, _ in KEY_FILES])
 def test_key_file_is_root_s_and_read_by_the_service_only(fact, problem):
-    found = key_file_problem(fact, "sglang")
+    found = node_file_problem(fact, "sglang", uploaded=False)
     assert (problem in found and found) if problem else found == ""
