@@ -78,45 +78,12 @@ class Driver(NodeFacts):
     keys = ("driver",)
 
 
-class CudaToolkits(NodeFacts):
-    """
-    Returns every installed toolkit: ``[{"home", "version", "nvcc_ok"}]``.
-    """
-
-    keys = ("toolkits",)
-
-    @staticmethod
-    def default():
-        return []
-
-
-class CudaResolution(NodeFacts):
-    """
-    Returns what FlashInfer/SGLang resolve in the service environment:
-    ``{"cuda_home", "version", "via", ...}``.
-    """
-
-    keys = ("resolution",)
-
-
 class VenvStack(NodeFacts):
     """
     Returns the venv's ``{"torch", "flashinfer", "sglang"}`` (each None when absent).
     """
 
     keys = ("torch", "flashinfer", "sglang")
-
-
-class AptLocks(NodeFacts):
-    """
-    Returns who holds apt's and dpkg's locks now: ``[{"lock", "pid", "command"}]``.
-    """
-
-    keys = ("apt_locks",)
-
-    @staticmethod
-    def default():
-        return []
 
 
 class JitCache(NodeFacts):

@@ -311,3 +311,14 @@ def test_the_driver_layer_schema_is_the_documented_one():
 
     documented = {path for path in documented_paths() if path.startswith("driver_layer.")}
     assert schema_paths(SCHEMA["driver_layer"], "driver_layer") == documented
+
+
+def test_the_narrower_facts_named_are_the_ones_facts_node_defines():
+    # A narrow fact is kept only where an operator asks for it alone or a task reads it
+    # (docs/contributing.md): the page lists each, and none that is gone.
+    from facts import node
+
+    listed = DOC.split("A narrower fact (", 1)[1].split(")", 1)[0]
+    defined = [name for name, value in vars(node).items()
+               if isinstance(value, type) and issubclass(value, node.NodeFacts) and value is not node.NodeFacts]
+    assert sorted(re.findall(r"`(\w+)`", listed)) == sorted(defined)
