@@ -70,14 +70,6 @@ class GpuDevices(NodeFacts):
         return []
 
 
-class Driver(NodeFacts):
-    """
-    Returns ``{"version", "cuda_version"}`` of the loaded driver, or None without one.
-    """
-
-    keys = ("driver",)
-
-
 class VenvStack(NodeFacts):
     """
     Returns the venv's ``{"torch", "flashinfer", "sglang"}`` (each None when absent).
