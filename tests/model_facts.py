@@ -1,6 +1,7 @@
-"""The probe's ``model`` fact as the model-source tests and examples need it (docs/facts.md
-``model``): a hub id's fact, a snapshot judged whole, a config file root owns. Test data,
-not the product's: bringup/plan/model_source.py decides on what the probe reports.
+"""The probe's ``model`` fact as the model-source tests need it (docs/facts.md ``model``):
+a hub id's fact, a snapshot judged whole, a config file root owns. Test data, not the
+product's: bringup/plan/model_source.py decides on what the probe reports, and its
+examples build the few keys they read inline (no product module imports tests/).
 """
 
 ROOT_FILE = {"user": "root", "mode": "644", "kind": "regular file"}
@@ -12,7 +13,7 @@ WHOLE = {"files": 3, "weights": 1, "incomplete": 0, "shards_missing": 0, "fetchi
 
 
 def hub_fact(**changes):
-    """A hub id's ``model`` fact (a cache miss, the hub unreachable), for examples and tests."""
+    """A hub id's ``model`` fact (a cache miss, the hub unreachable), for the tests."""
     return {"model": "Qwen/Qwen3-0.6B", "kind": "hub", "path": None, "dir": None,
             "cache": "/var/cache/sglang/xdg/huggingface/hub", "cache_via": "XDG_CACHE_HOME",
             "entry": "/var/cache/sglang/xdg/huggingface/hub/models--Qwen--Qwen3-0.6B", "revision": None, "refs_main": None,

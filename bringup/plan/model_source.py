@@ -9,11 +9,12 @@ unit ``active (running)``), said before deploy changes anything: a blocker where
 deploy starts the service, a warning where it does not (``deploy_steps`` without
 ``service``, ``service_enable: false``): the other steps are still worth doing.
 
-    >>> from tests.model_facts import ROOT_FILE, WHOLE, hub_fact
-    >>> decide(hub_fact(), "sglang", serving=True).code
+    >>> unreachable = {"model": "Qwen/Qwen3-0.6B", "kind": "hub", "hub": {"status": None, "error": "timed out"}}
+    >>> decide(unreachable, "sglang", serving=True).code
     'MODEL_UNAVAILABLE'
-    >>> decide(hub_fact(revision="ab12", snapshot=WHOLE, config=ROOT_FILE, readable="yes"), "sglang",
-    ...        serving=True).offline
+    >>> whole = {"fetching": False, "record": "none", "incomplete": 0, "shards_missing": 0, "weights": 1}
+    >>> cached = {**unreachable, "revision": "ab12", "snapshot": whole, "config": {"user": "root"}, "readable": "yes"}
+    >>> decide(cached, "sglang", serving=True).offline
     True
 """
 
@@ -64,11 +65,13 @@ def entry_partial(fact):
     download moved on), weights in the snapshot and no ``.incomplete``
     blob.
 
-    >>> from tests.model_facts import WHOLE, hub_fact
-    >>> entry_partial(hub_fact(revision="ab12", snapshot=WHOLE))
+    >>> whole = {"fetching": False, "record": "none", "incomplete": 0, "shards_missing": 0, "weights": 1}
+    >>> entry_partial({"model": "Qwen/Qwen3-0.6B", "revision": "ab12", "snapshot": whole})
     ''
-    >>> entry_partial(hub_fact(revision="ab12", snapshot={**WHOLE, "weights": 0}))
+    >>> entry_partial({"model": "Qwen/Qwen3-0.6B", "revision": "ab12", "snapshot": {**whole, "weights": 0}})
     'its snapshot ab12 holds no weights (*.safetensors, *.bin...)'
+    >>> entry_partial({"model": "Qwen/Qwen3-0.6B", "revision": "ab12", "snapshot": {**whole, "fetching": True}})
+    "deploy's fetch of it did not finish (its .gpu-bringup-fetching is there)"
     """
     snapshot, revision = fact.get("snapshot"), fact.get("revision") or ""
     if not revision:
@@ -295,9 +298,8 @@ def taken_back(context, env):
 
     >>> from types import SimpleNamespace
     >>> from bringup.config import Config
-    >>> from tests.model_facts import hub_fact
-    >>> context = SimpleNamespace(config=Config(service_model="Qwen/Qwen3-0.6B"), facts={"model": hub_fact(
-    ...     offline="1", offline_by="deploy", hub={"status": 200, "error": None})})
+    >>> written = {"model": "Qwen/Qwen3-0.6B", "offline": "1", "offline_by": "deploy", "hub": {"status": 200}}
+    >>> context = SimpleNamespace(config=Config(service_model="Qwen/Qwen3-0.6B"), facts={"model": written})
     >>> taken_back(context, {}), taken_back(context, {"HF_HUB_OFFLINE": "1"})
     ({'HF_HUB_OFFLINE': '1'}, {})
     """

@@ -21,9 +21,10 @@ def cached(state):
     service user (``unknown`` only before the account exists: the fetch then fails
     naming it).
 
-    >>> from tests.model_facts import WHOLE, hub_fact
-    >>> whole = hub_fact(revision="ab12", snapshot=WHOLE, config={"user": "sglang"}, readable="yes")
-    >>> cached(whole), cached({**whole, "config": None}), cached({**whole, "snapshot": {**WHOLE, "incomplete": 1}})
+    >>> snapshot = {"fetching": False, "record": "none", "incomplete": 0, "shards_missing": 0, "weights": 1}
+    >>> whole = {"model": "Qwen/Qwen3-0.6B", "revision": "ab12", "snapshot": snapshot, "config": {"user": "sglang"},
+    ...          "readable": "yes"}
+    >>> cached(whole), cached({**whole, "config": None}), cached({**whole, "snapshot": {**snapshot, "incomplete": 1}})
     (True, False, False)
     """
     return bool(state and state.get("config") and state.get("readable") == "yes" and not entry_partial(state))

@@ -1,9 +1,10 @@
 """Layers in a line: the planner (bringup/) is pure and imports nothing of the layers
 that observe, act or stand in (control/, facts/, tasks/, sandbox/); no product module
-imports the sandbox; the plan package's decisions (bringup/plan/ but its CLI) read and
-write nothing."""
+imports the sandbox or the tests, not even in a docstring's example; the plan package's
+decisions (bringup/plan/ but its CLI) read and write nothing."""
 
 import ast
+import doctest
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def imported(path):
     """The top-level packages ``path`` imports."""
+    return imported_by(ast.parse(path.read_text()))
+
+
+def imported_by(tree):
+    """The top-level packages a parsed module imports."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -63,3 +69,27 @@ def test_the_product_never_reaches_into_the_sandbox(path):
     """The sandbox registers what it offers in the product's own inputs (inventory/hosts.d/,
     a --repo-url for make lock); no product module imports it or reads its state."""
     assert "sandbox" not in imported(path) and sandbox_paths(path) == []
+
+
+def imported_by_examples(path):
+    """The top-level packages the examples of ``path``'s docstrings import (its doctests)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            for example in doctest.DocTestParser().get_examples(ast.get_docstring(node, clean=False) or ""):
+                found |= imported_by(ast.parse(example.source))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted([*(path for package in PRODUCT for path in (ROOT / package).rglob("*.py")),
+                                         *(ROOT / "files").rglob("*.py")]),
+                         ids=lambda path: str(path.relative_to(ROOT)))
+def test_the_product_never_imports_the_tests(path):
+    """Test fixtures stay in tests/: a product module's examples build what they need."""
+    assert "tests" not in imported(path) | imported_by_examples(path)
+
+
+def test_an_example_that_imports_the_tests_is_found(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text('def decide():\n    """Decides.\n\n    >>> from tests.model_facts import WHOLE\n    """\n')
+    assert imported_by_examples(module) == {"tests"}
