@@ -15,7 +15,7 @@ from bringup import envfile, redact
 from bringup import setting_checks as checks
 from bringup.api_key import KEY_FILE_NAME
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_VENV, NodeLayout
-from bringup.locks import venv_lock_target
+from bringup.venv_locks import venv_lock_target
 from bringup.planned_env import PLANNED_ENV_KEYS
 from bringup.settings import PREFIXES, SETTINGS, declare
 

@@ -12,7 +12,7 @@ already is left as it is. ``make lock`` then writes its locks.
 
 ``venv``: ``uv pip compile`` of each Python input (``sglang-<version>.in``, ``uv.in``)
 for every CPython a supported platform builds its venv with (bringup.platforms) and
-every supported CPU, hashes included, with the omissions of bringup.locks.OMISSIONS;
+every supported CPU, hashes included, with the omissions of bringup.venv_locks.OMISSIONS;
 the existing lock seeds uv's preferences, so a second run changes nothing.
 
 ``cuda``: for each ``cuda-<X.Y>.in`` (the release: one ``<package> <upstream version>``
@@ -29,7 +29,7 @@ its input's sha256 (tests/unit/test_locks.py fails on a stale lock).
 platform, the same signed index gives ``driver-<branch>-<distro>-<machine>.txt``: each
 kernel module flavour's packages (bringup/driver_packages.py's roots, the family's
 names) with everything of the repository they depend on, at the driver's version, and
-Fabric Manager's, NVLSM's and the pinning package's (bringup.locks.resolve_driver).
+Fabric Manager's, NVLSM's and the pinning package's (bringup.driver_locks.resolve_driver).
 
 A lock is written (whole, then renamed) only when its content changes. Errors are one
 line naming the lock, the input and the fix.
@@ -47,7 +47,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from bringup import driver_packages, locks
+from bringup import deb_index, driver_locks, driver_packages, locks, toolkit_locks, venv_locks
 from bringup.plan import MIN_PYTHON
 from bringup.platforms import DISTRIBUTIONS, REPO_ARCH, dpkg_arch, repo_arch, repo_location, supported_pythons
 from bringup.config import Config
@@ -63,15 +63,15 @@ DEFAULT_FINGERPRINT = Config().cuda_repo_fingerprint
 def python_inputs(root=ROOT):
     """The Python inputs under files/locks (every ``.in`` that is not a toolkit release)."""
     return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in")
-                  if not locks.is_toolkit_input(path.name) and not locks.is_driver_input(path.name))
+                  if not toolkit_locks.is_toolkit_input(path.name) and not driver_locks.is_driver_input(path.name))
 
 
 def toolkit_inputs(root=ROOT):
-    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if locks.is_toolkit_input(path.name))
+    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if toolkit_locks.is_toolkit_input(path.name))
 
 
 def driver_inputs(root=ROOT):
-    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if locks.is_driver_input(path.name))
+    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if driver_locks.is_driver_input(path.name))
 
 
 def compile_venv_lock(uv, source, stem, python, machine, target):
@@ -81,9 +81,9 @@ def compile_venv_lock(uv, source, stem, python, machine, target):
         if target.exists():
             shutil.copyfile(target, out)  # uv keeps the pins it finds there
         command = [str(uv), "pip", "compile", str(source), "--python-version", python,
-                   "--python-platform", locks.python_platform(machine), "--generate-hashes", "--no-header",
+                   "--python-platform", venv_locks.python_platform(machine), "--generate-hashes", "--no-header",
                    "--quiet", "--no-python-downloads", "--python", sys.executable, "-o", str(out)]
-        for omission in locks.omissions(stem, python):
+        for omission in venv_locks.omissions(stem, python):
             command += ["--no-emit-package", omission.package]
         env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
         run = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -92,7 +92,7 @@ def compile_venv_lock(uv, source, stem, python, machine, target):
             raise locks.LockError(f"{target.name}: uv pip compile {source.name} for CPython {python} on {machine} "
                                   f"failed: {detail}")
         body = out.read_text()
-    header = locks.venv_lock_header(stem, source.read_bytes(), python, machine)
+    header = venv_locks.venv_lock_header(stem, source.read_bytes(), python, machine)
     body_lines = body.splitlines()
     while body_lines and body_lines[0].startswith("#"):
         body_lines.pop(0)  # the seed's old header, when uv kept it
@@ -111,7 +111,7 @@ def venv(root=ROOT, log=sys.stderr):
     pythons = supported_pythons(MIN_PYTHON)
     stems = {path.name[:-3]: path for path in python_inputs(root)}
     changed = 0
-    for stem, python, machine, name in locks.venv_lock_matrix(sorted(stems), pythons, list(REPO_ARCH)):
+    for stem, python, machine, name in venv_locks.venv_lock_matrix(sorted(stems), pythons, list(REPO_ARCH)):
         target = root / name
         text = compile_venv_lock(uv, stems[stem], stem, python, machine, target)
         wrote = write_if_changed(target, text)
@@ -168,16 +168,18 @@ def cuda(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, comp
     for source in toolkit_inputs(root):
         version = source.name[len("cuda-"):-len(".in")]
         data = source.read_bytes()
-        wanted = locks.parse_toolkit_input(data.decode(), source.name)
+        wanted = toolkit_locks.parse_toolkit_input(data.decode(), source.name)
         for distro, machine in platforms:
-            name = locks.toolkit_lock_name(version, distro, machine)
+            name = toolkit_locks.toolkit_lock_name(version, distro, machine)
             try:
                 text, where = fetch(repo_location(repo_url, distro, repo_arch(machine)), fingerprint, key_url)
-                pins = locks.resolve_toolkit(wanted, locks.parse_index(text), dpkg_arch(machine), compare, where)
+                index = deb_index.parse_index(text)
+                pins = toolkit_locks.resolve_toolkit(wanted, index, dpkg_arch(machine), compare, where)
             except locks.LockError as error:
                 raise locks.LockError(f"{name} from {source.name}: {error}") from None
-            header = locks.toolkit_lock_header(version, data, distro, dpkg_arch(machine), shown_url(where, root))
-            wrote = write_if_changed(root / name, locks.toolkit_lock_text(header, pins))
+            header = toolkit_locks.toolkit_lock_header(version, data, distro, dpkg_arch(machine),
+                                                       shown_url(where, root))
+            wrote = write_if_changed(root / name, toolkit_locks.toolkit_lock_text(header, pins))
             changed += wrote
             print(f"make lock: {name}: {'written' if wrote else 'unchanged'}", file=log, flush=True)
     return changed
@@ -188,19 +190,19 @@ def driver(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, co
     changed = 0
     for source in driver_inputs(root):
         data = source.read_bytes()
-        wanted = locks.parse_driver_input(data.decode(), source.name)
+        wanted = driver_locks.parse_driver_input(data.decode(), source.name)
         for distro, machine in platforms:
-            name = locks.driver_lock_name(wanted.branch, distro, machine)
+            name = driver_locks.driver_lock_name(wanted.branch, distro, machine)
             names = driver_packages.names(driver_packages.lock_family(distro), wanted.branch, wanted.version)
             try:
                 text, where = fetch(repo_location(repo_url, distro, repo_arch(machine)), fingerprint, key_url)
-                locked = locks.resolve_driver(wanted, names, locks.parse_index(text), dpkg_arch(machine), compare,
-                                              where)
+                index = deb_index.parse_index(text)
+                locked = driver_locks.resolve_driver(wanted, names, index, dpkg_arch(machine), compare, where)
             except locks.LockError as error:
                 raise locks.LockError(f"{name} from {source.name}: {error}") from None
-            header = locks.driver_lock_header(source.name, data, distro, dpkg_arch(machine), shown_url(where, root),
-                                              wanted)
-            wrote = write_if_changed(root / name, locks.driver_lock_text(header, locked))
+            header = driver_locks.driver_lock_header(source.name, data, distro, dpkg_arch(machine),
+                                                     shown_url(where, root), wanted)
+            wrote = write_if_changed(root / name, driver_locks.driver_lock_text(header, locked))
             changed += wrote
             print(f"make lock: {name}: {'written' if wrote else 'unchanged'}", file=log, flush=True)
     return changed

@@ -28,8 +28,8 @@ concern is a module of its own, its decisions pure functions of one ``PlanContex
 from dataclasses import replace
 
 from bringup import facts_schema
-from bringup import locks as lockfiles
 from bringup.layout import SERVICE_BASE_PATH
+from bringup.locks import LockFiles
 from bringup.planned_env import OFFLINE_KEY
 from bringup.plan import (account, driver_step, gpus, model_source, paths, prewarm, repository, service, toolkit,
                           venv)
@@ -72,7 +72,7 @@ def plan(facts, config, locks=None):
                     steps=tuple(step for step in DEPLOY_STEPS if step in config.deploy_steps),
                     apt_locks=list(facts.get("apt_locks") or []), apt_lock_timeout=config.deploy_apt_lock_timeout,
                     deploy_lock_timeout=config.deploy_lock_timeout)
-    context = PlanContext.of(facts, config, locks if locks is not None else lockfiles.LockFiles(),
+    context = PlanContext.of(facts, config, locks if locks is not None else LockFiles(),
                              node.findings.append)
     node.torch_cuda = str(context.torch_cuda)
     repository.check_apt_locks(context)

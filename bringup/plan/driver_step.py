@@ -3,7 +3,7 @@ driver, and the driver layer's findings as the fixes deploy makes.
 
 ``driver_plan(context, repo)`` decides the ``DriverPlan`` from the facts (``gpus``, else
 the GPUs on PCI; ``driver_layer``: docs/facts.md), the settings and the driver lock
-(``files/locks/driver-<branch>-<distro>-<machine>.txt``, bringup/locks.py).
+(``files/locks/driver-<branch>-<distro>-<machine>.txt``, bringup/driver_locks.py).
 ``as_fixes(findings, driver)`` turns the findings of bringup/plan/driver.py (and the
 driver's floors, bringup/plan/gpus.py) that the plan's driver step cures into ``fix``
 findings naming what deploy will do; with ``driver_manage: false`` nothing changes.
@@ -18,11 +18,12 @@ reboot_for='', reboot='never', reboot_serving=False, reboot_timeout=900, service
 
 from dataclasses import replace
 
-from bringup import locks as lockfiles
+from bringup.driver_locks import driver_input_name, driver_lock_name, parse_driver_lock
 from bringup.driver_reboot import REBOOT, next_boot_kernels, reboot_decision, same_version
 from bringup.gpu_archs import FIRST_OPEN_MODULE_SM, NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
+from bringup.locks import LockError
 from bringup.plan.model import DriverPlan
 from bringup.versions import parse
 
@@ -162,7 +163,7 @@ def driver_plan(context, repo):
                     "set driver_flavour: proprietary (or auto)"))
     if repo is None:
         return DriverPlan(flavour=flavour, **settings)
-    name = lockfiles.driver_lock_name(config.driver_branch, repo.distro, context.machine)
+    name = driver_lock_name(config.driver_branch, repo.distro, context.machine)
     lock = _read_lock(context, name, repo, flavour)
     if lock is None:
         return DriverPlan(flavour=flavour, **settings)
@@ -195,14 +196,14 @@ def driver_plan(context, repo):
 def _read_lock(context, name, repo, flavour):
     """The driver lock, or None after a DRIVER_LOCK_MISSING blocker."""
     regenerate = (f"make lock CUDA_REPO_URL=<NVIDIA's repos or your mirror> CUDA_PLATFORMS={repo.distro}-"
-                  f"{context.machine} (the branch file is {lockfiles.driver_input_name(context.config.driver_branch)})")
+                  f"{context.machine} (the branch file is {driver_input_name(context.config.driver_branch)})")
     text = context.locks.read(name)
     problem = None if text is not None else f"no driver lock {name} for driver_branch {context.config.driver_branch}"
     lock = None
     if text is not None:
         try:
-            lock = lockfiles.parse_driver_lock(text)
-        except lockfiles.LockError as error:
+            lock = parse_driver_lock(text)
+        except LockError as error:
             problem = f"{name} cannot be read: {error}"
     if lock is not None and flavour not in lock.roles:
         problem, lock = f"{name} holds no packages of the {flavour} kernel module flavour", None

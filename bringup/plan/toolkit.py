@@ -13,9 +13,10 @@ CUDA_HOME, FlashInfer's arch trap, a login shell's nvcc and the ``/usr/local/cud
 from dataclasses import replace
 
 from bringup import flashinfer as fi
-from bringup import locks as lockfiles
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
+from bringup.locks import LockError
 from bringup.plan.model import TOOLKIT_PACKAGES, ToolkitPlan
+from bringup.toolkit_locks import parse_toolkit_lock, toolkit_input_name, toolkit_lock_name
 from bringup.versions import major_minor, parse, same_major_minor
 
 
@@ -34,8 +35,8 @@ def _locked_toolkit(context, repo):
     planned = tuple(f"{name}-{suffix}" for name in TOOLKIT_PACKAGES)
     if repo is None:
         return ToolkitPlan(str(torch_cuda), home, planned, pins=planned)
-    name = context.config.cuda_toolkit_lock or lockfiles.toolkit_lock_name(str(torch_cuda), repo.distro, machine)
-    release = lockfiles.toolkit_input_name(str(torch_cuda))
+    name = context.config.cuda_toolkit_lock or toolkit_lock_name(str(torch_cuda), repo.distro, machine)
+    release = toolkit_input_name(str(torch_cuda))
     regenerate = (f"make lock CUDA_REPO_URL=<NVIDIA's repos or your mirror> CUDA_PLATFORMS={repo.distro}-{machine} "
                   f"(the release is {release})")
     text = context.locks.read(name)
@@ -45,8 +46,8 @@ def _locked_toolkit(context, repo):
                     f"{repo.url} offers (its newest)", f"generate it: {regenerate}"))
         return ToolkitPlan(str(torch_cuda), home, planned, pins=planned)
     try:
-        locked = lockfiles.parse_toolkit_lock(text)
-    except lockfiles.LockError as error:
+        locked = parse_toolkit_lock(text)
+    except LockError as error:
         add(Finding("TOOLKIT_UNLOCKED", BLOCKER, f"{name} cannot be read: {error}", f"regenerate it: {regenerate}"))
         return ToolkitPlan(str(torch_cuda), home, planned, lock=name, pins=planned)
     unlocked = [package for package in planned if package not in locked]
@@ -91,7 +92,7 @@ def check_toolkit_lock(context, toolkit):
         context.add(Finding("TOOLKIT_LOCK_DRIFT", FIX,
                             f"the CUDA {toolkit.version} packages differ from {toolkit.lock}: {', '.join(drift)}",
                             "deploy installs the lock's versions (downgrades included); to move to another release on "
-                            f"purpose, edit {lockfiles.toolkit_input_name(toolkit.version)} and run make lock"))
+                            f"purpose, edit {toolkit_input_name(toolkit.version)} and run make lock"))
 
 
 def check_toolkits(context):

@@ -13,11 +13,12 @@ venv the node has (broken, another stack, unreadable to the service user).
 
 import re
 
-from bringup import locks as lockfiles
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
+from bringup.locks import LOCKS_DIR, read_header
 from bringup.plan.model import MIN_PYTHON, SYSTEM_PYTHON, VENV_SYSTEM_PACKAGES, VenvPlan
 from bringup.platforms import PythonChoice, distribution, operator_python, venv_python
 from bringup.package_index import index_options
+from bringup.venv_locks import OMISSIONS, sglang_lock_name, uv_lock_name
 from bringup.versions import parse, same_major_minor
 
 
@@ -99,11 +100,11 @@ def _venv_locks(context, python):
             add(Finding("VENV_LOCK_MISMATCH", BLOCKER,
                         f"{lock} is resolved for CPython {target[0]} on {target[1]}; "
                         f"the venv is built with CPython {node[0]} ({python.path}) on {node[1]}",
-                        f"leave venv_lock empty for {lockfiles.sglang_lock_name(config.stack_sglang, *node)}, or "
+                        f"leave venv_lock empty for {sglang_lock_name(config.stack_sglang, *node)}, or "
                         f"generate a lock for CPython {node[0]} on {node[1]} (`make lock`) and set venv_lock to it"))
     else:
-        lock = lockfiles.sglang_lock_name(config.stack_sglang, *node)
-    uv_lock = lockfiles.uv_lock_name(*(target or node))
+        lock = sglang_lock_name(config.stack_sglang, *node)
+    uv_lock = uv_lock_name(*(target or node))
     needed = [lock] + ([uv_lock] if config.venv_installer == "uv" else [])
     for path in needed:
         if locks.read(path) is None:
@@ -124,7 +125,7 @@ def _missing_lock_fix(config, locks, sglang_lock):
     >>> _missing_lock_fix(Config(stack_sglang="0.5.99"), LockFiles.of({}), True).split(";")[0]
     'stack_sglang=0.5.99 has no input files/locks/sglang-0.5.99.in'
     """
-    source = f"{lockfiles.LOCKS_DIR}/sglang-{config.stack_sglang}.in"
+    source = f"{LOCKS_DIR}/sglang-{config.stack_sglang}.in"
     if sglang_lock and locks.read(source) is None:
         return (f"stack_sglang={config.stack_sglang} has no input {source}; to move to it (docs/upgrades.md): "
                 f"`.venv/bin/python -m control.locks new-sglang {config.stack_sglang}` (it copies the newest "
@@ -138,8 +139,8 @@ def _missing_lock_fix(config, locks, sglang_lock):
 def _check_lock_omissions(context, lock):
     """What the venv lock leaves out (its ``omits`` header) and what the node then cannot do."""
     config, add = context.config, context.add
-    known = {omission.package: omission for group in lockfiles.OMISSIONS.values() for omission in group}
-    for package in lockfiles.read_header(context.locks.read(lock))["omits"]:
+    known = {omission.package: omission for group in OMISSIONS.values() for omission in group}
+    for package in read_header(context.locks.read(lock))["omits"]:
         omission = known.get(package)
         if omission is None:
             add(Finding("LOCK_OMITS_PACKAGE", INFO, f"{lock} omits {package}", "nothing to do unless you need it"))

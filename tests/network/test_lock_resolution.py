@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup import locks
+from bringup import locks, venv_locks
 from bringup.plan import MIN_PYTHON
 from bringup.platforms import REPO_ARCH, supported_pythons
 from control import locks as lockgen
@@ -24,14 +24,14 @@ pytestmark = pytest.mark.network
 ROOT = Path(__file__).resolve().parents[2]
 UV = Path(sys.executable).parent / "uv"
 STEMS = sorted(path.name[:-3] for path in lockgen.python_inputs(ROOT))
-MATRIX = locks.venv_lock_matrix(STEMS, supported_pythons(MIN_PYTHON), list(REPO_ARCH))
+MATRIX = venv_locks.venv_lock_matrix(STEMS, supported_pythons(MIN_PYTHON), list(REPO_ARCH))
 IDS = [m[3].rsplit("/", 1)[1] for m in MATRIX]
 
 
 def dry_run(lock, python, machine, target):
     return subprocess.run(
         [str(UV), "pip", "install", "--dry-run", "--only-binary", ":all:", "--no-deps", "--require-hashes",
-         "--python-platform", locks.python_platform(machine), "--python-version", python,
+         "--python-platform", venv_locks.python_platform(machine), "--python-version", python,
          "--no-python-downloads", "--target", str(target), "-r", str(lock)],
         capture_output=True, text=True, timeout=300, env=dict(os.environ, UV_PYTHON_DOWNLOADS="never"))
 
@@ -46,7 +46,7 @@ def test_lock_resolves_for_its_platform(tmp_path, stem, python, machine, name):
 
 def test_resolution_catches_a_pin_without_a_wheel(tmp_path):
     """The check can fail: outlines-core 0.1.26 on CPython 3.13 has only an sdist."""
-    cp311 = (ROOT / locks.sglang_lock_name("0.5.23", "3.11", "x86_64")).read_text()
+    cp311 = (ROOT / venv_locks.sglang_lock_name("0.5.23", "3.11", "x86_64")).read_text()
     block = cp311[cp311.index("\noutlines-core==0.1.26"):]
     block = block[:block.index("\n", block.index("# via")) + 1]
     lock = tmp_path / "lock.txt"

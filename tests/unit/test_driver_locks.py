@@ -1,4 +1,4 @@
-"""Driver locks (bringup/locks.py, control/locks.py ``driver``): each flavour's closure at
+"""Driver locks (bringup/driver_locks.py, control/locks.py ``driver``): each flavour's closure at
 the branch's version, from a Packages index in the shape of NVIDIA's Debian 12 repository
 (tests/fixtures/driver-repo/Packages-debian12-amd64: the contract's names, drivers
 580.95.05-1 and 580.105.08-1, two NVLSM versions, a 590 module)."""
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup import driver_packages, locks
+from bringup import deb_index, driver_locks, driver_packages, locks
 from control import locks as lockgen
 from tests.unit.test_locks import signed_repo, signer  # noqa: F401 (a fixture)
 
@@ -20,8 +20,8 @@ SHARED = {"firmware-nvidia-gsp", "libcuda1", "libnvidia-ml1", "nvidia-driver-cud
 
 
 def resolve(text="branch 580\nversion 580.95.05\n", names=DEBIAN, index=INDEX):
-    return locks.resolve_driver(locks.parse_driver_input(text), names, locks.parse_index(index), "amd64",
-                                lockgen.dpkg_compare)
+    return driver_locks.resolve_driver(driver_locks.parse_driver_input(text), names, deb_index.parse_index(index),
+                                       "amd64", lockgen.dpkg_compare)
 
 
 @pytest.mark.parametrize("role,expected", [
@@ -87,20 +87,21 @@ def test_make_lock_driver_on_a_signed_local_index(tmp_path, signer):  # noqa: F8
     repos = tmp_path / "repos" / "debian12" / "x86_64"
     fingerprint = signed_repo(repos, signer, INDEX)
     (tmp_path / "files" / "locks").mkdir(parents=True)
-    (tmp_path / "files" / "locks" / "driver-580.in").write_text((ROOT / locks.driver_input_name("580")).read_text())
+    branch_file = ROOT / driver_locks.driver_input_name("580")
+    (tmp_path / "files" / "locks" / "driver-580.in").write_text(branch_file.read_text())
     url, platforms = (tmp_path / "repos").as_uri(), [("debian12", "x86_64")]
     assert lockgen.driver(url, platforms, root=tmp_path, fingerprint=fingerprint) == 1
-    lock = tmp_path / locks.driver_lock_name("580", "debian12", "x86_64")
+    lock = tmp_path / driver_locks.driver_lock_name("580", "debian12", "x86_64")
     first = lock.read_text()
     assert lockgen.driver(url, platforms, root=tmp_path, fingerprint=fingerprint) == 0 and lock.read_text() == first
-    parsed = locks.parse_driver_lock(first)
+    parsed = driver_locks.parse_driver_lock(first)
     assert (parsed.branch, parsed.version) == ("580", "580.95.05")
     assert parsed.pins("open")["nvidia-kernel-open-dkms"] == "580.95.05-1"
     assert "# index: repos/debian12/x86_64/Packages.gz" in first
 
 
 def test_the_venv_locks_do_not_take_the_driver_input():
-    assert all(not locks.is_driver_input(path.name) for path in lockgen.python_inputs())
+    assert all(not driver_locks.is_driver_input(path.name) for path in lockgen.python_inputs())
     assert [path.name for path in lockgen.driver_inputs()] == ["driver-580.in"]
 
 
@@ -111,7 +112,7 @@ def test_the_venv_locks_do_not_take_the_driver_input():
 ])
 def test_a_bad_driver_lock_is_named(text, error):
     with pytest.raises(locks.LockError, match=error):
-        locks.parse_driver_lock(text)
+        driver_locks.parse_driver_lock(text)
 
 
 @pytest.mark.parametrize("url,command", [

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bringup import driver_packages, locks
+from bringup import driver_packages
+from bringup.deb_index import parse_index
+from bringup.driver_locks import DriverInput, driver_lock_header, driver_lock_name, driver_lock_text, resolve_driver
+from bringup.locks import LockFiles
 from bringup.config import Config
 from bringup.findings import Finding
 from bringup.plan import driver_step, plan
@@ -22,17 +25,16 @@ from tests.unit.scenarios import converged, gpus
 
 ROOT = Path(__file__).resolve().parents[2]
 INDEX = (ROOT / "tests" / "fixtures" / "driver-repo" / "Packages-debian12-amd64").read_text()
-LOCK_NAME = locks.driver_lock_name("580", "debian12", "x86_64")
-WANTED = locks.DriverInput("580", "580.95.05")
-LOCKED = locks.resolve_driver(WANTED, driver_packages.names("debian", "580", "580.95.05"), locks.parse_index(INDEX),
-                              "amd64", dpkg_compare)
-LOCK_TEXT = locks.driver_lock_text(locks.driver_lock_header("driver-580.in", b"", "debian12", "amd64", "fixture",
-                                                            WANTED), LOCKED)
+LOCK_NAME = driver_lock_name("580", "debian12", "x86_64")
+WANTED = DriverInput("580", "580.95.05")
+LOCKED = resolve_driver(WANTED, driver_packages.names("debian", "580", "580.95.05"), parse_index(INDEX),
+                        "amd64", dpkg_compare)
+LOCK_TEXT = driver_lock_text(driver_lock_header("driver-580.in", b"", "debian12", "amd64", "fixture", WANTED), LOCKED)
 OPEN_PINS = tuple(f"{name}={version}" for name, version in LOCKED["open"].items())
 MANAGE = {"driver_manage": True}
 
 
-class Locks(locks.LockFiles):
+class Locks(LockFiles):
     """The checkout's locks, and the driver lock made from the fixture index (or none)."""
 
     def __init__(self, driver=LOCK_TEXT):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup import locks
+from bringup import deb_index, locks, toolkit_locks, venv_locks
 from bringup.plan import MIN_PYTHON, TOOLKIT_PACKAGES
 from bringup.platforms import REPO_ARCH, supported_pythons
 from control import locks as lockgen
@@ -20,7 +20,7 @@ from sandbox.aptrepo.sign import GnuPG
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / locks.LOCKS_DIR
 STEMS = sorted(path.name[:-3] for path in lockgen.python_inputs(ROOT))
-MATRIX = locks.venv_lock_matrix(STEMS, supported_pythons(MIN_PYTHON), list(REPO_ARCH))
+MATRIX = venv_locks.venv_lock_matrix(STEMS, supported_pythons(MIN_PYTHON), list(REPO_ARCH))
 TOOLKIT_LOCKS = sorted(LOCKS.glob("cuda-*-*-*.txt"))
 
 
@@ -35,7 +35,7 @@ def test_venv_lock_exists_and_is_fresh(stem, python, machine, name):
     path = ROOT / name
     assert path.is_file(), f"{name} is missing: run make lock"
     text = path.read_text()
-    expected = locks.venv_lock_header(stem, (LOCKS / f"{stem}.in").read_bytes(), python, machine)
+    expected = venv_locks.venv_lock_header(stem, (LOCKS / f"{stem}.in").read_bytes(), python, machine)
     assert text.splitlines()[:len(expected)] == expected, f"{name} is stale against {stem}.in: run make lock"
     assert "--hash=sha256:" in text
 
@@ -43,14 +43,14 @@ def test_venv_lock_exists_and_is_fresh(stem, python, machine, name):
 def test_no_lock_without_an_input():
     """A lock whose input or target left the matrix would be picked by nobody."""
     expected = {name.rsplit("/", 1)[1] for *_, name in MATRIX}
-    venv_locks = {path.name for path in LOCKS.glob("*-cp3*.txt")}
-    assert venv_locks == expected
+    found = {path.name for path in LOCKS.glob("*-cp3*.txt")}
+    assert found == expected
 
 
 @pytest.mark.parametrize("python,has_outlines_core", [("3.11", True), ("3.12", True), ("3.13", False)])
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_outlines_core_only_where_it_has_wheels(python, machine, has_outlines_core):
-    text = (ROOT / locks.sglang_lock_name("0.5.23", python, machine)).read_text()
+    text = (ROOT / venv_locks.sglang_lock_name("0.5.23", python, machine)).read_text()
     assert ("\noutlines-core==0.1.26 \\" in text) is has_outlines_core
     assert "\noutlines==0.1.11 \\" in text
     assert (locks.read_header(text)["omits"] == ["outlines-core"]) is not has_outlines_core
@@ -59,20 +59,20 @@ def test_outlines_core_only_where_it_has_wheels(python, machine, has_outlines_co
 def test_a_changed_input_makes_its_locks_stale():
     """The freshness check can fail: the header follows the input's bytes."""
     text = (LOCKS / "uv-cp311-x86_64.txt").read_text()
-    header = locks.venv_lock_header("uv", b"uv==0.14.0\n", "3.11", "x86_64")
+    header = venv_locks.venv_lock_header("uv", b"uv==0.14.0\n", "3.11", "x86_64")
     assert text.splitlines()[:len(header)] != header
 
 
 @pytest.mark.parametrize("path", TOOLKIT_LOCKS, ids=[p.name for p in TOOLKIT_LOCKS])
 def test_toolkit_lock_is_fresh_and_whole(path):
     cuda, distro, machine = path.name[len("cuda-"):-len(".txt")].split("-")
-    source = ROOT / locks.toolkit_input_name(cuda)
+    source = ROOT / toolkit_locks.toolkit_input_name(cuda)
     header = locks.read_header(path.read_text())
     assert header["input-sha256"] == locks.sha256(source.read_bytes()), f"{path.name} is stale: run make lock"
     assert header["target"] == f"{distro} {REPO_ARCH[machine][1]}"
-    wanted = locks.parse_toolkit_input(source.read_text())
-    pinned = locks.parse_toolkit_lock(path.read_text())
-    assert {name: locks.upstream_version(version) for name, version in pinned.items()} == wanted
+    wanted = toolkit_locks.parse_toolkit_input(source.read_text())
+    pinned = toolkit_locks.parse_toolkit_lock(path.read_text())
+    assert {name: deb_index.upstream_version(version) for name, version in pinned.items()} == wanted
     suffix = cuda.replace(".", "-")
     assert {f"{name}-{suffix}" for name in TOOLKIT_PACKAGES} <= set(pinned), "the plan installs packages the lock lacks"
 
@@ -120,9 +120,9 @@ INDEX = [
 def test_resolve_toolkit(wanted, arch, expected):
     if isinstance(expected, str):
         with pytest.raises(locks.LockError, match=expected.replace("(", r"\(").replace(")", r"\)")):
-            locks.resolve_toolkit(wanted, INDEX, arch, lockgen.dpkg_compare)
+            toolkit_locks.resolve_toolkit(wanted, INDEX, arch, lockgen.dpkg_compare)
     else:
-        assert locks.resolve_toolkit(wanted, INDEX, arch, lockgen.dpkg_compare) == expected
+        assert toolkit_locks.resolve_toolkit(wanted, INDEX, arch, lockgen.dpkg_compare) == expected
 
 
 @pytest.mark.parametrize("left,right,order", [
@@ -269,7 +269,7 @@ def test_make_lock_names_an_unreachable_index(tmp_path):
 ])
 def test_bad_release_lines_are_named(text, error):
     with pytest.raises(locks.LockError, match=error):
-        locks.parse_toolkit_input(text, "cuda-13.0.in")
+        toolkit_locks.parse_toolkit_input(text, "cuda-13.0.in")
 
 
 def test_platforms_argument():

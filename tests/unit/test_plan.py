@@ -348,7 +348,7 @@ def real_locks(drop):
 
 
 def locked_versions():
-    from bringup.locks import parse_toolkit_lock
+    from bringup.toolkit_locks import parse_toolkit_lock
 
     return parse_toolkit_lock((FIXTURES.parents[1] / LOCK).read_text())
 

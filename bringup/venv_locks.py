@@ -1,0 +1,141 @@
+"""Venv locks: ``files/locks/<input>-cp<XY>-<machine>.txt`` (pins with hashes, ``uv pip
+compile``), one for every CPython a supported platform builds its venv with and every
+supported CPU; their names, their target and what each leaves out (bringup/locks.py).
+"""
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from bringup.locks import LOCKS_DIR, sha256
+
+VENV_LOCK_NAME = re.compile(r"-cp(?P<major>3)(?P<minor>\d+)-(?P<machine>x86_64|aarch64)\.txt$")
+# The wheels' platform tag the venv locks are resolved for. sglang 0.5.23's wheel is
+# manylinux_2_34 (sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl on PyPI); every
+# supported distribution's glibc is newer (Ubuntu 22.04: 2.35, Debian 12: 2.36,
+# Ubuntu 24.04: 2.39, Debian 13: 2.41: their libc6 package versions).
+MANYLINUX = "manylinux_2_34"
+
+
+@dataclass(frozen=True)
+class Omission:
+    """A package a venv lock leaves out, why, and what a node then cannot do."""
+
+    package: str
+    reason: str
+    unavailable: str
+    service_args: str  # regex: service_args that need the package
+
+
+# (input stem, CPython X.Y) -> packages the lock omits (``uv pip compile --no-emit-package``).
+# outlines-core 0.1.26 (sglang 0.5.23 -> outlines==0.1.11 -> outlines-core==0.1.26) has
+# wheels up to cp312 only and an sdist that builds Rust from crates.io (PyPI's file list
+# for outlines-core 0.1.26); nodes never build sdists (build-venv.sh --no-build). sglang
+# 0.5.23 imports outlines/outlines_core only in sglang/srt/constrained/outlines_backend.py
+# and outlines_jump_forward.py, which create_grammar_backend
+# (sglang/srt/constrained/base_grammar_backend.py) imports only when grammar_backend ==
+# "outlines"; the default is xgrammar (sglang/srt/arg_groups/serving_hook.py
+# handle_grammar_backend). check_env.py only reads outlines' version metadata.
+OMISSIONS = {
+    ("sglang-0.5.23", "3.13"): (
+        Omission("outlines-core",
+                 "outlines-core 0.1.26 has no CPython 3.13 wheel; its sdist builds Rust from crates.io",
+                 "--grammar-backend outlines",
+                 r"--grammar-backend(?:=|\s+)outlines\b"),
+    ),
+}
+
+
+def cp_tag(python):
+    """``3.13`` -> ``cp313``.
+
+    >>> cp_tag("3.11")
+    'cp311'
+    """
+    return "cp" + python.replace(".", "")
+
+
+def venv_lock_name(stem, python, machine):
+    """The venv lock of an input for a CPython and CPU.
+
+    >>> venv_lock_name("sglang-0.5.23", "3.12", "aarch64")
+    'files/locks/sglang-0.5.23-cp312-aarch64.txt'
+    """
+    return f"{LOCKS_DIR}/{stem}-{cp_tag(python)}-{machine}.txt"
+
+
+def sglang_lock_name(stack_sglang, python, machine):
+    """The SGLang venv lock ``make lock`` writes for a stack, CPython and CPU.
+
+    >>> sglang_lock_name("0.5.23", "3.13", "x86_64")
+    'files/locks/sglang-0.5.23-cp313-x86_64.txt'
+    """
+    return venv_lock_name(f"sglang-{stack_sglang}", python, machine)
+
+
+def uv_lock_name(python, machine):
+    """The lock uv is bootstrapped from on a node of that CPython and CPU.
+
+    >>> uv_lock_name("3.11", "x86_64")
+    'files/locks/uv-cp311-x86_64.txt'
+    """
+    return venv_lock_name("uv", python, machine)
+
+
+def venv_lock_target(path):
+    """(CPython ``X.Y``, machine) a venv lock is resolved for, from its name, else None.
+
+    >>> venv_lock_target("files/locks/sglang-0.5.23-cp311-x86_64.txt")
+    ('3.11', 'x86_64')
+    >>> venv_lock_target("my.txt") is None
+    True
+    """
+    match = VENV_LOCK_NAME.search(posixpath.basename(path or ""))
+    if not match:
+        return None
+    return f"{match['major']}.{match['minor']}", match["machine"]
+
+
+def python_platform(machine):
+    """uv's ``--python-platform`` for a CPU.
+
+    >>> python_platform("aarch64")
+    'aarch64-manylinux_2_34'
+    """
+    return f"{machine}-{MANYLINUX}"
+
+
+def omissions(stem, python):
+    """What the venv lock of ``stem`` for CPython ``python`` leaves out.
+
+    >>> [o.package for o in omissions("sglang-0.5.23", "3.13")], omissions("uv", "3.13")
+    (['outlines-core'], ())
+    """
+    return OMISSIONS.get((stem, python), ())
+
+
+def venv_lock_matrix(stems, pythons, machines):
+    """Every venv lock ``make lock`` writes: (stem, python, machine, lock path).
+
+    >>> [m[3] for m in venv_lock_matrix(["uv"], ["3.11"], ["x86_64", "aarch64"])]
+    ['files/locks/uv-cp311-x86_64.txt', 'files/locks/uv-cp311-aarch64.txt']
+    """
+    return [(stem, python, machine, venv_lock_name(stem, python, machine))
+            for stem in stems for python in pythons for machine in machines]
+
+
+def venv_lock_header(stem, input_bytes, python, machine):
+    """The comment lines that open a venv lock: provenance, the input's digest (the
+    staleness check compares it), the target, and what is omitted and what that costs.
+
+    >>> venv_lock_header("sglang-0.5.23", b"sglang==0.5.23\\n", "3.13", "x86_64")[2:4]
+    ['# target: cp313 x86_64-manylinux_2_34', '# omits: outlines-core (outlines-core 0.1.26 has no CPython \
+3.13 wheel; its sdist builds Rust from crates.io)']
+    """
+    lines = [f"# Generated by `make lock` from {LOCKS_DIR}/{stem}.in: do not edit; edit the .in and run `make lock`.",
+             f"# input-sha256: {sha256(input_bytes)}",
+             f"# target: {cp_tag(python)} {python_platform(machine)}"]
+    for omission in omissions(stem, python):
+        lines.append(f"# omits: {omission.package} ({omission.reason})")
+        lines.append(f"# CPython {python} nodes: {omission.unavailable} is unavailable.")
+    return lines
