@@ -1,7 +1,8 @@
 """Layers in a line: the planner (bringup/) is pure and imports nothing of the layers
 that observe, act or stand in (control/, facts/, tasks/, sandbox/); no product module
 imports the sandbox or the tests, not even in a docstring's example; the plan package's
-decisions (bringup/plan/ but its CLI) read and write nothing."""
+decisions (bringup/plan/ but its CLI) read and write nothing; no product file is over
+500 lines."""
 
 import ast
 import doctest
@@ -93,3 +94,32 @@ def test_an_example_that_imports_the_tests_is_found(tmp_path):
     module = tmp_path / "module.py"
     module.write_text('def decide():\n    """Decides.\n\n    >>> from tests.model_facts import WHOLE\n    """\n')
     assert imported_by_examples(module) == {"tests"}
+
+
+# A product file longer than this is split by concern (issue 35): it holds more than one.
+MAX_LINES = 500
+
+
+def product_files(root):
+    """The product's Python and shell: its packages, the node-side files/ (the locks are
+    data) and the entry points."""
+    return sorted([*(path for package in PRODUCT for path in (root / package).rglob("*.py")),
+                   *(root / "files").rglob("*.py"), *(root / "files").rglob("*.sh"), *root.glob("*.py")])
+
+
+def too_long(root):
+    """{path: lines} of the product files over ``MAX_LINES``."""
+    return {str(path.relative_to(root)): lines for path in product_files(root)
+            if (lines := len(path.read_text().splitlines())) > MAX_LINES}
+
+
+def test_no_product_file_is_over_500_lines():
+    assert too_long(ROOT) == {}
+
+
+def test_a_product_file_over_500_lines_is_found(tmp_path):
+    (tmp_path / "files" / "probe.d").mkdir(parents=True)
+    (tmp_path / "bringup").mkdir()
+    (tmp_path / "files" / "probe.d" / "long.sh").write_text("x\n" * 501)
+    (tmp_path / "bringup" / "short.py").write_text("x\n" * 500)
+    assert too_long(tmp_path) == {"files/probe.d/long.sh": 501}

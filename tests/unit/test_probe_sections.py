@@ -74,8 +74,3 @@ def test_the_runner_runs_each_section_once_in_its_group():
 def test_the_assembled_probe_is_valid_shell():
     result = subprocess.run(["sh", "-n"], input=probe_script(), capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
-
-
-def test_no_probe_file_is_over_500_lines():
-    files = [*PROBE_D.glob("*.sh"), *(ROOT / "facts").rglob("*.py")]
-    assert {str(path.relative_to(ROOT)): n for path in files if (n := len(path.read_text().splitlines())) > 500} == {}
