@@ -3,7 +3,9 @@ stage directories) follow the settings that place them, and the probe's one read
 of inputs (``ProbeInputs``) is what control/host_plan.py builds from a host's settings,
 sent to the node as the probe's environment."""
 
+import re
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,9 @@ from bringup.layout import DEFAULT_LAYOUT, NodeLayout, ProbeInputs
 from control.host_plan import probe_inputs
 from facts.node import NodeFacts, ServiceAccount, VenvStack, probe_command
 from facts.probe_script import PINNED
+from tasks.service_account import HELPER_SOURCES
 
+ROOT = Path(__file__).resolve().parents[2]
 CUSTOM = NodeLayout.for_settings("/srv/ai/venv", "/srv/sglang-conf/svc.env", "/data/cache", "inference")
 EXTERNAL = NodeLayout.for_settings("/home/alice/venv", "/etc/sglang/sglang.env", "/var/cache/sglang", "sglang",
                                    managed=False)
@@ -127,3 +131,12 @@ def test_a_fact_from_the_cli_probes_the_default_layout():
 def test_inputs_are_named_by_their_settings(inputs, expected):
     # pyinfra logs a fact's arguments with str(), and the operation cases key their facts by it.
     assert str(inputs) == expected
+
+
+def test_every_helper_the_plans_run_is_a_file_the_account_step_uploads():
+    # The account step installs files/<name> as libexec/<name> (tasks/service_account.py);
+    # a helper renamed on one side only would be a path the venv build or pre-warm cannot run.
+    assert [name for name in DEFAULT_LAYOUT.helpers if not (ROOT / HELPER_SOURCES / name).is_file()] == []
+    named = {name for path in (ROOT / "bringup").rglob("*.py")
+             for name in re.findall(r'\.helper\("([^"]+)"\)', path.read_text())}
+    assert "session-bound" in named and named - set(DEFAULT_LAYOUT.helpers) == set()
