@@ -74,8 +74,9 @@ def node_file_problem(found, group, uploaded):
     makes it so).
 
     + found: {"kind", "user", "group", "mode", "readable", "writable_dir", "closed_dir"} of the node's file
-      (facts.files.KeyFileAccess; ``readable``: the service user can read it, None when
-      the account does not exist yet)
+      (validate: facts.files.KeyFileAccess; ``readable``: the service user can read it, None when
+      the account does not exist yet; deploy's own check: facts.files.ManagedFile, without the
+      directory keys)
     + group: the service user's group
     + uploaded: whether deploy uploads it (``service_api_key_source``)
 

@@ -1,41 +1,19 @@
 """The SGLang systemd unit: written everywhere; enabled, started and restarted on change
 where systemd runs and a model is set."""
 
-import shlex
-
 from pyinfra import host
-from pyinfra.api import deploy, operation
+from pyinfra.api import deploy
 from pyinfra.facts.files import Directory
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
-from bringup.api_key import node_file_problem
 from bringup.release import pending
-from facts.files import ManagedFile
 from facts.release import ReleaseLook, release_paths
-from tasks.operations.files import api_key_put, directory_if_missing, whole_template
+from tasks.operations.files import api_key_file_checked, api_key_put, directory_if_missing, whole_template
 from tasks.operations.model import model_fetched
 from tasks.operations.release import release_promoted, release_recorded, rolled_back_outcome
 from tasks.operations.serving import host_serving, service_serving
 from tasks.rollback import rolled_back, sglang_rollback
-
-
-@operation()
-def api_key_file_checked(path: str, user: str):
-    """
-    Fail the host, nothing written, unless the API key file is one only root writes and
-    only root and the service user read (validate's ``node_file_problem``). Its content is never read.
-
-    + path: ``service_api_key_file``
-    + user: the service user
-    """
-    problem = node_file_problem(host.get_fact(ManagedFile, path=path), user, uploaded=False)
-    if not problem:
-        host.noop(f"{path} is root:{user}, readable by the service only")
-        return
-    line = (f"{host.name}: setting service_api_key_file={path!r}: {problem}; create it as a YAML file holding "
-            f"`api-key: <key>`, then `chown root:{user} {path} && chmod 0640 {path}`; nothing was changed")
-    yield f"echo {shlex.quote(line)} >&2; exit 1"
 
 
 @deploy("SGLang service")

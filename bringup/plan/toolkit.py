@@ -139,14 +139,19 @@ def check_resolution(context):
     wanted = tuple(context.targets)
     if prediction.outcome == "ok" and prediction.targets == wanted:
         return
-    add(Finding("FLASHINFER_ARCH_TRAP", FIX, _trap_message(prediction, flashinfer_now, detected, wanted, where),
+    add(Finding("FLASHINFER_ARCH_TRAP", FIX, _trap_message(prediction, flashinfer_now, detected, wanted, where,
+                                                           bool(resolved_home)),
                 f"deploy installs CUDA {torch_cuda}, sets CUDA_HOME={home} and "
                 f"FLASHINFER_CUDA_ARCH_LIST=\"{' '.join(wanted)}\" for the service"))
 
 
-def _trap_message(prediction, flashinfer_now, detected, wanted, where):
-    head = (f"FlashInfer {flashinfer_now} with CUDA {detected} from {where}" if detected
-            else f"FlashInfer {flashinfer_now} finds no CUDA toolkit")
+def _trap_message(prediction, flashinfer_now, detected, wanted, where, found_home):
+    if detected:
+        head = f"FlashInfer {flashinfer_now} with CUDA {detected} from {where}"
+    elif found_home:  # a home without a working nvcc: no version to say, but the place
+        head = f"FlashInfer {flashinfer_now} with {where}"
+    else:
+        head = f"FlashInfer {flashinfer_now} finds no CUDA toolkit"
     if prediction.outcome == "empty_arch_set":
         return (f"{head} raises \"{prediction.detail}\" during arch detection and swallows it: the "
                 "target set stays empty and every JIT build fails with \"FlashInfer requires GPUs "

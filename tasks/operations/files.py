@@ -11,6 +11,7 @@ from pyinfra.facts.files import Directory
 from pyinfra.facts.server import Home
 
 from bringup import envfile
+from bringup.api_key import node_file_problem
 from bringup.layout import UPLOAD_STAGE
 from control import run
 from facts.files import ManagedFile
@@ -153,6 +154,24 @@ def whole_file(src, dest, user="root", group="root", mode="0644", found=None):
         yield FileUploadCommand(src, stage)
     yield " && ".join([shlex.join(["chown", f"{user}:{group}", stage]), shlex.join(["chmod", mode, stage]),
                        shlex.join(["mv", "-fT", stage, dest])])
+
+
+@operation()
+def api_key_file_checked(path: str, user: str):
+    """
+    Fail the host, nothing written, unless the API key file is one only root writes and
+    only root and the service user read (validate's ``node_file_problem``). Its content is never read.
+
+    + path: ``service_api_key_file``
+    + user: the service user
+    """
+    problem = node_file_problem(host.get_fact(ManagedFile, path=path), user, uploaded=False)
+    if not problem:
+        host.noop(f"{path} is root:{user}, readable by the service only")
+        return
+    line = (f"{host.name}: setting service_api_key_file={path!r}: {problem}; create it as a YAML file holding "
+            f"`api-key: <key>`, then `chown root:{user} {path} && chmod 0640 {path}`; nothing was changed")
+    yield f"echo {shlex.quote(line)} >&2; exit 1"
 
 
 @operation()

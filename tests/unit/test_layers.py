@@ -82,8 +82,21 @@ def imported_by_examples(path):
     return found
 
 
-@pytest.mark.parametrize("path", sorted([*(path for package in PRODUCT for path in (ROOT / package).rglob("*.py")),
-                                         *(ROOT / "files").rglob("*.py")]),
+def product_files(root):
+    """The product's Python and shell: its packages, the node-side files/ (the locks are
+    data; a helper without an extension, such as ``session-bound``, counts) and the entry
+    points."""
+    helpers = (path for path in (root / "files").iterdir() if path.is_file() and not path.suffix)
+    return sorted([*(path for package in PRODUCT for path in (root / package).rglob("*.py")),
+                   *(root / "files").rglob("*.py"), *(root / "files").rglob("*.sh"), *helpers,
+                   *root.glob("*.py")])
+
+
+def is_python(path):
+    return path.suffix == ".py" or path.read_text().startswith('"""')
+
+
+@pytest.mark.parametrize("path", [path for path in product_files(ROOT) if is_python(path)],
                          ids=lambda path: str(path.relative_to(ROOT)))
 def test_the_product_never_imports_the_tests(path):
     """Test fixtures stay in tests/: a product module's examples build what they need."""
@@ -98,13 +111,6 @@ def test_an_example_that_imports_the_tests_is_found(tmp_path):
 
 # A product file longer than this is split by concern (issue 35): it holds more than one.
 MAX_LINES = 500
-
-
-def product_files(root):
-    """The product's Python and shell: its packages, the node-side files/ (the locks are
-    data) and the entry points."""
-    return sorted([*(path for package in PRODUCT for path in (root / package).rglob("*.py")),
-                   *(root / "files").rglob("*.py"), *(root / "files").rglob("*.sh"), *root.glob("*.py")])
 
 
 def too_long(root):

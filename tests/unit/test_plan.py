@@ -208,6 +208,9 @@ def test_incident_plan():
     # No toolkit at all: the message says so instead of printing "CUDA None".
     ({"cuda_home": None, "version": None, "via": "none", "nvcc_ok": False},
      "0.7.2", "FlashInfer 0.7.2 finds no CUDA toolkit: no nvcc runs there"),
+    # A home whose nvcc does not run: no version, the place still named.
+    ({"cuda_home": "/opt/cuda-12.8", "version": None, "via": "CUDA_HOME", "nvcc_ok": False},
+     "0.7.2", "FlashInfer 0.7.2 with /opt/cuda-12.8 (via CUDA_HOME): no nvcc runs there"),
 ])
 def test_trap_outcomes(resolution, installed, expected):
     facts = varied(incident(), resolution=resolution, flashinfer={"version": installed})
