@@ -316,6 +316,18 @@ MODEL_ENV_KEYS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE
 HUB_CACHE_ORDER = (("HF_HUB_CACHE", ""), ("HUGGINGFACE_HUB_CACHE", ""), ("HF_HOME", "/hub"),
                    ("XDG_CACHE_HOME", "/huggingface/hub"))
 HUB_CACHE_DEFAULT = ".cache/huggingface/hub"
+HUB_CACHE_KEYS = tuple(key for key, _ in HUB_CACHE_ORDER)
+
+
+def hub_cache_path(value):
+    """Whether ``value`` places the hub cache where the probe and the model fetch look:
+    an absolute path or one under ``~/`` (the service's home), with no ``$`` (huggingface_hub
+    expands variables of the service's environment) and not ``~user``.
+
+    >>> [hub_cache_path(value) for value in ("/srv/hf", "~/hf", "", "hf", "~other/hf", "/srv/$USER")]
+    [True, True, False, False, False, False]
+    """
+    return "$" not in value and (value.startswith("/") or value == "~" or value.startswith("~/"))
 
 
 

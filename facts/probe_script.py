@@ -93,8 +93,8 @@ def probe_command(inputs, sections=()):
     node's own files are read, and only the plan's env-file keys reported.
 
     >>> from bringup.layout import ProbeInputs
-    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[:3]
-    ['PROBE_FS_ROOT=', 'PROBE_SECTIONS=gpus', 'PROBE_ENV_KEYS=']
+    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[:8]
+    ['env', '-u', 'SHELLOPTS', '-u', 'BASHOPTS', 'PROBE_FS_ROOT=', 'PROBE_SECTIONS=gpus', 'PROBE_ENV_KEYS=']
     """
     script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
         b"".join(path.read_bytes() for path in HELPERS) + probe_script().encode()
@@ -105,4 +105,6 @@ def probe_command(inputs, sections=()):
     assignments = " ".join(f"{key}={shlex.quote(str(value)) if value != '' else ''}"
                            for key, value in {**PINNED, **environment}.items())
     unset = " ".join(name for name in (f"PROBE_MODEL_ENV_{key}" for key in MODEL_ENV_KEYS) if name not in environment)
-    return f"unset {unset}; echo {encoded} | base64 -d | gzip -dc | {assignments} sh"
+    # A bash that is sh would take its options from the session's SHELLOPTS and BASHOPTS
+    # (xtrace would print the env file's lines as it reads them): env drops both.
+    return f"unset {unset}; echo {encoded} | base64 -d | gzip -dc | env -u SHELLOPTS -u BASHOPTS {assignments} sh"

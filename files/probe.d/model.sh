@@ -161,13 +161,29 @@ probe_model() {
         config=$place/config.json
         body="$body${NL}path=$place${NL}dir=$(stat -L -c '%U %a %F' -- "$place" 2>/dev/null)"
     else
-        # The first setting of HUB_CACHE_ORDER (bringup/layout.py) that is set, with its suffix.
+        # The first setting of HUB_CACHE_ORDER (bringup/layout.py) that is set, even empty
+        # (os.getenv's default applies only to an unset key), joined to its suffix as
+        # os.path.join joins them; a relative result is under the service's working
+        # directory, its home (snapshot_download resolves the cache so).
         cache=$home/$HUB_CACHE_DEFAULT via=default
         for hub_item in $HUB_CACHE_ORDER; do
-            eval "hub_setting=\${service_env_${hub_item%%:*}:-}"
-            if [ -n "$hub_setting" ]; then cache=$hub_setting${hub_item#*:} via=${hub_item%%:*}; break; fi
+            eval "[ -n \"\${service_env_${hub_item%%:*}+set}\" ]" || continue
+            eval "hub_setting=\$service_env_${hub_item%%:*}"
+            via=${hub_item%%:*} hub_suffix=${hub_item#*:}
+            case $hub_setting in
+                "") cache=${hub_suffix#/} ;;
+                */) cache=$hub_setting${hub_suffix#/} ;;
+                *) cache=$hub_setting$hub_suffix ;;
+            esac
+            break
         done
-        case $cache in "~"/*) cache=$home/${cache#"~"/} ;; "~") cache=$home ;; esac
+        case $cache in
+            "~"/*) cache=$home/${cache#"~"/} ;;
+            "~") cache=$home ;;
+            /*) ;;
+            *) cache=$home${cache:+/$cache} ;;
+        esac
+        case $cache in ?*/) cache=${cache%/} ;; esac
         # huggingface_hub's repo_folder_name: "models--" and the id with "/" as "--".
         entry=$cache/models--$(printf '%s' "$model" | sed 's|/|--|g')
         revision=

@@ -335,13 +335,18 @@ def test_plan_cli_names_the_unreachable_hub_and_the_cache(tmp_path):
 
 
 # The service's settings -> the hub cache the probe looks in and the setting it names, as
-# huggingface_hub 1.33.0's constants.py places it (bringup/layout.py HUB_CACHE_ORDER): each
-# setting beats every one after it; an empty one is no setting; none: under the service's home.
+# huggingface_hub 1.33.0 places it (bringup/layout.py HUB_CACHE_ORDER; constants.py: each
+# setting beats every one after it, and one set empty is set: os.getenv's default is for an
+# unset key; os.path.join joins the suffix; _snapshot_download.py resolves a relative cache
+# under the working directory, the service's home, and expands ~); none: under that home.
 HUB_CACHES = [
     ({"HF_HUB_CACHE": "/a", "HUGGINGFACE_HUB_CACHE": "/b", "HF_HOME": "/c", "XDG_CACHE_HOME": "/d"}, "/a", "HF_HUB_CACHE"),
     ({"HUGGINGFACE_HUB_CACHE": "/b", "HF_HOME": "/c", "XDG_CACHE_HOME": "/d"}, "/b", "HUGGINGFACE_HUB_CACHE"),
-    ({"HF_HUB_CACHE": "", "HF_HOME": "/c", "XDG_CACHE_HOME": "/d"}, "/c/hub", "HF_HOME"),
-    ({"XDG_CACHE_HOME": "/d"}, "/d/huggingface/hub", "XDG_CACHE_HOME"),
+    ({"HF_HOME": "/c", "XDG_CACHE_HOME": "/d"}, "/c/hub", "HF_HOME"),
+    ({"XDG_CACHE_HOME": "/d/"}, "/d/huggingface/hub", "XDG_CACHE_HOME"),
+    ({"HF_HUB_CACHE": "", "XDG_CACHE_HOME": "/d"}, "{home}", "HF_HUB_CACHE"),
+    ({"HF_HOME": "", "XDG_CACHE_HOME": "/d"}, "{home}/hub", "HF_HOME"),
+    ({"HF_HUB_CACHE": "models/hub/"}, "{home}/models/hub", "HF_HUB_CACHE"),
     ({"HF_HOME": "~/hf"}, "{home}/hf/hub", "HF_HOME"),
     ({}, "{home}/.cache/huggingface/hub", "default"),
 ]
