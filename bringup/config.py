@@ -14,7 +14,7 @@ from packaging.version import Version
 from bringup import envfile, redact
 from bringup import setting_checks as checks
 from bringup.api_key import KEY_FILE_NAME
-from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_VENV, NodeLayout
+from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_VENV, HUB_CACHE_KEYS, NodeLayout, hub_cache_path
 from bringup.venv_locks import venv_lock_target
 from bringup.planned_env import PLANNED_ENV_KEYS
 from bringup.settings import PREFIXES, SETTINGS, declare
@@ -123,6 +123,11 @@ the service and the pre-warm never run as root
             if envfile.writable(key, value):
                 problems.append(("service_env", data["service_env"], f"{envfile.writable(key, value)} "
                                  "(the env file must read the same in systemd and in the node's reader)"))
+            if key in HUB_CACHE_KEYS and not hub_cache_path(value):
+                problems.append(("service_env", data["service_env"], f"give {key} an absolute path (or ~/...) "
+                                 "without $: huggingface_hub would read an empty or relative one under the "
+                                 "service's working directory, and expand $VARIABLES and ~user where the probe "
+                                 "and the model fetch cannot follow"))
             if key in PLANNED_ENV_KEYS:
                 problems.append(("service_env", data["service_env"], f"{key} is decided by the plan; set only "
                                  "variables of your own (the plan manages "

@@ -308,6 +308,27 @@ class NodeLayout:
 # no secret among them (HF_TOKEN is not one; the probe says only whether it is set).
 MODEL_ENV_KEYS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HF_ENDPOINT",
                   "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+# Where huggingface_hub keeps a model (huggingface_hub 1.33.0, constants.py: HF_HUB_CACHE
+# defaults to HUGGINGFACE_HUB_CACHE, which defaults to $HF_HOME/hub, HF_HOME to
+# $XDG_CACHE_HOME/huggingface, XDG_CACHE_HOME to ~/.cache): the first of these settings
+# that is set, followed by its suffix; none set: HUB_CACHE_DEFAULT under the service's home.
+# The probe's model section walks this table (facts/probe_script.py hands it over).
+HUB_CACHE_ORDER = (("HF_HUB_CACHE", ""), ("HUGGINGFACE_HUB_CACHE", ""), ("HF_HOME", "/hub"),
+                   ("XDG_CACHE_HOME", "/huggingface/hub"))
+HUB_CACHE_DEFAULT = ".cache/huggingface/hub"
+HUB_CACHE_KEYS = tuple(key for key, _ in HUB_CACHE_ORDER)
+
+
+def hub_cache_path(value):
+    """Whether ``value`` places the hub cache where the probe and the model fetch look:
+    an absolute path or one under ``~/`` (the service's home), with no ``$`` (huggingface_hub
+    expands variables of the service's environment) and not ``~user``.
+
+    >>> [hub_cache_path(value) for value in ("/srv/hf", "~/hf", "", "hf", "~other/hf", "/srv/$USER")]
+    [True, True, False, False, False, False]
+    """
+    return "$" not in value and (value.startswith("/") or value == "~" or value.startswith("~/"))
+
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import gzip
 import shlex
 from pathlib import Path
 
-from bringup.layout import MODEL_ENV_KEYS
+from bringup.layout import HUB_CACHE_DEFAULT, HUB_CACHE_ORDER, MODEL_ENV_KEYS
 from facts.sections import SECTIONS
 
 FILES = Path(__file__).resolve().parent.parent / "files"
@@ -54,15 +54,30 @@ def runner(sections=SECTIONS):
     return "\n".join(lines) + "\n"
 
 
+def planner_tables():
+    """The planner's tables the probe's sections read, as shell assignments: the service's
+    huggingface_hub settings (``MODEL_ENV_KEYS``) and the order in which they place its cache
+    (``HUB_CACHE_ORDER``, ``KEY:SUFFIX`` items), declared once in bringup/layout.py.
+
+    >>> print(planner_tables().splitlines()[2])
+    HUB_CACHE_ORDER='HF_HUB_CACHE: HUGGINGFACE_HUB_CACHE: HF_HOME:/hub XDG_CACHE_HOME:/huggingface/hub'
+    """
+    order = " ".join(f"{key}:{suffix}" for key, suffix in HUB_CACHE_ORDER)
+    return "".join(["# bringup/layout.py's tables, written by facts/probe_script.py planner_tables().\n",
+                    f"MODEL_ENV_KEYS={shlex.quote(' '.join(MODEL_ENV_KEYS))}\n",
+                    f"HUB_CACHE_ORDER={shlex.quote(order)}\n",
+                    f"HUB_CACHE_DEFAULT={shlex.quote(HUB_CACHE_DEFAULT)}\n"])
+
+
 def probe_script():
-    """The probe (without its helpers): files/probe.d/lib.sh, each registered section's
-    fragment in registry order, the runner.
+    """The probe (without its helpers): files/probe.d/lib.sh, the planner's tables, each
+    registered section's fragment in registry order, the runner.
 
     >>> probe_script().count("probe_gpus() {")
     1
     """
-    return "".join([(PROBE_D / "lib.sh").read_text(), *((PROBE_D / s.fragment).read_text() for s in SECTIONS),
-                    runner()])
+    return "".join([(PROBE_D / "lib.sh").read_text(), planner_tables(),
+                    *((PROBE_D / s.fragment).read_text() for s in SECTIONS), runner()])
 
 
 def probe_command(inputs, sections=()):
@@ -78,8 +93,8 @@ def probe_command(inputs, sections=()):
     node's own files are read, and only the plan's env-file keys reported.
 
     >>> from bringup.layout import ProbeInputs
-    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[:3]
-    ['PROBE_FS_ROOT=', 'PROBE_SECTIONS=gpus', 'PROBE_ENV_KEYS=']
+    >>> probe_command(ProbeInputs.defaults(), ("gpus",)).split(" | ")[3].split()[:8]
+    ['env', '-u', 'SHELLOPTS', '-u', 'BASHOPTS', 'PROBE_FS_ROOT=', 'PROBE_SECTIONS=gpus', 'PROBE_ENV_KEYS=']
     """
     script = b"TORCH_INFO=" + shlex.quote(TORCH_INFO.read_text()).encode() + b"\n" + \
         b"".join(path.read_bytes() for path in HELPERS) + probe_script().encode()
@@ -90,4 +105,6 @@ def probe_command(inputs, sections=()):
     assignments = " ".join(f"{key}={shlex.quote(str(value)) if value != '' else ''}"
                            for key, value in {**PINNED, **environment}.items())
     unset = " ".join(name for name in (f"PROBE_MODEL_ENV_{key}" for key in MODEL_ENV_KEYS) if name not in environment)
-    return f"unset {unset}; echo {encoded} | base64 -d | gzip -dc | {assignments} sh"
+    # A bash that is sh would take its options from the session's SHELLOPTS and BASHOPTS
+    # (xtrace would print the env file's lines as it reads them): env drops both.
+    return f"unset {unset}; echo {encoded} | base64 -d | gzip -dc | env -u SHELLOPTS -u BASHOPTS {assignments} sh"

@@ -13,6 +13,8 @@
 # CXX, a venv's python, ninja) runs with a clean environment (the base PATH and LC_ALL:
 # no LD_*, PYTHON*, HOME), as its owner when another user could change it (root_may_run,
 # files/root-may-run.sh; as_user); helpers run with the system's /usr/bin/python3 -I.
+# The planner's tables the sections read (MODEL_ENV_KEYS, HUB_CACHE_ORDER, HUB_CACHE_DEFAULT:
+# bringup/layout.py) follow this file (facts/probe_script.py planner_tables).
 # facts/node.py ships it in one remote command, after files/service-env.sh
 # (read_service_env), files/apt-locks.sh (apt_lock_holders) and files/root-may-run.sh, under sh.
 #

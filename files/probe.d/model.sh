@@ -108,21 +108,21 @@ probe_model() {
     # bringup/plan/model_source.py decides): a directory (os.path.isdir, as SGLang 0.5.23
     # tells a local model from a hub id: sglang/srt/utils/common.py has_hf_quant_config),
     # absolute or under the unit's WorkingDirectory (the service's home); otherwise a hub
-    # id, looked up in the service's hub cache (huggingface_hub 1.33.0 constants.py:
-    # HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
-    # $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, ~ the service's
-    # HOME; file_download.py: models--<org>--<name>/refs/main names the snapshot), and
+    # id, looked up in the service's hub cache (where huggingface_hub puts it:
+    # HUB_CACHE_ORDER, bringup/layout.py; ~ is the service's HOME; huggingface_hub 1.33.0
+    # file_download.py: models--<org>--<name>/refs/main names the snapshot), and
     # the hub (HF_ENDPOINT, else https://huggingface.co) asked once, bounded, without a
     # token, whether it answers from here. The service's settings: PROBE_MODEL_ENV_<KEY>
     # (service_env's, which deploy writes), else the env file's. Readable by the service
     # user: checked as that user when the account exists (a clean environment), else
     # left to the planner from the owners and modes of each directory on the way.
     [ -n "${PROBE_MODEL:-}" ] || { emit model 127 ""; return; }
-    # bringup/layout.py MODEL_ENV_KEYS; HF_TOKEN only to say whether it is set.
-    model_keys="HF_HUB_CACHE HUGGINGFACE_HUB_CACHE HF_HOME XDG_CACHE_HOME HF_ENDPOINT HF_HUB_OFFLINE TRANSFORMERS_OFFLINE"
-    read_env_file "$PROBE_ENV_FILE" $model_keys HF_TOKEN
+    # MODEL_ENV_KEYS (bringup/layout.py, facts/probe_script.py planner_tables); HF_TOKEN only
+    # to say whether it is set.
+    # shellcheck disable=SC2086
+    read_env_file "$PROBE_ENV_FILE" $MODEL_ENV_KEYS HF_TOKEN
     file_offline=${service_env_HF_HUB_OFFLINE-}
-    for key in $model_keys; do
+    for key in $MODEL_ENV_KEYS; do
         if eval "[ -n \"\${PROBE_MODEL_ENV_$key+set}\" ]"; then
             eval "service_env_$key=\$PROBE_MODEL_ENV_$key"
         fi
@@ -161,13 +161,29 @@ probe_model() {
         config=$place/config.json
         body="$body${NL}path=$place${NL}dir=$(stat -L -c '%U %a %F' -- "$place" 2>/dev/null)"
     else
-        if [ -n "${service_env_HF_HUB_CACHE:-}" ]; then cache=$service_env_HF_HUB_CACHE via=HF_HUB_CACHE
-        elif [ -n "${service_env_HUGGINGFACE_HUB_CACHE:-}" ]; then cache=$service_env_HUGGINGFACE_HUB_CACHE via=HUGGINGFACE_HUB_CACHE
-        elif [ -n "${service_env_HF_HOME:-}" ]; then cache=$service_env_HF_HOME/hub via=HF_HOME
-        elif [ -n "${service_env_XDG_CACHE_HOME:-}" ]; then cache=$service_env_XDG_CACHE_HOME/huggingface/hub via=XDG_CACHE_HOME
-        else cache=$home/.cache/huggingface/hub via=default
-        fi
-        case $cache in "~"/*) cache=$home/${cache#"~"/} ;; "~") cache=$home ;; esac
+        # The first setting of HUB_CACHE_ORDER (bringup/layout.py) that is set, even empty
+        # (os.getenv's default applies only to an unset key), joined to its suffix as
+        # os.path.join joins them; a relative result is under the service's working
+        # directory, its home (snapshot_download resolves the cache so).
+        cache=$home/$HUB_CACHE_DEFAULT via=default
+        for hub_item in $HUB_CACHE_ORDER; do
+            eval "[ -n \"\${service_env_${hub_item%%:*}+set}\" ]" || continue
+            eval "hub_setting=\$service_env_${hub_item%%:*}"
+            via=${hub_item%%:*} hub_suffix=${hub_item#*:}
+            case $hub_setting in
+                "") cache=${hub_suffix#/} ;;
+                */) cache=$hub_setting${hub_suffix#/} ;;
+                *) cache=$hub_setting$hub_suffix ;;
+            esac
+            break
+        done
+        case $cache in
+            "~"/*) cache=$home/${cache#"~"/} ;;
+            "~") cache=$home ;;
+            /*) ;;
+            *) cache=$home${cache:+/$cache} ;;
+        esac
+        case $cache in ?*/) cache=${cache%/} ;; esac
         # huggingface_hub's repo_folder_name: "models--" and the id with "/" as "--".
         entry=$cache/models--$(printf '%s' "$model" | sed 's|/|--|g')
         revision=

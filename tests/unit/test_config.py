@@ -1,5 +1,7 @@
 """Settings validation: bad input names host, setting, value and fix."""
 
+import re
+
 import pytest
 
 from bringup import config, setting_checks
@@ -68,6 +70,11 @@ def test_service_env_takes_words_or_a_mapping(value, expected):
     ("1BAD=x", "KEY=value with KEY a variable name"),
     ("NOVALUE", "KEY=value"),
     ({"A": "line\nbreak"}, "control characters"),
+    # Where huggingface_hub would look is not where the probe and the fetch look.
+    ({"HF_HOME": ""}, "give HF_HOME an absolute path"),
+    ("HF_HUB_CACHE=models/hub", "give HF_HUB_CACHE an absolute path"),
+    ({"XDG_CACHE_HOME": "~other/cache"}, "give XDG_CACHE_HOME an absolute path"),
+    ({"HUGGINGFACE_HUB_CACHE": "/srv/$USER/hub"}, "without $"),
 ])
 def test_service_env_refuses(value, fix):
     with pytest.raises(ConfigError) as raised:
@@ -212,3 +219,17 @@ def test_service_model_is_a_hub_id_or_an_absolute_path(value, accepted):
     else:
         with pytest.raises(setting_checks.Invalid, match="use a hub id"):
             check(value)
+
+
+def test_the_hub_cache_table_is_safe_to_hand_to_the_probes_shell():
+    """facts/probe_script.py writes HUB_CACHE_ORDER as words of KEY:SUFFIX into the probe,
+    which splits them on blanks, evaluates service_env_KEY and appends SUFFIX: a key must
+    be a variable name the probe reads (MODEL_ENV_KEYS: read_env_file forgets them first,
+    the command pins them) and a suffix plain path components."""
+    from bringup.layout import HUB_CACHE_DEFAULT, HUB_CACHE_ORDER, MODEL_ENV_KEYS
+
+    component = r"(/[A-Za-z0-9._-]+)*"
+    for key, suffix in HUB_CACHE_ORDER:
+        assert re.fullmatch(r"[A-Z_][A-Z0-9_]*", key) and key in MODEL_ENV_KEYS, key
+        assert re.fullmatch(component, suffix), suffix
+    assert re.fullmatch(component, "/" + HUB_CACHE_DEFAULT), HUB_CACHE_DEFAULT

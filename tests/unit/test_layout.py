@@ -96,7 +96,8 @@ def test_environment_has_sections_then_layout_then_keys(sections, env_keys, firs
 def assignments(command):
     """The PROBE_* assignments of a probe command, as the node's sh receives them."""
     words = shlex.split(command.split(" | ")[3])
-    return dict(word.split("=", 1) for word in words[:-1])
+    assert words[:5] == ["env", "-u", "SHELLOPTS", "-u", "BASHOPTS"], words[:5]
+    return dict(word.split("=", 1) for word in words[5:-1])
 
 
 @pytest.mark.parametrize(("fact", "sections"), [

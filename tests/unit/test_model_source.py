@@ -334,15 +334,29 @@ def test_plan_cli_names_the_unreachable_hub_and_the_cache(tmp_path):
                                            "from the node ([Errno -2] Name or service not known)"), found["message"]
 
 
-def test_the_probe_reads_the_keys_the_plan_passes():
-    """The probe's model section (files/probe.d/model.sh) reads the env keys bringup/layout.py passes it."""
-    import re
-    from pathlib import Path
+# The service's settings -> the hub cache the probe looks in and the setting it names, as
+# huggingface_hub 1.33.0 places it (bringup/layout.py HUB_CACHE_ORDER; constants.py: each
+# setting beats every one after it, and one set empty is set: os.getenv's default is for an
+# unset key; os.path.join joins the suffix; _snapshot_download.py resolves a relative cache
+# under the working directory, the service's home, and expands ~); none: under that home.
+HUB_CACHES = [
+    ({"HF_HUB_CACHE": "/a", "HUGGINGFACE_HUB_CACHE": "/b", "HF_HOME": "/c", "XDG_CACHE_HOME": "/d"}, "/a", "HF_HUB_CACHE"),
+    ({"HUGGINGFACE_HUB_CACHE": "/b", "HF_HOME": "/c", "XDG_CACHE_HOME": "/d"}, "/b", "HUGGINGFACE_HUB_CACHE"),
+    ({"HF_HOME": "/c", "XDG_CACHE_HOME": "/d"}, "/c/hub", "HF_HOME"),
+    ({"XDG_CACHE_HOME": "/d/"}, "/d/huggingface/hub", "XDG_CACHE_HOME"),
+    ({"HF_HUB_CACHE": "", "XDG_CACHE_HOME": "/d"}, "{home}", "HF_HUB_CACHE"),
+    ({"HF_HOME": "", "XDG_CACHE_HOME": "/d"}, "{home}/hub", "HF_HOME"),
+    ({"HF_HUB_CACHE": "models/hub/"}, "{home}/models/hub", "HF_HUB_CACHE"),
+    ({"HF_HOME": "~/hf"}, "{home}/hf/hub", "HF_HOME"),
+    ({}, "{home}/.cache/huggingface/hub", "default"),
+]
 
-    from bringup.layout import MODEL_ENV_KEYS
 
-    script = (Path(__file__).resolve().parents[2] / "files" / "probe.d" / "model.sh").read_text()
-    assert tuple(re.search(r'model_keys="([^"]*)"', script).group(1).split()) == MODEL_ENV_KEYS
+@pytest.mark.parametrize(("settings", "cache", "via"), HUB_CACHES, ids=lambda value: str(value))
+def test_the_probe_finds_the_hub_cache_where_huggingface_hub_puts_it(settings, cache, via):
+    fact = probe("Qwen/Qwen3-0.6B", HF_ENDPOINT=closed_endpoint(), **settings)
+    cache = cache.format(home=NodeLayout.for_settings("/nonexistent", "/nonexistent", "/c", "nobody").service_home)
+    assert (fact["cache"], fact["cache_via"], fact["entry"]) == (cache, via, f"{cache}/models--Qwen--Qwen3-0.6B"), fact
 
 
 # --- An interrupted fetch (finding 8 of issue 33) ----------------------------------------

@@ -80,11 +80,13 @@ def test_the_file_system_root_is_a_test_input_the_product_never_sets():
     assert "DRIVER_FS_ROOT=${PROBE_FS_ROOT:-}" in SCRIPT
     # The command's last stage run as sent, the variable set in its environment: it reaches sh empty.
     last = probe_command(ProbeInputs.defaults()).rsplit(" | ", 1)[1]
-    assert last.startswith("PROBE_FS_ROOT= ") and last.endswith(" sh")
-    run = subprocess.run(["sh", "-c", last[:-len("sh")] + "sh -c 'echo \"[$PROBE_FS_ROOT]\"'"],
-                         env={"PATH": "/usr/bin:/bin", "PROBE_FS_ROOT": "/elsewhere"}, capture_output=True, text=True,
-                         check=True)
-    assert run.stdout == "[]\n", run.stderr
+    assert last.startswith("env -u SHELLOPTS -u BASHOPTS PROBE_FS_ROOT= ") and last.endswith(" sh")
+    # Nor do a bash's options (a bash that is sh takes SHELLOPTS from its environment:
+    # xtrace would print the env file's lines as the probe reads them).
+    run = subprocess.run(["sh", "-c", last[:-len("sh")] + "sh -c 'echo \"[$PROBE_FS_ROOT][$SHELLOPTS]\"'"],
+                         env={"PATH": "/usr/bin:/bin", "PROBE_FS_ROOT": "/elsewhere", "SHELLOPTS": "xtrace"},
+                         capture_output=True, text=True, check=True)
+    assert run.stdout == "[][]\n", run.stderr
 
 
 def pci_device(root, path, vendor, device_class):
