@@ -6,6 +6,15 @@ status, the one line on the terminal, nothing written)."""
 
 import json
 from pathlib import Path
+from unittest import mock
+
+from gevent import monkey
+
+# pyinfra's own parsing of a --data value. Importing pyinfra_cli patches the standard
+# library with gevent, which strands make test's pytest-xdist workers (as
+# tests/unit/test_operations.py says): parse_cli_arg needs no patch.
+with mock.patch.object(monkey, "patch_all"):
+    from pyinfra_cli.util import parse_cli_arg
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
@@ -215,6 +224,16 @@ HOSTS_FILES = [
 
 # A facts file that is not there: the plan CLI names it (its path, the OS's reason).
 MISSING_FACTS = "/nonexistent/facts.json"
+
+
+def data_value(value):
+    """What ``pyinfra --data KEY=VALUE`` makes of VALUE (true/false, an int, JSON, else
+    the string), by pyinfra's own function: what reaches the host's data.
+
+    >>> data_value("70000"), data_value("12.0"), data_value("maybe")
+    (70000, 12.0, 'maybe')
+    """
+    return parse_cli_arg(value)
 
 
 def rows():

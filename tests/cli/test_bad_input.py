@@ -28,10 +28,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyinfra_cli.util import parse_cli_arg
 
 from tests.bad_input import (ALIAS_BOMB, ENV_USERINFO, HOSTS_FILES, INCIDENT, MISSING_FACTS, PLAN_CONFIG, PLAN_FACTS,
-                             PYINFRA_DATA, USERINFO)
+                             PYINFRA_DATA, USERINFO, data_value)
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
@@ -86,7 +85,7 @@ def written(reports):
 ], ids=["plain string", "newline", "made an int"])
 def test_validate_refuses_a_bad_data_setting_in_one_line_and_writes_no_report(tmp_path, key, value, fix):
     result, reports = pyinfra_local(tmp_path, f"{key}={value}")
-    assert_clean_error(result, f"@local: setting {key}={parse_cli_arg(value)!r} is invalid", fix)
+    assert_clean_error(result, f"@local: setting {key}={data_value(value)!r} is invalid", fix)
     assert result.returncode == 1
     assert "@local.json" not in written(reports), "a refused host must leave no report"
     host = json.loads(written(reports)["summary.json"])["hosts"][0]
@@ -182,7 +181,7 @@ def run_two_hosts(tmp_path, second_data):
                          f"({SECOND_HOST!r}, {{'target_sms': '12.0', **{second_data!r}}})]\n")
     reports = tmp_path / "reports"
     result = run([PYINFRA, "-y", str(inventory), "validate.py"],
-                 env={**__import__("os").environ, "GPU_BRINGUP_REPORTS": str(reports)})
+                 env={**os.environ, "GPU_BRINGUP_REPORTS": str(reports)})
     summary = json.loads((reports / "summary.json").read_text()) if (reports / "summary.json").exists() else None
     return result, reports, summary
 

@@ -5,9 +5,10 @@ accepted fails), one line naming the host (or the file), the setting or field, t
 and the fix, bounded, no traceback text, and nothing printed where the plan would be.
 
 - ``pyinfra @local --data KEY=VALUE validate.py`` (and deploy.py): pyinfra's own
-  ``parse_cli_arg`` makes the value of each ``--data``, then ``Config.from_data(data,
-  host=...)``, the call control/host_plan.py's ``load_config`` makes with the host's
-  data; its ConfigError is the line load_config prints and refuses the host with.
+  ``parse_cli_arg`` makes the value of each ``--data`` (tests/bad_input.py
+  ``data_value``), then ``Config.from_data(data, host=...)``, the call
+  control/host_plan.py's ``load_config`` makes with the host's data; its ConfigError is
+  the line load_config prints and refuses the host with.
 - ``python -m bringup.plan``: ``bringup.plan.cli.main(argv)``, the CLI itself without a
   new interpreter (its exit status, stderr and stdout).
 - ``pyinfra inventory/gpu.py``: ``inventory.sources.load_hosts``, which inventory/gpu.py
@@ -19,13 +20,12 @@ output or the summary at ``-vv``) is tests/cli/test_bad_input.py's, on a few row
 """
 
 import pytest
-from pyinfra_cli.util import parse_cli_arg
 
 from bringup.config import Config, ConfigError
 from bringup.plan.cli import EXIT_BAD_INPUT, main
 from inventory.sources import InventoryError, load_hosts
 from tests.bad_input import (ENV_USERINFO, HOSTS_FILES, INCIDENT, MISSING_FACTS, PLAN_CONFIG, PLAN_FACTS,
-                             PYINFRA_DATA, ROOT, USERINFO, rows)
+                             PYINFRA_DATA, ROOT, USERINFO, data_value, rows)
 
 # What the CLI cases give every run (tests/cli/test_bad_input.py): a GPU-less machine
 # plans with target_sms set; the bad value is the only problem.
@@ -49,7 +49,7 @@ def data_refusal(*assignments, host="@local"):
     data = {}
     for assignment in (*COMMAND_LINE, *assignments):
         key, value = assignment.split("=", 1)
-        data[key] = parse_cli_arg(value)
+        data[key] = data_value(value)
     with pytest.raises(ConfigError) as raised:
         Config.from_data(data, host=host)
     return str(raised.value)
@@ -60,7 +60,7 @@ def test_a_bad_data_setting_is_one_line_naming_host_setting_value_and_fix(key, v
     line = data_refusal(f"{key}={value}")
     # The value as pyinfra gives it, shown as Python writes it (control characters
     # escaped); service_env's values are never shown, only their variables.
-    shown = f"'{value.split('=', 1)[0]}=<redacted>'" if key == "service_env" else repr(parse_cli_arg(value))
+    shown = f"'{value.split('=', 1)[0]}=<redacted>'" if key == "service_env" else repr(data_value(value))
     assert_one_line(line, f"@local: setting {key}={shown} is invalid: ", fix)
 
 
