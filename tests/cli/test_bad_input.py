@@ -1,219 +1,50 @@
-"""Bad input through the real CLIs: every case exits non-zero with one line naming the
-host, the setting (or field), the value and the fix, and writes nothing (no report, no
-plan, no change on the node). Never a traceback."""
+"""Bad input through the real CLIs: a few rows of the bad-input table (tests/bad_input.py)
+per entry point and per way a value reaches it. Every row of the table is checked in-process
+by tests/unit/test_bad_input.py, through the function each CLI calls at its boundary; the
+cases here prove the wiring around that function: the exit status (non-zero; 2 for the
+plan CLI), the one line on the terminal naming the host, the setting (or field or file),
+the value and the fix, every line bounded, never a traceback, and nothing written (no
+report, no plan, no operation but the refusal), and in the two-host runs the other host
+planned and summarised.
+
+The rows chosen, one per way in:
+- ``pyinfra @local --data`` with validate.py: a plain string, a value holding a newline
+  (one line on the terminal still), a value pyinfra turns into an int (the in-process rows
+  parse ``--data`` as pyinfra does: this shows they see what the CLI sees); a URL with a
+  password and a ``service_env`` URL with one at ``-vv`` (in no output, report or summary);
+- ``pyinfra @local --data`` with deploy.py: refused before any step, nothing changed;
+- ``pyinfra inventory/gpu.py``: a host list turning host key checking off, and an alias
+  bomb refused while it loads;
+- ``python -m bringup.plan``: a settings file with an unknown setting (the longest line),
+  an alias bomb, a facts document of the wrong shape, a facts file that is not there;
+- two hosts from an inventory file (host data, not ``--data``): one host's bad input
+  fails that host alone, the other is planned and summarised.
+"""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bad_input import (ALIAS_BOMB, ENV_USERINFO, HOSTS_FILES, INCIDENT, MISSING_FACTS, PLAN_CONFIG, PLAN_FACTS,
+                             PYINFRA_DATA, USERINFO, data_value)
+
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
-INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
-
-def alias_bomb(levels, key="stack_torch"):
-    """A "billion laughs" YAML document: ``levels`` lists of nine aliases of the one below."""
-    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    lines += [f"l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]" for level in range(1, levels)]
-    return "\n".join(lines) + f"\n{key}: *l{levels - 1}\n"
 
 
-ALIAS_BOMB = alias_bomb(9)  # 9**9 scalars: MemoryError before
-SMALL_BOMB = alias_bomb(4)  # 9**4 scalars, within the budget: a bounded line
-
-# setting, value (as --data gives it), fragment of the fix
-PYINFRA_DATA = [
-    ("stack_torch", "2.14.1+cu130", "public release 2.14.1"),
-    ("stack_torch_cuda", "cu130", "X.Y"),
-    ("stack_flashinfer", "latest", "release number"),
-    ("venv_path", "/tmp/x;touch${IFS}/tmp/PWNED;true", "absolute, normalised path"),
-    ("venv_path", "/tmp/venv", "outside directories every user can write"),
-    ("venv_path", "/home/ubuntu venv", "absolute, normalised path"),
-    ("venv_path", "/opt/venv", "a managed venv needs a directory of its own"),
-    ("service_env_file", "/etc/passwd", "system directory"),
-    ("service_cache_dir", "/var/cache", "system directory"),
-    ("service_user", "root", "unprivileged account"),
-    ("metrics_textfile_dir", "/srv/textfile\u2028x", "control characters"),
-    ("service_api_key_source", "keys/api-key.yaml\nx", "control characters"),
-    ("service_user", "-o", "login name"),
-    ("service_user", "1000", "login name"),
-    ("service_port", "70000", "TCP port"),
-    ("prewarm_head_dims", "²", "head dimensions"),
-    ("cuda_repo_distro", "debian12\nTrusted: yes", "control characters"),
-    ("deploy_steps", "repo,everything", "use one of"),
-    ("deploy_apt_lock_timeout", "5m", "whole seconds"),
-    ("service_ready_timeout", "5", "use whole seconds from 10 to 86400"),
-    ("service_ready_timeout", "20m", "whole seconds"),
-    ("report_detail", "maybe", "true or false"),
-    # Line separators str.splitlines() splits on: the env file and the unit are line-based.
-    ("service_model", "org/m\u2028CUDA_HOME=/opt/evil", "line separators"),
-    ("service_args", "--tp 8\x85--x", "line separators"),
-    ("service_env", "NOTE=a\u2029b", "line separators"),
-    ("service_model", "m\x1cx", "line separators"),
-    ("service_args", "--a\x0b--b", "line separators"),
-    # urlsplit's ValueError used to end the whole run with a traceback.
-    ("cuda_repo_url", "http://[::1/x", "Invalid IPv6 URL"),
-    ("cuda_repo_url", "http://mirror:99999/cuda", "Port out of range"),
-    ("cuda_repo_url", 'http://a"b/', "RFC 3986"),
-    ("cuda_repo_url", "http://a$b/", "DNS name or an IP address"),
-    ("venv_index_url", "https://mirror/simple\\x", "RFC 3986"),
-    ("stack_torch", "v2.14.1", "write it as 2.14.1"),
-    ("stack_sglang", " 0.5.23", "write it as 0.5.23"),
-    ("service_env_file", "/etc/sudoers.d/sglang", "directory of its own"),
-    ("service_env_file", "/etc/cron.d/sglang.env", "directory of its own"),
-    ("service_env_file", "/etc/systemd/system/sglang.service.d/env", "directory of its own"),
-    ("service_cache_dir", "/opt/sglang", "holds the venv /opt/sglang/venv"),
-    ("service_cache_dir", "/opt/sglang/locks", "inside the venv root /opt/sglang"),
-    ("service_cache_dir", "/var/lib/sglang", "the service home /var/lib/sglang"),
-    ("service_cache_dir", "/etc/sglang", "/etc is where root reads configuration"),
-    ("deploy_steps", "", "name at least one step"),
-    # A model id that looks like an option reached `hf download --help ...` (issue 33, 15).
-    ("service_model", "--help", "a hub id"),
-    ("service_model", "-rf", "a hub id"),
-    ("service_model", "org/../../etc", "a hub id"),
-    ("service_model", "org--x/m", "a hub id"),
-    ("service_model", "a/b/c", "a hub id"),
-    ("service_model", "/models/../etc/m", "a hub id"),
-]
-
-# A URL's user and password: refused, and never shown (--data value, fragment of the fix).
-USERINFO = [
-    ("cuda_repo_url", "https://bob:Hunter2pw@mirror/cuda"),
-    ("cuda_repo_key_url", "https://bob:Hunter2pw@mirror/key.pub"),
-    ("venv_index_url", "https://bob:Hunter2pw@pypi.mirror/simple"),
-    ("venv_extra_index_urls", "https://bob:Hunter2pw@pypi.mirror/simple"),
-    ("venv_find_links", "https://bob:Hunter2pw@wheels.mirror/"),
-    # A password holding "/", "?" or "#": urlsplit ends the authority there, and its port
-    # error ("Port could not be cast to integer value as 'bob:Hunter2'") showed the password.
-    ("cuda_repo_url", "https://bob:Hunter2pw/x@mirror/cuda"),
-    ("venv_index_url", "https://bob:Hunter2pw?x@pypi.mirror/simple"),
-    ("venv_extra_index_urls", "https://bob:Hunter2pw#x@pypi.mirror/simple"),
-    # Review: a password holding a space (the userinfo pattern stopped at the word's end,
-    # so the error line showed the value whole).
-    ("venv_index_url", "https://bob:Hunter2pw x@pypi.mirror/simple"),
-]
-
-# A URL's user and password in a service_env value (HF_ENDPOINT and any other): refused
-# at validate, never shown; the env file (root's, 0600) is where such a value may live.
-ENV_USERINFO = [
-    "HF_ENDPOINT=https://bob:Hunter2pw@hub.mirror",
-    "HF_ENDPOINT=https://bob:Hunter2pw/x@hub.mirror",
-    "MIRROR=http://bob:Hunter2pw?x@hub.mirror/path",
-    "DATABASE_URL=postgres://bob:Hunter2pw@db:5432/x",
-    # Review: a password holding a space was accepted (then on the probe's command line).
-    "HF_ENDPOINT='https://bob:Hunter2pw x@hub.mirror'",
-]
-
-# settings file content (YAML), fragment of the message
-PLAN_CONFIG = [
-    ('service_args: "--tp 8\\nUser=root\\nExecStartPre=+/bin/sh -c id"\n', "control characters"),
-    ('service_args: "--tp \'8"\n', "quote the arguments"),
-    ('cuda_repo_url: "http://mirror/\\nTrusted: yes"\n', "control characters"),
-    ('cuda_repo_url: "ftp://mirror/cuda"\n', "http://, https:// or file:/ URL"),
-    ('cuda_repo_url: "http://mirror/cuda?x=1"\n', "without spaces, query or fragment"),
-    ('cuda_repo_key_url: "not a url"\n', "http://, https:// or file:/ URL"),
-    ('cuda_repo_fingerprint: "3BF863CC"\n', "40-hex-digit"),
-    ('cuda_repo_distro: "Debian-12"\n', "lower-case letters and digits"),
-    ('venv_installer: "conda"\n', "use one of uv, pip"),
-    ('venv_managed: "maybe"\n', "true or false"),
-    ('venv_index_url: "pypi.org/simple"\n', "http://, https:// or file:/ URL"),
-    ('venv_find_links: ["relative/dir"]\n', "absolute directory"),
-    ('venv_lock: "files/locks/missing-cp311-x86_64.txt"\n', "missing-cp311-x86_64.txt"),
-    ('venv_python: "python3.11"\n', "the absolute path of a CPython >= 3.11 installed by root"),
-    ('venv_python: "/tmp/cpython/bin/python3.11"\n', "outside directories every user can write"),
-    ('service_model: "my model"\n', "use a hub id"),
-    ('service_env: "CUDA_HOME=/usr/local/cuda-12.8"\n', "CUDA_HOME is decided by the plan"),
-    ('service_env: {"1BAD": "x"}\n', "KEY=value with KEY a variable name"),
-    ('prewarm_modules: ["sampling", "activation:relu"]\n', "modules of files/prewarm.py"),
-    ('prewarm_dtypes: ["fp8"]\n', "use one of bf16, fp16"),
-    ('prewarm_deep_gemm: "sometimes"\n', "true or false"),
-    ('prewarm_deep_gemm_timeout: 30\n', "use whole seconds from 60 to 86400"),
-    ('target_sms: ["4.2"]\n', "compute capabilities this release knows"),
-    ('stack_torch_cudaa: "13.0"\n', "unknown setting"),
-    ('service_port: [1, 2]\n', "single value"),
-    ('service_cache_dir: "relative/cache"\n', "absolute, normalised path"),
-    ('service_cache_dir: "/srv/cache/"\n', "absolute, normalised path"),
-    ('service_env_file: "/etc/sglang/../passwd"\n', "absolute, normalised path"),
-    ('stack_sglang: "0.5.23 extra"\n', "release number"),
-    ("- just\n- a list\n", "expected a mapping of settings"),
-    ("stack_torch: [unclosed\n", "not valid YAML"),
-    ('cuda_repo_url: "http://[::1/x"\n', "Invalid IPv6 URL"),
-    ('cuda_repo_url: "http://a\\"b/"\n', "RFC 3986"),
-    ('cuda_repo_url: "https://user:pw@mirror/cuda"\n', "/etc/apt/auth.conf.d/"),
-    ('stack_torch: "v2.14.1"\n', "write it as 2.14.1"),
-    ('stack_sglang: " 0.5.23"\n', "write it as 0.5.23"),
-    ('service_env_file: "/etc/sudoers.d/x"\n', "directory of its own"),
-    ('service_env: {"NOTE": "a\\x85b"}\n', "line separators"),
-    ('service_env: {"X": "v\\u2028CUDA_HOME=/opt/evil"}\n', "line separators"),
-    ('service_cache_dir: "/opt/sglang/venvs"\n', "inside the venv root /opt/sglang"),
-    ('venv_path: "/srv/sglang/venv"\nservice_cache_dir: "/srv/sglang"\n', "holds the venv /srv/sglang/venv"),
-    ('venv_path: "/var/cache/sglang/venv"\n', "the service's cache /var/cache/sglang"),
-    ('service_cache_dir: "/usr/local/libexec/gpu-bringup"\n', "/usr is where root reads"),
-    ("deploy_steps: []\n", "name at least one step"),
-    (ALIAS_BOMB, "alias bomb"),
-    ("a: &a [*a]\n", "recursive document"),
-    # Under the budget, still long: the line shows a bounded value.
-    (SMALL_BOMB, "more characters"[:0] + "is invalid: use a single value"),
-]
-
-# facts document content, fragment of the message
-PLAN_FACTS = [
-    ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [{"index": 0, "name": "G"}]}',
-     "facts.gpus[0]: missing 'name'"[:0] + "facts.gpus[0]: missing 'compute_cap'"),
-    ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], "driver": {"version": 580}}',
-     "facts.driver.version: expected a version"),
-    ('{"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": {}}', "facts.gpus: expected a list"),
-    ('{"gpus": []}', "facts: missing 'os'"),
-    ('["not", "an", "object"]', "facts: expected an object"),
-    ('{"os": {"id": 12, "version_id": "12", "arch": "x86_64"}, "gpus": []}', "facts.os.id: expected a string"),
-    ('{"facts": {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}}}', "facts: missing 'gpus'"),
-    ("{not json", "is not JSON"),
-]
-
-
-def facts_with(**fields):
-    """The incident's facts with top-level fields replaced."""
-    document = json.loads(INCIDENT.read_text())
-    document.update(fields)
-    return json.dumps(document)
-
-
-KEYRING_SOURCE = {"file": "/etc/apt/sources.list.d/cuda-debian12-x86_64.list", "format": "one-line",
-                  "uris": ["https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"],
-                  "suites": ["/"], "signed_by": "/usr/share/keyrings/cuda-archive-keyring.gpg", "trusted": False}
-# Version fields that do not parse, and values of the wrong type that raised TypeError deep in the planner.
-PLAN_FACTS += [
-    (facts_with(python={"version": "three point eleven"}), "facts.python.version: expected a version"),
-    (facts_with(driver={"version": "580.95.05", "cuda_version": "thirteen"}), "facts.driver.cuda_version"),
-    (facts_with(torch={"version": "latest", "cuda": "13.0", "arch_list": []}), "facts.torch.version"),
-    (facts_with(flashinfer={"version": "0.7.2 beta"}), "facts.flashinfer.version"),
-    (facts_with(sglang={"version": ""}), "facts.sglang.version"),
-    (facts_with(python_interpreters=[{"path": "/usr/bin/python3.11", "version": "3.x"}]),
-     "facts.python_interpreters[0].version"),
-    (facts_with(toolkits=[{"home": "/usr/local/cuda-12.8", "version": "twelve", "nvcc_ok": True}]),
-     "facts.toolkits[0].version"),
-    (facts_with(apt={"sources": [KEYRING_SOURCE], "keyrings": {KEYRING_SOURCE["signed_by"]: 5}}),
-     "facts.apt.keyrings['/usr/share/keyrings/cuda-archive-keyring.gpg']: expected a list"),
-    (facts_with(apt={"sources": [KEYRING_SOURCE], "keyrings": {KEYRING_SOURCE["signed_by"]: [5]}}),
-     "expected a string, got int 5"),
-    (facts_with(cuda_packages={"cuda-nvcc-13-0": 13}), "facts.cuda_packages['cuda-nvcc-13-0']"),
-]
-
-# inventory/hosts.yml content, fragment of the message
-HOSTS_FILES = [
-    ("hosts:\n  - gpu-node-01\n", "hosts: expected a mapping of host name -> settings"),
-    ("hosts:\n  gpu-node-01: 10.0.0.1\n", "host gpu-node-01: expected a mapping of settings"),
-    ("hosts:\n  gpu-node-01:\n    ssh_strict_host_key_checking: 'no'\n", "host keys are always checked"),
-    ("all: [1]\nhosts: {}\n", "all: expected a mapping of settings"),
-    ("hosts: {gpu: [\n", "not valid YAML"),
-    ("- a\n- b\n", "expected a mapping at the top level"),
-    # Refused while loading, before any value is built or shown (9 levels: MemoryError before).
-    ("all:\n" + "".join(f"  {line}\n" for line in ALIAS_BOMB.splitlines()) + "hosts:\n  gpu-node-01: {}\n",
-     "refused while loading: its aliases expand it"),
-    ("all: &a {x: [*a]}\nhosts:\n  gpu-node-01: {}\n", "recursive document"),
-]
+def row(table, first, *rest):
+    """The table's one row whose first item is ``first`` (or holds it, for a string) and
+    whose next items include ``rest``: each CLI case is a row of the table."""
+    def fits(entry):
+        entry = entry if isinstance(entry, tuple) else (entry,)
+        return first in entry[0] and all(item in entry[1:] for item in rest)
+    found = [entry for entry in table if fits(entry)]
+    assert len(found) == 1, (first, rest, found)
+    return found[0]
 
 
 def run(command, env=None):
@@ -232,75 +63,109 @@ def assert_clean_error(result, *fragments):
     assert max(len(line) for line in result.output.splitlines()) < 2500, max(result.output.splitlines(), key=len)
 
 
-@pytest.mark.parametrize("key,value,fix", PYINFRA_DATA, ids=[f"{k}={v!r}" for k, v, _ in PYINFRA_DATA])
-def test_pyinfra_refuses_bad_settings(key, value, fix):
-    report = ROOT / "reports" / "@local.json"
-    report.unlink(missing_ok=True)
-    result = run([PYINFRA, "-y", "@local", "--data", f"{key}={value}", "--data", "target_sms=12.0", "validate.py"])
-    assert_clean_error(result, "@local: setting", key, fix)
-    assert not report.exists(), "a refused host must leave no report"
+def pyinfra_local(tmp_path, *assignments, deploy_file="validate.py", verbosity=()):
+    """``pyinfra -y @local --data ... DEPLOY_FILE`` (target_sms set: this machine has no
+    GPU) with its own reports directory: (result, reports directory)."""
+    reports = tmp_path / "reports"
+    data = [argument for assignment in ("target_sms=12.0", *assignments) for argument in ("--data", assignment)]
+    result = run([PYINFRA, "-y", *verbosity, "@local", *data, deploy_file],
+                 env={**os.environ, "GPU_BRINGUP_REPORTS": str(reports)})
+    return result, reports
 
 
-@pytest.mark.parametrize("key,value", USERINFO, ids=[k for k, _ in USERINFO])
-def test_a_url_with_a_password_is_refused_and_the_password_never_shown(key, value):
-    report = ROOT / "reports" / "@local.json"
-    report.unlink(missing_ok=True)
-    result = run([PYINFRA, "-y", "@local", "--data", f"{key}={value}", "--data", "target_sms=12.0", "validate.py"])
-    assert_clean_error(result, "@local: setting", key, "https://***@", "remove the user and password", "auth.conf")
-    assert "Hunter2pw" not in result.output and "bob" not in result.output
-    assert not report.exists(), "a refused host must leave no report"
-    summary = ROOT / "reports" / "summary.json"
-    assert "Hunter2pw" not in (summary.read_text() if summary.exists() else "")
+def written(reports):
+    """Every file the run left in its reports directory, by name: text."""
+    return {path.name: path.read_text() for path in reports.rglob("*") if path.is_file()} if reports.exists() else {}
 
 
-@pytest.mark.parametrize("assignment", ENV_USERINFO)
-def test_a_password_in_a_service_env_url_is_refused_and_never_shown(assignment):
-    report = ROOT / "reports" / "@local.json"
-    report.unlink(missing_ok=True)
+@pytest.mark.parametrize("key,value,fix", [
+    row(PYINFRA_DATA, "stack_torch_cuda"),  # a plain string
+    row(PYINFRA_DATA, "cuda_repo_distro"),  # a newline inside the argument: still one line
+    row(PYINFRA_DATA, "service_port"),  # pyinfra makes 70000 an int: shown as one
+], ids=["plain string", "newline", "made an int"])
+def test_validate_refuses_a_bad_data_setting_in_one_line_and_writes_no_report(tmp_path, key, value, fix):
+    result, reports = pyinfra_local(tmp_path, f"{key}={value}")
+    assert_clean_error(result, f"@local: setting {key}={data_value(value)!r} is invalid", fix)
+    assert result.returncode == 1
+    assert "@local.json" not in written(reports), "a refused host must leave no report"
+    host = json.loads(written(reports)["summary.json"])["hosts"][0]
+    assert (host["host"], host["verdict"]) == ("@local", "failed") and key in host["reason"], host
+
+
+@pytest.mark.parametrize("assignment", [
+    "{}={}".format(*row(USERINFO, "cuda_repo_url", "https://bob:Hunter2pw/x@mirror/cuda")),
+    "service_env=" + row(ENV_USERINFO, "MIRROR=http://bob:Hunter2pw?x@hub.mirror/path"),
+], ids=["url setting", "service_env"])
+def test_a_password_at_vv_is_refused_and_in_no_output_report_or_summary(tmp_path, assignment):
     key = assignment.split("=", 1)[0]
-    result = run([PYINFRA, "-y", "-vv", "@local", "--data", f"service_env={assignment}", "--data", "target_sms=12.0",
-                  "validate.py"])
-    assert_clean_error(result, "@local: setting service_env", key, "remove the user and password", "service_env_file")
+    result, reports = pyinfra_local(tmp_path, assignment, verbosity=("-vv",))
+    assert_clean_error(result, f"@local: setting {key}=", "remove the user and password")
     assert "Hunter2pw" not in result.output and "bob" not in result.output, result.output[-3000:]
-    assert not report.exists(), "a refused host must leave no report"
-    summary = ROOT / "reports" / "summary.json"
-    assert "Hunter2pw" not in (summary.read_text() if summary.exists() else "")
+    assert "@local.json" not in written(reports), "a refused host must leave no report"
+    assert "summary.json" in written(reports)
+    assert "Hunter2pw" not in "".join(written(reports).values())
 
 
-@pytest.mark.parametrize("content,message", PLAN_CONFIG, ids=[c.strip()[:40] for c, _ in PLAN_CONFIG])
-def test_plan_cli_refuses_bad_config(tmp_path, content, message):
-    config = tmp_path / "settings.yaml"
-    config.write_text(content)
-    result = run([sys.executable, "-m", "bringup.plan", "--json", str(INCIDENT), "--config", str(config), "--host", "gpu-7"])
-    assert_clean_error(result, "gpu-7", message)
-    assert result.returncode == 2 and result.stdout == ""
+def test_deploy_refuses_a_bad_setting_before_any_step(tmp_path):
+    key, value, fix = row(PYINFRA_DATA, "service_user", "root")
+    result, reports = pyinfra_local(tmp_path, f"{key}={value}", deploy_file="deploy.py")
+    assert_clean_error(result, f"@local: setting {key}='{value}' is invalid", fix)
+    assert result.returncode == 1
+    # The refusal is the only operation, and it runs no command on the host.
+    started = [line for line in result.output.splitlines() if "Starting operation:" in line]
+    assert len(started) == 1 and "Refuse @local" in started[0], started
+    assert "executed 0 commands" in result.output
+    assert "@local.json" not in written(reports), "a refused host must leave no report"
+    host = json.loads(written(reports)["summary.json"])["hosts"][0]
+    assert (host["verdict"], host["changed"]) == ("failed", "-"), host
 
 
-@pytest.mark.parametrize("content,message", PLAN_FACTS, ids=[c[:40] for c, _ in PLAN_FACTS])
-def test_plan_cli_refuses_bad_facts(tmp_path, content, message):
-    facts = tmp_path / "facts.json"
-    facts.write_text(content)
-    result = run([sys.executable, "-m", "bringup.plan", "--json", str(facts), "--host", "gpu-7"])
-    assert_clean_error(result, "gpu-7", message)
-    assert result.returncode == 2 and result.stdout == ""
-
-
-def test_plan_cli_names_a_missing_file():
-    result = run([sys.executable, "-m", "bringup.plan", "--json", "/nonexistent/facts.json", "--host", "gpu-7"])
-    assert_clean_error(result, "gpu-7", "No such file or directory", "/nonexistent/facts.json")
-
-
-@pytest.mark.parametrize("content,message", HOSTS_FILES, ids=[c.strip()[:40] for c, _ in HOSTS_FILES])
-def test_inventory_refuses_bad_hosts_files(tmp_path, content, message):
+@pytest.mark.parametrize("content,message", [
+    row(HOSTS_FILES, "hosts:\n  gpu-node-01:\n    ssh_strict_host_key_checking: 'no'\n"),
+    row(HOSTS_FILES, ALIAS_BOMB.splitlines()[0]),
+], ids=["host keys off", "alias bomb"])
+def test_inventory_refuses_a_bad_host_list_before_connecting(tmp_path, content, message):
     hosts = tmp_path / "hosts.yml"
     hosts.write_text(content)
+    reports = tmp_path / "reports"
     result = run([PYINFRA, "-y", "inventory/gpu.py", "validate.py"],
-                 env={**__import__("os").environ, "GPU_BRINGUP_HOSTS": str(hosts)})
+                 env={**os.environ, "GPU_BRINGUP_HOSTS": str(hosts), "GPU_BRINGUP_REPORTS": str(reports)})
     assert_clean_error(result, str(hosts), message)
+    assert "Connecting to hosts" not in result.output, result.output[-3000:]
+    assert written(reports) == {}, "nothing is written before the inventory loads"
 
 
-def test_the_table_is_big_enough():
-    assert len(PYINFRA_DATA) + len(USERINFO) + len(ENV_USERINFO) + len(PLAN_CONFIG) + len(PLAN_FACTS) + len(HOSTS_FILES) + 1 >= 110
+def plan_cli(*argv):
+    return run([sys.executable, "-m", "bringup.plan", *map(str, argv)])
+
+
+@pytest.mark.parametrize("content,message", [
+    row(PLAN_CONFIG, 'stack_torch_cudaa: "13.0"\n'),  # the longest line: every setting named
+    row(PLAN_CONFIG, ALIAS_BOMB),  # refused while it loads, in bounded memory
+], ids=["unknown setting", "alias bomb"])
+def test_plan_cli_refuses_a_bad_settings_file(tmp_path, content, message):
+    config = tmp_path / "settings.yaml"
+    config.write_text(content)
+    result = plan_cli("--json", INCIDENT, "--config", config, "--host", "gpu-7")
+    assert_clean_error(result, "error: gpu-7", message)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_plan_cli_refuses_a_bad_facts_document(tmp_path):
+    content, message = row(PLAN_FACTS, '["not", "an", "object"]')
+    facts = tmp_path / "facts.json"
+    facts.write_text(content)
+    result = plan_cli("--json", facts, "--host", "gpu-7")
+    assert_clean_error(result, "error: gpu-7", str(facts), message)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_plan_cli_names_a_missing_facts_file():
+    result = plan_cli("--json", MISSING_FACTS, "--host", "gpu-7")
+    assert_clean_error(result, "error: gpu-7", "No such file or directory", MISSING_FACTS)
+    assert result.returncode == 2 and result.stdout == ""
 
 
 # Two hosts in one pyinfra run without SSH: @local, and @chroot// (pyinfra's chroot
@@ -316,7 +181,7 @@ def run_two_hosts(tmp_path, second_data):
                          f"({SECOND_HOST!r}, {{'target_sms': '12.0', **{second_data!r}}})]\n")
     reports = tmp_path / "reports"
     result = run([PYINFRA, "-y", str(inventory), "validate.py"],
-                 env={**__import__("os").environ, "GPU_BRINGUP_REPORTS": str(reports)})
+                 env={**os.environ, "GPU_BRINGUP_REPORTS": str(reports)})
     summary = json.loads((reports / "summary.json").read_text()) if (reports / "summary.json").exists() else None
     return result, reports, summary
 
