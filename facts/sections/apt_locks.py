@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/apt_locks.sh (``probe_apt_locks``); docs/fac
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection
+from bringup.facts_kinds import INT, STR, Items
+from facts.probe_framing import Key, ProbeSection
 
 
 def apt_lock_holders(section):
@@ -28,5 +29,15 @@ SECTION = ProbeSection(
     name="apt_locks",
     group=4,
     raw=("apt-locks",),
-    keys={"apt_locks": lambda by_name: apt_lock_holders(by_name.get("apt-locks"))},
+    keys={
+        "apt_locks": Key(
+            parse=lambda by_name: apt_lock_holders(by_name.get("apt-locks")),
+            schema=Items({"lock": STR, "pid": INT, "command": STR}),
+            meaning=(
+                "who holds apt's or dpkg's locks now (`files/apt-locks.sh`: `/proc/locks`, POSIX and flock locks on "
+                "`/var/lib/dpkg/lock-frontend`, `lock`, `/var/lib/apt/lists/lock`, `/var/cache/apt/archives/lock`); "
+                "`[]` when free"
+            ),
+        ),
+    },
 )

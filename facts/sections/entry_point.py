@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/entry_point.sh (``probe_entry_point``); docs
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, _file_state, parse_assignments
+from bringup.facts_kinds import OPT_STR, STR, Optional
+from facts.probe_framing import Key, ProbeSection, _file_state, parse_assignments
 
 
 def entry_point(section):
@@ -41,5 +42,26 @@ SECTION = ProbeSection(
     name="entry_point",
     group=2,
     raw=("entry-point",),
-    keys={"entry_point": lambda by_name: entry_point(by_name.get("entry-point"))},
+    keys={
+        # Absent from an older report.
+        "entry_point": Key(
+            parse=lambda by_name: entry_point(by_name.get("entry-point")),
+            schema=Optional({
+                "path": STR,
+                "script": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "format": OPT_STR,
+                "first_line": OPT_STR,
+                "wrapper": OPT_STR,
+                "interpreter": OPT_STR,
+                "interpreter_file": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "interpreter_owner": OPT_STR,
+                "interpreter_dir": OPT_STR,
+                "venv_bin": OPT_STR,
+            }),
+            meaning=(
+                "the program the unit's `ExecStart` runs (`<venv_path>/bin/sglang`) as the kernel starts it: the "
+                "script and the interpreter its `#!` names; null (or absent) from an older probe"
+            ),
+        ),
+    },
 )
