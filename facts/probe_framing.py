@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
+SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z_-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
 # The probe writes every body line behind this mark (files/probe.d/lib.sh emit): a line a
 # program printed can never start a section, whatever it holds.
 BODY_MARK = "|"

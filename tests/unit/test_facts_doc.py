@@ -72,7 +72,7 @@ ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
 {"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"], \
 "arch_list_from": "record"}}
-@@ entry-point rc=0 path=/opt/sglang/venv/bin/sglang
+@@ entry_point rc=0 path=/opt/sglang/venv/bin/sglang
 script=root 755 regular file
 format=script
 line=#!/bin/sh
@@ -115,7 +115,7 @@ Result=exit-code
 NRestarts=2
 @@ unit-journal rc=0
 RuntimeError: FlashInfer requires GPUs with sm75 or higher
-@@ apt-locks rc=0
+@@ apt_locks rc=0
 /var/lib/dpkg/lock-frontend 812 /usr/bin/python3 /usr/bin/unattended-upgrade
 @@ account rc=0 user=sglang
 sglang:x:998:998:gpu-bringup service account:/var/lib/sglang:/usr/sbin/nologin

@@ -18,7 +18,7 @@ from facts.sections import SECTIONS, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 # The lib.sh helpers that write a section named by their first argument.
-WRITERS = re.compile(r"(?:^\s*|&& )(?:emit|capture|nvcc_section|driver_file) \"?([a-z-]+)\"? ", re.M)
+WRITERS = re.compile(r"(?:^\s*|&& )(?:emit|capture|nvcc_section|driver_file) \"?([a-z_-]+)\"? ", re.M)
 FUNCTION = re.compile(r"^([a-z_]+)\(\) \{$", re.M)
 
 
