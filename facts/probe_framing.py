@@ -1,17 +1,19 @@
 """The probe's framing, shared by every section's parser (facts/sections/): the probe
 writes each section as a header ``@@ <name> rc=<exit> [key=value]`` and its body lines
 behind ``|`` (files/probe.d/lib.sh ``emit``); the helpers read those and the lines most
-sections share (``KEY=value``, ``nvcc --version``, ``stat`` lines). ``ProbeSection`` is
-what each section module declares (facts/sections/__init__.py lists them).
+sections share (``KEY=value``, ``nvcc --version``, ``stat`` lines). ``ProbeSection``, with a
+``Key`` per document key, is what each section module declares (facts/sections/__init__.py
+lists them).
 
 Pure functions: malformed input raises ValueError; the fact turns it into pyinfra's
 FactProcessError so only that host fails.
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
+SECTION_HEADER = re.compile(r"^@@ (?P<name>[a-z_-]+) rc=(?P<rc>-?\d+)(?: (?P<key>[a-z_]+)=(?P<value>.*))?$")
 # The probe writes every body line behind this mark (files/probe.d/lib.sh emit): a line a
 # program printed can never start a section, whatever it holds.
 BODY_MARK = "|"
@@ -133,15 +135,36 @@ def _stat_line(line, what):
 
 
 @dataclass(frozen=True)
+class Key:
+    """One key of the facts document, declared by the section that makes it: ``parse``
+    makes its value (``by_name`` -> value), ``schema`` is the kind the planner checks it
+    against (bringup/facts_kinds.py), ``meaning`` and ``example`` are its row of
+    docs/facts.md's top-level table (``example`` None: the key's own table there shows
+    one); ``required``: a document without it is refused; ``partial``: its objects may
+    lack fields (an older probe's, or fields present only on one outcome).
+
+    >>> Key(parse=len, schema=int, meaning="how many").example is None
+    True
+    """
+
+    parse: Callable
+    schema: object
+    meaning: str
+    example: object = None
+    required: bool = False
+    partial: bool = False
+
+
+@dataclass(frozen=True)
 class ProbeSection:
     """One section of the probe, declared once in its module under facts/sections/: its
     shell fragment is files/probe.d/<name>.sh, whose ``probe_<name>`` function writes the
     raw sections ``raw`` (``repeated``: those it writes once per item); ``keys`` maps each
-    key of the facts document it makes to its parser (``by_name`` -> value), ``reads`` the
+    key of the facts document it makes to its ``Key`` (parser, schema, docs row), ``reads`` the
     probe sections a key's parser reads where more than its own (in probe order); ``group``
     is the group it runs in when the whole probe runs (facts/probe_script.py).
 
-    >>> section = ProbeSection(name="os", group=1, raw=("os-release", "uname"), keys={"os": dict})
+    >>> section = ProbeSection(name="os", group=1, raw=("os-release", "uname"), keys={})
     >>> section.sections_for("os"), section.fragment
     (('os',), 'os.sh')
     """

@@ -44,7 +44,8 @@ def index_sections(lines):
 
 
 # key of the facts document -> (probe sections it needs, how it is parsed)
-PARTS = {key: (section.sections_for(key), parse) for section in SECTIONS for key, parse in section.keys.items()}
+PARTS = {key: (section.sections_for(key), declared.parse) for section in SECTIONS
+         for key, declared in section.keys.items()}
 
 
 def sections_for(*keys):

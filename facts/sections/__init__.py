@@ -1,12 +1,12 @@
 """The probe's sections, one module each: its shell fragment (files/probe.d/<name>.sh), its
-parser and its declaration (``SECTION``, facts/probe_framing.py ProbeSection). ``SECTIONS``
-is the one list: the probe is assembled from it (facts/probe_script.py), the facts
-document's keys come from it in this order (facts/probe_output.py), and
-tests/unit/test_probe_sections.py holds bringup/facts_schema.py's SCHEMA and docs/facts.md's
-tables to it.
+parser and its declaration (``SECTION``, facts/probe_framing.py ProbeSection: its keys'
+parsers, schemas and docs rows). ``MODULES`` is the one list: the probe is assembled from
+it (facts/probe_script.py), the facts document's keys come from it in this order
+(facts/probe_output.py), and ``python -m facts.sections.generate`` writes the planner's
+schema (bringup/facts_keys.py) and docs/facts.md's top-level table from it.
 
-A new section: its module here, its fragment beside the others, its line below, its schema
-entry and its docs/facts.md rows (docs/contributing.md "A new probe section").
+A new section: its module here, its fragment beside the others, its line below, then the
+generator (docs/contributing.md "A new probe section").
 
 >>> [section.name for section in SECTIONS][:3]
 ['os', 'gpus', 'pci']
@@ -35,6 +35,6 @@ from facts.sections import (
 )
 
 # In the facts document's order (a section's keys in the order it declares them).
-SECTIONS = tuple(module.SECTION for module in (
-    os_release, gpus, pci, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
-    apt_locks, account, driver_layer, model, prewarm, jit_cache))
+MODULES = (os_release, gpus, pci, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
+           apt_locks, account, driver_layer, model, prewarm, jit_cache)
+SECTIONS = tuple(module.SECTION for module in MODULES)

@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/account.sh (``probe_account``); docs/facts.m
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection
+from bringup.facts_kinds import INT, OPT_STR, STR, Optional
+from facts.probe_framing import Key, ProbeSection
 
 
 def service_account(by_name):
@@ -43,5 +44,19 @@ SECTION = ProbeSection(
     name="account",
     group=4,
     raw=("account", "account-login", "account-home"),
-    keys={"account": service_account},
+    keys={
+        "account": Key(
+            parse=service_account,
+            schema=Optional({
+                "user": STR,
+                "entry": Optional({"uid": INT, "gid": INT, "gecos": STR, "home": STR, "shell": STR}),
+                "login_user": OPT_STR,
+                "home": Optional({"path": STR, "user": STR, "mode": STR, "kind": STR}),
+            }),
+            meaning=(
+                "the service account as found (`getent passwd <service_user>`), who the probe ran for, and what is "
+                "at the account's planned home; null from an older probe"
+            ),
+        ),
+    },
 )

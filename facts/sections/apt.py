@@ -5,7 +5,8 @@ documents what it parses into.
 """
 
 from bringup.apt_sources import keyring_fingerprints, source_entries
-from facts.probe_framing import ProbeSection, _stat_line
+from bringup.facts_kinds import BOOL, OPT_STR, STR, Items, Optional, Values
+from facts.probe_framing import Key, ProbeSection, _stat_line
 
 
 def apt_keyring(section):
@@ -39,5 +40,24 @@ SECTION = ProbeSection(
     group=4,
     raw=("apt-source", "apt-keyring"),
     repeated=("apt-source", "apt-keyring"),
-    keys={"apt": apt_state},
+    keys={
+        "apt": Key(
+            parse=apt_state,
+            schema=Optional({
+                "sources": Items({
+                    "file": STR,
+                    "format": STR,
+                    "uris": Items(STR),
+                    "suites": Items(STR),
+                    "signed_by": OPT_STR,
+                    "trusted": BOOL,
+                }),
+                # keyring_paths (keyring -> its path chain, as in paths) is not listed: an older
+                # report has none; bringup/plan/repository.py reads it as "not probed" unless it
+                # has the documented shape, and then adopts no source.
+                "keyrings": Values(Optional(Items(STR))),
+            }),
+            meaning="apt's sources (every enabled entry of every source file) and the keys of the keyrings they name",
+        ),
+    },
 )

@@ -9,7 +9,8 @@ never an error: the driver layer informs findings, it does not gate the probe.
 
 import re
 
-from facts.probe_framing import ProbeSection
+from bringup.facts_kinds import BOOL, INT, OPT_STR, OPT_VERSION, STR, VERSION, Items, Optional, Values
+from facts.probe_framing import Key, ProbeSection
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ..." (open)
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan 22 ..." (proprietary)
@@ -313,5 +314,43 @@ SECTION = ProbeSection(
     raw=("driver-proc-version", "driver-sys-version", "driver-modinfo", "driver-nvml", "driver-packages",
          "driver-nouveau", "driver-nvswitch", "driver-units", "driver-smi-q", "driver-topo", "driver-kernel",
          "driver-dkms", "driver-reboot", "driver-cmdline", "driver-pci-paths", "driver-acs"),
-    keys={"driver_layer": driver_layer},
+    keys={
+        # The contract the driver findings read: absent or null in an older report.
+        "driver_layer": Key(
+            parse=driver_layer,
+            schema=Optional({
+                "module": {"loaded": BOOL, "version": OPT_VERSION, "flavour": OPT_STR, "banner": OPT_STR},
+                "installed_module": Optional({"version": OPT_VERSION, "license": OPT_STR, "flavour": OPT_STR}),
+                "nvml_libraries": Items(VERSION),
+                "packages": Items({"name": STR, "version": STR, "held": BOOL}),
+                "nouveau": {"loaded": BOOL, "blacklisted": BOOL},
+                "nvswitch_count": INT,
+                "units": Values({"load_state": STR, "active_state": STR, "unit_file_state": STR}),
+                "gpus": Items({
+                    "index": INT,
+                    "bus_id": OPT_STR,
+                    "persistence_mode": OPT_STR,
+                    "mig_mode": OPT_STR,
+                    "fabric_state": OPT_STR,
+                    "fabric_status": OPT_STR,
+                }),
+                "kernel": {
+                    "release": STR,
+                    "headers": BOOL,
+                    "installed": Items({"release": STR, "headers": BOOL, "initramfs": STR}),
+                },
+                "dkms": Optional(Items({"module": STR, "version": STR, "kernel": STR, "status": STR})),
+                "reboot_required": {"required": BOOL, "packages": Items(STR)},
+                "iommu_args": Items(STR),
+                "acs": Optional(Items({"gpu_bus_id": STR, "bridge": STR, "ctl": STR, "redirect": BOOL})),
+                "topology": Optional(Items({"a": INT, "b": INT, "link": STR})),
+            }),
+            meaning=(
+                "the layer below nvidia-smi: the loaded and the installed kernel module, the user space and driver "
+                "packages, nouveau, NVSwitches and the driver's daemons, each GPU's persistence, MIG and fabric "
+                "state, DKMS and headers, a pending reboot, the IOMMU arguments, the ACS control above each GPU and "
+                "the GPUs' topology; null (or absent) from an older probe"
+            ),
+        ),
+    },
 )

@@ -6,7 +6,8 @@ documents what it parses into.
 
 import re
 
-from facts.probe_framing import ProbeSection
+from bringup.facts_kinds import BOOL, INT, OPT_STR, OPT_VERSION, STR, VERSION, Items, Optional
+from facts.probe_framing import Key, ProbeSection
 
 SMI_HEADER = re.compile(r"Driver Version:\s*(?P<driver>\S+)\s+CUDA Version:\s*(?P<cuda>\S+)")
 
@@ -72,8 +73,24 @@ SECTION = ProbeSection(
     group=1,
     raw=("smi-query", "smi-header"),
     keys={
-        "driver": lambda by_name: gpu_and_driver(by_name)[1],
-        "nvidia_smi": lambda by_name: gpu_and_driver(by_name)[2],
-        "gpus": lambda by_name: gpu_and_driver(by_name)[0],
+        "driver": Key(
+            parse=lambda by_name: gpu_and_driver(by_name)[1],
+            schema=Optional({"version": VERSION, "cuda_version": OPT_VERSION}),
+            meaning="the loaded NVIDIA driver; null without one",
+            example={"version": "580.95.05", "cuda_version": "13.0"},
+            partial=True,
+        ),
+        "nvidia_smi": Key(
+            parse=lambda by_name: gpu_and_driver(by_name)[2],
+            schema={"present": BOOL, "error": OPT_STR},
+            meaning="whether `nvidia-smi` exists and what it said when it failed",
+            example={"present": True, "error": None},
+        ),
+        "gpus": Key(
+            parse=lambda by_name: gpu_and_driver(by_name)[0],
+            schema=Items({"index": INT, "name": STR, "compute_cap": STR, "memory_total_mib": Optional(INT)}),
+            meaning="one object per GPU `nvidia-smi` lists; `[]` without",
+            required=True,
+        ),
     },
 )

@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/jit_cache.sh (``probe_jit_cache``); docs/fac
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection
+from bringup.facts_kinds import ANY, OPT_STR, STR, Items, Optional
+from facts.probe_framing import Key, ProbeSection
 from facts.sections.prewarm import prewarm_state
 
 
@@ -27,8 +28,20 @@ SECTION = ProbeSection(
     group=4,
     raw=("toolchain", "jit-cache"),
     keys={
-        "jit_cache": lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")),
-                                               by_name.get("toolchain")),
+        "jit_cache": Key(
+            parse=lambda by_name: jit_cache(by_name.get("jit-cache"), prewarm_state(by_name.get("prewarm")),
+                                            by_name.get("toolchain")),
+            schema=Optional({
+                "base": OPT_STR,
+                "modules": Items({"flashinfer": STR, "arch": STR, "module": STR}),
+                # The manifest is the service user's file: its shape is the planner's to judge
+                # (bringup/prewarm.py), a gap, not a refusal.
+                "prewarm": Optional({"manifest": ANY, "stale": ANY}),
+                "toolchain": OPT_STR,
+            }),
+            meaning="FlashInfer's JIT cache under the service's workspace, and the pre-warm's state",
+            partial=True,
+        ),
     },
     reads={"jit_cache": ("prewarm", "jit_cache")},
 )

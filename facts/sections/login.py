@@ -4,7 +4,9 @@ Its shell fragment is files/probe.d/login.sh (``probe_login``); docs/facts.md
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, parse_assignments, parse_nvcc_release
+from bringup.facts_kinds import OPT_STR, OPT_VERSION, STR, Optional, Values
+from bringup.layout import toolkit_home
+from facts.probe_framing import Key, ProbeSection, parse_assignments, parse_nvcc_release
 
 
 def login_path_nvcc(by_name):
@@ -23,5 +25,18 @@ SECTION = ProbeSection(
     name="login",
     group=2,
     raw=("login-env", "path-nvcc"),
-    keys={"path_nvcc": login_path_nvcc, "login_env": _login_env},
+    keys={
+        "path_nvcc": Key(
+            parse=login_path_nvcc,
+            schema=Optional({"path": STR, "version": OPT_VERSION}),
+            meaning="the first `nvcc` on a login shell's `PATH`; null when none",
+            example={"path": f"{toolkit_home('12.8')}/bin/nvcc", "version": "12.8"},
+        ),
+        "login_env": Key(
+            parse=_login_env,
+            schema=Values(OPT_STR),
+            meaning="a login shell's (`bash -lc`) view",
+            example={"CUDA_HOME": None, "CUDA_PATH": None, "PATH": "...", "nvcc": f"{toolkit_home('12.8')}/bin/nvcc"},
+        ),
+    },
 )

@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/model.sh (``probe_model``); docs/facts.md
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, _file_state, _quoted, parse_assignments
+from bringup.facts_kinds import BOOL, INT, OPT_STR, STR, Items, Optional
+from facts.probe_framing import Key, ProbeSection, _file_state, _quoted, parse_assignments
 
 
 def _chain_line(line):
@@ -115,5 +116,47 @@ SECTION = ProbeSection(
     name="model",
     group=5,
     raw=("model",),
-    keys={"model": lambda by_name: model_source(by_name.get("model"))},
+    keys={
+        # Absent from an older report, null without a model.
+        "model": Key(
+            parse=lambda by_name: model_source(by_name.get("model")),
+            schema=Optional({
+                "model": STR,
+                "kind": STR,
+                "path": OPT_STR,
+                "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "cache": OPT_STR,
+                "cache_via": OPT_STR,
+                "entry": OPT_STR,
+                "revision": OPT_STR,
+                "refs_main": OPT_STR,
+                # Whether that snapshot is whole (null: no snapshot named).
+                "snapshot": Optional({
+                    "files": INT,
+                    "weights": INT,
+                    "incomplete": INT,
+                    "shards_missing": INT,
+                    "fetching": BOOL,
+                    "record": STR,
+                    "record_repo": OPT_STR,
+                    "record_revision": OPT_STR,
+                    "record_files": INT,
+                    "record_missing": INT,
+                }),
+                "config": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "readable": OPT_STR,
+                "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
+                "endpoint": OPT_STR,
+                "offline": OPT_STR,
+                "offline_by": OPT_STR,
+                "token": BOOL,
+                "hub": Optional({"status": Optional(INT), "error": OPT_STR}),
+            }),
+            meaning=(
+                "where `service_model` would come from, as SGLang looks for it: a local directory, or a hub id in "
+                "the service's hub cache, and whether the hub answers from the node; null without a `service_model` "
+                "(or from an older probe)"
+            ),
+        ),
+    },
 )

@@ -6,7 +6,8 @@ documents what it parses into.
 
 import shlex
 
-from facts.probe_framing import ProbeSection, Section
+from bringup.facts_kinds import OPT_STR
+from facts.probe_framing import Key, ProbeSection, Section
 
 
 def parse_os_release(text, machine):
@@ -34,5 +35,13 @@ SECTION = ProbeSection(
     name="os",
     group=1,
     raw=("os-release", "uname"),
-    keys={"os": _os},
+    keys={
+        "os": Key(
+            parse=_os,
+            schema={"id": OPT_STR, "version_id": OPT_STR, "arch": OPT_STR},
+            meaning="`/etc/os-release` and `uname -m`",
+            example={"id": "debian", "version_id": "12", "arch": "x86_64"},
+            required=True,
+        ),
+    },
 )

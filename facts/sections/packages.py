@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/packages.sh (``probe_packages``); docs/facts
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection
+from bringup.facts_kinds import STR, Optional, Values
+from facts.probe_framing import Key, ProbeSection
 
 
 def deb_packages(section):
@@ -29,5 +30,15 @@ SECTION = ProbeSection(
     name="packages",
     group=2,
     raw=("deb-packages",),
-    keys={"cuda_packages": lambda by_name: deb_packages(by_name.get("deb-packages"))},
+    keys={
+        "cuda_packages": Key(
+            parse=lambda by_name: deb_packages(by_name.get("deb-packages")),
+            schema=Optional(Values(STR)),
+            meaning=(
+                "installed (`ii`, or `hi` when held) packages named `cuda-*` or `libcu*-X-Y` (NVIDIA's repository "
+                "names), as `{name: Debian version}` from `dpkg-query`; null without dpkg"
+            ),
+            example={"cuda-nvcc-13-0": "13.0.88-1", "libcublas-dev-13-0": "13.0.2.14-1"},
+        ),
+    },
 )

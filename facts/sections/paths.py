@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/paths.sh (``probe_paths``); docs/facts.md
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, _stat_line
+from bringup.facts_kinds import STR, Items, Optional
+from facts.probe_framing import Key, ProbeSection, _stat_line
 
 
 def path_chains(by_name):
@@ -34,5 +35,13 @@ SECTION = ProbeSection(
     group=4,
     raw=("path",),
     repeated=("path",),
-    keys={"paths": path_chains},
+    keys={
+        "paths": Key(
+            parse=path_chains,
+            schema=Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
+                             for role in ("venv", "venv_target", "python", "env_file", "cache_dir")}),
+            meaning="who owns and may write each existing component of the venv path, the env file and the cache dir",
+            partial=True,
+        ),
+    },
 )

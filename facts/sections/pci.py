@@ -10,7 +10,8 @@ skipped, never an error: the bus informs the plan, it does not gate the probe.
 
 import re
 
-from facts.probe_framing import ProbeSection
+from bringup.facts_kinds import STR, Items, Optional
+from facts.probe_framing import Key, ProbeSection
 
 BUS_ID = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 HEX_ID = re.compile(r"^0x(?P<id>[0-9a-f]{4})$")
@@ -55,4 +56,22 @@ def pci_gpus(by_name):
     return sorted(found, key=lambda gpu: gpu["bus_id"])
 
 
-SECTION = ProbeSection(name="pci", group=1, raw=("pci-gpus",), keys={"pci_gpus": pci_gpus})
+SECTION = ProbeSection(
+    name="pci",
+    group=1,
+    raw=("pci-gpus",),
+    keys={
+        # Absent in an older report, null where sysfs could not be read.
+        "pci_gpus": Key(
+            parse=pci_gpus,
+            schema=Optional(Items({"bus_id": STR, "vendor": STR, "device": STR, "class": STR})),
+            meaning=(
+                "every NVIDIA (vendor `10de`) display or 3D controller (PCI class `0300`/`0302`) under "
+                "`/sys/bus/pci/devices`, whether or not a driver drives it: what names the GPUs of a node whose "
+                "nvidia-smi lists none (no driver, or a module that refused them; `bringup/gpu_ids.py` maps its "
+                "device id to the product and compute capability); `[]` when the bus has none, null when sysfs "
+                "cannot be read (or absent, from an older probe: the plan then judges by nvidia-smi alone)"
+            ),
+        ),
+    },
+)

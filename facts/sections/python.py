@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/python.sh (``probe_python``); docs/facts.md
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, _file_state, parse_assignments
+from bringup.facts_kinds import INT, OPT_STR, STR, VERSION, Items, Optional
+from facts.probe_framing import Key, ProbeSection, _file_state, parse_assignments
 
 
 def _python(by_name):
@@ -61,8 +62,41 @@ SECTION = ProbeSection(
     raw=("python", "python-alt", "venv-python"),
     repeated=("python-alt",),
     keys={
-        "python": _python,
-        "python_interpreters": lambda by_name: python_interpreters(by_name["python-alt"]),
-        "venv_python": lambda by_name: venv_python(by_name.get("venv-python")),
+        "python": Key(
+            parse=_python,
+            schema=Optional({"version": VERSION}),
+            meaning="the node's `python3`; null without one",
+            example={"version": "3.11.2"},
+        ),
+        "python_interpreters": Key(
+            parse=lambda by_name: python_interpreters(by_name["python-alt"]),
+            schema=Items({"path": STR, "version": VERSION}),
+            meaning=(
+                "every `/usr/bin/python3.N` that answers `--version` (the distribution's versioned CPythons, "
+                "`python3`'s own included)"
+            ),
+        ),
+        # Null when the setting is empty; version and the rest only from one that ran
+        # (root's alone); blocked is absent from an older report (partial).
+        "venv_python": Key(
+            parse=lambda by_name: venv_python(by_name.get("venv-python")),
+            schema=Optional({
+                "path": STR,
+                "file": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "owner": OPT_STR,
+                "blocked": OPT_STR,
+                "real": OPT_STR,
+                "ran": Optional(INT),
+                "version": OPT_STR,
+                "releaselevel": OPT_STR,
+                "pip": OPT_STR,
+                "venv": OPT_STR,
+            }),
+            meaning=(
+                "the operator's CPython (the `venv_python` setting) as the probe found it; null when the setting is "
+                "empty"
+            ),
+            partial=True,
+        ),
     },
 )

@@ -4,7 +4,9 @@ Its shell fragment is files/probe.d/service.sh (``probe_service``); docs/facts.m
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, parse_assignments, parse_nvcc_release
+from bringup.facts_kinds import BOOL, OPT_STR, OPT_VERSION, STR, Optional, Values
+from bringup.layout import toolkit_home
+from facts.probe_framing import Key, ProbeSection, parse_assignments, parse_nvcc_release
 from facts.sections.venv import venv_stack
 
 
@@ -51,8 +53,29 @@ SECTION = ProbeSection(
     group=3,
     raw=("service-env", "resolved-nvcc"),
     keys={
-        "resolution": lambda by_name: resolution(by_name, venv_stack(by_name.get("venv"))[0]),
-        "service_env": lambda by_name: service_env_values(by_name.get("service-env")),
+        "resolution": Key(
+            parse=lambda by_name: resolution(by_name, venv_stack(by_name.get("venv"))[0]),
+            schema={
+                "cuda_home": OPT_STR,
+                "version": OPT_VERSION,
+                "via": STR,
+                "nvcc_ok": BOOL,
+                "env_file": BOOL,
+                "arch_list_env": OPT_STR,
+            },
+            meaning="what FlashInfer/SGLang resolve in the service's environment",
+            partial=True,
+        ),
+        "service_env": Key(
+            parse=lambda by_name: service_env_values(by_name.get("service-env")),
+            schema=Optional(Values(OPT_STR)),
+            meaning=(
+                "the values the service env file gives the keys the plan manages (`PROBE_ENV_KEYS`, which the "
+                "command always sets, so the remote session's environment cannot name more; the operator's own keys "
+                "are never read out)"
+            ),
+            example={"CUDA_HOME": toolkit_home("12.8")},
+        ),
     },
     reads={"resolution": ("service", "venv")},
 )

@@ -4,7 +4,9 @@ Its shell fragment is files/probe.d/toolkits.sh (``probe_toolkits``); docs/facts
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, parse_nvcc_release
+from bringup.facts_kinds import BOOL, OPT_STR, OPT_VERSION, STR, Items
+from bringup.layout import toolkit_home
+from facts.probe_framing import Key, ProbeSection, parse_nvcc_release
 
 
 def toolkit_entry(section):
@@ -29,5 +31,18 @@ SECTION = ProbeSection(
     group=1,
     raw=("toolkit", "cuda-link"),
     repeated=("toolkit",),
-    keys={"toolkits": lambda by_name: [toolkit_entry(s) for s in by_name["toolkit"]], "cuda_symlink": _cuda_symlink},
+    keys={
+        "toolkits": Key(
+            parse=lambda by_name: [toolkit_entry(s) for s in by_name["toolkit"]],
+            schema=Items({"home": STR, "version": OPT_VERSION, "nvcc_ok": BOOL}),
+            meaning=f"every CUDA toolkit on disk (`{toolkit_home('*')}`, `/opt/cuda*`, `/usr` for a distro nvcc)",
+            partial=True,
+        ),
+        "cuda_symlink": Key(
+            parse=_cuda_symlink,
+            schema=OPT_STR,
+            meaning="where `/usr/local/cuda` resolves to",
+            example=toolkit_home("12.8"),
+        ),
+    },
 )

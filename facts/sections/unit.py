@@ -4,7 +4,8 @@ Its shell fragment is files/probe.d/unit.sh (``probe_unit``); docs/facts.md
 documents what it parses into.
 """
 
-from facts.probe_framing import ProbeSection, parse_assignments
+from bringup.facts_kinds import INT, STR, Items, Optional
+from facts.probe_framing import Key, ProbeSection, parse_assignments
 
 
 def service_unit(by_name):
@@ -43,5 +44,21 @@ SECTION = ProbeSection(
     name="unit",
     group=1,
     raw=("unit", "unit-journal"),
-    keys={"service_unit": service_unit},
+    keys={
+        "service_unit": Key(
+            parse=service_unit,
+            schema=Optional({
+                "name": STR,
+                "active_state": STR,
+                "sub_state": STR,
+                "result": STR,
+                "restarts": INT,
+                "journal": Items(STR),
+            }),
+            meaning=(
+                "the service's systemd unit (`sglang.service`) and, when it failed or keeps restarting, the end of "
+                "its journal; null where systemd does not run or the unit is not loaded"
+            ),
+        ),
+    },
 )

@@ -6,7 +6,8 @@ documents what it parses into.
 
 import json
 
-from facts.probe_framing import ProbeSection, _quoted
+from bringup.facts_kinds import OPT_VERSION, STR, VERSION, Items, Optional
+from facts.probe_framing import Key, ProbeSection, _quoted
 
 
 def venv_stack(section):
@@ -35,5 +36,31 @@ SECTION = ProbeSection(
     name="venv",
     group=2,
     raw=("venv",),
-    keys={"torch": _venv_part(0), "flashinfer": _venv_part(1), "sglang": _venv_part(2)},
+    keys={
+        # Either its versions or an error (partial).
+        "torch": Key(
+            parse=_venv_part(0),
+            schema=Optional({
+                "version": VERSION,
+                "cuda": OPT_VERSION,
+                "arch_list": Items(STR),
+                "arch_list_from": STR,
+                "error": STR,
+            }),
+            meaning="the venv's torch; null without a venv",
+            partial=True,
+        ),
+        "flashinfer": Key(
+            parse=_venv_part(1),
+            schema=Optional({"version": VERSION}),
+            meaning="the venv's flashinfer-python; null when absent",
+            example={"version": "0.7.2"},
+        ),
+        "sglang": Key(
+            parse=_venv_part(2),
+            schema=Optional({"version": VERSION}),
+            meaning="the venv's sglang; null when absent",
+            example={"version": "0.5.23"},
+        ),
+    },
 )

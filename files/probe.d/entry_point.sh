@@ -1,4 +1,4 @@
-# The entry_point section: writes entry-point; facts/sections/entry_point.py parses them
+# The entry_point section: writes entry_point; facts/sections/entry_point.py parses them
 # (the document's keys: `entry_point`; docs/facts.md).
 entry_interpreter() {
     # entry_interpreter LINE1 LINE2: the program execve() starts for a script whose first
@@ -34,7 +34,7 @@ probe_entry_point() {
     # and the venv's bin/ really are (one place for the venv's own python).
     script=$PROBE_ENTRY_POINT
     if [ ! -e "$script" ] && [ ! -L "$script" ]; then
-        emit entry-point 1 "" "path=$script"
+        emit entry_point 1 "" "path=$script"
         return
     fi
     # The first 600 bytes only (a script's "#!" is at most 256 on Linux, pip's "exec" line
@@ -62,5 +62,5 @@ probe_entry_point() {
         body="$body${NL}interpreter_dir=$(readlink -f -- "${interpreter%/*}" 2>/dev/null)"
     fi
     body="$body${NL}venv_bin=$(readlink -f -- "$PROBE_VENV/bin" 2>/dev/null)"
-    emit entry-point 0 "$body" "path=$script"
+    emit entry_point 0 "$body" "path=$script"
 }

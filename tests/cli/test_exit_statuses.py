@@ -1,5 +1,5 @@
 """docs/exit-statuses.md held to the code: every ``python -m`` entry point of bringup/,
-control/ and sandbox/ is a row of its table, has argparse's ``--help`` (exit 0) and
+control/, facts/ and sandbox/ is a row of its table, has argparse's ``--help`` (exit 0) and
 refuses an unknown option with exit status 2; the planner, the report and explain exit
 0 for yes, 1 for no and 2 for bad input, each run as the operator runs it."""
 
@@ -20,10 +20,10 @@ FAILURES = ROOT / "tests" / "fixtures" / "failures"
 
 
 def entry_points():
-    """``bringup.plan``, ``sandbox.aptrepo``, ...: every module of bringup/, control/ and
-    sandbox/ that runs under ``python -m`` (a ``__main__.py``, or ``if __name__ == "__main__"``)."""
+    """``bringup.plan``, ``sandbox.aptrepo``, ...: every module of bringup/, control/, facts/
+    and sandbox/ that runs under ``python -m`` (a ``__main__.py``, or ``if __name__ == "__main__"``)."""
     found = set()
-    for top in ("bringup", "control", "sandbox"):
+    for top in ("bringup", "control", "facts", "sandbox"):
         for path in (ROOT / top).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             if path.name == "__main__.py":

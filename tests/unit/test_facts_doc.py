@@ -1,10 +1,15 @@
 """docs/facts.md documents the facts document exactly: every key the parser emits has
-a row, and every row is a key the parser emits."""
+a row, and every row is a key the parser emits; every field the planner's schema checks
+(bringup/facts_keys.py, from the sections' declarations) has a row, the driver layer's
+exactly its rows. The top-level table itself is generated (tests/unit/test_probe_sections.py);
+the tables below it are prose, held here."""
 
 import json
 import re
 from pathlib import Path
 
+from bringup.facts_keys import SCHEMA
+from bringup.facts_kinds import Items, Optional, Values
 from facts.probe_output import build_document
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +72,7 @@ ii |cuda-nvcc-13-0|13.0.88-1
 @@ venv rc=0
 {"flashinfer": "0.7.2", "sglang": "0.5.23", "torch": {"version": "2.14.1+cu130", "cuda": "13.0", "arch_list": ["sm_120"], \
 "arch_list_from": "record"}}
-@@ entry-point rc=0 path=/opt/sglang/venv/bin/sglang
+@@ entry_point rc=0 path=/opt/sglang/venv/bin/sglang
 script=root 755 regular file
 format=script
 line=#!/bin/sh
@@ -110,7 +115,7 @@ Result=exit-code
 NRestarts=2
 @@ unit-journal rc=0
 RuntimeError: FlashInfer requires GPUs with sm75 or higher
-@@ apt-locks rc=0
+@@ apt_locks rc=0
 /var/lib/dpkg/lock-frontend 812 /usr/bin/python3 /usr/bin/unattended-upgrade
 @@ account rc=0 user=sglang
 sglang:x:998:998:gpu-bringup service account:/var/lib/sglang:/usr/sbin/nologin
@@ -289,10 +294,8 @@ def test_every_documented_key_is_emitted():
 
 
 def schema_paths(kind, prefix):
-    """Dotted key paths of a schema (bringup/facts_schema.py), as key_paths spells a document's:
+    """Dotted key paths of a schema (bringup/facts_keys.py), as key_paths spells a document's:
     a ``Values`` object under a placeholder of PLACEHOLDERS stands for each of its keys."""
-    from bringup.facts_schema import Items, Optional, Values
-
     while isinstance(kind, Optional):
         kind = kind.kind
     if isinstance(kind, Items):
@@ -305,10 +308,15 @@ def schema_paths(kind, prefix):
     return set()
 
 
-def test_the_driver_layer_schema_is_the_documented_one():
-    """bringup/facts_schema.py checks exactly the driver_layer fields docs/facts.md documents."""
-    from bringup.facts_schema import SCHEMA
+def test_every_field_the_schema_checks_is_documented():
+    """A field renamed in a section's schema but not in its table below is found; the
+    tables may document more (fields the planner reads as "not probed" when absent)."""
+    checked = {path for key, kind in SCHEMA.items() for path in {key} | schema_paths(kind, key)}
+    assert sorted(checked - documented_paths()) == []
 
+
+def test_the_driver_layer_schema_is_the_documented_one():
+    """bringup/facts_keys.py checks exactly the driver_layer fields docs/facts.md documents."""
     documented = {path for path in documented_paths() if path.startswith("driver_layer.")}
     assert schema_paths(SCHEMA["driver_layer"], "driver_layer") == documented
 

@@ -2,8 +2,9 @@
 tasks/, facts/, control/, inventory/, files/*.py, deploy.py or validate.py spells a path
 where the product places something on a node (under /opt, /etc, /var, /usr/local, /run,
 /srv, /home), the service's unit by name, or a name the layout puts below one of its
-roots. They read them from the plan's ``NodeLayout`` or its constants. Docstrings and
-comments are documentation (their examples name the default paths) and are not read.
+roots. They read them from the plan's ``NodeLayout`` or its constants. Docstrings,
+comments and a facts key's ``meaning=`` and ``example=`` (its docs/facts.md row) are
+documentation (their examples name the default paths) and are not read.
 
 bringup/ is the planner's own (bringup/plan.py and bringup/explain.py still spell the
 toolkit's home; they move to ``layout.toolkit_home``): it joins this list when they do.
@@ -41,28 +42,34 @@ ALLOWED = {
 }
 
 
-def docstrings(tree):
-    """The ids of the docstring constants of a module, its classes and functions."""
+def documentation(tree):
+    """The ids of the documentation constants of a module: the docstrings of it, its
+    classes and functions, and those of each ``meaning=`` and ``example=`` a probe
+    section's ``Key`` gives."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 found.add(id(first.value))
+        elif isinstance(node, ast.keyword) and node.arg in ("meaning", "example"):
+            found |= {id(part) for part in ast.walk(node.value) if isinstance(part, ast.Constant)}
     return found
 
 
 def spelled(source):
     """(line, what) of each node path a module's code spells (its string constants and
-    f-string parts, docstrings left out).
+    f-string parts, documentation left out).
 
     >>> spelled('x = f"{home}/bin"; y = "/etc/sglang/sglang.env"; z = "prewarm/manifest.json"')
     [(1, '/etc/sglang/sglang.env'), (1, 'prewarm/manifest.json')]
     >>> spelled('def f():\\n    "Writes /etc/environment."\\n    return "files/templates/sglang.service.j2"')
     []
+    >>> spelled('KEY = Key(parse=f, meaning="who holds `/var/lib/dpkg/lock-frontend`")')
+    []
     """
     tree = ast.parse(source)
-    skipped = docstrings(tree)
+    skipped = documentation(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:

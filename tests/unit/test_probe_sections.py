@@ -1,26 +1,25 @@
 """The probe's section registry (facts/sections/) is the one list: each registered section
 has its shell fragment (files/probe.d/<name>.sh) defining ``probe_<name>`` and writing
-exactly the raw sections it declares; every fragment is registered; the facts document's
-keys, bringup/facts_schema.py's SCHEMA and docs/facts.md's top-level table are the
-registry's keys, in its order; the assembled probe is one script with every section."""
+exactly the raw sections it declares; every fragment is registered; what the generator
+makes of the sections' keys (bringup/facts_keys.py, docs/facts.md's top-level table) is
+what is checked in, and each key's example fits its schema; the assembled probe is one
+script with every section."""
 
 import re
 import subprocess
 from pathlib import Path
 
-from bringup.facts_schema import SCHEMA
-from facts.probe_output import PARTS, REPEATED
+import pytest
+
+from bringup.facts_schema import check
+from facts.probe_output import REPEATED
 from facts.probe_script import PROBE_D, probe_script, runner
-from facts.sections import SECTIONS
+from facts.sections import SECTIONS, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 # The lib.sh helpers that write a section named by their first argument.
-WRITERS = re.compile(r"(?:^\s*|&& )(?:emit|capture|nvcc_section|driver_file) \"?([a-z-]+)\"? ", re.M)
+WRITERS = re.compile(r"(?:^\s*|&& )(?:emit|capture|nvcc_section|driver_file) \"?([a-z_-]+)\"? ", re.M)
 FUNCTION = re.compile(r"^([a-z_]+)\(\) \{$", re.M)
-
-
-def registry_keys():
-    return [key for section in SECTIONS for key in section.keys]
 
 
 def test_every_section_has_its_fragment_and_every_fragment_its_section():
@@ -51,16 +50,63 @@ def test_no_function_is_defined_twice_across_the_probe():
     assert len(defined) == len(set(defined)), sorted(name for name in defined if defined.count(name) > 1)
 
 
-def test_the_document_schema_and_facts_page_follow_the_registry():
-    keys = registry_keys()
-    assert list(PARTS) == keys
-    assert list(SCHEMA) == keys
-    top = (ROOT / "docs" / "facts.md").read_text().split("## Top level\n", 1)[1].split("\n## ", 1)[0]
-    assert re.findall(r"^\| `(\w+)` \|", top, re.M) == keys
+def test_the_generated_files_are_what_the_registry_makes():
+    stale = [str(path) for path, text in generate.generated().items() if (ROOT / path).read_text() != text]
+    assert stale == [], f"run {generate.COMMAND}"
+
+
+def test_each_example_fits_its_keys_schema():
+    """The top-level table's examples are documents the planner accepts."""
+    keys = {name: declared for section in SECTIONS for name, declared in section.keys.items()}
+    for name, declared in keys.items():
+        if declared.example is not None:
+            check({"os": keys["os"].example, "gpus": [], name: declared.example})
+
+
+def test_a_key_is_declared_once():
+    names = [name for section in SECTIONS for name in section.keys]
+    assert len(set(names)) == len(names)
+
+
+def test_each_keys_reads_name_registered_sections():
     for section in SECTIONS:
         for key, reads in section.reads.items():
             assert key in section.keys and section.name in reads, (section.name, key)
             assert set(reads) <= {other.name for other in SECTIONS}
+
+
+def copy_generated(root):
+    """The generator's outputs as checked in, under ``root``."""
+    for path in generate.generated():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text((ROOT / path).read_text())
+        (root / path).chmod(0o644)
+
+
+def test_check_names_a_stale_file_and_the_generator_writes_it_whole(tmp_path, capsys):
+    copy_generated(tmp_path)
+    page = tmp_path / "docs" / "facts.md"
+    text = page.read_text()
+    page.write_text(text.replace("| `os` | object |", "| `os` | dict |"))
+    assert generate.main(["--check"], root=tmp_path) == 1
+    assert capsys.readouterr().err == f"docs/facts.md: not what the section registry makes: run {generate.COMMAND}\n"
+    assert generate.main([], root=tmp_path) == 0
+    assert page.read_text() == text and oct(page.stat().st_mode & 0o777) == "0o644"
+    assert generate.main(["--check"], root=tmp_path) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_page_without_the_markers_is_refused_in_one_line(tmp_path, capsys):
+    copy_generated(tmp_path)
+    (tmp_path / "docs" / "facts.md").write_text("# The facts document\n")
+    assert generate.main([], root=tmp_path) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "markers" in error
+    assert (tmp_path / "docs" / "facts.md").read_text() == "# The facts document\n"
+
+
+def test_a_kind_the_schema_does_not_define_is_named():
+    with pytest.raises(ValueError, match="not a kind of bringup/facts_kinds.py: <class 'float'>"):
+        generate.one_line({"ratio": float})
 
 
 def test_the_runner_runs_each_section_once_in_its_group():
