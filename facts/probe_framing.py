@@ -91,13 +91,18 @@ def parse_nvcc_release(text):
 
 
 def parse_assignments(text):
-    """``KEY=value`` lines -> dict, empty values kept as None.
+    """``KEY=value`` lines -> dict, empty values kept as None. Lines are the body's lines as
+    the framing has them (split at ``\\n`` only): a value that holds a carriage return or
+    another of str.splitlines()' separators (a script's first line) stays one value and
+    cannot set a key written before it.
 
     >>> parse_assignments("CUDA_HOME=\\nvia=PATH")
     {'CUDA_HOME': None, 'via': 'PATH'}
+    >>> parse_assignments("script=nobody 777 regular file\\nline=#!/bin/sh\\rscript=root 755 regular file")["script"]
+    'nobody 777 regular file'
     """
     values = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         key, sep, value = line.partition("=")
         if sep:
             values[key] = value or None

@@ -57,7 +57,7 @@ SECTION = ProbeSection(
                 # has the documented shape, and then adopts no source.
                 "keyrings": Values(Optional(Items(STR))),
             }),
-            meaning="apt's sources (every enabled entry of every source file) and the keys of the keyrings they name",
+            meaning="apt's sources (every enabled entry of every source file) and the keys of the keyrings they name; null only in an older or hand-edited report",
         ),
     },
 )

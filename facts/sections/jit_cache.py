@@ -39,7 +39,7 @@ SECTION = ProbeSection(
                 "prewarm": Optional({"manifest": ANY, "stale": ANY}),
                 "toolchain": OPT_STR,
             }),
-            meaning="FlashInfer's JIT cache under the service's workspace, and the pre-warm's state",
+            meaning="FlashInfer's JIT cache under the service's workspace, and the pre-warm's state; null only in an older or hand-edited report",
             partial=True,
         ),
     },

@@ -40,7 +40,8 @@ SECTION = ProbeSection(
             parse=path_chains,
             schema=Optional({role: Items({"path": STR, "user": STR, "mode": STR, "kind": STR})
                              for role in ("venv", "venv_target", "python", "env_file", "cache_dir")}),
-            meaning="who owns and may write each existing component of the venv path, the env file and the cache dir",
+            meaning=("who owns and may write each existing component of the venv path, the env file and the cache "
+                     "dir; null only in an older or hand-edited report"),
             partial=True,
         ),
     },

@@ -72,7 +72,7 @@ SECTION = ProbeSection(
             meaning=(
                 "the values the service env file gives the keys the plan manages (`PROBE_ENV_KEYS`, which the "
                 "command always sets, so the remote session's environment cannot name more; the operator's own keys "
-                "are never read out)"
+                "are never read out); null only in an older or hand-edited report"
             ),
             example={"CUDA_HOME": toolkit_home("12.8")},
         ),
