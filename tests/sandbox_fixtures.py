@@ -19,6 +19,7 @@ Engineers sharing one machine keep their nodes apart with SANDBOX_TEST_NET:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -282,6 +284,38 @@ def plant_fake_sglang(entry: dict, knob: str, model: str, hub_cache: bool = True
                    f"printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/python3 -I {FAKE_SGLANG_PATH} serve "
                    f"--model-path {model} --host {entry['ssh_hostname']} --port 30000\\nEnvironment=\"%s\"\\n' "
                    f"{_quote(knob)} > {FAKE_SGLANG_DROP_IN}{cache}")
+
+
+# The operator's tiny lock the light serving nodes build their venv from (pip, from the mirror).
+OPERATOR_LOCK = "sandbox/locks/operator-venv-cp311-x86_64.txt"
+
+
+@contextlib.contextmanager
+def registered_serving_node(sandbox_node, name: str, addr: str, reports: Path, *prepare: str):
+    """A light serving node for a module (no toolkit; the fake SGLang ready after 2 s,
+    ``prepare``'s shell commands run after it), named in a registered host list under
+    ``reports`` (the mirrors' addresses, ``service_host`` the node's), which the pyinfra
+    runs in the block read (GPU_BRINGUP_HOSTS, GPU_BRINGUP_REPORTS). Yields the node's
+    entry and the registered document."""
+    from sandbox import aptrepo, pypimirror
+    from sandbox.registration import inventory_document
+
+    aptrepo.ensure_served()
+    pypimirror.serve([REPO_ROOT / OPERATOR_LOCK])
+    entry = sandbox_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="none")
+    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=2", "fake/model")
+    for command in prepare:
+        run_ssh(entry, command)
+    registered = inventory_document({name: node.read_registry()[name]}, pypi=pypimirror.running())
+    hosts = {host: {**data, "service_host": entry["ssh_hostname"]} for host, data in registered["hosts"].items()}
+    reports.mkdir(parents=True, exist_ok=True)
+    hosts_file = reports / "hosts.yml"
+    hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
+    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(reports))
+    try:
+        yield entry, registered
+    finally:
+        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
 
 
 # The operator's hub cache plant_fake_sglang puts the double's model in, named by a line

@@ -36,19 +36,18 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from sandbox.registration import inventory_document
 from tests.sandbox_fixtures import (
+    OPERATOR_LOCK,
     REPO_ROOT,
     changed_operations,
-    plant_fake_sglang,
     pyinfra_cli,
+    registered_serving_node,
     run_ssh,
 )
 
 pytestmark = pytest.mark.sandbox
 
 NAME = "ak-fresh"
-OPERATOR_LOCK = "sandbox/locks/operator-venv-cp311-x86_64.txt"
 KEY_FILE = "/etc/sglang/api-key.yaml"
 DROP_IN = "/etc/systemd/system/sglang.service.d/fake-sglang.conf"
 SECRET, NEW_SECRET = "sk-fresh-node-key-5e1f0c", "sk-fresh-node-key-rotated-77aa"
@@ -67,28 +66,14 @@ REPORTS = REPO_ROOT / "reports" / "api-key-fresh"
 
 @pytest.fixture(scope="module")
 def node(sandbox_node, tmp_path_factory):
-    from sandbox import aptrepo, pypimirror
-    from sandbox import node as sandbox
-
-    aptrepo.ensure_served()
-    pypimirror.serve([REPO_ROOT / OPERATOR_LOCK])
-    entry = sandbox_node(NAME, "127.0.0.99", gpu="rtx-pro-6000-x8", toolkit="none")
-    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=2", "fake/model")
     # The double reads the key file the unit names, as the service user.
-    run_ssh(entry, f"sed -i 's|--port 30000|--port 30000 --config {KEY_FILE}|' {DROP_IN}")
-    registered = inventory_document({NAME: sandbox.read_registry()[NAME]}, pypi=pypimirror.running())
-    hosts = {name: {**data, "service_host": entry["ssh_hostname"]} for name, data in registered["hosts"].items()}
-    REPORTS.mkdir(parents=True, exist_ok=True)
-    hosts_file = REPORTS / "hosts.yml"
-    hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
-    source = tmp_path_factory.mktemp("control") / "api-key.yaml"
-    source.write_text(f"api-key: {SECRET}\n")
-    source.chmod(0o600)
-    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
-    try:
+    with registered_serving_node(sandbox_node, NAME, "127.0.0.99", REPORTS,
+                                 f"sed -i 's|--port 30000|--port 30000 --config {KEY_FILE}|' {DROP_IN}") as (entry,
+                                                                                                       registered):
+        source = tmp_path_factory.mktemp("control") / "api-key.yaml"
+        source.write_text(f"api-key: {SECRET}\n")
+        source.chmod(0o600)
         yield dict(entry, source=source, registered=registered)
-    finally:
-        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
 
 
 def run(node, script, json_output=False):

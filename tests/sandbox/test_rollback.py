@@ -14,19 +14,15 @@ the double exits at start with SGLang's no-GPU line (CUDA_UNAVAILABLE).
 """
 
 import json
-import os
 import shlex
 
 import pytest
-import yaml
 
-from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import REPO_ROOT, plant_fake_sglang, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import OPERATOR_LOCK, REPO_ROOT, pyinfra_cli, registered_serving_node, run_ssh
 
 pytestmark = pytest.mark.sandbox
 
 NAME = "rb-rollback"
-OPERATOR_LOCK = "sandbox/locks/operator-venv-cp311-x86_64.txt"
 NO_GPU = "RuntimeError: No accelerator (CUDA, XPU, HPU) or platform plugin is available"
 # A secret in the env file: never printed, never in a report.
 SECRET = "hf_rollbacksecret0123456789"
@@ -42,25 +38,10 @@ LIVE = ("readlink /opt/sglang/venv; sha256sum /etc/systemd/system/sglang.service
 
 @pytest.fixture(scope="module")
 def node(sandbox_node, tmp_path_factory):
-    from sandbox import aptrepo, node as sandbox, pypimirror
-
-    aptrepo.ensure_served()
-    pypimirror.serve([REPO_ROOT / OPERATOR_LOCK])
-    entry = sandbox_node(NAME, "127.0.0.96", gpu="rtx-pro-6000-x8", toolkit="none")
-    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=2", "fake/model")
-    # The registered host list names the mirrors (the wheels' find-links page).
-    registered = inventory_document({NAME: sandbox.read_registry()[NAME]}, pypi=pypimirror.running())
-    hosts = {name: {**data, "service_host": entry["ssh_hostname"]} for name, data in registered["hosts"].items()}
-    REPORTS.mkdir(parents=True, exist_ok=True)
-    hosts_file = REPORTS / "hosts.yml"
-    hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
-    second = tmp_path_factory.mktemp("locks") / "second-cp311-x86_64.txt"
-    second.write_text("# the second venv of the rollback suite\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
-    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
-    try:
+    with registered_serving_node(sandbox_node, NAME, "127.0.0.96", REPORTS) as (entry, _):
+        second = tmp_path_factory.mktemp("locks") / "second-cp311-x86_64.txt"
+        second.write_text("# the second venv of the rollback suite\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
         yield dict(entry, second_lock=str(second))
-    finally:
-        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
 
 
 def run(script, *data):

@@ -15,18 +15,14 @@ Not run in the session that wrote it (the lead runs the sandbox suites).
 """
 
 import json
-import os
 
 import pytest
-import yaml
 
-from sandbox.registration import inventory_document
-from tests.sandbox_fixtures import REPO_ROOT, plant_fake_sglang, pyinfra_cli, run_ssh
+from tests.sandbox_fixtures import OPERATOR_LOCK, REPO_ROOT, pyinfra_cli, registered_serving_node, run_ssh
 
 pytestmark = pytest.mark.sandbox
 
 NAME = "up-upgrade"
-OPERATOR_LOCK = "sandbox/locks/operator-venv-cp311-x86_64.txt"
 DATA = ("deploy_steps=env,account,venv,service", "cuda_manage_alternative=false", "service_model=fake/model",
         "service_ready_timeout=60", "venv_installer=pip", "service_env=FAKE_SGLANG_READY_AFTER=2")
 REPORTS = REPO_ROOT / "reports" / "upgrades"
@@ -36,25 +32,10 @@ LIVE = ("readlink /opt/sglang/venv; readlink /opt/sglang/venvs/previous || echo 
 
 @pytest.fixture(scope="module")
 def node(sandbox_node, tmp_path_factory):
-    from sandbox import aptrepo, pypimirror
-    from sandbox import node as sandbox
-
-    aptrepo.ensure_served()
-    pypimirror.serve([REPO_ROOT / OPERATOR_LOCK])
-    entry = sandbox_node(NAME, "127.0.0.98", gpu="rtx-pro-6000-x8", toolkit="none")
-    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=2", "fake/model")
-    registered = inventory_document({NAME: sandbox.read_registry()[NAME]}, pypi=pypimirror.running())
-    hosts = {name: {**data, "service_host": entry["ssh_hostname"]} for name, data in registered["hosts"].items()}
-    REPORTS.mkdir(parents=True, exist_ok=True)
-    hosts_file = REPORTS / "hosts.yml"
-    hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
-    new_release = tmp_path_factory.mktemp("locks") / "new-release-cp311-x86_64.txt"
-    new_release.write_text("# the new release of the upgrade suite\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
-    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
-    try:
+    with registered_serving_node(sandbox_node, NAME, "127.0.0.98", REPORTS) as (entry, _):
+        new_release = tmp_path_factory.mktemp("locks") / "new-release-cp311-x86_64.txt"
+        new_release.write_text("# the new release of the upgrade suite\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
         yield dict(entry, new_lock=str(new_release))
-    finally:
-        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
 
 
 def run(script, *args, lock):
