@@ -30,6 +30,9 @@ class Values:
 STR, INT, BOOL, ANY = str, int, bool, object
 VERSION = "version"
 OPT_STR, OPT_VERSION = Optional(STR), Optional(VERSION)
+# What the probe says of a file (``stat -L -c '%U %a %F'``: owner, octal mode, kind), as
+# facts/probe_framing.py's _file_state parses it.
+FILE_STATE = {"user": STR, "mode": STR, "kind": STR}
 
 # How docs/facts.md's tables name a kind that is not an object or a list.
 _ATOM_TYPES = {STR: "string", VERSION: "string", INT: "integer", BOOL: "bool", ANY: "any"}

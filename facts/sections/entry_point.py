@@ -4,7 +4,7 @@ Its shell fragment is files/probe.d/entry_point.sh (``probe_entry_point``); docs
 documents what it parses into.
 """
 
-from bringup.facts_kinds import OPT_STR, STR, Optional
+from bringup.facts_kinds import FILE_STATE, OPT_STR, STR, Optional
 from facts.probe_framing import Key, ProbeSection, _file_state, parse_assignments
 
 
@@ -48,12 +48,12 @@ SECTION = ProbeSection(
             parse=lambda by_name: entry_point(by_name.get("entry_point")),
             schema=Optional({
                 "path": STR,
-                "script": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "script": Optional(FILE_STATE),
                 "format": OPT_STR,
                 "first_line": OPT_STR,
                 "wrapper": OPT_STR,
                 "interpreter": OPT_STR,
-                "interpreter_file": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "interpreter_file": Optional(FILE_STATE),
                 "interpreter_owner": OPT_STR,
                 "interpreter_dir": OPT_STR,
                 "venv_bin": OPT_STR,

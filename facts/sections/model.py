@@ -4,7 +4,7 @@ Its shell fragment is files/probe.d/model.sh (``probe_model``); docs/facts.md
 documents what it parses into.
 """
 
-from bringup.facts_kinds import BOOL, INT, OPT_STR, STR, Items, Optional
+from bringup.facts_kinds import BOOL, FILE_STATE, INT, OPT_STR, STR, Items, Optional
 from facts.probe_framing import Key, ProbeSection, _file_state, _quoted, parse_assignments
 
 
@@ -124,7 +124,7 @@ SECTION = ProbeSection(
                 "model": STR,
                 "kind": STR,
                 "path": OPT_STR,
-                "dir": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "dir": Optional(FILE_STATE),
                 "cache": OPT_STR,
                 "cache_via": OPT_STR,
                 "entry": OPT_STR,
@@ -143,7 +143,7 @@ SECTION = ProbeSection(
                     "record_files": INT,
                     "record_missing": INT,
                 }),
-                "config": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "config": Optional(FILE_STATE),
                 "readable": OPT_STR,
                 "chain": Items({"path": STR, "user": STR, "group": STR, "mode": STR, "kind": STR}),
                 "endpoint": OPT_STR,

@@ -4,7 +4,7 @@ Its shell fragment is files/probe.d/python.sh (``probe_python``); docs/facts.md
 documents what it parses into.
 """
 
-from bringup.facts_kinds import INT, OPT_STR, STR, VERSION, Items, Optional
+from bringup.facts_kinds import FILE_STATE, INT, OPT_STR, STR, VERSION, Items, Optional
 from facts.probe_framing import Key, ProbeSection, _file_state, parse_assignments
 
 
@@ -82,7 +82,7 @@ SECTION = ProbeSection(
             parse=lambda by_name: venv_python(by_name.get("venv-python")),
             schema=Optional({
                 "path": STR,
-                "file": Optional({"user": STR, "mode": STR, "kind": STR}),
+                "file": Optional(FILE_STATE),
                 "owner": OPT_STR,
                 "blocked": OPT_STR,
                 "real": OPT_STR,
