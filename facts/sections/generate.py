@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from bringup.facts_kinds import ANY, BOOL, INT, OPT_STR, OPT_VERSION, STR, VERSION, Items, Optional, Values, described
@@ -204,12 +205,18 @@ def current(path):
 
 
 def write_whole(path, text):
-    """Write ``path`` whole: a new file beside it, renamed over it, with its mode (a new
-    one's 0644)."""
-    new = path.with_name(f".{path.name}.new")
-    new.write_text(text, encoding="utf-8")
-    os.chmod(new, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
-    os.replace(new, path)
+    """Write ``path`` whole: a new file of a name no one can foresee beside it (created,
+    never followed through a link), renamed over it, with its mode (a new one's 0644)."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    descriptor, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(staged, mode)
+        os.replace(staged, path)
+    except BaseException:
+        os.unlink(staged)
+        raise
 
 
 def main(argv=None, root=ROOT):
@@ -230,8 +237,12 @@ def main(argv=None, root=ROOT):
     for path in stale:
         if args.check:
             print(f"{path}: not what the section registry makes: run {COMMAND}", file=sys.stderr)
-        else:
+            continue
+        try:
             write_whole(root / path, made[path])
+        except OSError as error:
+            print(f"{path}: cannot write it ({error.strerror}); nothing of it changed", file=sys.stderr)
+            return 2
     return 1 if args.check and stale else 0
 
 

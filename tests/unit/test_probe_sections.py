@@ -104,6 +104,21 @@ def test_a_page_without_the_markers_is_refused_in_one_line(tmp_path, capsys):
     assert (tmp_path / "docs" / "facts.md").read_text() == "# The facts document\n"
 
 
+def test_a_write_that_fails_is_one_line_and_leaves_the_file_and_no_stage(tmp_path, capsys, monkeypatch):
+    copy_generated(tmp_path)
+    page = tmp_path / "docs" / "facts.md"
+    stale = page.read_text().replace("| `os` | object |", "| `os` | dict |")
+    page.write_text(stale)
+
+    def full(*_):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(generate.os, "replace", full)
+    assert generate.main([], root=tmp_path) == 2
+    assert capsys.readouterr().err == "docs/facts.md: cannot write it (No space left on device); nothing of it changed\n"
+    assert page.read_text() == stale and sorted(path.name for path in page.parent.iterdir()) == ["facts.md"]
+
+
 def test_a_kind_the_schema_does_not_define_is_named():
     with pytest.raises(ValueError, match="not a kind of bringup/facts_kinds.py: <class 'float'>"):
         generate.one_line({"ratio": float})
