@@ -6,9 +6,9 @@ when the page's table is another (tests/unit/test_settings.py fails then too).
 """
 
 import argparse
-import os
 import sys
 
+from bringup.generated_block import block_of, with_block, write_whole
 from bringup.settings import SETTINGS
 
 BEGIN = "<!-- settings table: generated from bringup/settings.py by python -m bringup.settings_page -->"
@@ -27,10 +27,7 @@ def docs_block(text):
     >>> docs_block(f"a\\n{BEGIN}\\n| t |\\n{END}\\nb")
     '| t |'
     """
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
-        return None
-    return text[start + len(BEGIN):end].strip("\n")
+    return block_of(text, BEGIN, END)
 
 
 def main(argv=None):
@@ -63,12 +60,7 @@ def main(argv=None):
         print(f"{page}: its settings table is not bringup/settings.py's: python -m bringup.settings_page --write {page}",
               file=sys.stderr)
         return 1
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    new = f"{page}.new"
-    with open(new, "w", encoding="utf-8") as out:
-        out.write(f"{text[:start]}\n{table}\n{text[end:]}")
-    os.chmod(new, os.stat(page).st_mode & 0o7777)
-    os.replace(new, page)
+    write_whole(page, with_block(text, BEGIN, END, table))
     return 0
 
 

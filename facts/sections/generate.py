@@ -10,12 +10,11 @@ that is not what it would write (tests/unit/test_probe_sections.py fails then to
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from bringup.facts_kinds import ANY, BOOL, INT, OPT_STR, OPT_VERSION, STR, VERSION, Items, Optional, Values, described
+from bringup.generated_block import with_block, write_whole
 from facts.sections import MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,11 +182,11 @@ def with_table(page, table):
     >>> with_table(f"a\\n{BEGIN}\\nold\\n{END}\\nb", "new").splitlines()[1:4]
     ['<!-- generated: python -m facts.sections.generate -->', 'new', '<!-- end generated -->']
     """
-    start, end = page.find(BEGIN), page.find(END)
-    if start < 0 or end < start:
+    made = with_block(page, BEGIN, END, table)
+    if made is None:
         raise ValueError(f"{FACTS_PAGE}: no generated-table markers ({BEGIN} ... {END}): put them around the "
                          "top-level table")
-    return f"{page[:start + len(BEGIN)]}\n{table}\n{page[end:]}"
+    return made
 
 
 def generated(root=ROOT):
@@ -202,21 +201,6 @@ def current(path):
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-
-
-def write_whole(path, text):
-    """Write ``path`` whole: a new file of a name no one can foresee beside it (created,
-    never followed through a link), renamed over it, with its mode (a new one's 0644)."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    descriptor, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(staged, mode)
-        os.replace(staged, path)
-    except BaseException:
-        os.unlink(staged)
-        raise
 
 
 def main(argv=None, root=ROOT):

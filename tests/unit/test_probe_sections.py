@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bringup import generated_block
 from bringup.facts_schema import check
 from facts.probe_output import REPEATED
 from facts.probe_script import PROBE_D, probe_script, runner
@@ -113,7 +114,7 @@ def test_a_write_that_fails_is_one_line_and_leaves_the_file_and_no_stage(tmp_pat
     def full(*_):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(generate.os, "replace", full)
+    monkeypatch.setattr(generated_block.os, "replace", full)
     assert generate.main([], root=tmp_path) == 2
     assert capsys.readouterr().err == "docs/facts.md: cannot write it (No space left on device); nothing of it changed\n"
     assert page.read_text() == stale and sorted(path.name for path in page.parent.iterdir()) == ["facts.md"]

@@ -1,0 +1,56 @@
+"""A generated block of a hand-written page (a table between two marker lines), and the
+page written whole: what the generators of docs/settings.md's table
+(bringup/settings_page.py) and of docs/facts.md's top-level table and the planner's facts
+schema (facts/sections/generate.py) share.
+"""
+
+import os
+import tempfile
+
+
+def block_of(text, begin, end):
+    """The text between ``begin`` and ``end``, or None when ``text`` has not both, in order.
+
+    >>> block_of("a\\n<!-- b -->\\n| t |\\n<!-- e -->\\nz", "<!-- b -->", "<!-- e -->")
+    '| t |'
+    """
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
+        return None
+    return text[start + len(begin):stop].strip("\n")
+
+
+def with_block(text, begin, end, block):
+    """``text`` with ``block`` between ``begin`` and ``end``, or None when it has not both,
+    in order.
+
+    >>> with_block("a\\n<!-- b -->\\nold\\n<!-- e -->\\nz", "<!-- b -->", "<!-- e -->", "new").splitlines()
+    ['a', '<!-- b -->', 'new', '<!-- e -->', 'z']
+    """
+    if block_of(text, begin, end) is None:
+        return None
+    start, stop = text.find(begin) + len(begin), text.find(end)
+    return f"{text[:start]}\n{block}\n{text[stop:]}"
+
+
+def write_whole(path, text):
+    """Write ``path`` whole: a new file of a name no one can foresee beside it (created,
+    never followed through a link), renamed over it, with its mode (a new one's 0644); a
+    write that fails leaves ``path`` as it was and no new file.
+
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_whole(f"{folder}/page.md", "text")
+    ...     open(f"{folder}/page.md").read(), os.listdir(folder)
+    ('text', ['page.md'])
+    """
+    path = os.fspath(path)
+    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
+    descriptor, staged = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=f".{os.path.basename(path)}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(staged, mode)
+        os.replace(staged, path)
+    except BaseException:
+        os.unlink(staged)
+        raise
