@@ -330,7 +330,6 @@ def hub_cache_path(value):
     return "$" not in value and (value.startswith("/") or value == "~" or value.startswith("~/"))
 
 
-
 @dataclass(frozen=True)
 class ProbeInputs:
     """One node's probe inputs, ready: the layout the probe (files/probe.d/) looks at and the env

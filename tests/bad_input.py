@@ -18,6 +18,9 @@ with mock.patch.object(monkey, "patch_all"):
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "tests" / "fixtures" / "facts" / "incident.json"
+# Every refusal is one bounded line: the unknown-setting line, which lists every setting, is
+# the longest.
+LONGEST_LINE = 2500
 
 
 def alias_bomb(levels, key="stack_torch"):

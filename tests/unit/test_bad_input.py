@@ -24,13 +24,12 @@ import pytest
 from bringup.config import Config, ConfigError
 from bringup.plan.cli import EXIT_BAD_INPUT, main
 from inventory.sources import InventoryError, load_hosts
-from tests.bad_input import (ENV_USERINFO, HOSTS_FILES, INCIDENT, MISSING_FACTS, PLAN_CONFIG, PLAN_FACTS,
-                             PYINFRA_DATA, ROOT, USERINFO, data_value, rows)
+from tests.bad_input import (ENV_USERINFO, HOSTS_FILES, INCIDENT, LONGEST_LINE, MISSING_FACTS, PLAN_CONFIG,
+                             PLAN_FACTS, PYINFRA_DATA, ROOT, USERINFO, data_value, rows)
 
 # What the CLI cases give every run (tests/cli/test_bad_input.py): a GPU-less machine
 # plans with target_sms set; the bad value is the only problem.
 COMMAND_LINE = ("target_sms=12.0",)
-LONGEST_LINE = 2500  # the unknown-setting line, which lists every setting, is the longest
 
 
 def assert_one_line(text, *fragments):
