@@ -19,3 +19,8 @@ def test_inputs_spec_rebuilds_the_same_probe_environment():
                               tuple(map(tuple, spec["model_env"])), spec["venv_python"])
         expected = ProbeInputs.defaults() if settings is None else compare.probe_inputs(compare.Config.from_data(settings))
         assert rebuilt.environment() == expected.environment()
+
+
+def test_a_ref_that_is_no_commit_is_one_line_and_exit_2(capsys):
+    assert compare.main(["no-such-ref-anywhere"]) == 2
+    assert capsys.readouterr().err == "no-such-ref-anywhere: not a commit of this repository: name one, e.g. a6e402b^\n"
