@@ -16,6 +16,7 @@ from tasks.cuda_repo import cuda_repository
 from tasks.cuda_toolkit import cuda_toolkit
 from tasks.deploy_lock import deploy_lock, deploy_lock_check, deploy_lock_release
 from tasks.driver import nvidia_driver, nvidia_driver_outcome
+from tasks.locks_served import locked_packages_served
 from tasks.prewarm import deep_gemm_precompile, flashinfer_prewarm
 from tasks.release import release_before_change
 from tasks.service import sglang_service
@@ -35,17 +36,19 @@ if node:
     if node.runs("repo"):
         deploy_lock_check("repo")
         repo_changes = cuda_repository(node)
+    # Before the driver or the toolkit step installs anything: fresh lists that serve every
+    # locked version (a lock resolved against another index fails here, nothing installed).
+    locked_packages_served(node, repo_changes)
     # A driver this run installs but will not have loaded (needs reboot) is not one the
     # service's steps can use: those are left out, and the summary says why.
     loaded = driver_ready(node.driver) or "driver" not in node.steps
     device_prewarm = node.prewarm is not None and not node.prewarm.no_device
     if node.runs("driver"):
         deploy_lock_check("driver")
-        nvidia_driver(node, repo_changes,
-                      later_steps=loaded and bool({"prewarm", "service"} & set(node.steps)))
+        nvidia_driver(node, later_steps=loaded and bool({"prewarm", "service"} & set(node.steps)))
     if node.runs("toolkit"):
         deploy_lock_check("toolkit")
-        cuda_toolkit(node, repo_changes)
+        cuda_toolkit(node)
     # Before the first step that can change the env file, the unit or the venv: what the
     # service runs is recorded (once), so that a rollback can put it back.
     if node.venv.managed and node.service.enable and any(node.runs(step) for step in ("env", "venv", "service")):

@@ -37,6 +37,8 @@ CODES = {
                           "unavailable.",
     "REPO_UNVERIFIED": "No evidence that NVIDIA serves this distro/arch repository directory.",
     "TOOLKIT_UNLOCKED": "No toolkit lock for this platform (or it lacks a package): apt would pick the versions.",
+    "LOCK_NOT_SERVED": "The node's apt lists of the CUDA repository do not serve a locked version deploy would "
+                       "install.",
     "TOOLKIT_LOCK_DRIFT": "Installed toolkit packages differ from the toolkit lock's versions.",
     "TOOLKIT_MISSING": "The toolkit matching torch's CUDA build is not installed.",
     "TOOLKIT_TORCH_MISMATCH": "The service environment resolves a toolkit other than torch's CUDA build.",

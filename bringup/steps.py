@@ -39,7 +39,7 @@ STEPS = (
 )
 # Tasks around the steps on every deploy (no deploy_steps value of their own): the
 # summary counts them under these names.
-GUARDS = {"apt locks": "apt", "Deploy lock": "lock", "Deploy lock released": "lock", "SGLang release": "release"}
+GUARDS = {"apt locks": "apt", "Locked packages served": "apt", "Deploy lock": "lock", "Deploy lock released": "lock", "SGLang release": "release"}
 
 DEPLOY_STEPS = tuple(step.name for step in STEPS)
 APT_STEPS = tuple(step.name for step in STEPS if step.apt)

@@ -27,7 +27,7 @@ from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
 from bringup.summary import purpose_from_argv
-from control import api_key, fleet, metrics, reports
+from control import api_key, fleet, locks_served, metrics, reports
 from facts.node import NodeFacts
 
 
@@ -111,6 +111,8 @@ def gather(config):
     node = plan(facts, config)
     # The API key's files, on the control machine and the node: before anything changes.
     node.findings += api_key.key_findings(config, node)
+    # The locked versions deploy would install, where the node's lists can say already.
+    node.findings += locks_served.served_findings(facts, node)
     return facts, node
 
 

@@ -1,4 +1,7 @@
-"""dpkg's own view of unfinished work (an interrupted install)."""
+"""dpkg's own view of unfinished work (an interrupted install), and which locked versions
+apt's lists serve."""
+
+import shlex
 
 from pyinfra.api import FactBase
 
@@ -46,3 +49,43 @@ class DpkgUnfinished(FactBase):
             elif kind == "reinstall" and value.strip():
                 unfinished["reinstall_required"].append(value.strip())
         return unfinished
+
+
+class AptUnserved(FactBase):
+    """
+    Returns the ``name=version`` pins apt's lists and dpkg do not serve (``apt-cache
+    show`` finds no such version), in the order given: what ``apt-get install
+    name=version`` would refuse with "Version '...' for '...' was not found", asked
+    before anything is installed. None when apt's lists hold nothing of ``repo_url``
+    (its source missing or never fetched): then no answer can be had.
+
+    + pins: ``name=version`` strings
+    + repo_url: the repository whose lists must be there
+
+    .. code:: python
+
+        host.get_fact(AptUnserved, pins=["cuda-nvcc-13-0=13.0.88-1"],
+                      repo_url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/")  # []
+    """
+
+    def command(self, pins, repo_url):
+        # apt-cache show exits 0 with nothing printed for a version it does not know;
+        # apt-cache policy names every repository whose lists apt holds.
+        quoted = " ".join(shlex.quote(pin) for pin in pins)
+        return (f"apt-cache policy 2>/dev/null | grep -qF -- {shlex.quote(repo_url.rstrip('/'))} && echo listed; "
+                f"for pin in {quoted}; do apt-cache show --no-all-versions \"$pin\" 2>/dev/null "
+                "| grep -q '^Package: ' || printf 'unserved %s\\n' \"$pin\"; done; true")
+
+    def requires_command(self, pins, repo_url):
+        return "apt-cache"
+
+    def process(self, output):
+        """
+        >>> AptUnserved().process(["listed", "unserved cuda-nvcc-13-0=13.0.999-1", "noise"])
+        ['cuda-nvcc-13-0=13.0.999-1']
+        >>> AptUnserved().process(["unserved cuda-nvcc-13-0=13.0.999-1"]) is None
+        True
+        """
+        if "listed" not in output:
+            return None
+        return [line.split(" ", 1)[1] for line in output if line.startswith("unserved ")]

@@ -7,7 +7,6 @@ from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import Directory
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
@@ -15,7 +14,6 @@ from pyinfra.operations.util import any_changed
 from bringup.layout import DEPLOY_LOCK, ProbeInputs
 from control import run
 from control.host_plan import replanned_host
-from tasks.cuda_toolkit import not_installed
 from tasks.deploy_lock import control_identity
 from tasks.operations.cuda import finish_interrupted_dpkg
 from tasks.operations.driver import (
@@ -27,11 +25,11 @@ from tasks.operations.driver import (
     packages_held,
 )
 from tasks.operations.files import whole_file
-from tasks.operations.packages import apt_lists_refreshed, system_packages
+from tasks.operations.packages import system_packages
 
 
 @deploy("NVIDIA driver")
-def nvidia_driver(node, repo_changes=(), later_steps=True):
+def nvidia_driver(node, later_steps=True):
     """
     Converge the driver the plan names (nothing at all with ``driver_manage`` off): an
     interrupted dpkg run finished first, kernel headers, the locked packages with the
@@ -40,7 +38,6 @@ def nvidia_driver(node, repo_changes=(), later_steps=True):
     driver's units enabled and started once it is the plan's.
 
     + node: the NodePlan (``driver``, ``repo``, ``layout``, ``deploy_lock_timeout``)
-    + repo_changes: operations whose change makes apt's lists stale
     + later_steps: whether this deploy runs steps that need the driver after this one
     """
     driver = node.driver
@@ -51,10 +48,6 @@ def nvidia_driver(node, repo_changes=(), later_steps=True):
     if driver.headers:
         system_packages(name=f"Install the installed kernels' headers ({', '.join(driver.headers)})",
                         packages=list(driver.headers), timeout=node.apt_lock_timeout)
-    stale = any_changed(*repo_changes)
-    apt_lists_refreshed(name="Refresh apt lists (repository changed or driver packages to install)",
-                        repo_url=node.repo.url, timeout=node.apt_lock_timeout, source_file=node.repo.source_file,
-                        _if=lambda: stale() or bool(not_installed(driver.install, host.get_fact(DebPackages))))
     driver_packages(name=f"Install NVIDIA driver {driver.version} ({driver.flavour}) at {driver.lock}'s versions",
                     install=list(driver.install), remove=list(driver.remove), timeout=node.apt_lock_timeout)
     packages_held(name="Hold the driver's packages at the lock's versions", packages=list(driver.hold))

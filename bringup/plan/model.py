@@ -50,6 +50,9 @@ class RepoPlan:
     # Files whose entries for ``url`` deploy disables first (they would conflict).
     disable: tuple = ()
     evidence: str = ""
+    # The command that resolves the NVIDIA locks against this repository (what deploy
+    # names when it does not serve a locked version).
+    lock_command: str = ""
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,23 @@ class NodePlan:
     def uses_apt(self):
         """Whether a step deploy.py runs here installs packages (and so needs apt's locks)."""
         return any(step in self.steps for step in APT_STEPS)
+
+    def locked_pins(self):
+        """``{lock file: [name=version, ...]}`` of the steps deploy runs here that install
+        NVIDIA's packages at a lock's versions (the driver step only with ``driver_manage``).
+
+        >>> node = NodePlan(steps=("toolkit",), toolkit=ToolkitPlan("13.0", "/opt/toolkit", (), lock="t.txt",
+        ...                                                         pins=("cuda-nvcc-13-0=13.0.88-1",)),
+        ...                 driver=DriverPlan(manage=True, lock="d.txt", install=("nvidia-open=580.95.05-1",)))
+        >>> node.locked_pins()
+        {'t.txt': ['cuda-nvcc-13-0=13.0.88-1']}
+        """
+        locks = {}
+        if self.runs("driver") and self.driver.manage and self.driver.lock:
+            locks[self.driver.lock] = [pin for pin in self.driver.install if "=" in pin]
+        if self.runs("toolkit") and self.toolkit is not None and self.toolkit.lock:
+            locks[self.toolkit.lock] = [pin for pin in self.toolkit.pins if "=" in pin]
+        return {lock: pins for lock, pins in locks.items() if pins}
 
     @property
     def ok(self):

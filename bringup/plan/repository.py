@@ -58,7 +58,9 @@ def repo(context):
     planned = RepoPlan(url=url, key_url=config.cuda_repo_key_url or f"{url}{fingerprint[-8:].lower()}.pub",
                        fingerprint=fingerprint, distro=distro, arch=arch, keyring=layout.apt_keyring,
                        source_file=layout.apt_source, preference_file=layout.apt_preference,
-                       pin_origin=urlparse(url).hostname or "", evidence=evidence)
+                       pin_origin=urlparse(url).hostname or "", evidence=evidence,
+                       lock_command=f"make lock-cuda lock-driver CUDA_REPO_URL={config.cuda_repo_url} "
+                                    f"CUDA_PLATFORMS={distro}-{os_facts.get('arch')}")
     return _existing_sources(context, planned)
 
 

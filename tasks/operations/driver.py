@@ -24,9 +24,8 @@ from bringup.plan.model import DriverPlan
 from control import fleet
 from facts.apt_holds import AptHolds
 from facts.node import DriverLayer
-from tasks.cuda_toolkit import not_installed
 from tasks.operations.lock import deploy_lock_taken
-from tasks.operations.packages import lock_timeout_option
+from tasks.operations.packages import lock_timeout_option, not_installed
 
 # apt-get without a question: the installer's, needrestart's (Ubuntu restarts services
 # itself, asking nothing) and dpkg's about configuration files (the node's are kept).

@@ -8,6 +8,7 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.deb import DebPackages
 
+from facts.dpkg import AptUnserved
 from tasks.operations.progress import StreamedCommand
 
 APT_LOCKS_SH = (Path(__file__).resolve().parents[2] / "files" / "apt-locks.sh").read_text()
@@ -103,6 +104,20 @@ def only_source(source_file):
             "-o APT::Get::List-Cleanup=0")
 
 
+def not_installed(pins, installed):
+    """The pins (``name`` or ``name=version``) dpkg does not have, at that version.
+
+    >>> not_installed(["a=1-1", "b=2-1", "c"], {"a": {"1-1"}, "b": {"1-1"}})
+    ['b=2-1', 'c']
+    """
+    missing = []
+    for pin in pins:
+        name, _, version = pin.partition("=")
+        if name not in installed or (version and version not in installed[name]):
+            missing.append(pin)
+    return missing
+
+
 @operation(is_idempotent=False)
 def apt_lists_refreshed(repo_url, timeout=300, source_file=""):
     """
@@ -160,3 +175,46 @@ def system_packages(packages, timeout=300):
     yield f"{apt_env_prefix()} apt-get {wait} update"
     yield (f"{apt_env_prefix()} apt-get -y {wait} install --no-install-recommends "
            f"{shlex.join(missing)}")
+
+
+@operation()
+def locked_versions_served(locks, repo_url, fix):
+    """
+    Fail the host, before anything is installed, when apt's lists do not serve a
+    locked ``name=version`` this deploy is about to install (dpkg already holds the
+    others): a lock resolved against another index than the node's repository would
+    otherwise fail half-way, the driver installed and the toolkit not.
+
+    + locks: ``{lock file: [name=version, ...]}``, the pins each lock makes deploy install
+    + repo_url: the CUDA repository (or mirror) the node's source names
+    + fix: the command that resolves the locks against it
+
+    **Example**:
+
+    .. code:: python
+
+        locked_versions_served(locks={"files/locks/cuda-13.0-debian12-x86_64.txt": ["cuda-nvcc-13-0=13.0.88-1"]},
+                               repo_url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+                               fix="make lock-cuda lock-driver")
+    """
+    installed = host.get_fact(DebPackages)
+    wanted = {lock: not_installed(pins, installed) for lock, pins in locks.items()}
+    pins = [pin for lock_pins in wanted.values() for pin in lock_pins]
+    if not pins:
+        host.noop("every locked version is installed")
+        return
+    unserved = host.get_fact(AptUnserved, pins=pins, repo_url=repo_url)
+    if unserved is None:
+        message = (f"{host.name}: apt's lists hold nothing of {repo_url} (its source is missing or was never "
+                   "fetched): run deploy with the repo step (deploy_steps); no package was installed")
+        yield f"echo {shlex.quote(message)} >&2; exit 1"
+        return
+    unserved = set(unserved)
+    if not unserved:
+        host.noop(f"apt serves the {len(pins)} locked version(s) to install")
+        return
+    named = "; ".join(f"{lock}: {' '.join(pin for pin in lock_pins if pin in unserved)}"
+                      for lock, lock_pins in wanted.items() if unserved & set(lock_pins))
+    message = (f"{host.name}: {repo_url} does not serve what the locks pin ({named}); resolve the locks against "
+               f"it ({fix}, docs/locks.md) and deploy again; no package was installed")
+    yield f"echo {shlex.quote(message)} >&2; exit 1"

@@ -111,8 +111,14 @@ def test_second_deploy_changes_nothing(deployed):
     assert changed_operations(result) == []
 
 
-def test_dry_run_shows_changes_and_changes_nothing(apt_repo, sandbox_node, sandbox_ssh):
-    entry = sandbox_node("dep-dry", "127.0.0.52", gpu="rtx-pro-6000-x8", toolkit="none", states=("cuda-12.8",))
+@pytest.fixture(scope="module")
+def bare_node(apt_repo, sandbox_node):
+    """A light node with no CUDA 13.0 (CUDA 12.8 by apt): the --dry run first, then the refused lock."""
+    return sandbox_node("dep-dry", "127.0.0.52", gpu="rtx-pro-6000-x8", toolkit="none", states=("cuda-12.8",))
+
+
+def test_dry_run_shows_changes_and_changes_nothing(bare_node, sandbox_ssh):
+    entry = bare_node
     result = subprocess.run([PYINFRA, "inventory/gpu.py", "--limit", "dep-dry", "--dry", "deploy.py"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     output = result.stdout + result.stderr
@@ -120,6 +126,33 @@ def test_dry_run_shows_changes_and_changes_nothing(apt_repo, sandbox_node, sandb
     assert "Detected changes" in output and "Install CUDA 13.0 compiler and JIT headers" in output
     after = sandbox_ssh(entry, f"ls {HOME} /etc/apt/sources.list.d/nvidia-cuda.sources 2>&1 || true").stdout
     assert after.count("No such file or directory") == 2
+
+
+def test_a_lock_line_the_repository_lacks_is_refused_before_any_install(bare_node, sandbox_ssh, tmp_path):
+    """A toolkit lock resolved against another index (one line the repository does not
+    serve): deploy fails the host right after the repository step, naming the lock, the
+    line and the command that resolves the locks, and installs no package."""
+    shipped = (ROOT / "files/locks/cuda-13.0-debian12-x86_64.txt").read_text()
+    lock = tmp_path / "cuda-13.0-debian12-x86_64.txt"
+    lock.write_text(shipped.replace("cuda-nvcc-13-0=13.0.88-1", "cuda-nvcc-13-0=13.0.999-1"))
+    assert lock.read_text() != shipped
+    before = sandbox_ssh(bare_node, "dpkg-query -W -f '${Package}=${Version}\\n' | sort").stdout
+    result = pyinfra_cli("inventory/gpu.py", "--limit", "dep-dry", "deploy.py",
+                         data=(*LIGHT, f"cuda_toolkit_lock={lock}"))
+    assert result.returncode == 1, result.output
+    refusal = [line.strip() for line in result.output.splitlines() if "does not serve what the locks pin" in line]
+    # pyinfra's line for the host, then the fleet summary's, which names the step.
+    assert len(refusal) == 2 and refusal[0].startswith("[dep-dry] dep-dry: "), result.output
+    assert refusal[1].startswith("dep-dry: failed: Locked packages served | "), result.output
+    assert f"({lock}: cuda-nvcc-13-0=13.0.999-1)" in refusal[0] and "no package was installed" in refusal[0]
+    assert "make lock-cuda lock-driver CUDA_REPO_URL=http://" in refusal[0]
+    assert "Traceback" not in result.output
+    after = sandbox_ssh(bare_node, "dpkg-query -W -f '${Package}=${Version}\\n' | sort").stdout
+    assert after == before
+    # The node's lists now hold the repository: validate says the same before any deploy.
+    document = validate("dep-dry", data=(*LIGHT, f"cuda_toolkit_lock={lock}"))[1]
+    [served] = [f for f in document["plan"]["findings"] if f["code"] == "LOCK_NOT_SERVED"]
+    assert served["severity"] == "warning" and f"({lock}: cuda-nvcc-13-0=13.0.999-1)" in served["message"]
 
 
 def test_blocked_host_is_not_touched(apt_repo, sandbox_node, sandbox_ssh):

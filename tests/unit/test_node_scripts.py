@@ -191,3 +191,29 @@ def test_apt_update_fails_the_host_when_the_cuda_repository_does_not_answer(tmp_
         assert run.stderr.startswith("gpu-node-01: the CUDA repository http://m.example/cuda/debian12/x86_64/ did "
                                      "not answer apt-get update: W: Failed to fetch")
         assert "Connection refused" in run.stderr and "run deploy again; nothing was installed" in run.stderr
+
+
+# -------------------------------------------------------------- apt-cache: locked versions served
+
+
+def test_apt_unserved_names_versions_apt_does_not_know():
+    """The fact's command, run against this machine's apt: apt-cache exits 0 printing
+    nothing for an unknown version of a known package, and 100 for an unknown package;
+    both are named, a version dpkg or a list holds is not. A repository apt holds no
+    lists of gives no answer."""
+    from facts.dpkg import AptUnserved
+
+    installed = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "dpkg"], capture_output=True, text=True,
+                               check=True).stdout
+    policy = subprocess.run(["apt-cache", "policy"], capture_output=True, text=True, check=True).stdout
+    listed = next(word for line in policy.splitlines() for word in line.split() if word.startswith("http"))
+    pins = [f"dpkg={installed}", "dpkg=0.0-0", "no-such-package-here=1.0-1"]
+    fact = AptUnserved()
+
+    def unserved(repo_url):
+        run = subprocess.run(["sh", "-c", fact.command(pins, repo_url)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        return fact.process(run.stdout.splitlines())
+
+    assert unserved(listed) == ["dpkg=0.0-0", "no-such-package-here=1.0-1"]
+    assert unserved("http://repository.invalid/cuda/debian12/x86_64/") is None
