@@ -28,6 +28,7 @@ from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
 from bringup.summary import purpose_from_argv
 from control import api_key, fleet, locks_served, metrics, reports
+from control.sudo import sudo_refusal
 from facts.node import NodeFacts
 
 
@@ -225,6 +226,12 @@ def _replanned(purpose):
 def _planned_host(purpose, blocking=None):
     config = load_config(purpose)
     if config is None:
+        return None
+    asked = sudo_refusal(state, host)
+    if asked:
+        print(f"== {host.name}: SUDO ASKS FOR A PASSWORD\n  {asked}", file=sys.stderr)
+        fleet.record(host.name, purpose, settings_error=asked)
+        refuse(asked)
         return None
     facts, node = _plan_recorded(purpose, config)
     if node is None:

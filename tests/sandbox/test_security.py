@@ -126,3 +126,29 @@ def test_uploads_through_sudo_never_use_a_shared_temp_name(plain, tmp_path):
     out = run_ssh(plain, "cat /root/victim; stat -c '%U %a %F' /etc/profile.d/zz-cuda-home.sh; "
                          "grep -c CUDA_HOME=/usr/local/cuda-13.0 /etc/profile.d/zz-cuda-home.sh").stdout.splitlines()
     assert out == ["original", "root 644 regular file", "1"], out
+
+
+def test_a_sudo_that_asks_for_a_password_refuses_the_host_in_one_line(plain, tmp_path):
+    """An SSH user whose sudo wants a password (no NOPASSWD), and no _sudo_password:
+    validate and deploy refuse that host in one line naming pyinfra's setting, never
+    waiting at a prompt, nothing changed."""
+    run_ssh(plain, """
+        id asker >/dev/null 2>&1 || useradd -m -s /bin/bash asker
+        install -d -m 700 -o asker -g asker /home/asker/.ssh && cp /root/.ssh/authorized_keys /home/asker/.ssh/
+        chown asker:asker /home/asker/.ssh/authorized_keys
+        echo 'asker ALL=(ALL) ALL' > /etc/sudoers.d/asker && chmod 440 /etc/sudoers.d/asker""")
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(json.dumps({"hosts": {"asks-node": {
+        "ssh_hostname": plain["ssh_hostname"], "ssh_port": plain["ssh_port"], "ssh_user": "asker",
+        "ssh_key": plain["ssh_key"], "ssh_known_hosts_file": plain["ssh_known_hosts_file"], "_sudo": True}}}))
+    before = run_ssh(plain, "ls /etc/apt/sources.list.d /etc/profile.d").stdout
+    for script in ("validate.py", "deploy.py"):
+        result = subprocess.run([PYINFRA, "-y", "inventory/gpu.py", script], cwd=REPO_ROOT, capture_output=True,
+                                text=True, timeout=300, env={**os.environ, "GPU_BRINGUP_HOSTS": str(hosts)},
+                                stdin=subprocess.DEVNULL)
+        output = result.stdout + result.stderr
+        assert result.returncode == 1, output[-3000:]
+        said = [line for line in output.splitlines() if "sudo asks asker for a password" in line]
+        assert said and "set pyinfra's _sudo_password for this host" in said[0], output[-3000:]
+        assert "sudo password:" not in output and "Traceback" not in output, output[-3000:]
+    assert run_ssh(plain, "ls /etc/apt/sources.list.d /etc/profile.d").stdout == before
