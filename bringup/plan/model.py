@@ -21,6 +21,33 @@ MIN_PYTHON = Version("3.11")  # sglang 0.5.23: Requires-Python >=3.11
 # (files/locks/cuda-X.Y-<distro>-<machine>.txt) pins these and what they depend on.
 TOOLKIT_PACKAGES = ("cuda-nvcc", "cuda-cudart-dev", "cuda-crt", "cuda-nvvm", "cuda-cccl",
                     "cuda-driver-dev", "libcurand-dev", "libcublas-dev")
+
+
+def nvvm_package(cuda_major):
+    """NVIDIA's name for the NVVM package (cicc, libNVVM, libdevice) of a CUDA major:
+    ``cuda-nvvm-12-X`` up to CUDA 12, ``libnvvm-13-X`` from CUDA 13 (beside
+    ``libnvptxcompiler-13-X``). Sources: public pins against NVIDIA's debian12/x86_64
+    repository (``libnvvm-13-0=13.0.88-1``, softnanolab/boileroom
+    boileroom/models/esmfold2/kit/kit_wheels.sh) and Ubuntu's archive, which packages
+    CUDA 13.x under NVIDIA's names (libnvvm-13-1 to libnvvm-13-4, packages.ubuntu.com);
+    no public source names a ``cuda-nvvm-13-*``.
+
+    >>> nvvm_package(12), nvvm_package(13)
+    ('cuda-nvvm', 'libnvvm')
+    """
+    return "cuda-nvvm" if int(cuda_major) < 13 else "libnvvm"
+
+
+def toolkit_packages(cuda):
+    """The toolkit's packages for CUDA ``cuda`` (a Version), under NVIDIA's names.
+
+    >>> toolkit_packages(Version("13.0"))[:4]
+    ('cuda-nvcc-13-0', 'cuda-cudart-dev-13-0', 'cuda-crt-13-0', 'libnvvm-13-0')
+    >>> toolkit_packages(Version("12.8"))[3]
+    'cuda-nvvm-12-8'
+    """
+    suffix = f"{cuda.major}-{cuda.minor}"
+    return tuple(f"{nvvm_package(cuda.major) if name == 'cuda-nvvm' else name}-{suffix}" for name in TOOLKIT_PACKAGES)
 # What the managed venv's build needs from the distribution: venv support, and the
 # host compiler FlashInfer's JIT uses (CXX in the service env).
 VENV_SYSTEM_PACKAGES = ("python3-venv", "g++")

@@ -15,7 +15,7 @@ from dataclasses import replace
 from bringup import flashinfer as fi
 from bringup.findings import BLOCKER, FIX, INFO, WARNING, Finding
 from bringup.locks import LockError
-from bringup.plan.model import TOOLKIT_PACKAGES, ToolkitPlan
+from bringup.plan.model import ToolkitPlan, toolkit_packages
 from bringup.toolkit_locks import parse_toolkit_lock, toolkit_input_name, toolkit_lock_name
 from bringup.versions import major_minor, parse, same_major_minor
 
@@ -31,8 +31,7 @@ def _locked_toolkit(context, repo):
     """The toolkit's packages, at the versions of its lock: ``cuda_toolkit_lock`` when
     set, else the one for this repository distro and CPU."""
     torch_cuda, home, machine, add = context.torch_cuda, context.home, context.machine, context.add
-    suffix = f"{torch_cuda.major}-{torch_cuda.minor}"
-    planned = tuple(f"{name}-{suffix}" for name in TOOLKIT_PACKAGES)
+    planned = toolkit_packages(torch_cuda)
     if repo is None:
         return ToolkitPlan(str(torch_cuda), home, planned, pins=planned)
     name = context.config.cuda_toolkit_lock or toolkit_lock_name(str(torch_cuda), repo.distro, machine)

@@ -37,6 +37,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bringup.plan.model import nvvm_package
 from sandbox import cpus
 from sandbox.aptrepo.wheels import LockedWheel
 
@@ -102,7 +103,7 @@ LAYOUTS = {
 
 # Where nvidia-nvvm keeps cicc, by wheel version (unzip -l): bin/cicc in 13.0.48
 # (13.0 GA), nvvm/bin/cicc from 13.0.88 on. nvcc.profile looks in nvvm/bin
-# (CICC_PATH = $(TOP)/nvvm/bin), where NVIDIA's cuda-nvvm package puts it.
+# (CICC_PATH = $(TOP)/nvvm/bin), where NVIDIA's NVVM package (nvvm_package) puts it.
 CICC_IN_WHEEL = {"13.0.48": "bin/cicc"}
 CICC_DEFAULT = "nvvm/bin/cicc"
 
@@ -326,7 +327,7 @@ def _nvvm_package(rel: Release) -> Pkg:
     if rel.layout.complete:
         cicc = ((*rel.src("nvvm", CICC_IN_WHEEL.get(nvvm.version, CICC_DEFAULT)), f"{home}/nvvm/bin/cicc"),)
     return Pkg(
-        name=f"cuda-nvvm{rel.suffix}",
+        name=f"{nvvm_package(rel.major)}{rel.suffix}",
         version=rel.version("nvvm"),
         arch=rel.deb_arch,
         description="CUDA nvvm (cicc, libNVVM, libdevice)" if cicc else "CUDA nvvm (libNVVM, libdevice)",
@@ -359,7 +360,7 @@ def _nvcc_package(rel: Release) -> Pkg:
                     "NVIDIA's PyPI wheels of this release carry ptxas but no nvcc driver,\n"
                     "cicc or fatbinary: bin/nvcc only answers --version.",
         depends=(f"cuda-crt{sfx} (>= {rel.wheel('crt').version})",
-                 f"cuda-nvvm{sfx} (>= {rel.wheel('nvvm').version})"),
+                 f"{nvvm_package(rel.major)}{sfx} (>= {rel.wheel('nvvm').version})"),
         files=(
             (*rel.src("nvcc", "bin/"), f"{home}/bin/"),
             *((*rel.src("nvcc", h), f"{tgt}/{h}") for h in rel.layout.nvcc_headers),

@@ -42,11 +42,11 @@ CUDA_12_8 = "/usr/local/cuda-12.8"
 PACKAGES = ["cuda-nvcc-13-0", "cuda-cudart-dev-13-0", "libcurand-dev-13-0", "cuda-driver-dev-13-0"]
 # The two CUDA 13.0 release sets of wheels.lock (cuda-toolkit 13.0.0 = GA, 13.0.2),
 # without cuBLAS (the same 13.0.2.14 in both, and slow to install).
-CUDA_13_0_GA = {"cuda-nvcc-13-0": "13.0.48-1", "cuda-crt-13-0": "13.0.48-1", "cuda-nvvm-13-0": "13.0.48-1",
+CUDA_13_0_GA = {"cuda-nvcc-13-0": "13.0.48-1", "cuda-crt-13-0": "13.0.48-1", "libnvvm-13-0": "13.0.48-1",
                 "cuda-cccl-13-0": "13.0.50-1", "cuda-cudart-13-0": "13.0.48-1",
                 "cuda-cudart-dev-13-0": "13.0.48-1", "cuda-driver-dev-13-0": "13.0.48-1",
                 "cuda-toolkit-13-0-config-common": "13.0.48-1"}
-CUDA_13_0_U2 = {"cuda-nvcc-13-0": "13.0.88-1", "cuda-crt-13-0": "13.0.88-1", "cuda-nvvm-13-0": "13.0.88-1",
+CUDA_13_0_U2 = {"cuda-nvcc-13-0": "13.0.88-1", "cuda-crt-13-0": "13.0.88-1", "libnvvm-13-0": "13.0.88-1",
                 "cuda-cccl-13-0": "13.0.85-1", "cuda-cudart-13-0": "13.0.96-1",
                 "cuda-cudart-dev-13-0": "13.0.96-1", "cuda-driver-dev-13-0": "13.0.96-1",
                 "cuda-toolkit-13-0-config-common": "13.0.96-1"}
@@ -307,7 +307,7 @@ def test_older_13_0_release_pinned_then_upgraded(served, node, tmp_path):
     out = _ok(node.run(f"{APT} install -y --no-install-recommends cuda-nvcc-13-0"), "apt-get install upgrade")
     assert "3 upgraded, 0 newly installed" in out, out
     installed = _installed(node)
-    assert [installed[p] for p in ("cuda-nvcc-13-0", "cuda-crt-13-0", "cuda-nvvm-13-0")] == ["13.0.88-1"] * 3
+    assert [installed[p] for p in ("cuda-nvcc-13-0", "cuda-crt-13-0", "libnvvm-13-0")] == ["13.0.88-1"] * 3
     assert installed["cuda-cudart-13-0"] == "13.0.48-1"  # not asked for, not needed: left alone
     version = _ok(node.run(f"{CUDA_HOME}/bin/nvcc --version"), "nvcc --version")
     assert "release 13.0, V13.0.88\n" in version, version

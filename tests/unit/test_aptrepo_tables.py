@@ -26,12 +26,12 @@ def test_lock_has_the_three_release_sets():
 
 
 @pytest.mark.parametrize("toolkit,expected", [
-    ("13.0.0", {"cuda-nvcc-13-0": "13.0.48-1", "cuda-crt-13-0": "13.0.48-1", "cuda-nvvm-13-0": "13.0.48-1",
+    ("13.0.0", {"cuda-nvcc-13-0": "13.0.48-1", "cuda-crt-13-0": "13.0.48-1", "libnvvm-13-0": "13.0.48-1",
                 "cuda-cccl-13-0": "13.0.50-1", "cuda-cudart-13-0": "13.0.48-1",
                 "cuda-cudart-dev-13-0": "13.0.48-1", "cuda-driver-dev-13-0": "13.0.48-1",
                 "cuda-toolkit-13-0-config-common": "13.0.48-1", "libcurand-dev-13-0": "10.4.0.35-1",
                 "libcublas-dev-13-0": "13.0.2.14-1"}),
-    ("13.0.2", {"cuda-nvcc-13-0": "13.0.88-1", "cuda-crt-13-0": "13.0.88-1", "cuda-nvvm-13-0": "13.0.88-1",
+    ("13.0.2", {"cuda-nvcc-13-0": "13.0.88-1", "cuda-crt-13-0": "13.0.88-1", "libnvvm-13-0": "13.0.88-1",
                 "cuda-cccl-13-0": "13.0.85-1", "cuda-cudart-13-0": "13.0.96-1",
                 "cuda-cudart-dev-13-0": "13.0.96-1", "cuda-driver-dev-13-0": "13.0.96-1",
                 "cuda-toolkit-13-0-config-common": "13.0.96-1", "libcurand-dev-13-0": "10.4.0.35-1",
@@ -93,7 +93,7 @@ def test_config_common_registers_alternatives(name, home, major, priority):
 
 def test_cicc_moved_inside_the_nvvm_wheel():
     # nvidia-nvvm 13.0.48 keeps cicc in bin/, 13.0.88 in nvvm/bin/; both install to nvvm/bin.
-    cicc = {p.version: src for p in PACKAGES if p.name == "cuda-nvvm-13-0"
+    cicc = {p.version: src for p in PACKAGES if p.name == "libnvvm-13-0"
             for _, src, dest in p.files if dest.endswith("/nvvm/bin/cicc")}
     assert cicc == {"13.0.48-1": "nvidia/cu13/bin/cicc", "13.0.88-1": "nvidia/cu13/nvvm/bin/cicc"}
 

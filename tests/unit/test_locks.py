@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from bringup import deb_index, locks, toolkit_locks, venv_locks
-from bringup.plan import MIN_PYTHON, TOOLKIT_PACKAGES
+from bringup.plan import MIN_PYTHON
+from bringup.plan.model import toolkit_packages
 from bringup.platforms import REPO_ARCH, supported_pythons
 from control import locks as lockgen
 from sandbox.aptrepo.sign import GnuPG
@@ -73,8 +75,7 @@ def test_toolkit_lock_is_fresh_and_whole(path):
     wanted = toolkit_locks.parse_toolkit_input(source.read_text())
     pinned = toolkit_locks.parse_toolkit_lock(path.read_text())
     assert {name: deb_index.upstream_version(version) for name, version in pinned.items()} == wanted
-    suffix = cuda.replace(".", "-")
-    assert {f"{name}-{suffix}" for name in TOOLKIT_PACKAGES} <= set(pinned), "the plan installs packages the lock lacks"
+    assert set(toolkit_packages(Version(cuda))) <= set(pinned), "the plan installs packages the lock lacks"
 
 
 def test_the_sandbox_platform_has_a_toolkit_lock():
