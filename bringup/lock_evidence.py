@@ -220,7 +220,7 @@ def markdown(rows, contradicted, locks):
                 text += f" **contradicted** ({', '.join(_label(r.source, numbers) for r in against)})"
             cells[status].append(text)
         out.append(f"| `{name}` (`{lock.repo}`) | " + " | ".join("<br>".join(cells[key]) or "-" for key in cells) + " |")
-    out += ["", "Contradicted:", ""]
+    out += ["", "Contradicted:", ""] if contradicted else []
     for row in contradicted:
         out.append(f"- `{row.line}` ({', '.join(row.distros)}): {row.says} ({_label(row.source, numbers)}: "
                    f"`{row.quote}`)")

@@ -25,7 +25,7 @@ def lines(lock, status):
 def test_every_nvidia_lock_is_read():
     assert set(LOCKS) == {path.name for path in (ROOT / "files" / "locks").glob("*.txt")
                           if path.name.startswith(("cuda-", "driver-"))}
-    assert ROWS and CONTRADICTED
+    assert ROWS
 
 
 def test_no_row_is_stale():
@@ -54,7 +54,7 @@ def test_every_source_is_a_file_or_page_with_its_line():
         "cuda-cudart-dev-13-0=13.0.96-1", "cuda-driver-dev-13-0=13.0.96-1", "cuda-nvcc-13-0=13.0.88-1",
         "cuda-toolkit-13-0-config-common=13.0.96-1", "libcublas-13-0=13.0.2.14-1", "libcublas-dev-13-0=13.0.2.14-1"}),
     ("cuda-13.0-debian12-x86_64.txt", {"cuda-crt-13-0=13.0.88-1", "cuda-cudart-13-0=13.0.96-1",
-                                       "cuda-nvcc-13-0=13.0.88-1"}),
+                                       "cuda-nvcc-13-0=13.0.88-1", "libnvvm-13-0=13.0.88-1"}),
     ("cuda-13.0-debian12-aarch64.txt", set()),
     ("cuda-13.0-debian13-x86_64.txt", set()),
     ("cuda-13.0-ubuntu2204-x86_64.txt", set()),
@@ -71,11 +71,13 @@ def test_another_repository_is_not_a_confirmation():
     assert lines("driver-580-debian13-x86_64.txt", "elsewhere") == {"nvlsm=2025.06.10-1"}
 
 
-def test_the_nvvm_line_has_no_evidence_and_is_contradicted():
-    for name in LOCKS:
-        if name.startswith("cuda-"):
-            assert "cuda-nvvm-13-0=13.0.88-1" in lines(name, "none")
-    assert [row.line for row in CONTRADICTED] == ["cuda-nvvm-13-0=13.0.88-1"]
+def test_the_nvvm_line_is_cuda_13s_name():
+    """The evidence that contradicted the locks' cuda-nvvm-13-0 (CUDA 13 names NVVM
+    libnvvm-13-0) now confirms their line; no lock holds CUDA 12's name at 13.0."""
+    assert "libnvvm-13-0=13.0.88-1" in lines("cuda-13.0-debian12-x86_64.txt", "confirmed")
+    assert not any("cuda-nvvm-13-0" in line for name in LOCKS for status in ("confirmed", "elsewhere", "none")
+                   for line in lines(name, status))
+    assert CONTRADICTED == []
 
 
 def test_the_docs_block_is_the_tables():
