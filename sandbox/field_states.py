@@ -48,6 +48,13 @@ holding apt's and dpkg's locks for 90 s from boot (a stand-in process,
 sandbox/files/unattended-upgrade-standin, taking them as apt does); the deploy's
 ``apt_unlocked`` waits for it (``deploy_apt_lock_timeout``).
 
+``cloud-login``: a cloud image's login user (``ubuntu``, ``admin`` on Debian; uid 1000)
+with passwordless sudo as cloud-init writes it, and sudo hardened as CIS benchmarks have
+it (use_pty, env_reset, secure_path, a log file, umask 0077 for what runs through sudo).
+The node's start gives the user the sandbox's SSH key; the registered host list reaches
+the node as that user with ``_sudo`` (sandbox/registration.py), so pyinfra and the node
+suite go through sudo, while the tests' own SSH stays root's.
+
 The two Fabric Manager states are alternatives (composed, the upper layer's package is the
 node's); 580.95.05 is the h100-x8 profile's driver, the HGX profile to put them on.
 """
@@ -113,7 +120,10 @@ STATES = {
     "no-driver": State("no-driver", has_script=False),
     # Ubuntu's cloud images: unattended-upgrades at first boot (a stand-in).
     "first-boot-upgrades": State("first-boot-upgrades", files=("unattended-upgrade-standin",)),
+    # Cloud images' login user with passwordless, CIS-hardened sudo (not a stand-in).
+    "cloud-login": State("cloud-login"),
 }
+
 ORDER = [name for name, state in STATES.items() if state.has_script]
 
 

@@ -393,3 +393,12 @@ def _mask_host_units(root: Path) -> None:
         link = units / unit
         link.unlink(missing_ok=True)
         os.symlink("/dev/null", link)
+
+
+def cloud_login_user(os_name: str) -> str:
+    """The login user of a cloud image of *os_name* (the ``cloud-login`` state's, uid 1000).
+
+    >>> cloud_login_user("ubuntu2404"), cloud_login_user("debian12")
+    ('ubuntu', 'admin')
+    """
+    return "ubuntu" if os_name.startswith("ubuntu") else "admin"

@@ -451,7 +451,8 @@ def _run(cmd: list[str]) -> None:
 
 
 def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path,
-                   lowers: list[Path], machine: str, driver: bool = True) -> None:
+                   lowers: list[Path], machine: str, driver: bool = True, states: tuple = (),
+                   os_name: str = image.DEFAULT_OS) -> None:
     """Write the node's own files into its overlay upper layer (*lowers*: top first, base last)."""
     upper = node_dir(name) / "upper"
     st = os.stat(base)
@@ -479,6 +480,14 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
     os.chmod(dot_ssh, 0o700)
     pub = Path(str(client_key()) + ".pub").read_text()
     write_file(dot_ssh / "authorized_keys", pub, 0o600)
+    if "cloud-login" in states:
+        # The image's login user (the cloud-login layer made it, uid 1000) gets the key too.
+        user_ssh = upper / "home" / image.cloud_login_user(os_name) / ".ssh"
+        gpu_standin.ensure_dir(upper, lowers, str(user_ssh.relative_to(upper)))
+        write_file(user_ssh / "authorized_keys", pub, 0o600)
+        os.chown(user_ssh / "authorized_keys", 1000, 1000)
+        os.chown(user_ssh, 1000, 1000)
+        os.chmod(user_ssh, 0o700)
     gpu_standin.install_driver(upper, lowers, gpu, machine, driver=driver)
     gpu_standin.install_pci(upper, lowers, gpu)
     gpu_standin.install_toolkit(upper, lowers, toolkit)
@@ -638,7 +647,7 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
         write_file(ndir / "node.log", "", 0o644)
         try:
             _prepare_upper(name, addr, port, gpu, toolkit, base, lowers, machine,
-                           driver="no-driver" not in states)
+                           driver="no-driver" not in states, states=tuple(states), os_name=os_name)
             state = _spawn(name, addr, port, ":".join(map(str, lowers)),
                            {"os": os_name, "machine": machine, "layers": [layer.key for layer in layers]})
             _wait_ready(name, state)

@@ -6,7 +6,8 @@ in the directory inventory/gpu.py reads registered hosts from (inventory/sources
         all:    cuda_repo_url, cuda_repo_key_url, cuda_repo_fingerprint (the apt
                 repository, while served), venv_find_links, venv_no_index (the wheel
                 mirror, while served)
-        hosts:  each running node by name, with its ssh_* data, and gpu_standin: true
+        hosts:  each running node by name, with its ssh_* data (a cloud-login node's user
+                and _sudo: sandbox.field_states, sandbox.image.cloud_login_user), and gpu_standin: true
                 where its GPU driver is the sandbox's stand-in (sandbox/gpu_standin.py:
                 a recorded nvidia-smi, no device), so deploy's pre-warm and the node
                 suite know it from the node's settings, never from CUDA failing
@@ -32,6 +33,7 @@ from sandbox import statedir
 from sandbox.fsutil import file_lock
 from sandbox.gpu_standin import NO_GPU
 from sandbox.httpserve import read_state
+from sandbox.image import cloud_login_user
 
 FILE_NAME = "sandbox.yml"
 HEADER = "# Written by the sandbox (sandbox/registration.py) while its nodes run: do not edit.\n"
@@ -64,8 +66,13 @@ def host_data(entry: dict) -> dict:
     {'ssh_hostname': '127.0.0.11', 'gpu_standin': True}
     >>> host_data({"ssh_hostname": "127.0.0.12", "gpu_profile": "none"})
     {'ssh_hostname': '127.0.0.12'}
+    >>> host_data({"ssh_user": "root", "os": "ubuntu2404", "states": ["cloud-login"], "gpu_profile": "none"})
+    {'ssh_user': 'ubuntu', '_sudo': True}
     """
     data = {key: value for key, value in entry.items() if key.startswith("ssh_")}
+    if "cloud-login" in (entry.get("states") or ()):
+        # Reached as a cloud image is: its login user, through sudo.
+        data |= {"ssh_user": cloud_login_user(entry.get("os") or ""), "_sudo": True}
     return data | ({"gpu_standin": True} if entry.get("gpu_profile", NO_GPU) != NO_GPU else {})
 
 

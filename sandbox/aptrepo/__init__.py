@@ -13,7 +13,8 @@ nvcc driver, the version-reporting ``bin/nvcc`` of ``cuda-nvcc-12-8`` (its
 ptxas, libNVVM, libdevice and headers are NVIDIA's). Debian 13 nodes get the
 same packages from ``.../debian13/x86_64/`` (Ubuntu 22.04 and 24.04 nodes from
 ``.../ubuntu2204/x86_64/`` and ``.../ubuntu2404/x86_64/``; hard links, their own signed
-indexes), where cuda-keyring's source names that directory (``distro_repo``).
+indexes; the stand-in driver packages under Ubuntu's names there, driver_debs.FAMILIES),
+where cuda-keyring's source names that directory (``distro_repo``).
 Arm servers (arm64 nodes) get ``.../debian12/sbsa/``: the 13.0 update 2 set re-made
 from NVIDIA's aarch64 wheels (``wheels-aarch64.lock``), ``Architecture: arm64``, in
 ``targets/sbsa-linux``. Each directory is built on first use, when a node of its

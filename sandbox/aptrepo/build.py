@@ -8,7 +8,8 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
             <last 8 hex of the fingerprint>.pub       armored public key
         compute/cuda/repos/debian13/x86_64/ the same packages (hard links) but
             cuda-keyring, whose source names debian13; its own signed indexes
-            (ubuntu2204/x86_64 and ubuntu2404/x86_64 likewise)
+            (ubuntu2204/x86_64 and ubuntu2404/x86_64 likewise, but for the stand-in
+            driver packages: Ubuntu's names and versions, driver_debs.FAMILIES)
         compute/cuda/repos/debian12/sbsa/   the Arm servers' packages (Architecture:
             arm64, targets/sbsa-linux) from the aarch64 wheels (wheels-aarch64.lock)
         fingerprint                         40 hex, upper case
@@ -60,7 +61,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8913
 
 # NVIDIA serves one flat directory per distro; the sandbox's nodes run Debian 12
-# (REPO_DIR, where packages are built) and these, which get the same packages. The
+# (REPO_DIR, where packages are built) and these, which get the same packages (the
+# driver's stand-ins under their family's names: family_driver). The
 # names are NVIDIA's (bringup.platforms.REPO_EVIDENCE: the installation guide's
 # ubuntu2204/x86_64 and ubuntu2404/x86_64) and the sandbox's --os names alike.
 OTHER_DISTROS = ("debian13", "ubuntu2204", "ubuntu2404")
@@ -205,7 +207,7 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
     def complete(directory: Path, names) -> bool:
         return all((directory / n).is_file() for n in [*names, *indexes])
 
-    stale, wanted, digest = [], {}, ""
+    stale, wanted, digest, own = [], {}, "", {}
     if HOME_DIR in looked_at:
         ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=url)
         packages = [*debs.all_packages(read_lock()), *driver_debs.packages("x86_64")]
@@ -213,8 +215,14 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
         digest = _digest(wanted, fpr, armored)
         if force or old.get("digest") != digest or not complete(REPO_DIR, wanted):
             stale.append(HOME_DIR)
-        stale += [(d, "x86_64") for d in OTHER_DISTROS if (d, "x86_64") in looked_at and (
-            force or read_distro_manifest(d).get("base_digest") != digest or not complete(distro_dir(d), wanted))]
+        for d in OTHER_DISTROS:
+            if (d, "x86_64") not in looked_at:
+                continue
+            own[d] = _wanted(family_driver(d, "x86_64"), ctx)
+            manifest = read_distro_manifest(d)
+            if force or manifest.get("base_digest") != digest or manifest.get("driver_debs", {}) != own[d] \
+                    or not complete(distro_dir(d), distro_debs(wanted, own[d])):
+                stale.append((d, "x86_64"))
     # The sbsa directories: packages of their own, from the aarch64 wheels.
     sbsa = {}
     for distro in SBSA_DISTROS:
@@ -222,7 +230,7 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
             continue
         arm_ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=distro_url(url, distro, "sbsa"))
         arm_packages = [*debs.all_packages(read_lock(LOCKS["aarch64"]), "aarch64", distro_keyring(distro, "sbsa")),
-                        *driver_debs.packages("aarch64")]
+                        *driver_debs.packages("aarch64", family=driver_debs.family_of(distro))]
         arm_wanted = _wanted(arm_packages, arm_ctx)
         arm_digest = _digest(arm_wanted, fpr, armored)
         if force or read_distro_manifest(distro, "sbsa").get("digest") != arm_digest or not complete(
@@ -257,7 +265,8 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
         made[HOME_DIR] = out
     for distro, arch in stale:
         if arch == "x86_64" and distro != HOME_DIR[0]:
-            made[(distro, arch)] = _distro_copy(tmp, base, wanted, distro, digest, url, gpg, fpr, armored, log)
+            made[(distro, arch)] = _distro_copy(tmp, base, wanted, distro, digest, url, gpg, fpr, armored, log,
+                                                own[distro])
     for distro, (arm_packages, arm_ctx, arm_wanted, arm_digest) in sbsa.items():
         arm_out, arm_work = tmp / f"{distro}-sbsa", tmp / f"work-{distro}-sbsa"
         arm_out.mkdir()
@@ -358,20 +367,70 @@ def _finish_dir(out: Path, wanted: dict[str, str], gpg: GnuPG, fpr: str, armored
     os.chmod(out, 0o755)
 
 
+def family_driver(distro: str, machine: str) -> list:
+    """The stand-in driver packages *distro*'s directory serves in place of Debian 12's
+    (sandbox/aptrepo/driver_debs.py, its family's names and versions); none where the
+    family is Debian's (Debian 12's own are hard-linked).
+
+    >>> family_driver("debian13", "x86_64"), family_driver("ubuntu2404", "x86_64")[0].name
+    ([], 'nvidia-dkms-580-open')
+    """
+    family = driver_debs.family_of(distro)
+    return [] if family == "debian" else driver_debs.packages(machine, family=family)
+
+
+def distro_debs(built_debs: dict[str, str], own: dict[str, str]) -> dict[str, str]:
+    """File name -> digest of a distro's x86_64 directory: Debian 12's packages (*built_debs*)
+    and, where its family has driver packages of its own (*own*), those in place of Debian's.
+
+    >>> debian = {debs.deb_filename(p): "d" for p in driver_debs.packages("x86_64", "6.1.0-1-amd64")}
+    >>> ubuntu = {debs.deb_filename(p): "u" for p in driver_debs.packages("x86_64", "6.1.0-1-amd64", "ubuntu")}
+    >>> mixed = distro_debs({"cuda-nvcc.deb": "t", **debian}, ubuntu)
+    >>> "cuda-nvcc.deb" in mixed, "nvidia-smi_580.95.05-1_amd64.deb" in mixed, mixed["nvlsm_2025.06.10-1_amd64.deb"]
+    (True, False, 'u')
+    """
+    if not own:
+        return dict(built_debs)
+    debian = {debs.deb_filename(p) for p in driver_debs.packages("x86_64")}
+    return {**{name: d for name, d in built_debs.items() if name not in debian}, **own}
+
+
 def _distro_copy(tmp: Path, built: Path, built_debs: dict[str, str], distro: str, base_digest: str, url: str,
-                 gpg: GnuPG, fpr: str, armored: bytes, log) -> Path:
+                 gpg: GnuPG, fpr: str, armored: bytes, log, own: dict[str, str]) -> Path:
     """*distro*'s directory beside *built* (Debian 12's, holding *built_debs*: file name -> package
-    digest): its packages hard-linked but cuda-keyring, made for *distro* (cached by digest like
-    every package), its own signed indexes."""
+    digest): its packages hard-linked but cuda-keyring, made for *distro*, and the stand-in
+    driver packages of its family (*own*: file name -> digest; ``distro_debs``), both cached by
+    digest like every package; its own signed indexes."""
     out = tmp / distro
     out.mkdir()
     own_url = distro_url(url, distro)
     ctx = debs.Context(fingerprint=fpr, public_key=gpg.export(fpr, armor=False), repo_url=own_url)
     keyring = distro_keyring(distro)
     keyring_digest = debs.package_digest(keyring, debs.generator_inputs(ctx))
-    wanted = {name: d for name, d in built_debs.items() if name != debs.deb_filename(keyring)}
+    wanted = {name: d for name, d in distro_debs(built_debs, own).items() if name != debs.deb_filename(keyring)}
+    todo = []
+    for pkg in family_driver(distro, "x86_64"):
+        name = debs.deb_filename(pkg)
+        if built_debs.get(name) == own[name]:
+            continue  # the same package in Debian 12's directory (NVLSM, the kernel headers): linked below
+        cached = DEB_CACHE / f"{own[name]}.deb"
+        if cached.is_file():
+            link_or_copy(cached, out / name)
+        else:
+            todo.append(pkg)
+    if todo:
+        print(f"aptrepo: building {len(todo)} {driver_debs.family_of(distro)} driver package(s) for {distro}",
+              file=log, flush=True)
+        work = tmp / f"work-{distro}-driver"
+        for pkg in todo:
+            name = debs.deb_filename(pkg)
+            driver_debs.build_deb(pkg, ctx, {}, out, work)
+            DEB_CACHE.mkdir(parents=True, exist_ok=True)
+            link_or_copy(out / name, DEB_CACHE / f"{own[name]}.deb")
+        shutil.rmtree(work, ignore_errors=True)
     for name in wanted:
-        os.link(built / name, out / name)
+        if not (out / name).exists():
+            os.link(built / name, out / name)
     cached = DEB_CACHE / f"{keyring_digest}.deb"
     if cached.is_file():
         link_or_copy(cached, out / debs.deb_filename(keyring))
@@ -382,9 +441,11 @@ def _distro_copy(tmp: Path, built: Path, built_debs: dict[str, str], distro: str
         shutil.rmtree(work)
         link_or_copy(out / debs.deb_filename(keyring), cached)
     wanted[debs.deb_filename(keyring)] = keyring_digest
-    digest = hashlib.sha256(json.dumps({"base": base_digest, "keyring": keyring_digest}).encode()).hexdigest()
+    # A family's own driver packages join the digest (Debian's directories' is as it was).
+    digest = hashlib.sha256(json.dumps({"base": base_digest, "keyring": keyring_digest,
+                                        **({"driver": own} if own else {})}, sort_keys=True).encode()).hexdigest()
     _finish_dir(out, wanted, gpg, fpr, armored, {"digest": digest, "base_digest": base_digest, "debs": wanted,
-                                                  "repo_url": own_url, "fingerprint": fpr})
+                                                  "driver_debs": own, "repo_url": own_url, "fingerprint": fpr})
     return out
 
 

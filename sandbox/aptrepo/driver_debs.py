@@ -1,27 +1,39 @@
 """SANDBOX STAND-IN packages of NVIDIA's driver, in the sandbox apt repository.
 
-Names, versions and dependencies as NVIDIA's repository has them for Debian, branch 580
-(the driver installation guide's Debian page, "Compute-only (headless)" and "Version
-locking", docs.nvidia.com/datacenter/tesla/driver-installation-guide/; Fabric Manager's
-guide for ``nvidia-fabricmanager``, ``libnvidia-nscq`` and ``nvlsm``; the names fixed in
-the driver step's package table and its corrections), at two versions: 580.95.05-1 (the GPU profiles'
-recorded driver, the one the sandbox's lock takes) and 580.105.08-1 (newer: what an
-unheld ``apt-get upgrade`` would move to). Their contents are stand-ins, and each
-package's description says so:
+Names, versions and dependencies as NVIDIA's repository has them, branch 580, for each
+distribution family (``FAMILIES``; bringup/driver_packages.py names what the driver step
+installs and cites the sources):
+
+* Debian (debian12, debian13): the driver installation guide's Debian page,
+  "Compute-only (headless)" and "Version locking"
+  (docs.nvidia.com/datacenter/tesla/driver-installation-guide/), revision ``-1``;
+* Ubuntu (ubuntu2204, ubuntu2404): the guide's Ubuntu page (``libnvidia-compute-580``,
+  ``nvidia-dkms-580-open`` / ``nvidia-dkms-580``, with ``nvidia-utils-580``,
+  ``nvidia-compute-utils-580``, ``nvidia-kernel-common-580``, ``nvidia-firmware-580``,
+  ``nvidia-modprobe``), revision ``0ubuntu1`` as NVIDIA's Ubuntu repository numbers the
+  580 driver up to 580.105.08; Fabric Manager and NSCQ ``nvidia-fabricmanager`` and
+  ``libnvidia-nscq`` at ``-1`` (NVIDIA's driver container installs them so);
+
+Fabric Manager's guide for ``nvidia-fabricmanager``, ``libnvidia-nscq`` and ``nvlsm``. Two
+upstream versions: 580.95.05 (the GPU profiles' recorded driver, the one the sandbox's
+locks take) and 580.105.08 (newer: what an unheld ``apt-get upgrade`` would move to).
+Their contents are stand-ins, the same in every family (only names, relations and
+versions differ: ``Family``), and each package's description says so:
 
 * the GPU stand-in: ``nvidia-smi`` replaying the node's recordings
   (/usr/share/sandbox-gpu, sandbox/gpu_standin.py) while a module is loaded, NVIDIA's
-  failure text otherwise; the libcuda stub (``libcuda1``); an empty
-  ``libnvidia-ml.so.<version>`` (``libnvidia-ml1``, the name the probe reads); the
-  nouveau blacklist (``nvidia-kernel-support``);
+  failure text otherwise; the libcuda stub; an empty ``libnvidia-ml.so.<version>`` (the
+  name the probe reads); the nouveau blacklist;
 * daemons whose units run under the node's systemd: ``nvidia-persistenced``, Fabric
   Manager (at exactly its version, refusing another loaded module as NVIDIA's does;
   it starts ``nvlsm``, versioned on its own, where that is installed);
-* the kernel module: ``nvidia-kernel-open-dkms`` / ``nvidia-kernel-dkms`` ship a DKMS
-  source tree that Debian's real ``dkms`` builds for the running kernel (a few seconds,
-  killable) into ``/lib/modules/<release>/updates/dkms/nvidia.ko``: an ELF whose
-  ``.modinfo`` holds the version and the licence (``Dual MIT/GPL`` open, ``NVIDIA``
-  proprietary), which the node's boot "loads" (sandbox/files/node-init.sh);
+* the kernel module: the DKMS package of each flavour (Debian's
+  ``nvidia-kernel-open-dkms`` / ``nvidia-kernel-dkms``, Ubuntu's ``nvidia-dkms-580-open`` /
+  ``nvidia-dkms-580``) ships a DKMS source tree that the node's real ``dkms`` builds for
+  the running kernel (a few seconds, killable) into
+  ``/lib/modules/<release>/updates/dkms/nvidia.ko``: an ELF whose ``.modinfo`` holds the
+  version and the licence (``Dual MIT/GPL`` open, ``NVIDIA`` proprietary), which the
+  node's boot "loads" (sandbox/files/node-init.sh);
 * ``linux-headers-<release>`` of the host's kernel (nodes run the host's kernel, which
   no archive ships headers for): what dkms looks for at /lib/modules/<release>/build.
 
@@ -30,6 +42,8 @@ relations (Conflicts, Replaces) the toolkit's packages do not need.
 
 >>> sorted({p.name for p in packages("x86_64", "6.1.0-1-amd64")})[:4]
 ['cuda-drivers', 'firmware-nvidia-gsp', 'libcuda1', 'libnvidia-ml1']
+>>> sorted({p.version for p in packages("x86_64", "6.1.0-1-amd64", "ubuntu") if p.name.startswith("libnvidia-")})
+['580.105.08-0ubuntu1', '580.105.08-1', '580.95.05-0ubuntu1', '580.95.05-1']
 """
 
 from __future__ import annotations
@@ -43,6 +57,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from bringup.driver_packages import lock_family
 from sandbox import cpus
 from sandbox.aptrepo import debs
 
@@ -55,22 +70,127 @@ VERSIONS = ("580.95.05", "580.105.08")
 DEBIAN_REVISION = "1"
 # NVLSM's own version (nvlsm_2025.06.10-1: it is not versioned with the driver).
 NVLSM_VERSION = "2025.06.10-1"
-# What the pinning packages pin: the driver's packages (and Fabric Manager's, at its version).
-PINNED = ("nvidia-driver", "nvidia-driver-cuda", "nvidia-open", "cuda-drivers", "nvidia-kernel-open-dkms",
-          "nvidia-kernel-dkms", "nvidia-kernel-support", "libcuda1", "libnvidia-ml1", "nvidia-smi",
-          "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp", "nvidia-fabricmanager", "libnvidia-nscq")
-# The two kernel module flavours: package, licence in its .modinfo (the open module's
-# is "Dual MIT/GPL", the proprietary one's "NVIDIA", as `modinfo nvidia` shows them).
-FLAVOURS = {
-    "open": ("nvidia-kernel-open-dkms", "Dual MIT/GPL"),
-    "proprietary": ("nvidia-kernel-dkms", "NVIDIA"),
-}
 # How long the stand-in module build takes (s): long enough to kill it half-way.
 DKMS_SECONDS = 5
 MAINTAINER = "gpu-bringup sandbox (NVIDIA driver stand-ins) <sandbox@localhost>"
 STANDIN = ("SANDBOX STAND-IN for NVIDIA's {name}: built by the gpu-bringup sandbox\n"
            "(sandbox/aptrepo/driver_debs.py) under NVIDIA's name, version and\n"
            "dependencies; its files are stand-ins, not NVIDIA's driver.")
+# The module flavours' licences in .modinfo (the open module's is "Dual MIT/GPL", the
+# proprietary one's "NVIDIA", as `modinfo nvidia` shows them).
+LICENCES = {"open": "Dual MIT/GPL", "proprietary": "NVIDIA"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One stand-in package of a family: its name, summary, the stand-in contents it
+    carries (``parts``: keys of ``_parts``) and its Depends, in order: ``=name`` is that
+    package at this one's upstream version, ``{module}`` either flavour's DKMS package at
+    it, anything else as written (``dkms``: the distribution's)."""
+
+    name: str
+    summary: str
+    parts: tuple[str, ...] = ()
+    depends: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Family:
+    """One distribution family's stand-in driver: its packages (``rows``; the DKMS
+    packages of each flavour are ``modules``), the Debian revision of the driver's
+    packages and of Fabric Manager's (``fabric``), the archive component."""
+
+    name: str
+    revision: str
+    modules: dict
+    rows: tuple[Row, ...]
+    fabric: tuple[str, ...] = ("nvidia-fabricmanager", "libnvidia-nscq")
+    fabric_revision: str = "1"
+    component: str = "non-free"
+
+    def deb_version(self, name: str, version: str) -> str:
+        """The Debian version of package *name* at upstream *version*.
+
+        >>> FAMILIES["ubuntu"].deb_version("libnvidia-compute-580", "580.95.05")
+        '580.95.05-0ubuntu1'
+        >>> FAMILIES["ubuntu"].deb_version("nvidia-fabricmanager", "580.95.05")
+        '580.95.05-1'
+        """
+        return f"{version}-{self.fabric_revision if name in self.fabric else self.revision}"
+
+    def pinned(self) -> tuple[str, ...]:
+        """What the pinning packages pin: every package of the driver's, Fabric Manager's too."""
+        return tuple(row.name for row in self.rows)
+
+
+def _debian() -> Family:
+    modules = {"open": "nvidia-kernel-open-dkms", "proprietary": "nvidia-kernel-dkms"}
+    base = ("dkms", "=nvidia-kernel-support", "=firmware-nvidia-gsp")
+    return Family("debian", DEBIAN_REVISION, modules, (
+        Row(modules["open"], "NVIDIA kernel module (open), DKMS source", ("dkms-open",), base),
+        Row(modules["proprietary"], "NVIDIA kernel module (proprietary), DKMS source", ("dkms-proprietary",), base),
+        Row("nvidia-kernel-support", "NVIDIA kernel module support files", ("blacklist",)),
+        Row("firmware-nvidia-gsp", "NVIDIA GSP firmware", ("firmware",)),
+        Row("libcuda1", "NVIDIA CUDA Driver Library", ("libcuda",)),
+        Row("libnvidia-ml1", "NVIDIA Management Library (NVML) runtime library", ("nvml",)),
+        Row("nvidia-smi", "NVIDIA System Management Interface", ("smi",), ("=libnvidia-ml1",)),
+        Row("nvidia-persistenced", "daemon to maintain persistent software state in the NVIDIA driver",
+            ("persistenced",)),
+        Row("nvidia-modprobe", "utility to load NVIDIA kernel modules and create device nodes", ("modprobe",)),
+        Row("nvidia-driver-cuda", "NVIDIA driver CUDA integration components", (),
+            ("=nvidia-kernel-support", "=libcuda1", "=libnvidia-ml1", "=nvidia-smi", "=nvidia-persistenced",
+             "=nvidia-modprobe", "=firmware-nvidia-gsp", "{module}")),
+        Row("nvidia-driver", "NVIDIA metapackage", (), ("=nvidia-driver-cuda",)),
+        Row("nvidia-open", "NVIDIA driver with the open kernel module (metapackage)", (),
+            ("=nvidia-driver", "=" + modules["open"])),
+        Row("cuda-drivers", "CUDA Driver meta-package, branch-agnostic", (), ("=nvidia-driver", "{module}")),
+        Row("nvidia-fabricmanager", "NVIDIA Fabric Manager (NVSwitch systems)", ("fabricmanager",)),
+        Row("libnvidia-nscq", "NVSwitch Configuration and Query library", ("nscq",)),
+    ))
+
+
+def _ubuntu(branch: str = BRANCH) -> Family:
+    """NVIDIA's Ubuntu names of a branch before 590 (the branch in each name;
+    bringup/driver_packages.py): the user space split as Ubuntu packages it."""
+    b = branch
+    modules = {"open": f"nvidia-dkms-{b}-open", "proprietary": f"nvidia-dkms-{b}"}
+    user_space = (f"libnvidia-compute-{b}", f"nvidia-utils-{b}", f"nvidia-compute-utils-{b}")
+    return Family("ubuntu", "0ubuntu1", modules, (
+        Row(modules["open"], "NVIDIA DKMS package (open kernel module)", ("dkms-open",),
+            ("dkms", f"=nvidia-kernel-common-{b}")),
+        Row(modules["proprietary"], "NVIDIA DKMS package", ("dkms-proprietary",),
+            ("dkms", f"=nvidia-kernel-common-{b}")),
+        Row(f"nvidia-kernel-common-{b}", "Shared files used with the kernel module", ("blacklist",),
+            (f"=nvidia-firmware-{b}", "=nvidia-modprobe")),
+        Row(f"nvidia-firmware-{b}", "Firmware files used by the kernel module", ("firmware",)),
+        Row("nvidia-modprobe", "Load the NVIDIA kernel driver and create device files", ("modprobe",)),
+        Row(f"libnvidia-compute-{b}", "NVIDIA libcompute package", ("libcuda", "nvml"),
+            (f"=nvidia-kernel-common-{b}",)),
+        Row(f"nvidia-utils-{b}", "NVIDIA driver support binaries", ("smi",), (f"=libnvidia-compute-{b}",)),
+        Row(f"nvidia-compute-utils-{b}", "NVIDIA compute utilities", ("persistenced",), (f"=libnvidia-compute-{b}",)),
+        Row(f"nvidia-driver-{b}-open", "NVIDIA driver metapackage (open kernel module)", (),
+            tuple(f"={name}" for name in (*user_space, modules["open"]))),
+        Row(f"nvidia-driver-{b}", "NVIDIA driver metapackage", (),
+            tuple(f"={name}" for name in (*user_space, modules["proprietary"]))),
+        Row("nvidia-fabricmanager", "NVIDIA Fabric Manager (NVSwitch systems)", ("fabricmanager",)),
+        Row("libnvidia-nscq", "NVSwitch Configuration and Query library", ("nscq",)),
+    ), component="restricted")
+
+
+FAMILIES = {"debian": _debian(), "ubuntu": _ubuntu()}
+# Debian's module packages by flavour, with their licence (the tests' and closure()'s default family).
+FLAVOURS = {flavour: (name, LICENCES[flavour]) for flavour, name in FAMILIES["debian"].modules.items()}
+# What Debian's pinning packages pin.
+PINNED = FAMILIES["debian"].pinned()
+
+
+def family_of(distro: str) -> str:
+    """The stand-in family of a repository distro directory (bringup/driver_packages.py's).
+
+    >>> family_of("ubuntu2204"), family_of("debian13")
+    ('ubuntu', 'debian')
+    """
+    return lock_family(distro)
 
 
 @dataclass(frozen=True)
@@ -91,13 +211,13 @@ def _text(name: str, **subst: str) -> str:
     return text
 
 
-def deb_version(version: str) -> str:
-    """The Debian version of upstream *version*.
+def deb_version(version: str, family: str = "debian") -> str:
+    """The Debian version of the driver's packages at upstream *version* in *family*.
 
-    >>> deb_version("580.95.05")
-    '580.95.05-1'
+    >>> deb_version("580.95.05"), deb_version("580.95.05", "ubuntu")
+    ('580.95.05-1', '580.95.05-0ubuntu1')
     """
-    return f"{version}-{DEBIAN_REVISION}"
+    return f"{version}-{FAMILIES[family].revision}"
 
 
 def headers_package(release: str, arch: str) -> DriverPkg:
@@ -120,79 +240,94 @@ def headers_package(release: str, arch: str) -> DriverPkg:
     )
 
 
-def version_packages(version: str, machine: str) -> list[DriverPkg]:
-    """The driver's packages at upstream *version* for *machine*'s CPU (``uname -m``)."""
-    arch, ver, lib = cpus.dpkg_arch(machine), deb_version(version), f"usr/lib/{cpus.TRIPLETS[machine]}"
+def _parts(version: str, machine: str) -> dict[str, dict]:
+    """The stand-in contents at upstream *version* for *machine*, by what they are (the
+    same in every family): DriverPkg fields of each part."""
+    lib = f"usr/lib/{cpus.TRIPLETS[machine]}"
 
-    def pkg(name: str, summary: str, **fields) -> DriverPkg:
-        fields.setdefault("arch", arch)
-        return DriverPkg(name=name, version=ver,
-                         description=f"{summary} (SANDBOX STAND-IN)\n" + STANDIN.format(name=name), **fields)
+    def dkms(flavour: str) -> dict:
+        return dict(texts=((f"usr/src/nvidia-{version}/dkms.conf", _text("dkms.conf", VERSION=version), 0o644),
+                           (f"usr/src/nvidia-{version}/dkms-build.sh",
+                            _text("dkms-build.sh", VERSION=version, LICENSE=LICENCES[flavour], FLAVOUR=flavour,
+                                  SECONDS=str(DKMS_SECONDS)), 0o755)),
+                    scripts=(("postinst", _text("dkms.postinst", VERSION=version)),
+                             ("prerm", _text("dkms.prerm", VERSION=version))))
 
-    def at(*names: str) -> tuple[str, ...]:
-        return tuple(f"{name} (= {ver})" for name in names)
+    return {
+        "dkms-open": dkms("open"),
+        "dkms-proprietary": dkms("proprietary"),
+        "blacklist": dict(texts=(("etc/modprobe.d/nvidia-blacklists-nouveau.conf",
+                                  "# SANDBOX STAND-IN for the NVIDIA driver package's file.\nblacklist nouveau\n",
+                                  0o644),),
+                          conffiles=("/etc/modprobe.d/nvidia-blacklists-nouveau.conf",)),
+        "firmware": dict(texts=((f"lib/firmware/nvidia/{version}/gsp_ga10x.bin", "", 0o644),
+                                (f"lib/firmware/nvidia/{version}/gsp_tu10x.bin", "", 0o644))),
+        "libcuda": dict(generated=((f"{lib}/libcuda.so.{version}", debs.libcuda_stub_kind(machine)),),
+                        links=((f"{lib}/libcuda.so.1", f"libcuda.so.{version}"),)),
+        "nvml": dict(texts=((f"{lib}/libnvidia-ml.so.{version}", "", 0o644),),
+                     links=((f"{lib}/libnvidia-ml.so.1", f"libnvidia-ml.so.{version}"),)),
+        "smi": dict(texts=(("usr/bin/nvidia-smi", _text("nvidia-smi", VERSION=version), 0o755),
+                           ("usr/lib/sandbox-gpu/sandbox-gpu-replay", REPLAY.read_text(), 0o755))),
+        "persistenced": dict(texts=(("usr/bin/nvidia-persistenced", _text("nvidia-persistenced"), 0o755),
+                                    ("lib/systemd/system/nvidia-persistenced.service",
+                                     _text("nvidia-persistenced.service"), 0o644))),
+        "modprobe": dict(texts=(("usr/bin/nvidia-modprobe", _text("nvidia-modprobe"), 0o755),)),
+        "fabricmanager": dict(texts=(("usr/bin/nv-fabricmanager", _text("nv-fabricmanager", VERSION=version), 0o755),
+                                     ("usr/share/nvidia/nvswitch/fabricmanager.cfg",
+                                      "# SANDBOX STAND-IN: nothing reads this file.\n", 0o644),
+                                     ("lib/systemd/system/nvidia-fabricmanager.service",
+                                      _text("nvidia-fabricmanager.service"), 0o644)),
+                              conffiles=("/usr/share/nvidia/nvswitch/fabricmanager.cfg",)),
+        "nscq": dict(texts=((f"{lib}/libnvidia-nscq.so.{version}", "", 0o644),)),
+    }
 
-    dkms = [pkg(name, f"NVIDIA kernel module ({flavour}), DKMS source",
-                depends=("dkms", *at("nvidia-kernel-support", "firmware-nvidia-gsp")),
-                conflicts=tuple(other for other, _ in FLAVOURS.values() if other != name),
-                replaces=tuple(other for other, _ in FLAVOURS.values() if other != name),
-                texts=((f"usr/src/nvidia-{version}/dkms.conf", _text("dkms.conf", VERSION=version), 0o644),
-                       (f"usr/src/nvidia-{version}/dkms-build.sh",
-                        _text("dkms-build.sh", VERSION=version, LICENSE=licence, FLAVOUR=flavour,
-                              SECONDS=str(DKMS_SECONDS)), 0o755)),
-                scripts=(("postinst", _text("dkms.postinst", VERSION=version)),
-                         ("prerm", _text("dkms.prerm", VERSION=version))))
-            for flavour, (name, licence) in FLAVOURS.items()]
-    either_module = " | ".join(f"{name} (= {ver})" for name, _ in FLAVOURS.values())
-    return [
-        *dkms,
-        pkg("nvidia-kernel-support", "NVIDIA kernel module support files",
-            texts=(("etc/modprobe.d/nvidia-blacklists-nouveau.conf",
-                    "# SANDBOX STAND-IN for the NVIDIA driver package's file.\nblacklist nouveau\n", 0o644),),
-            conffiles=("/etc/modprobe.d/nvidia-blacklists-nouveau.conf",)),
-        pkg("firmware-nvidia-gsp", "NVIDIA GSP firmware",
-            texts=((f"lib/firmware/nvidia/{version}/gsp_ga10x.bin", "", 0o644),
-                   (f"lib/firmware/nvidia/{version}/gsp_tu10x.bin", "", 0o644))),
-        pkg("libcuda1", "NVIDIA CUDA Driver Library",
-            generated=((f"{lib}/libcuda.so.{version}", debs.libcuda_stub_kind(machine)),),
-            links=((f"{lib}/libcuda.so.1", f"libcuda.so.{version}"),)),
-        pkg("libnvidia-ml1", "NVIDIA Management Library (NVML) runtime library",
-            texts=((f"{lib}/libnvidia-ml.so.{version}", "", 0o644),),
-            links=((f"{lib}/libnvidia-ml.so.1", f"libnvidia-ml.so.{version}"),)),
-        pkg("nvidia-smi", "NVIDIA System Management Interface", depends=at("libnvidia-ml1"),
-            texts=(("usr/bin/nvidia-smi", _text("nvidia-smi", VERSION=version), 0o755),
-                   ("usr/lib/sandbox-gpu/sandbox-gpu-replay", REPLAY.read_text(), 0o755))),
-        pkg("nvidia-persistenced", "daemon to maintain persistent software state in the NVIDIA driver",
-            texts=(("usr/bin/nvidia-persistenced", _text("nvidia-persistenced"), 0o755),
-                   ("lib/systemd/system/nvidia-persistenced.service", _text("nvidia-persistenced.service"), 0o644))),
-        pkg("nvidia-modprobe", "utility to load NVIDIA kernel modules and create device nodes",
-            texts=(("usr/bin/nvidia-modprobe", _text("nvidia-modprobe"), 0o755),)),
-        pkg("nvidia-driver-cuda", "NVIDIA driver CUDA integration components",
-            depends=(*at("nvidia-kernel-support", "libcuda1", "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced",
-                         "nvidia-modprobe", "firmware-nvidia-gsp"), either_module)),
-        pkg("nvidia-driver", "NVIDIA metapackage", depends=at("nvidia-driver-cuda")),
-        pkg("nvidia-open", "NVIDIA driver with the open kernel module (metapackage)",
-            depends=at("nvidia-driver", "nvidia-kernel-open-dkms")),
-        pkg("cuda-drivers", "CUDA Driver meta-package, branch-agnostic",
-            depends=(*at("nvidia-driver"), either_module)),
-        *(pkg(f"nvidia-driver-pinning-{pinned}", f"APT driver pinning file for driver {what}",
-              arch="all", section="non-free/admin",
-              # apt reads preferences.d files without an extension or with .pref only.
-              texts=((f"etc/apt/preferences.d/nvidia-driver-pinning-{pinned}.pref",
-                      f"# SANDBOX STAND-IN for NVIDIA's pinning package.\n"
-                      f"Package: {' '.join(PINNED)}\nPin: version {pin}\nPin-Priority: 1000\n", 0o644),),
-              conffiles=(f"/etc/apt/preferences.d/nvidia-driver-pinning-{pinned}.pref",))
-          for pinned, what, pin in ((BRANCH, f"branch {BRANCH}", f"{BRANCH}.*"),
-                                    (version, f"version {version}", ver))),
-        pkg("nvidia-fabricmanager", "NVIDIA Fabric Manager (NVSwitch systems)",
-            texts=(("usr/bin/nv-fabricmanager", _text("nv-fabricmanager", VERSION=version), 0o755),
-                   ("usr/share/nvidia/nvswitch/fabricmanager.cfg", "# SANDBOX STAND-IN: nothing reads this file.\n",
-                    0o644),
-                   ("lib/systemd/system/nvidia-fabricmanager.service", _text("nvidia-fabricmanager.service"), 0o644)),
-            conffiles=("/usr/share/nvidia/nvswitch/fabricmanager.cfg",)),
-        pkg("libnvidia-nscq", "NVSwitch Configuration and Query library",
-            texts=((f"{lib}/libnvidia-nscq.so.{version}", "", 0o644),)),
-    ]
+
+def _joined(parts: list[dict]) -> dict:
+    """The fields of several parts in one package (their tuples end to end)."""
+    fields: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            fields[key] = fields.get(key, ()) + value
+    return fields
+
+
+def version_packages(version: str, machine: str, family: str = "debian") -> list[DriverPkg]:
+    """The driver's packages of *family* at upstream *version* for *machine*'s CPU (``uname -m``)."""
+    fam, arch, parts = FAMILIES[family], cpus.dpkg_arch(machine), _parts(version, machine)
+    modules = tuple(fam.modules.values())
+    either_module = " | ".join(f"{name} (= {fam.deb_version(name, version)})" for name in modules)
+
+    def relation(entry: str) -> str:
+        if entry == "{module}":
+            return either_module
+        return f"{entry[1:]} (= {fam.deb_version(entry[1:], version)})" if entry[:1] == "=" else entry
+
+    def pkg(row: Row) -> DriverPkg:
+        others = tuple(name for name in modules if row.name in modules and name != row.name)
+        return DriverPkg(name=row.name, version=fam.deb_version(row.name, version), arch=arch,
+                         section=f"{fam.component}/libs",
+                         description=f"{row.summary} (SANDBOX STAND-IN)\n" + STANDIN.format(name=row.name),
+                         depends=tuple(relation(entry) for entry in row.depends),
+                         conflicts=others, replaces=others, **_joined([parts[p] for p in row.parts]))
+
+    # The pinning packages pin every package of the driver; where Fabric Manager's revision
+    # is not the driver's (Ubuntu), by the upstream version.
+    pin = deb_version(version, family) if fam.fabric_revision == fam.revision else f"{version}-*"
+    pinning = [DriverPkg(name=f"nvidia-driver-pinning-{pinned}", version=deb_version(version, family), arch="all",
+                         section=f"{fam.component}/admin",
+                         description=f"APT driver pinning file for driver {what} (SANDBOX STAND-IN)\n"
+                                     + STANDIN.format(name=f"nvidia-driver-pinning-{pinned}"),
+                         # apt reads preferences.d files without an extension or with .pref only.
+                         texts=((f"etc/apt/preferences.d/nvidia-driver-pinning-{pinned}.pref",
+                                 f"# SANDBOX STAND-IN for NVIDIA's pinning package.\n"
+                                 f"Package: {' '.join(fam.pinned())}\nPin: version {pins}\nPin-Priority: 1000\n",
+                                 0o644),),
+                         conffiles=(f"/etc/apt/preferences.d/nvidia-driver-pinning-{pinned}.pref",))
+               for pinned, what, pins in ((BRANCH, f"branch {BRANCH}", f"{BRANCH}.*"),
+                                          (version, f"version {version}", pin))]
+    rows = [pkg(row) for row in fam.rows]
+    fabric = [p for p in rows if p.name in fam.fabric]
+    return [*(p for p in rows if p.name not in fam.fabric), *pinning, *fabric]
 
 
 def nvlsm_package(machine: str) -> DriverPkg:
@@ -203,10 +338,10 @@ def nvlsm_package(machine: str) -> DriverPkg:
                      texts=(("opt/nvidia/nvlsm/sbin/nvlsm", _text("nvlsm"), 0o755),))
 
 
-def packages(machine: str = "x86_64", kernel_release: str | None = None) -> list[DriverPkg]:
-    """Every stand-in driver package of one repository directory (*machine*'s CPU), and the
-    headers of *kernel_release* (default: the host's, which the nodes run)."""
-    pkgs = [pkg for version in VERSIONS for pkg in version_packages(version, machine)]
+def packages(machine: str = "x86_64", kernel_release: str | None = None, family: str = "debian") -> list[DriverPkg]:
+    """Every stand-in driver package of one repository directory (*machine*'s CPU, *family*'s
+    names), and the headers of *kernel_release* (default: the host's, which the nodes run)."""
+    pkgs = [pkg for version in VERSIONS for pkg in version_packages(version, machine, family)]
     return [*pkgs, nvlsm_package(machine), headers_package(kernel_release or platform.release(), cpus.dpkg_arch(machine))]
 
 
@@ -282,7 +417,8 @@ def without_driver(pkgs) -> list:
 
 
 
-def closure(roots: tuple[str, ...], version: str, flavour: str, machine: str = "x86_64") -> list[str]:
+def closure(roots: tuple[str, ...], version: str, flavour: str, machine: str = "x86_64",
+            family: str = "debian") -> list[str]:
     """``name=version`` of *roots* and everything they depend on at upstream *version*, the
     module of *flavour* where either would do: what ``apt-get install`` needs named when the
     repository holds a newer driver (apt takes each package's newest, which the roots'
@@ -292,16 +428,18 @@ def closure(roots: tuple[str, ...], version: str, flavour: str, machine: str = "
     ['firmware-nvidia-gsp=580.95.05-1', 'libcuda1=580.95.05-1', 'libnvidia-ml1=580.95.05-1']
     >>> "nvidia-kernel-dkms=580.95.05-1" in closure(("nvidia-driver-cuda",), "580.95.05", "proprietary")
     True
+    >>> closure(("nvidia-driver-580-open",), "580.95.05", "open", family="ubuntu")[:2]
+    ['libnvidia-compute-580=580.95.05-0ubuntu1', 'nvidia-compute-utils-580=580.95.05-0ubuntu1']
     """
-    table = {pkg.name: pkg for pkg in version_packages(version, machine)}
-    module = FLAVOURS[flavour][0]
+    table = {pkg.name: pkg for pkg in version_packages(version, machine, family)}
+    module = FAMILIES[family].modules[flavour]
     wanted, todo = set(), list(roots)
     while todo:
         name = todo.pop()
-        if name in wanted or name not in table:  # dkms: Debian's own
+        if name in wanted or name not in table:  # dkms: the distribution's own
             continue
         wanted.add(name)
         for dependency in table[name].depends:
             choices = [alt.split()[0] for alt in dependency.split("|")]
             todo.append(module if module in choices else choices[0])
-    return [f"{name}={deb_version(version)}" for name in sorted(wanted)]
+    return [f"{name}={table[name].version}" for name in sorted(wanted)]

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from bringup import deb_index, locks, toolkit_locks, venv_locks
+from bringup import deb_index, driver_locks, driver_packages, locks, toolkit_locks, venv_locks
 from bringup.plan import MIN_PYTHON
 from bringup.plan.model import toolkit_packages
 from bringup.platforms import REPO_ARCH, supported_pythons
 from control import locks as lockgen
+from sandbox.aptrepo.build import ALL_DIRS
 from sandbox.aptrepo.sign import GnuPG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +25,12 @@ LOCKS = ROOT / locks.LOCKS_DIR
 STEMS = sorted(path.name[:-3] for path in lockgen.python_inputs(ROOT))
 MATRIX = venv_locks.venv_lock_matrix(STEMS, supported_pythons(MIN_PYTHON), list(REPO_ARCH))
 TOOLKIT_LOCKS = sorted(LOCKS.glob("cuda-*-*-*.txt"))
+# Every driver lock that must exist: each driver-<branch>.in for each platform the sandbox's
+# apt repository serves (sandbox/aptrepo/build.py ALL_DIRS: its stand-in driver packages, under
+# each family's names, are what `make lock-driver CUDA_REPO_URL=sandbox` resolves).
+SERVED = sorted((distro, machine) for distro, arch in ALL_DIRS for machine, (repo_arch, _) in REPO_ARCH.items()
+                if repo_arch == arch)
+DRIVER_MATRIX = [(source, distro, machine) for source in lockgen.driver_inputs(ROOT) for distro, machine in SERVED]
 
 
 def test_the_matrix_covers_every_supported_cpython_and_cpu():
@@ -80,6 +87,40 @@ def test_toolkit_lock_is_fresh_and_whole(path):
 
 def test_the_sandbox_platform_has_a_toolkit_lock():
     assert (LOCKS / "cuda-13.0-debian12-x86_64.txt").is_file()
+
+
+def test_the_sandbox_serves_every_family_s_driver():
+    assert {distro for distro, _ in SERVED} == {"debian12", "debian13", "ubuntu2204", "ubuntu2404"}
+
+
+@pytest.mark.parametrize("source,distro,machine", DRIVER_MATRIX,
+                         ids=[f"{source.stem}-{distro}-{machine}" for source, distro, machine in DRIVER_MATRIX])
+def test_driver_lock_exists_and_is_fresh_and_whole(source, distro, machine):
+    """Each served platform's driver lock: fresh against its .in, for its distro and CPU, every
+    root of the family's names (bringup/driver_packages.py) in each flavour, Fabric Manager's
+    and the pinning package, each at the .in's version (NVLSM at its own)."""
+    wanted = driver_locks.parse_driver_input(source.read_text(), source.name)
+    path = ROOT / driver_locks.driver_lock_name(wanted.branch, distro, machine)
+    assert path.is_file(), f"{path.name} is missing: run make lock-driver CUDA_REPO_URL=sandbox"
+    text = path.read_text()
+    header = locks.read_header(text)
+    assert header["input-sha256"] == locks.sha256(source.read_bytes()), f"{path.name} is stale: run make lock"
+    assert header["target"] == f"{distro} {REPO_ARCH[machine][1]}"
+    lock = driver_locks.parse_driver_lock(text)
+    assert (lock.branch, lock.version) == (wanted.branch, wanted.version)
+    names = driver_packages.names(driver_packages.lock_family(distro), wanted.branch, wanted.version)
+    for flavour, roots in names.roots.items():
+        assert set(roots) <= set(lock.roles[flavour]), f"{path.name}: {flavour} lacks roots"
+    assert set(lock.roles["fabric"]) == set(names.fabric)
+    assert set(lock.roles["pinning"]) == {names.pinning}
+    assert {deb_index.upstream_version(version) for role, pins in lock.roles.items() if role != "nvlink5"
+            for version in pins.values()} == {wanted.version}
+
+
+def test_no_driver_lock_without_an_input_and_a_served_platform():
+    expected = {driver_locks.driver_lock_name(driver_locks.parse_driver_input(source.read_text()).branch, distro,
+                                              machine).rsplit("/", 1)[1] for source, distro, machine in DRIVER_MATRIX}
+    assert {path.name for path in LOCKS.glob("driver-*-*-*.txt")} == expected
 
 
 def stanza(name, version, arch="amd64", depends=""):

@@ -1,8 +1,9 @@
 """The sandbox apt repository's stand-in driver packages (sandbox/aptrepo/driver_debs.py):
-the table's names, versions and relations (the driver step's package table), real .debs
-built from it (dpkg-deb), the DKMS module stand-in's build as dkms runs it, the packaged
-nvidia-smi, and the no-driver state's node files. The packages on a node, with real dkms
-and a reboot: tests/sandbox/test_sandbox_driver.py."""
+the table's names, versions and relations (the driver step's package table), per
+distribution family (Debian's and Ubuntu's names and revisions, the same stand-in
+contents), real .debs built from it (dpkg-deb), the DKMS module stand-in's build as dkms
+runs it, the packaged nvidia-smi, and the no-driver state's node files. The packages on a
+node, with real dkms and a reboot: tests/sandbox/test_sandbox_driver.py."""
 
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bringup import driver_packages
 from sandbox import field_states, gpu_standin
 from sandbox.aptrepo import debs, driver_debs
 from sandbox.aptrepo.wheels import read_lock
@@ -22,8 +24,8 @@ CONTRACT_NAMES = {
     "nvidia-driver", "cuda-drivers", "nvidia-driver-pinning-580", "nvidia-fabricmanager", "libnvidia-nscq"}
 
 
-def table(version="580.95.05", machine="x86_64"):
-    return {pkg.name: pkg for pkg in driver_debs.version_packages(version, machine)}
+def table(version="580.95.05", machine="x86_64", family="debian"):
+    return {pkg.name: pkg for pkg in driver_debs.version_packages(version, machine, family)}
 
 
 def test_both_versions_of_every_contract_package_and_the_host_kernel_s_headers():
@@ -81,6 +83,102 @@ def test_closure_names_every_package_of_a_flavour_at_the_version():
             "nvidia-kernel-support", "nvidia-modprobe", "nvidia-persistenced", "nvidia-smi"))]
 
 
+UBUNTU_NAMES = {
+    "nvidia-dkms-580-open", "nvidia-dkms-580", "nvidia-kernel-common-580", "nvidia-firmware-580", "nvidia-modprobe",
+    "libnvidia-compute-580", "nvidia-utils-580", "nvidia-compute-utils-580", "nvidia-driver-580-open",
+    "nvidia-driver-580", "nvidia-driver-pinning-580"}
+
+
+def test_ubuntu_s_stand_ins_take_ubuntu_s_names_and_nvidia_s_ubuntu_revisions():
+    """NVIDIA's Ubuntu repository: the driver's packages at 0ubuntu1 (580.95.05, 580.105.08),
+    Fabric Manager and NSCQ at -1, under the same names as Debian's (bringup/driver_packages.py)."""
+    pkgs = driver_debs.packages("x86_64", "6.1.0-18-amd64", "ubuntu")
+    versions = {}
+    for pkg in pkgs:
+        versions.setdefault(pkg.name, set()).add(pkg.version)
+    assert {name for name, found in versions.items() if found == {"580.95.05-0ubuntu1", "580.105.08-0ubuntu1"}} \
+        == UBUNTU_NAMES
+    assert versions["nvidia-fabricmanager"] == versions["libnvidia-nscq"] == {"580.95.05-1", "580.105.08-1"}
+    assert versions["nvidia-driver-pinning-580.95.05"] == {"580.95.05-0ubuntu1"}
+    assert versions["nvlsm"] == {"2025.06.10-1"}
+    assert all("SANDBOX STAND-IN" in pkg.description for pkg in pkgs)
+    assert not set(versions) & (CONTRACT_NAMES - {"nvidia-fabricmanager", "libnvidia-nscq", "nvidia-driver-pinning-580",
+                                                  "nvidia-modprobe"})
+    assert len({debs.deb_filename(pkg) for pkg in pkgs}) == len(pkgs)
+    # NVLSM and the kernel headers are the same .debs in both families' directories; Fabric
+    # Manager's and NSCQ's file names too, their control files Ubuntu's (section restricted).
+    debian = {debs.deb_filename(pkg): pkg for pkg in driver_debs.packages("x86_64", "6.1.0-18-amd64")}
+    same = sorted(pkg.name for pkg in pkgs if debian.get(debs.deb_filename(pkg)) == pkg)
+    assert same == ["linux-headers-6.1.0-18-amd64", "nvlsm"]
+    assert sorted({pkg.name for pkg in pkgs if debs.deb_filename(pkg) in debian} - set(same)) == [
+        "libnvidia-nscq", "nvidia-fabricmanager"]
+
+
+@pytest.mark.parametrize("family", ["debian", "ubuntu"])
+@pytest.mark.parametrize("version", driver_debs.VERSIONS)
+def test_every_package_the_driver_step_installs_is_a_stand_in_of_its_family(family, version):
+    """bringup/driver_packages.py's names (what a lock resolves from the index) are the
+    stand-ins' names, each flavour's roots, Fabric Manager's and the pinning package."""
+    names = driver_packages.names(family, driver_debs.BRANCH, version)
+    served = table(version, family=family)
+    wanted = {*(root for roots in names.roots.values() for root in roots), *names.fabric, names.pinning}
+    assert wanted <= set(served)
+    assert set(names.module.values()) == set(driver_debs.FAMILIES[family].modules.values())
+    assert {served[name].version for name in names.fabric} == {f"{version}-1"}
+
+
+@pytest.mark.parametrize("name, depends", [
+    ("nvidia-dkms-580-open", ("dkms", "nvidia-kernel-common-580 (= 580.95.05-0ubuntu1)")),
+    ("nvidia-dkms-580", ("dkms", "nvidia-kernel-common-580 (= 580.95.05-0ubuntu1)")),
+    ("nvidia-kernel-common-580",
+     ("nvidia-firmware-580 (= 580.95.05-0ubuntu1)", "nvidia-modprobe (= 580.95.05-0ubuntu1)")),
+    ("libnvidia-compute-580", ("nvidia-kernel-common-580 (= 580.95.05-0ubuntu1)",)),
+    ("nvidia-utils-580", ("libnvidia-compute-580 (= 580.95.05-0ubuntu1)",)),
+    ("nvidia-compute-utils-580", ("libnvidia-compute-580 (= 580.95.05-0ubuntu1)",)),
+    ("nvidia-driver-580-open", tuple(f"{name} (= 580.95.05-0ubuntu1)" for name in (
+        "libnvidia-compute-580", "nvidia-utils-580", "nvidia-compute-utils-580", "nvidia-dkms-580-open"))),
+    ("nvidia-fabricmanager", ()),
+])
+def test_ubuntu_depends(name, depends):
+    assert table(family="ubuntu")[name].depends == depends
+
+
+def test_ubuntu_s_stand_ins_carry_debian_s_contents():
+    """One builder, two families: the same files, in Ubuntu's packages (libcuda and NVML
+    both in libnvidia-compute-580, nvidia-smi in nvidia-utils-580, persistenced's unit in
+    nvidia-compute-utils-580)."""
+    def files(family):
+        return {path: (name, text) for name, pkg in table(family=family).items() if "pinning" not in name
+                for path, text, _ in pkg.texts} | {
+            path: (name, kind) for name, pkg in table(family=family).items() for path, kind in pkg.generated}
+    debian, ubuntu = files("debian"), files("ubuntu")
+    assert {path: what for path, (_, what) in debian.items()} == {path: what for path, (_, what) in ubuntu.items()}
+    owners = {path: name for path, (name, _) in ubuntu.items()}
+    assert owners["usr/bin/nvidia-smi"] == "nvidia-utils-580"
+    assert owners["lib/systemd/system/nvidia-persistenced.service"] == "nvidia-compute-utils-580"
+    assert owners["usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05"] == "libnvidia-compute-580"
+    assert owners["usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05"] == "libnvidia-compute-580"
+    assert owners["usr/src/nvidia-580.95.05/dkms.conf"] in ("nvidia-dkms-580-open", "nvidia-dkms-580")
+
+
+def test_ubuntu_s_version_pinning_package_pins_every_revision_of_the_version():
+    """Fabric Manager's revision (-1) is not the driver's (0ubuntu1): the pin is the upstream version's."""
+    pkg = table("580.105.08", family="ubuntu")["nvidia-driver-pinning-580.105.08"]
+    (path, text, _mode), = pkg.texts
+    assert path == "etc/apt/preferences.d/nvidia-driver-pinning-580.105.08.pref" and pkg.arch == "all"
+    assert "\nPin: version 580.105.08-*\nPin-Priority: 1000\n" in text
+    assert set(text.split("Package: ")[1].split("\n")[0].split()) == set(driver_debs.FAMILIES["ubuntu"].pinned())
+    assert {"nvidia-fabricmanager", "libnvidia-compute-580", "nvidia-dkms-580-open"} <= set(
+        driver_debs.FAMILIES["ubuntu"].pinned())
+
+
+def test_ubuntu_closure_names_every_package_of_a_flavour_at_the_version():
+    assert driver_debs.closure(("nvidia-driver-580-open",), "580.105.08", "open", family="ubuntu") == [
+        f"{name}=580.105.08-0ubuntu1" for name in sorted((
+            "libnvidia-compute-580", "nvidia-compute-utils-580", "nvidia-dkms-580-open", "nvidia-driver-580-open",
+            "nvidia-firmware-580", "nvidia-kernel-common-580", "nvidia-modprobe", "nvidia-utils-580"))]
+
+
 def build(pkg, tmp_path) -> Path:
     """The real .deb of *pkg* (dpkg-deb), unpacked: (deb, tree)."""
     out, work = tmp_path / "out", tmp_path / "work"
@@ -91,12 +189,14 @@ def build(pkg, tmp_path) -> Path:
     return deb, tree
 
 
+@pytest.mark.parametrize("family, revision", [("debian", "1"), ("ubuntu", "0ubuntu1")])
 @pytest.mark.parametrize("flavour, licence", [("open", "Dual MIT/GPL"), ("proprietary", "NVIDIA")])
-def test_the_dkms_module_builds_an_elf_whose_modinfo_says_version_and_licence(tmp_path, flavour, licence):
-    pkg = table("580.105.08")[driver_debs.FLAVOURS[flavour][0]]
+def test_the_dkms_module_builds_an_elf_whose_modinfo_says_version_and_licence(tmp_path, flavour, licence, family,
+                                                                              revision):
+    pkg = table("580.105.08", family=family)[driver_debs.FAMILIES[family].modules[flavour]]
     deb, tree = build(pkg, tmp_path)
     control = subprocess.run(["dpkg-deb", "-f", str(deb)], capture_output=True, text=True, check=True).stdout
-    assert f"Package: {pkg.name}\nVersion: 580.105.08-1\n" in control
+    assert f"Package: {pkg.name}\nVersion: 580.105.08-{revision}\n" in control
     assert "Conflicts: " in control and "SANDBOX STAND-IN" in control
     source = tree / "usr/src/nvidia-580.105.08"
     assert 'PACKAGE_VERSION="580.105.08"' in (source / "dkms.conf").read_text()
