@@ -56,7 +56,10 @@ def start(sandbox_node, os_name, states=("incident",)):
 
 @pytest.fixture
 def ubuntu(sandbox_node):
-    entry = start(sandbox_node, "ubuntu2404")
+    # Reached as a cloud image is: its ubuntu user, through a CIS-hardened passwordless sudo
+    # (the cloud-login state: umask 0077, use_pty, env_reset, secure_path); the tests' own
+    # SSH stays root's.
+    entry = start(sandbox_node, "ubuntu2404", states=("incident", "cloud-login"))
     yield entry
     # Its venvs take gigabytes: free them before the 22.04 node.
     sandbox_nodes.down([entry["name"]])
@@ -131,9 +134,26 @@ def incident_to_green(entry, data, tmp_path, record_property):
     print(f"\n{os_name}: incident node to green (up, validate, deploy, validate, node suite, deploy): {seconds} s")
 
 
+# What a root deploy leaves (tests/sandbox/test_deploy_toolkit.py, the node suite's
+# permission checks): explicit modes, none from the caller's umask.
+ROOT_DEPLOY_MODES = {
+    "/etc/profile.d/zz-cuda-home.sh": "644 root:root", "/etc/sglang": "755 root:root",
+    "/etc/sglang/sglang.env": "640 root:sglang", "/etc/systemd/system/sglang.service": "644 root:root",
+    "/opt/sglang": "755 root:root", "/opt/sglang/venvs": "755 root:root",
+}
+
+
 def test_ubuntu2404_incident_to_green(ubuntu, tmp_path, record_property):
+    """Through the ubuntu user's hardened sudo, as a cloud image is reached: green, and
+    what the deploy wrote has a root deploy's modes (sudo's umask 0077 closes nothing)."""
     found_as_shipped(ubuntu)
     incident_to_green(ubuntu, DATA, tmp_path, record_property)
+    modes = run_ssh(ubuntu, "stat -c '%n %a %U:%G' " + " ".join(ROOT_DEPLOY_MODES)).stdout.splitlines()
+    assert dict(line.split(" ", 1) for line in modes) == ROOT_DEPLOY_MODES
+    closed = run_ssh(ubuntu, "find /opt/sglang/venvs /var/cache/sglang /usr/local/cuda-13.0 -mindepth 1 "
+                             "! -perm -o+r -print | head -n 5").stdout
+    assert closed == "", f"closed to other users (the caller's umask leaked): {closed}"
+    assert "ubuntu : " in run_ssh(ubuntu, "cat /var/log/sudo.log").stdout, "the deploy did not go through sudo"
 
 
 def test_ubuntu2204_is_refused_before_anything_changes(jammy):

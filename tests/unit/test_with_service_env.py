@@ -60,6 +60,17 @@ def test_as_reads_a_root_only_env_file_and_runs_the_command_as_the_user(scratch)
     assert result.stdout.split("|")[4].endswith("/planted")
 
 
+def test_the_command_gets_a_services_umask_not_the_callers(scratch):
+    """Under a hardened sudo's umask 0077 the command runs with systemd's default for a
+    service (0022): the pre-warm's files get the modes the service's own would get."""
+    libexec, env_file, _ = scratch
+    result = subprocess.run(["sh", "-c", 'umask 077; exec sh "$0" "$@"', str(libexec / "with-service-env"),
+                             "--as", "nobody", "/nonexistent", BASE_PATH, str(env_file), "/bin/sh", "-c", "umask"],
+                            capture_output=True, text=True, env={"PATH": BASE_PATH}, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0022"
+
+
 def test_root_never_runs_a_program_the_env_files_path_names(scratch):
     libexec, env_file, record = scratch
     # "env" and "sh" are found on the env file's PATH only by the service user's env.
