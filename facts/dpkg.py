@@ -51,6 +51,18 @@ class DpkgUnfinished(FactBase):
         return unfinished
 
 
+def apt_repo_uri(url):
+    """A repository URL as apt writes it (``$(REPO_URI)``): ``file:///x`` as ``file:/x``,
+    with one trailing slash.
+
+    >>> apt_repo_uri("file:///srv/cuda/debian12/x86_64"), apt_repo_uri("https://m/cuda/debian12/x86_64/")
+    ('file:/srv/cuda/debian12/x86_64/', 'https://m/cuda/debian12/x86_64/')
+    """
+    if url.startswith("file:///"):
+        url = "file:/" + url[len("file:///"):]
+    return url.rstrip("/") + "/"
+
+
 class AptUnserved(FactBase):
     """
     Returns the ``name=version`` pins apt's lists and dpkg do not serve (``apt-cache
@@ -70,9 +82,10 @@ class AptUnserved(FactBase):
 
     def command(self, pins, repo_url):
         # apt-cache show exits 0 with nothing printed for a version it does not know;
-        # apt-cache policy names every repository whose lists apt holds.
+        # apt-get indextargets names each repository whose index apt fetched, whole.
         quoted = " ".join(shlex.quote(pin) for pin in pins)
-        return (f"apt-cache policy 2>/dev/null | grep -qF -- {shlex.quote(repo_url.rstrip('/'))} && echo listed; "
+        return (f"apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -qxF -- "
+                f"{shlex.quote(apt_repo_uri(repo_url))} && echo listed; "
                 f"for pin in {quoted}; do apt-cache show --no-all-versions \"$pin\" 2>/dev/null "
                 "| grep -q '^Package: ' || printf 'unserved %s\\n' \"$pin\"; done; true")
 

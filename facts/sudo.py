@@ -1,4 +1,6 @@
-"""Whether the SSH user's sudo runs a command without asking for a password."""
+"""Whether the SSH user's sudo runs pyinfra's commands without asking for a password."""
+
+import shlex
 
 from pyinfra.api import FactBase
 
@@ -7,33 +9,54 @@ from pyinfra.api import FactBase
 ASKS = ("a password is required", "interactive authentication is required")
 
 
+def sudo_check_command(user=None, login=False, preserve_env=False):
+    """The command pyinfra's sudo would run (``sudo -H -n [-i] [-E] [-u USER] sh -c``),
+    asked with no cached credential (``-k``: a timestamp that expires mid-deploy would
+    ask then), under the C locale; it always exits 0 and prefixes sudo's lines (up to
+    20: a hostname warning may come first) so that pyinfra never takes them for its
+    prompt's cue.
+
+    >>> sudo_check_command(user="svc").split(" && ")[0]
+    'said=$(LC_ALL=C sudo -H -n -k -u svc sh -c true 2>&1 </dev/null)'
+    """
+    words = ["sudo", "-H", "-n", "-k", *(["-i"] if login else []), *(["-E"] if preserve_env else []),
+             *(["-u", user] if user else []), "sh", "-c", "true"]
+    return (f"said=$(LC_ALL=C {shlex.join(words)} 2>&1 </dev/null) && echo ok || "
+            "printf '%s\\n' \"$said\" | sed -n '1,20s/^/refused /p'; true")
+
+
 class SudoAsks(FactBase):
     """
-    Returns None when ``sudo -n true`` succeeds as the SSH user, else what sudo said
-    (one line, prefixed so that pyinfra never takes it for its password prompt's cue).
-    Run it with ``_sudo=False``: it asks sudo itself.
+    Returns None when sudo runs a command as pyinfra would run it without a password,
+    else what sudo said (its lines joined). Run it with ``_sudo=False``: it asks sudo
+    itself.
+
+    + user, login, preserve_env: pyinfra's ``_sudo_user``, ``_use_sudo_login``,
+      ``_preserve_sudo_env`` for the host
 
     .. code:: python
 
-        host.get_fact(SudoAsks, _sudo=False)  # "sudo: a password is required"
+        host.get_fact(SudoAsks, user=None, login=False, preserve_env=False, _sudo=False)
+        # "sudo: a password is required"
     """
 
-    # Always exit 0: pyinfra re-runs a failed command after prompting for a password
-    # when its output holds sudo's line.
-    command = "said=$(sudo -n true 2>&1 </dev/null) && echo ok || printf 'refused %s\\n' \"$said\" | head -n 1; true"
+    def command(self, user=None, login=False, preserve_env=False):
+        return sudo_check_command(user, login, preserve_env)
 
-    def requires_command(self):
+    def requires_command(self, user=None, login=False, preserve_env=False):
         return "sudo"
 
     def process(self, output):
         """
         >>> SudoAsks().process(["ok"]) is None
         True
-        >>> SudoAsks().process(["refused sudo: a password is required"])
-        'sudo: a password is required'
+        >>> SudoAsks().process(["refused sudo: unable to resolve host vm-1", "refused sudo: a password is required"])
+        'sudo: unable to resolve host vm-1; sudo: a password is required'
         """
-        line = next((line for line in output if line.startswith("refused ")), None)
-        return None if line is None else line[len("refused "):].strip() or "sudo -n failed"
+        said = [line[len("refused "):].strip() for line in output if line.startswith("refused ")]
+        if "ok" in output and not said:
+            return None
+        return "; ".join(line for line in said if line) or "sudo -n failed"
 
 
 def asks_password(said):
@@ -41,6 +64,8 @@ def asks_password(said):
 
     >>> asks_password("sudo: a password is required"), asks_password("sudo-rs: interactive authentication is required")
     (True, True)
+    >>> asks_password("sudo: unable to resolve host vm-1; sudo: a password is required")
+    True
     >>> asks_password("ops is not in the sudoers file."), asks_password(None)
     (False, False)
     """

@@ -11,6 +11,7 @@ the pinned key alone, disabled otherwise), and who holds apt's locks.
     ('ubuntu2404', 'sbsa', '/etc/apt/keyrings/nvidia-cuda.gpg', [])
 """
 
+import shlex
 from dataclasses import replace
 from urllib.parse import urlparse
 
@@ -59,8 +60,9 @@ def repo(context):
                        fingerprint=fingerprint, distro=distro, arch=arch, keyring=layout.apt_keyring,
                        source_file=layout.apt_source, preference_file=layout.apt_preference,
                        pin_origin=urlparse(url).hostname or "", evidence=evidence,
-                       lock_command=f"make lock-cuda lock-driver CUDA_REPO_URL={config.cuda_repo_url} "
-                                    f"CUDA_PLATFORMS={distro}-{os_facts.get('arch')}")
+                       lock_command=shlex.join(["make", "lock-cuda", "lock-driver",
+                                                f"CUDA_REPO_URL={config.cuda_repo_url}",
+                                                f"CUDA_PLATFORMS={distro}-{os_facts.get('arch')}"]))
     return _existing_sources(context, planned)
 
 

@@ -24,7 +24,7 @@ probe_jit_cache() {
             esac
             # libcuda1 is the driver's user-space library (no header, no compiler): an
             # upgrade of the driver must not read as a changed toolchain.
-            dpkg-query -W -f '${db:Status-Abbrev}${Package}=${Version}\n' 'cuda-*' 'libcu*' 'libc6-dev' \
+            dpkg-query -W -f '${db:Status-Abbrev}${Package}=${Version}\n' 'cuda-*' 'libcu*' 'libnvvm-*' 'libc6-dev' \
                 'libstdc++*-dev' 'g++*' 'gcc*' 2>/dev/null | sed -n '/^ii libcuda1[:=]/d; s/^ii //p' | LC_ALL=C sort
         } | sha256sum | cut -c1-64
     )

@@ -134,11 +134,12 @@ def incident_to_green(entry, data, tmp_path, record_property):
     print(f"\n{os_name}: incident node to green (up, validate, deploy, validate, node suite, deploy): {seconds} s")
 
 
-# What a root deploy leaves (tests/sandbox/test_deploy_toolkit.py, the node suite's
+SUDO_SECRET = "hf_sudologsecret44"
+# What a root deploy leaves (the operator's root-only env file kept; tests/sandbox/test_deploy_toolkit.py, the node suite's
 # permission checks): explicit modes, none from the caller's umask.
 ROOT_DEPLOY_MODES = {
     "/etc/profile.d/zz-cuda-home.sh": "644 root:root", "/etc/sglang": "755 root:root",
-    "/etc/sglang/sglang.env": "640 root:sglang", "/etc/systemd/system/sglang.service": "644 root:root",
+    "/etc/sglang/sglang.env": "600 root:root", "/etc/systemd/system/sglang.service": "644 root:root",
     "/opt/sglang": "755 root:root", "/opt/sglang/venvs": "755 root:root",
 }
 
@@ -147,13 +148,19 @@ def test_ubuntu2404_incident_to_green(ubuntu, tmp_path, record_property):
     """Through the ubuntu user's hardened sudo, as a cloud image is reached: green, and
     what the deploy wrote has a root deploy's modes (sudo's umask 0077 closes nothing)."""
     found_as_shipped(ubuntu)
+    # The operator's token in a root-only env file (kept as it is): sudo logs every command
+    # line it runs (/var/log/sudo.log), and none may hold it.
+    run_ssh(ubuntu, "install -d -m 0755 /etc/sglang && printf 'HF_TOKEN=%s\\n' " + SUDO_SECRET +
+            " > /etc/sglang/sglang.env && chmod 0600 /etc/sglang/sglang.env")
     incident_to_green(ubuntu, DATA, tmp_path, record_property)
     modes = run_ssh(ubuntu, "stat -c '%n %a %U:%G' " + " ".join(ROOT_DEPLOY_MODES)).stdout.splitlines()
     assert dict(line.split(" ", 1) for line in modes) == ROOT_DEPLOY_MODES
     closed = run_ssh(ubuntu, "find /opt/sglang/venvs /var/cache/sglang /usr/local/cuda-13.0 -mindepth 1 "
                              "! -perm -o+r -print | head -n 5").stdout
     assert closed == "", f"closed to other users (the caller's umask leaked): {closed}"
-    assert "ubuntu : " in run_ssh(ubuntu, "cat /var/log/sudo.log").stdout, "the deploy did not go through sudo"
+    sudo_log = run_ssh(ubuntu, "cat /var/log/sudo.log").stdout
+    assert "ubuntu : " in sudo_log, "the deploy did not go through sudo"
+    assert SUDO_SECRET not in sudo_log, "a secret of the env file is on a command line sudo ran"
 
 
 def test_ubuntu2204_is_refused_before_anything_changes(jammy):
