@@ -135,11 +135,11 @@ def incident_to_green(entry, data, tmp_path, record_property):
 
 
 SUDO_SECRET = "hf_sudologsecret44"
-# What a root deploy leaves (the operator's root-only env file kept; tests/sandbox/test_deploy_toolkit.py, the node suite's
+# What a root deploy leaves (the operator's 0600 env file kept, its group the service's; tests/sandbox/test_deploy_toolkit.py, the node suite's
 # permission checks): explicit modes, none from the caller's umask.
 ROOT_DEPLOY_MODES = {
     "/etc/profile.d/zz-cuda-home.sh": "644 root:root", "/etc/sglang": "755 root:root",
-    "/etc/sglang/sglang.env": "600 root:root", "/etc/systemd/system/sglang.service": "644 root:root",
+    "/etc/sglang/sglang.env": "600 root:sglang", "/etc/systemd/system/sglang.service": "644 root:root",
     "/opt/sglang": "755 root:root", "/opt/sglang/venvs": "755 root:root",
 }
 
