@@ -1,4 +1,5 @@
-"""Node suite plumbing: which hosts, what each must look like, the end-of-run report.
+"""Node suite plumbing: which hosts, what each must look like, the venv's one python run
+per host (venv_probe.py), the end-of-run report.
 
     pytest tests/node --inventory inventory/gpu.py [--node-limit 'gpu-*']
     pytest tests/node --hosts=ssh://root@10.0.0.5 [--node-config settings.yaml]
@@ -19,11 +20,13 @@ import yaml
 from tests.node import connection
 from tests.node.expected import NodeNotReady, gather
 from tests.node.report import STANDIN, Results, first_line, outcome
+from tests.node.venv_probe import run_venv_probe
 
 NODE_DIR = Path(__file__).resolve().parent
 SETTINGS = pytest.StashKey[dict]()   # testinfra host id -> settings (pyinfra host data)
 DEFAULT_SETTINGS = pytest.StashKey[dict]()
 EXPECTED = pytest.StashKey[dict]()   # testinfra host id -> Expected or NodeNotReady
+VENV_RUNS = pytest.StashKey[dict]()  # testinfra host id -> venv_probe.VenvRun
 RESULTS = pytest.StashKey[Results]()
 _RESULTS = [Results()]  # the run's Results, for the report hook (which gets no config)
 
@@ -64,6 +67,7 @@ def pytest_ignore_collect(collection_path, config):
 
 def pytest_configure(config):
     config.stash[EXPECTED] = {}
+    config.stash[VENV_RUNS] = {}
     config.stash[RESULTS] = _RESULTS[0] = Results()
     config.stash[SETTINGS] = {}
     config.stash[DEFAULT_SETTINGS] = _node_config(config)
@@ -140,6 +144,16 @@ def expected(host, request):
     if isinstance(cache[name], NodeNotReady):
         pytest.fail(str(cache[name]), pytrace=False)
     return cache[name]
+
+
+@pytest.fixture(scope="module")
+def venv_probe(host, expected, request):
+    """The venv's python run on this host (venv_probe.py: what test_venv.py and
+    test_sglang.py read), run once per session."""
+    runs = request.config.stash[VENV_RUNS]
+    if expected.name not in runs:
+        runs[expected.name] = run_venv_probe(host, expected)
+    return runs[expected.name]
 
 
 def _identify(item):

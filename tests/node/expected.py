@@ -6,7 +6,6 @@ Also the small parsers the checks share (unit file syntax; EnvironmentFile synta
 bringup/envfile.py's) and the command that reproduces the service's environment.
 """
 
-import json
 import shlex
 from dataclasses import dataclass
 
@@ -185,43 +184,3 @@ LOGNAME=sglang CUDA_HOME=/c timeout 300 sh -c 'echo $CUDA_HOME'"
             f"run='runuser -u {user} --'; "
             f"else {other}; fi; "
             f"$run {run}")
-
-
-# Run in the venv's python with the service environment: what torch and FlashInfer
-# see. Each part reports its own error so one failure does not hide the others.
-VENV_SCRIPT = r"""
-import json, sys
-out = {"python": sys.version.split()[0]}
-try:
-    import torch
-    flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")() or ""
-    out["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda, "arch_flags": flags.split()}
-except Exception as error:
-    out["torch_error"] = f"{type(error).__name__}: {error}"
-flashinfer = out["flashinfer"] = {}
-try:
-    from flashinfer.jit import cpp_ext
-    flashinfer["cuda_path"] = cpp_ext.get_cuda_path()
-    flashinfer["cuda_version"] = str(cpp_ext.get_cuda_version())
-except Exception as error:
-    flashinfer["cuda_error"] = f"{type(error).__name__}: {error}"
-try:
-    from flashinfer.compilation_context import CompilationContext
-    archs = CompilationContext().TARGET_CUDA_ARCHS
-    flashinfer["archs"] = [f"{major}.{minor}" for major, minor in sorted(archs)]
-except Exception as error:
-    flashinfer["archs_error"] = f"{type(error).__name__}: {error}"
-print("@@venv " + json.dumps(out))
-"""
-
-
-def parse_venv_output(stdout):
-    """The JSON line VENV_SCRIPT prints, or None.
-
-    >>> parse_venv_output('noise\\n@@venv {"python": "3.11.2"}\\n')
-    {'python': '3.11.2'}
-    """
-    for line in stdout.splitlines():
-        if line.startswith("@@venv "):
-            return json.loads(line[len("@@venv "):])
-    return None

@@ -1,34 +1,28 @@
 """The venv, run with the service's environment: FlashInfer resolves the plan's toolkit
 and arch list, torch is the planned CUDA build and carries code for every GPU."""
 
-import json
 import shlex
 
 import pytest
 
 from bringup.torch_builds import covers_sm
 from bringup.versions import major_minor, same_major_minor
-from tests.node.expected import VENV_SCRIPT, parse_venv_output
-from tests.node.remote import fail, run_in_service_env, service_environment, stand_in
+from tests.node.remote import fail, run_in_service_env, stand_in
 
 
 @pytest.fixture(scope="module")
-def venv(host, expected):
+def venv(venv_probe):
     """What torch and FlashInfer report in the venv, run as the service user with the
-    service's environment (one remote python run per host),
+    service's environment (the ``venv`` part of the host's one run, venv_probe.py),
     or ``{"error": why}``: a missing venv is a failing check, not a skipped one."""
-    python = expected.venv_python
-    if host.run(f"test -x {shlex.quote(python)}").rc != 0:
-        return {"error": f"no {python} (the venv is not built)"}
-    env, why = service_environment(host, expected)
-    if env is None:
-        return {"error": why}
-    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(VENV_SCRIPT)}",
-                                as_service_user=True)
-    data = parse_venv_output(result.stdout)
-    if data is None:
-        return {"error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
-    return data
+    if not venv_probe.executable:
+        return {"error": f"no {venv_probe.python} (the venv is not built)"}
+    if venv_probe.env_error is not None:
+        return {"error": venv_probe.env_error}
+    answer = venv_probe.answer("venv")
+    if answer is None:
+        return {"error": f"{venv_probe.python} {venv_probe.died()}"}
+    return answer
 
 
 def _flashinfer(expected, venv, what, key):
@@ -80,43 +74,23 @@ def test_torch_covers_gpu_sms(host, expected, venv):
              f"{' '.join(torch['arch_flags']) or '(empty)'}; nothing for SM {' '.join(uncovered)}")
 
 
-# FlashInfer's own arch detection, as the service would run it with no arch list set:
-# per visible GPU, flashinfer/compilation_context.py normalises torch's device
-# capability. On a node that declares its GPUs stand-ins (gpu_standin: argv[2]) where
-# CUDA does not start, torch is told the capabilities the recorded nvidia-smi reports;
-# nowhere else: without the declaration, a CUDA that does not start fails the check.
-DETECT_SCRIPT = r"""
-import json, os, sys
-os.environ.pop("FLASHINFER_CUDA_ARCH_LIST", None)
-import torch
-caps = [tuple(int(part) for part in cap.split(".")) for cap in json.loads(sys.argv[1])]
-cuda = torch.cuda.is_available()
-standin = sys.argv[2] == "gpu_standin" and not cuda
-if standin:
-    torch.cuda.device_count = lambda: len(caps)
-    torch.cuda.get_device_capability = lambda device=None: caps[device or 0]
-from flashinfer.compilation_context import CompilationContext
-archs = sorted(f"{major}.{minor}" for major, minor in CompilationContext().TARGET_CUDA_ARCHS)
-print("@@detect " + json.dumps({"archs": archs, "cuda": cuda, "standin": standin}))
-"""
-
-
-def test_flashinfer_detects_gpu_arch(host, expected, record_property):
+def test_flashinfer_detects_gpu_arch(host, expected, venv_probe, record_property):
     """With FLASHINFER_CUDA_ARCH_LIST unset, FlashInfer's own detection on this node's GPUs
     and toolkit gives the plan's arch list: the plan did not pick something FlashInfer
-    would not."""
+    would not. Per visible GPU, flashinfer/compilation_context.py normalises torch's
+    device capability (the ``detect`` part of the host's one run, venv_probe.py). On a
+    node that declares its GPUs stand-ins (gpu_standin) where CUDA does not start, torch
+    is told the capabilities the recorded nvidia-smi reports; nowhere else: without the
+    declaration, a CUDA that does not start fails the check."""
     what = "FlashInfer's own arch detection (no FLASHINFER_CUDA_ARCH_LIST)"
-    caps = sorted({gpu["compute_cap"] for gpu in expected.facts.get("gpus") or []})
+    caps = venv_probe.caps
     if not caps:
         fail(expected, what, "GPUs to detect", "nvidia-smi lists none")
-    python = expected.venv_python
-    declared = "gpu_standin" if expected.config.gpu_standin else "-"
-    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(DETECT_SCRIPT)} "
-                                f"{shlex.quote(json.dumps(caps))} {declared} 2>&1", as_service_user=True)
-    line = next((line for line in result.stdout.splitlines() if line.startswith("@@detect ")), None)
-    if line is None:
-        fail(expected, what, "an answer", f"exit {result.rc}: {result.stdout[-300:]}")
-    detected = json.loads(line[len("@@detect "):])
+    if venv_probe.env_error is not None:
+        fail(expected, "service environment", "an env file", venv_probe.env_error)
+    detected = venv_probe.answer("detect")
+    if detected is None or "error" in detected:
+        fail(expected, what, "an answer", venv_probe.died() if detected is None else detected["error"])
     if detected["archs"] != sorted(expected.arch_list.split()):
         fail(expected, what, expected.arch_list or "(the plan has none)",
              " ".join(detected["archs"]) or ("(empty: CUDA does not start)" if not detected["cuda"]
