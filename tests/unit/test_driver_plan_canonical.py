@@ -157,3 +157,16 @@ def test_nvidia_s_own_packages_are_not_canonical_s():
     node = plan(facts(layer([{"name": name, "version": version, "held": True} for name, version in OPEN.items()])),
                 Config(driver_manage=True), LockFiles(root=str(ROOT)))
     assert canonical_findings(node) == [] and node.driver.canonical == ""
+
+
+def test_the_recorded_ubuntu_drivers_node():
+    """The facts validate recorded on a sandbox node in the ubuntu-drivers field state
+    (tests/fixtures/facts/ubuntu2404-x86_64-rtx-pro-6000-ubuntu-drivers.json): prebuilt
+    modules for its kernel, so driver_manage replaces them; without it, an info only."""
+    recorded = json.loads((FACTS / "ubuntu2404-x86_64-rtx-pro-6000-ubuntu-drivers.json").read_text())
+    [left] = canonical_findings(plan(copy.deepcopy(recorded), Config(), LockFiles(root=str(ROOT))))
+    assert left.severity == "info" and "0ubuntu0.24.04.2" in left.message
+    node = plan(recorded, Config(driver_manage=True), LockFiles(root=str(ROOT)))
+    assert node.driver.canonical == "replace" and "prebuilt" in node.driver.canonical_reason
+    assert "linux-modules-nvidia-580-server-open-generic" in node.driver.remove
+    assert not {pin.split("=")[0] for pin in node.driver.install} & set(node.driver.remove)
