@@ -102,6 +102,8 @@ CODES = {
     "NOUVEAU_LOADED": "The nouveau module is loaded and holds the GPUs.",
     "NOUVEAU_NOT_BLACKLISTED": "nouveau is not blacklisted: a boot that loads it leaves no GPU for the NVIDIA module.",
     "NOUVEAU_INITRAMFS_STALE": "A kernel's initramfs does not hold the nouveau blacklist: a boot of it loads nouveau.",
+    "DRIVER_CANONICAL": "Canonical's NVIDIA driver (ubuntu-drivers) is installed: named with its branch, flavour "
+                        "and module source, and what deploy does with it (adopt, replace, or nothing).",
     "DRIVER_NOT_HELD": "The driver's packages are not held: an unattended upgrade moves user space past the loaded "
                        "module.",
     "PERSISTENCE_OFF": "Persistence mode is off: every CUDA start pays the GPUs' initialisation.",

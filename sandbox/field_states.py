@@ -31,6 +31,7 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 | --- | --- | --- |
 | proprietary-module | the proprietary module's banner in /proc/driver/nvidia/version (a Blackwell profile) | DRIVER_OPEN_MODULE_REQUIRED |
 | library-mismatch | libnvidia-compute-580 580.105.08 (held, with libnvidia-ml.so.580.105.08), the module at the profile's version | DRIVER_LIBRARY_MISMATCH |
+| ubuntu-drivers | (Ubuntu only) Canonical's 580-server-open driver as `ubuntu-drivers install --gpgpu` leaves it on a generic kernel: nvidia-headless-no-dkms-580-server-open, libnvidia-compute-580-server, nvidia-utils-580-server, nvidia-compute-utils-580-server, nvidia-kernel-common-580-server at 580.95.05-0ubuntu0.<release>.2 and linux-modules-nvidia-580-server-open-generic / -<kernel release> (empty stand-ins, not held) | DRIVER_CANONICAL |
 | nvswitch-no-fm | 4 NVSwitches in /proc/driver/nvidia-nvswitch/devices, no Fabric Manager; fabric In Progress | FABRIC_MANAGER_MISSING |
 | nvswitch-fm-inactive | nvswitch-no-fm + nvidia-fabricmanager 580.95.05 by apt (held), its unit not started | FABRIC_MANAGER_INACTIVE |
 | nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 by apt (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
@@ -107,6 +108,8 @@ STATES = {
     "proprietary-module": State("proprietary-module"),
     "library-mismatch": State("library-mismatch", files=("standin-deb.sh",)),
     "nvswitch-no-fm": State("nvswitch-no-fm"),
+    # Canonical's driver (ubuntu-drivers install --gpgpu): stand-in packages under its names (Ubuntu only).
+    "ubuntu-drivers": State("ubuntu-drivers", files=("standin-deb.sh",)),
     # Fabric Manager from the apt repository's stand-in packages (sandbox/aptrepo/driver_debs.py).
     "nvswitch-fm-inactive": State("nvswitch-fm-inactive", implies=("nvswitch-no-fm", "nvidia-repo"),
                                   needs=("apt-repo",)),

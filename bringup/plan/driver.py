@@ -13,8 +13,9 @@ import shlex
 
 from packaging.version import InvalidVersion, Version
 
+from bringup.canonical_driver import canonical_driver
 from bringup.driver_reboot import next_boot_kernels
-from bringup.findings import BLOCKER, WARNING, Finding
+from bringup.findings import BLOCKER, INFO, WARNING, Finding
 from bringup.gpu_archs import NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import bus_gpus, pci_gpus_sms
 
@@ -315,6 +316,26 @@ def _check_holds(layer, add):
                     "then reboot)"))
 
 
+# What deploy does with Canonical's driver, said by validate before the plan's driver step
+# rewrites it (bringup/plan/driver_step.py: as_fixes names the plan's own choice).
+CANONICAL_FIX = ("driver_manage: false (the default) leaves it as it is: deploy touches no driver package. With "
+                 "driver_manage: true deploy adopts it when it is driver_branch's branch, the planned flavour and "
+                 "built by DKMS at the lock's upstream version (then holds it and keeps it out of "
+                 "unattended-upgrades), and otherwise replaces it with NVIDIA's locked packages in one apt run "
+                 "(Canonical's purged), then a reboot")
+
+
+def _check_canonical(layer, add):
+    """Canonical's driver (``ubuntu-drivers install [--gpgpu]``, bringup/canonical_driver.py): named, an info."""
+    found = canonical_driver(layer.get("packages"))
+    if not found:
+        return
+    add(Finding("DRIVER_CANONICAL", INFO,
+                f"Canonical's NVIDIA driver from Ubuntu's archive (ubuntu-drivers) is installed: {found.summary()}; "
+                f"driver {', '.join(found.versions) or 'version unknown'}: {' '.join(found.packages)}",
+                CANONICAL_FIX))
+
+
 def _check_persistence(layer, add):
     off = [gpu["index"] for gpu in layer.get("gpus") or [] if gpu.get("persistence_mode") == "Disabled"]
     if off:
@@ -458,6 +479,7 @@ def driver_layer_findings(facts, config, add):
     _check_library_mismatch(layer, add)
     _check_fabric(facts, layer, version, add)
     _check_nouveau(facts, layer, add)
+    _check_canonical(layer, add)
     _check_holds(layer, add)
     _check_persistence(layer, add)
     _check_kernel_build(layer, add)

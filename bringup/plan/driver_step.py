@@ -13,11 +13,13 @@ findings naming what deploy will do; with ``driver_manage: false`` nothing chang
     >>> driver_plan(PlanContext.of({}, Config(), None, print), None)
     DriverPlan(manage=False, branch='', version='', flavour='', lock='', install=(), remove=(), hold=(), \
 headers=(), units=(), blacklist_file='', blacklist='', initramfs=(), unattended_file='', unattended='', \
-reboot_for='', reboot='never', reboot_serving=False, reboot_timeout=900, service_active=False, changes=())
+reboot_for='', reboot='never', reboot_serving=False, reboot_timeout=900, service_active=False, changes=(), \
+canonical='', canonical_packages=(), canonical_reason='')
 """
 
 from dataclasses import replace
 
+from bringup.canonical_driver import PREBUILT, adoption, canonical_driver, names
 from bringup.driver_locks import driver_input_name, driver_lock_name, parse_driver_lock
 from bringup.driver_reboot import REBOOT, next_boot_kernels, reboot_decision, same_version
 from bringup.gpu_archs import FIRST_OPEN_MODULE_SM, NVLINK5_MAJORS, OPEN_ONLY_MAJORS
@@ -179,18 +181,37 @@ def driver_plan(context, repo):
     other = "proprietary" if flavour == "open" else "open"
     ours = set(pins)
     remove = tuple(sorted(package for package in lock.pins(other) if package not in ours and package in installed))
+    # Canonical's driver (ubuntu-drivers): adopted as it is, or replaced in the same apt run
+    # (bringup/canonical_driver.py: adoption says when, and why not).
+    canonical = canonical_driver(layer.get("packages"))
+    why = adoption(canonical, config.driver_branch, flavour, lock.version, layer.get("installed_module"),
+                   switches) if canonical else ""
+    hold_pins = pins
+    if canonical and not why:
+        # Adopted: nothing of the lock's driver installed; Canonical's packages held at their
+        # versions (the prebuilt modules, never adopted, are not among them).
+        hold_pins = {package: installed[package]["version"] for package in names(canonical)
+                     if not PREBUILT.match(package)}
+        pins = {}
+        settings.update(canonical="adopt", canonical_packages=canonical.packages)
+    elif canonical:
+        # Replaced: every Canonical package the lock does not name is purged while NVIDIA's are
+        # installed (those of one name, e.g. libnvidia-compute-580, move to the lock's version),
+        # so apt never has both DKMS modules (nvidia-dkms-kernel) nor two libcuda owners.
+        remove = tuple(sorted(set(remove) | {package for package in names(canonical) if package not in ours}))
+        settings.update(canonical="replace", canonical_packages=canonical.packages, canonical_reason=why)
     headers = kernel_headers(layer.get("kernel") or {})
     units = (PERSISTENCED,) + ((FABRICMANAGER,) if switches > 0 else ())
     blacklisted = (layer.get("nouveau") or {}).get("blacklisted")
     plan = DriverPlan(
         flavour=flavour, version=lock.version, lock=name,
         install=tuple(f"{package}={version}" for package, version in pins.items()),
-        remove=remove, hold=tuple(pins), headers=headers, units=units,
+        remove=remove, hold=tuple(hold_pins), headers=headers, units=units,
         blacklist_file="" if blacklisted else NOUVEAU_FILE, blacklist="" if blacklisted else NOUVEAU_TEXT,
         initramfs=initramfs_kernels(layer.get("kernel") or {}, blacklisted),
-        unattended_file=UNATTENDED_FILE, unattended=unattended_text(pins),
+        unattended_file=UNATTENDED_FILE, unattended=unattended_text(hold_pins),
         reboot_for=reboot_reason(layer.get("module") or {}, lock.version, flavour), **settings)
-    return replace(plan, changes=_changes(plan, pins, installed, layer))
+    return replace(plan, changes=_changes(plan, hold_pins, installed, layer))
 
 
 def _read_lock(context, name, repo, flavour):
@@ -217,8 +238,16 @@ def _read_lock(context, name, repo, flavour):
 def _changes(plan, pins, installed, layer):
     """What deploy will do, one line each (nothing for a node already converged)."""
     changes = []
-    if plan.remove:
-        changes.append(f"purge the other kernel module flavour's packages: {' '.join(plan.remove)}")
+    canonical = set(names_of(plan.canonical_packages))
+    if plan.canonical == "adopt":
+        changes.append(f"adopt Canonical's NVIDIA driver as the lock's {plan.version} ({plan.flavour} kernel module, "
+                       f"built by DKMS): no driver package installed or removed ({' '.join(plan.canonical_packages)})")
+    if plan.canonical == "replace":
+        changes.append(f"replace Canonical's NVIDIA driver ({plan.canonical_reason}): purge "
+                       f"{' '.join(name for name in plan.remove if name in canonical)} in the same apt run")
+    others = [name for name in plan.remove if name not in canonical]
+    if others:
+        changes.append(f"purge the other kernel module flavour's packages: {' '.join(others)}")
     if plan.headers:
         changes.append(f"install {' '.join(plan.headers)} (DKMS builds the module against them)")
     missing = [f"{name}={version}" for name, version in pins.items()
@@ -243,6 +272,15 @@ def _changes(plan, pins, installed, layer):
         changes.append(f"reboot ({plan.reboot_for})" if will_reboot(plan) else
                        f"leave the host `needs reboot` ({plan.reboot_for})")
     return tuple(changes)
+
+
+def names_of(pins):
+    """The names of ``name=version`` pins.
+
+    >>> names_of(("a=1", "b=2"))
+    ['a', 'b']
+    """
+    return [pin.split("=", 1)[0] for pin in pins]
 
 
 def service_after(service, plan):
@@ -336,10 +374,38 @@ def as_fixes(findings, plan):
         cures["FABRIC_NOT_READY"] = "fabric"
     cured = [replace(finding, severity=FIX, fix=_fix_text(cures[finding.code], plan))
              if finding.code in cures and (finding.code != "DRIVER_OPEN_MODULE_REQUIRED" or plan.flavour == "open")
+             else canonical_finding(finding, plan) if finding.code == "DRIVER_CANONICAL"
              else finding for finding in findings]
     if plan.reboot_for:
         cured.append(reboot_finding(plan))
     return cured
+
+
+def canonical_finding(finding, plan):
+    """DRIVER_CANONICAL with what this plan does: adopted (info, nothing installed), or replaced
+    (a fix: Canonical's packages purged in the apt run that installs NVIDIA's locked ones).
+
+    >>> found = Finding("DRIVER_CANONICAL", "info", "seen", "either")
+    >>> canonical_finding(found, DriverPlan(manage=True, canonical="replace", canonical_reason="why", version="5",
+    ...                   flavour="open", lock="L", remove=("nvidia-dkms-580-server-open",),
+    ...                   canonical_packages=("nvidia-dkms-580-server-open=5-0ubuntu0.24.04.2",))).severity
+    'fix'
+    """
+    if plan.canonical == "adopt":
+        held = " ".join(plan.hold)
+        return replace(finding, fix=f"deploy adopts it as the lock's {plan.version} ({plan.lock}): no driver package "
+                                    f"installed or removed; it holds {held} at their versions and keeps them out of "
+                                    f"unattended-upgrades ({plan.unattended_file}); driver_manage: false leaves it "
+                                    "untouched")
+    if plan.canonical == "replace":
+        canonical = set(names_of(plan.canonical_packages))
+        purged = " ".join(name for name in plan.remove if name in canonical)
+        moved = " ".join(pin for pin in plan.install if pin.split("=", 1)[0] in canonical)
+        return replace(finding, severity=FIX, fix=(
+            f"deploy replaces it ({plan.canonical_reason}): one apt run purges {purged or 'nothing'}"
+            + (f", moves {moved} (the same names in NVIDIA's repository)" if moved else "")
+            + f" and {install_text(plan).removeprefix('deploy ')}"))
+    return finding
 
 
 def reboot_finding(plan):

@@ -272,6 +272,11 @@ class DriverPlan:
     reboot_timeout: int = 900
     service_active: bool = False
     changes: tuple = ()
+    # Canonical's driver (bringup/canonical_driver.py): "adopt", "replace" or "" (none on the node),
+    # its packages as found ("name=version") and why it is replaced.
+    canonical: str = ""
+    canonical_packages: tuple = ()
+    canonical_reason: str = ""
 
 
 @dataclass

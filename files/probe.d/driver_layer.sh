@@ -154,10 +154,12 @@ probe_driver_layer() {
         [ -e "$lib" ] && nvml="$nvml${NL}${lib#"$DRIVER_FS_ROOT"}"
     done
     emit driver-nvml 0 "${nvml#"$NL"}"
+    # Canonical's driver too (ubuntu-drivers): its -server series and its prebuilt modules
+    # (linux-modules/objects/signatures-nvidia-*); its version says the archive (bringup/canonical_driver.py).
     if tool=$(driver_tool dpkg-query); then
         emit driver-packages 0 "$(run_program "$tool" -W -f='${db:Status-Abbrev}|${Package}|${Version}\n' \
             'nvidia-*' 'libnvidia-*' 'cuda-drivers*' '*fabricmanager*' 'nvlsm*' 'linux-modules-nvidia-*' \
-            'firmware-nvidia-*' 2>/dev/null)"
+            'linux-objects-nvidia-*' 'linux-signatures-nvidia-*' 'firmware-nvidia-*' 2>/dev/null)"
     else
         emit driver-packages 127 ""
     fi

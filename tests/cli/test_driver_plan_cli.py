@@ -91,3 +91,27 @@ def test_the_open_flavour_asked_for_a_pre_turing_node_is_a_blocker(checkout):
     printed = plan_cli(checkout, facts, {"driver_manage": True, "driver_flavour": "open"})
     refused = [f for f in printed["findings"] if f["code"] == "DRIVER_PROPRIETARY_MODULE_REQUIRED"]
     assert [f["severity"] for f in refused] == ["blocker"] and "compute capability 7.0" in refused[0]["message"]
+
+
+@pytest.mark.parametrize("shape,choice,severity", [("server_open", "adopt", "info"),
+                                                   ("server_prebuilt", "replace", "fix")])
+def test_canonical_s_driver_through_the_plan_cli(checkout, shape, choice, severity):
+    """Canonical's 580-server-open driver on Ubuntu 24.04 (bringup/canonical_driver.py), planned
+    by the CLI against the shipped ubuntu2404 lock: adopted by DKMS at the lock's version,
+    replaced with its prebuilt modules purged in the apt run that installs NVIDIA's."""
+    from tests.unit import test_driver_plan_canonical as canonical
+
+    facts = canonical.facts(canonical.layer(getattr(canonical, shape)()))
+    printed = plan_cli(checkout, facts, {"driver_manage": True})
+    driver = printed["driver"]
+    assert driver["lock"] == "files/locks/driver-580-ubuntu2404-x86_64.txt" and driver["canonical"] == choice
+    [finding] = [f for f in printed["findings"] if f["code"] == "DRIVER_CANONICAL"]
+    assert finding["severity"] == severity and "580-server series (ubuntu-drivers --gpgpu)" in finding["message"]
+    if choice == "adopt":
+        assert driver["install"] == [] and "libnvidia-compute-580-server" in driver["hold"]
+    else:
+        assert "linux-modules-nvidia-580-server-open-generic" in driver["remove"]
+        assert "nvidia-dkms-580-open=580.95.05-0ubuntu1" in driver["install"]
+    left = plan_cli(checkout, facts, {})
+    assert left["driver"]["manage"] is False and left["driver"]["remove"] == []
+    assert [f["severity"] for f in left["findings"] if f["code"] == "DRIVER_CANONICAL"] == ["info"]

@@ -47,3 +47,34 @@ def test_ubuntu_hgx_gets_the_ubuntu_driver_and_fabric_manager_at_its_version(hgx
     assert driver_findings(after) == {}, after["plan"]["findings"]
     again = deploy(NAME, REBOOTING, json_output=True)
     assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
+
+
+CANONICAL = "drv-u2404c"
+
+
+@pytest.fixture(scope="module")
+def canonical_node(sandbox_node):
+    """An RTX PRO 6000 node on Ubuntu 24.04 whose image came with Canonical's driver
+    (``ubuntu-drivers install --gpgpu``: the ubuntu-drivers field state, empty stand-ins under
+    Canonical's names and versions); validate only."""
+    entry = sandbox_node(CANONICAL, "127.0.0.175", gpu="rtx-pro-6000-x8", toolkit="none", states=("ubuntu-drivers",),
+                         os_name="ubuntu2404")
+    return dict(entry, name=CANONICAL)
+
+
+def test_validate_names_canonical_s_driver_and_plans_its_replacement(canonical_node):
+    # Without driver_manage: named, an info, nothing planned.
+    _, left = validate(CANONICAL, data=("deploy_steps=repo,driver", "service_enable=false"))
+    [seen] = [f for f in left["plan"]["findings"] if f["code"] == "DRIVER_CANONICAL"]
+    assert seen["severity"] == "info", seen
+    assert "580-server series (ubuntu-drivers --gpgpu), open kernel module, Canonical's prebuilt" in seen["message"]
+    assert "nvidia-utils-580-server=580.95.05-0ubuntu0.24.04.2" in seen["message"], seen
+    assert left["plan"]["driver"]["manage"] is False
+    # With driver_manage: replaced (prebuilt modules follow the kernel), purged in the apt run.
+    _, managed = validate(CANONICAL, data=REBOOTING)
+    [seen] = [f for f in managed["plan"]["findings"] if f["code"] == "DRIVER_CANONICAL"]
+    driver = managed["plan"]["driver"]
+    assert seen["severity"] == "fix" and driver["canonical"] == "replace", seen
+    assert {"linux-modules-nvidia-580-server-open-generic", "libnvidia-compute-580-server",
+            "nvidia-headless-no-dkms-580-server-open"} <= set(driver["remove"]), driver
+    assert "nvidia-dkms-580-open=580.95.05-0ubuntu1" in driver["install"], driver
