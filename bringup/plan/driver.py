@@ -582,6 +582,8 @@ def driver_layer_findings(facts, config, add):
     """
     layer = facts.get("driver_layer")
     if not layer:
+        # The imex section is a section of its own: read without the driver layer too.
+        _check_imex(facts, (facts.get("driver") or {}).get("version"), add)
         return
     module = layer.get("module") or {}
     version = (module.get("version") if module.get("loaded") else None) or (facts.get("driver") or {}).get("version")
