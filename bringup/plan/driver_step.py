@@ -24,7 +24,7 @@ from bringup.gpu_archs import FIRST_OPEN_MODULE_SM, NVLINK5_MAJORS, OPEN_ONLY_MA
 from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
 from bringup.locks import LockError
-from bringup.plan.driver import imex_node
+from bringup.plan.imex import imex_node
 from bringup.plan.model import DriverPlan
 from bringup.versions import parse
 
