@@ -13,7 +13,7 @@ from bringup.deb_index import resolve_packages, served_packages
 from bringup.locks import LOCKS_DIR, LockError, read_header, sha256
 
 # A driver lock's package groups (bringup/driver_packages.py ROLES).
-DRIVER_ROLES = ("open", "proprietary", "fabric", "nvlink5", "pinning")
+DRIVER_ROLES = ("open", "proprietary", "fabric", "nvlink5", "pinning", "imex")
 DRIVER_INPUT = re.compile(r"driver-(?P<branch>\d+)\.in")
 
 
@@ -104,8 +104,8 @@ def resolve_driver(driver, names, stanzas, arch, compare, where="the index"):
     + names: bringup.driver_packages.DriverNames of the index's distribution family
 
     Each flavour is its roots' closure at the driver's version (``resolve_packages``);
-    Fabric Manager's packages are at the driver's version; NVLSM at the input's version
-    or the index's newest. The fabric, NVLink5 and pinning roles are left out where the
+    Fabric Manager's and IMEX's packages are at the driver's version; NVLSM at the input's
+    version or the index's newest. The fabric, NVLink5, pinning and imex roles are left out where the
     index serves none of their packages; a flavour's root that is missing is an error.
     """
     served = served_packages(stanzas, arch)
@@ -113,6 +113,9 @@ def resolve_driver(driver, names, stanzas, arch, compare, where="the index"):
     groups["fabric"] = {name: driver.version for name in names.fabric}
     groups["nvlink5"] = {name: driver.nvlsm or None for name in names.nvlink5}
     groups["pinning"] = {names.pinning: driver.version}
+    # IMEX (Grace-Blackwell compute trays) at the driver's version; left out, as the
+    # fabric's, where the index serves none (the sandbox's stand-in repository).
+    groups["imex"] = {name: driver.version for name in names.imex}
     locked = {}
     for role, wanted in groups.items():
         if role not in names.roots and not any(name in served for name in wanted):

@@ -40,6 +40,13 @@ driver-installation-guide/, read 2026-12-02):
   NVIDIA's repository. "Systems using fourth-generation NVSwitches" (NVLink5): ``nvlsm``,
   versioned on its own (``nvlsm_2025.06.10-1``), started by Fabric Manager itself (no
   unit of its own to enable).
+- NVIDIA IMEX user's guide (docs.nvidia.com/multi-node-nvlink-systems/imex-guide/) for the
+  Grace-Blackwell compute trays (GB200, GB300): ``nvidia-imex`` (unit
+  ``nvidia-imex.service``) at the driver's version; in NVIDIA's repository ``nvidia-imex``
+  from 580 on and ``nvidia-imex-<branch>`` from 550 to 570 (NVIDIA's driver container,
+  github.com/NVIDIA/gpu-driver-container ``imex_install``: ``nvidia-imex=${DRIVER_VERSION}-1``,
+  ``nvidia-imex-${DRIVER_BRANCH}=${DRIVER_VERSION}-1``); ``nvidia-imex-<branch>`` is also
+  the name in Canonical's archive (packages.ubuntu.com, source nvidia-imex-570).
 
 Versions are the lock's business (bringup/driver_locks.py reads them from the index). In
 NVIDIA's Ubuntu repository the 580 driver's packages up to 580.105.08 are revision
@@ -66,6 +73,7 @@ class DriverNames:
     fabric: tuple
     nvlink5: tuple
     pinning: str
+    imex: tuple = ()
 
 
 def family(os_id):
@@ -88,21 +96,24 @@ def names(os_family, branch, version):
     ('nvidia-dkms-open', 'nvidia-driver-pinning-580.95.05')
     >>> names("ubuntu", "580", "580.95.05").fabric, names("ubuntu", "570", "570.195.03").fabric
     (('nvidia-fabricmanager', 'libnvidia-nscq'), ('nvidia-fabricmanager-570', 'libnvidia-nscq-570'))
+    >>> names("debian", "580", "580.95.05").imex, names("ubuntu", "570", "570.195.03").imex
+    (('nvidia-imex',), ('nvidia-imex-570',))
     """
     pinning = f"nvidia-driver-pinning-{version}"
     # Fabric Manager and NSCQ carry the branch in their names before 580 only (both families).
     fabric = (("nvidia-fabricmanager", "libnvidia-nscq") if int(branch) >= 580
               else (f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}"))
+    imex = ("nvidia-imex",) if int(branch) >= 580 else (f"nvidia-imex-{branch}",)
     if os_family == "debian":
         module = {"open": "nvidia-kernel-open-dkms", "proprietary": "nvidia-kernel-dkms"}
         return DriverNames({flavour: ("nvidia-driver-cuda", module[flavour]) for flavour in FLAVOURS}, module,
-                           fabric, ("nvlsm",), pinning)
+                           fabric, ("nvlsm",), pinning, imex)
     if os_family == "ubuntu":
         suffix = f"-{branch}" if int(branch) < 590 else ""
         module = {"open": f"nvidia-dkms{suffix}-open", "proprietary": f"nvidia-dkms{suffix}"}
         user_space = (f"libnvidia-compute{suffix}", f"nvidia-utils{suffix}", f"nvidia-compute-utils{suffix}")
         return DriverNames({flavour: (*user_space, module[flavour]) for flavour in FLAVOURS}, module,
-                           fabric, ("nvlsm",), pinning)
+                           fabric, ("nvlsm",), pinning, imex)
     raise ValueError(f"no driver package names for {os_family!r}")
 
 

@@ -138,6 +138,14 @@ SCHEMA = {
         "acs": Optional(Items({"gpu_bus_id": STR, "bridge": STR, "ctl": STR, "redirect": BOOL})),
         "topology": Optional(Items({"a": INT, "b": INT, "link": STR})),
     }),
+    # facts/sections/imex.py
+    "imex": Optional({
+        "unit": Optional({"load_state": STR, "active_state": STR, "unit_file_state": STR}),
+        "packages": Items({"name": STR, "version": STR, "held": BOOL}),
+        "nodes_config": {"present": BOOL, "readable": BOOL, "peers": INT},
+        "channels_registered": BOOL,
+        "channels": Items(STR),
+    }),
     # facts/sections/model.py
     "model": Optional({
         "model": STR,

@@ -99,6 +99,15 @@ CODES = {
     "FABRIC_MANAGER_INACTIVE": "Fabric Manager is installed on an NVSwitch node but its unit is not active.",
     "NVLSM_MISSING": "An NVLink5 node (NVSwitch, compute capability 10.x) without NVLSM.",
     "FABRIC_NOT_READY": "A GPU's NVSwitch fabric state is not Completed: CUDA cannot start on it yet.",
+    "FABRIC_MANAGER_NOT_ON_GB200": "Fabric Manager is installed or enabled on a Grace-Blackwell compute tray (GB200, "
+                                   "GB300), which needs IMEX instead.",
+    "IMEX_MISSING": "A Grace-Blackwell compute tray (GB200, GB300) without NVIDIA IMEX (nvidia-imex).",
+    "IMEX_VERSION": "nvidia-imex's version differs from the loaded driver's.",
+    "IMEX_INACTIVE": "nvidia-imex is installed on a Grace-Blackwell compute tray but its unit is not active.",
+    "IMEX_NO_CHANNEL": "No IMEX channel (/dev/nvidia-caps-imex-channels/channelN) on a Grace-Blackwell compute tray: "
+                       "fabric-handle cuMemCreate fails with CUDA_ERROR_NOT_PERMITTED.",
+    "IMEX_NODES_CONFIG_EMPTY": "/etc/nvidia-imex/nodes_config.cfg is missing or lists no address: the IMEX domain is "
+                               "this tray alone.",
     "NOUVEAU_LOADED": "The nouveau module is loaded and holds the GPUs.",
     "NOUVEAU_NOT_BLACKLISTED": "nouveau is not blacklisted: a boot that loads it leaves no GPU for the NVIDIA module.",
     "NOUVEAU_INITRAMFS_STALE": "A kernel's initramfs does not hold the nouveau blacklist: a boot of it loads nouveau.",

@@ -34,6 +34,14 @@ Sources, read for this table (each row names the ones it rests on):
   (https://github.com/siderolabs/extensions/issues/717,
   https://github.com/NVIDIA/gpu-operator/issues/2781; Fabric Manager user guide,
   fourth-generation NVSwitches): the SM 10.x data-centre parts.
+- IMEX: NVIDIA IMEX Service for NVLink Networks user's guide,
+  https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/ ("Overview", "IMEX
+  Channels"): the Grace-Blackwell compute trays of an NVL rack (GB200, GB300: four GPUs a
+  tray, NVLink to the other trays through NVLink switch trays, none on the tray itself)
+  share memory across the NVLink domain through the nvidia-imex service and its channels;
+  Fabric Manager runs on the switch trays, not on them (NVIDIA's GPU driver container
+  installs ``nvidia-imex`` on them, github.com/NVIDIA/gpu-driver-container ``imex_install``;
+  leptonai/gpud#1106: "GB200 to skip fabric-manager activeness in favor of fabric state").
 
 A GPU the table does not know stays unknown by its PCI id; an SM it does not know takes
 the open-module and NVLink answers of its major (the architecture generation) and
@@ -103,12 +111,14 @@ ARCHITECTURES = (
         ("2348", "NVIDIA GH200 144G HBM3e"))),
     _row("10.0", "Blackwell", "12.8", OPEN_REQUIRED, "a", (
         ("2901", "NVIDIA B200"),
-        ("2941", "NVIDIA GB200")), nvlink5=True, sources="CUDA_GPUS, CUDA_NOTES, OPEN_MODULES, FLASHINFER, NVLINK5"),
+        ("2941", "NVIDIA GB200")), nvlink5=True,
+        sources="CUDA_GPUS, CUDA_NOTES, OPEN_MODULES, FLASHINFER, NVLINK5, IMEX"),
     # sm_101 (Jetson Thor before CUDA 13.0 renamed it sm_110).
     _row("10.1", "Blackwell", "12.8", OPEN_REQUIRED, "a", last_cuda="12.9"),
     _row("10.3", "Blackwell Ultra", "12.9", OPEN_REQUIRED, "a", (
         ("3182", "NVIDIA B300 SXM6 AC"),
-        ("31c2", "NVIDIA GB300")), nvlink5=True, sources="CUDA_GPUS, CUDA_NOTES, OPEN_MODULES, FLASHINFER, NVLINK5"),
+        ("31c2", "NVIDIA GB300")), nvlink5=True,
+        sources="CUDA_GPUS, CUDA_NOTES, OPEN_MODULES, FLASHINFER, NVLINK5, IMEX"),
     # Jetson Thor: L4T's own driver, not the data-centre open/proprietary choice.
     _row("11.0", "Blackwell (Jetson Thor)", "13.0", OPEN_SUPPORTED, "a", sources="CUDA_GPUS, CUDA_NOTES, FLASHINFER"),
     _row("12.0", "Blackwell", "12.8", OPEN_REQUIRED, "f", (
@@ -128,6 +138,12 @@ OPEN_ONLY_MAJORS = frozenset(arch.sm.major for arch in ARCHITECTURES if arch.ope
 FIRST_OPEN_MODULE_SM = min(arch.sm for arch in ARCHITECTURES if arch.open_modules != OPEN_UNSUPPORTED)
 # Majors whose NVSwitch systems are NVLink5 (NVLSM beside Fabric Manager).
 NVLINK5_MAJORS = frozenset(arch.sm.major for arch in ARCHITECTURES if arch.nvlink5)
+# The products whose NVLink reaches other trays through NVLink switch trays: the node runs
+# nvidia-imex (with its channels), not Fabric Manager (IMEX above). By PCI id and by the
+# name nvidia-smi prints.
+IMEX_PCI_IDS = frozenset({"2941", "31c2"})
+IMEX_NAMES = frozenset(product.name for arch in ARCHITECTURES for product in arch.products
+                       if product.pci_id in IMEX_PCI_IDS)
 # Majors for which FlashInfer builds a family (``f``) target and checks nvcc's release first.
 FAMILY_TARGET_MAJORS = frozenset(arch.sm.major for arch in ARCHITECTURES if arch.flashinfer_suffix == "f")
 
@@ -150,6 +166,16 @@ def flashinfer_suffix(sm):
     """
     below = [arch for arch in ARCHITECTURES if arch.sm <= sm]
     return max(below, key=lambda arch: arch.sm).flashinfer_suffix if below else ""
+
+
+def needs_imex(name="", pci_id=""):
+    """Whether a GPU (its nvidia-smi name or its PCI device id) is a Grace-Blackwell NVL
+    compute-tray part that needs IMEX (IMEX above).
+
+    >>> needs_imex(name="NVIDIA GB200"), needs_imex(pci_id="31C2"), needs_imex(name="NVIDIA B200")
+    (True, True, False)
+    """
+    return name in IMEX_NAMES or str(pci_id).lower() in IMEX_PCI_IDS
 
 
 def products():

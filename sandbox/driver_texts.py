@@ -30,6 +30,13 @@ DRIVER_FIXTURES = FIXTURES / "driver"
 # The profiles whose GPUs are SXM parts on an HGX board: NVLink through NVSwitches (NV18)
 # and a fabric state that a running Fabric Manager completes.
 HGX_GPUS = ("H100 80GB HBM3", "B200")
+# Grace-Blackwell NVL compute-tray parts ("B200" above matches GB200 too: NV18 and a
+# completed fabric): their -q Fabric block also names the NVLink domain's clique and cluster,
+# as GB200 prints it (kubernetes-sigs/dra-driver-nvidia-gpu#626: "Fabric / State : Completed /
+# Status : Success / CliqueId : 2 / ClusterUUID : dc6e40c4-..."; leptonai/gpud#1106: the
+# four GPUs of a GB200 tray share one clique_id and cluster_uuid). Stand-in values.
+GRACE_BLACKWELL_GPUS = ("GB200", "GB300")
+STANDIN_CLIQUE, STANDIN_CLUSTER = "32766", "6a130f54-0000-4000-8000-5a4db0c5a4d0"
 # GPUs that can be split with MIG (-q says Disabled, not N/A): data-centre parts.
 MIG_GPUS = ("H100", "B200", "RTX PRO 6000 Blackwell Server")
 # A row of the recorded table: "|   0  NVIDIA ... On | 00000000:18:00.0 Off |".
@@ -113,7 +120,10 @@ def smi_query(gpus: list[dict], cuda: str) -> str:
                   _field("Current", mig, 2), _field("Pending", mig, 2), "    PCI",
                   _field("Bus Id", gpu["bus_id"], 2), "    Fabric",
                   _field("State", "Completed" if hgx else "N/A", 2),
-                  _field("Status", "Success" if hgx else "N/A", 2), ""]
+                  _field("Status", "Success" if hgx else "N/A", 2)]
+        if any(part in gpu["name"] for part in GRACE_BLACKWELL_GPUS):
+            lines += [_field("CliqueId", STANDIN_CLIQUE, 2), _field("ClusterUUID", STANDIN_CLUSTER, 2)]
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 

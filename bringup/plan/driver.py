@@ -18,6 +18,7 @@ from bringup.driver_reboot import next_boot_kernels
 from bringup.findings import BLOCKER, INFO, WARNING, Finding
 from bringup.gpu_archs import NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import bus_gpus, pci_gpus_sms
+from bringup.plan.imex import check_fabric_manager_on_tray, check_imex, imex_node
 
 # Packages whose upstream version is the user-space driver's (NVML comes with them).
 USER_SPACE = re.compile(r"^(libnvidia-(compute|ml|gl|cfg)|nvidia-(utils|driver|compute-utils|headless))")
@@ -219,6 +220,11 @@ def _check_fabric(facts, layer, version, add):
     NVLink5; every GPU's fabric Completed. CUDA otherwise fails with "Error 802: system not
     yet initialized" while nvidia-smi looks healthy (dstackai/dstack#2348, NVIDIA/nvtrust#55)."""
     switches = layer.get("nvswitch_count") or 0
+    if imex_node(facts):
+        # A Grace-Blackwell compute tray: Fabric Manager runs on the NVLink switch trays,
+        # the tray runs IMEX (bringup/plan/imex.py); it is never told to install Fabric Manager.
+        check_fabric_manager_on_tray(_package(layer, r"fabricmanager"), _unit(layer, "nvidia-fabricmanager"), add)
+        return
     if switches <= 0:
         return
     line, loaded = branch(version), upstream(version)
@@ -472,12 +478,15 @@ def driver_layer_findings(facts, config, add):
     """
     layer = facts.get("driver_layer")
     if not layer:
+        # The imex section is a section of its own: read without the driver layer too.
+        check_imex(facts, (facts.get("driver") or {}).get("version"), add)
         return
     module = layer.get("module") or {}
     version = (module.get("version") if module.get("loaded") else None) or (facts.get("driver") or {}).get("version")
     _check_open_module(facts, config, layer, version, add)
     _check_library_mismatch(layer, add)
     _check_fabric(facts, layer, version, add)
+    check_imex(facts, version, add)
     _check_nouveau(facts, layer, add)
     _check_canonical(layer, add)
     _check_holds(layer, add)

@@ -26,6 +26,7 @@ from bringup.gpu_archs import FIRST_OPEN_MODULE_SM, NVLINK5_MAJORS, OPEN_ONLY_MA
 from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
 from bringup.locks import LockError
+from bringup.plan.imex import imex_node
 from bringup.plan.model import DriverPlan
 from bringup.versions import parse
 
@@ -39,6 +40,10 @@ UNATTENDED_FILE = "/etc/apt/apt.conf.d/51gpu-bringup-driver"
 # The units deploy enables and starts once the module is loaded; Fabric Manager starts
 # NVLSM itself on NVLink5 (Fabric Manager user guide, fourth-generation NVSwitches).
 PERSISTENCED, FABRICMANAGER = "nvidia-persistenced", "nvidia-fabricmanager"
+# A Grace-Blackwell compute tray (GB200, GB300) runs IMEX instead of Fabric Manager (NVIDIA
+# IMEX user's guide, docs.nvidia.com/multi-node-nvlink-systems/imex-guide/): the lock's
+# ``imex`` role, and its unit started, where the lock has it.
+IMEX = "nvidia-imex"
 
 
 def node_sms(facts):
@@ -173,7 +178,10 @@ def driver_plan(context, repo):
     installed = {package["name"]: package for package in layer.get("packages") or []}
     switches = layer.get("nvswitch_count") or 0
     roles = [role for role in ("pinning", flavour) if role in lock.roles]
-    if switches > 0:
+    tray = imex_node(facts)
+    if tray:
+        roles.append("imex")
+    elif switches > 0:
         roles.append("fabric")
         if any(sm.major in NVLINK5_MAJORS for sm in sms):
             roles.append("nvlink5")
@@ -201,7 +209,12 @@ def driver_plan(context, repo):
         remove = tuple(sorted(set(remove) | {package for package in names(canonical) if package not in ours}))
         settings.update(canonical="replace", canonical_packages=canonical.packages, canonical_reason=why)
     headers = kernel_headers(layer.get("kernel") or {})
-    units = (PERSISTENCED,) + ((FABRICMANAGER,) if switches > 0 else ())
+    units = (PERSISTENCED,) + ((FABRICMANAGER,) if switches > 0 and not tray else ()) + (
+        (IMEX,) if tray and any(name.startswith(IMEX) for name in pins) else ())
+    # The IMEX unit's state is the imex section's (docs/facts.md ``imex``), not the driver layer's.
+    imex_unit = (facts.get("imex") or {}).get("unit")
+    if imex_unit:
+        layer = {**layer, "units": {**(layer.get("units") or {}), IMEX: imex_unit}}
     blacklisted = (layer.get("nouveau") or {}).get("blacklisted")
     plan = DriverPlan(
         flavour=flavour, version=lock.version, lock=name,
@@ -319,6 +332,8 @@ CURES = {
     "NOUVEAU_LOADED": "nouveau", "NOUVEAU_NOT_BLACKLISTED": "nouveau", "DRIVER_NOT_HELD": "holds",
     "PERSISTENCE_OFF": "persistence",
 }
+# Cured by the driver step only where the plan installs nvidia-imex (a lock with the imex role).
+IMEX_CURES = {"IMEX_MISSING": "imex", "IMEX_VERSION": "imex", "IMEX_INACTIVE": "imex"}
 FABRIC_MANAGER_CODES = ("FABRIC_MANAGER_MISSING", "FABRIC_MANAGER_VERSION", "FABRIC_MANAGER_INACTIVE")
 
 
@@ -350,6 +365,10 @@ def _fix_text(part, plan):
         "holds": f"deploy holds {' '.join(plan.hold)} at the lock's versions and keeps them out of unattended-upgrades "
                  f"({plan.unattended_file})",
         "persistence": f"deploy enables and starts nvidia-persistenced{after}",
+        "imex": f"deploy installs IMEX at the driver's version ("
+                f"{' '.join(f'{n}={v}' for n, v in pinned.items() if n.startswith(IMEX))}), holds it and enables "
+                f"and starts nvidia-imex{after} (the nodes config and the channel stay the administrator's: "
+                "IMEX_NODES_CONFIG_EMPTY, IMEX_NO_CHANNEL)",
     }
     return texts[part]
 
@@ -372,6 +391,8 @@ def as_fixes(findings, plan):
     # fabric's state is its consequence, not a problem of its own.
     if any(finding.code in FABRIC_MANAGER_CODES for finding in findings):
         cures["FABRIC_NOT_READY"] = "fabric"
+    if any(pin.startswith(IMEX) for pin in plan.install):
+        cures.update(IMEX_CURES)
     cured = [replace(finding, severity=FIX, fix=_fix_text(cures[finding.code], plan))
              if finding.code in cures and (finding.code != "DRIVER_OPEN_MODULE_REQUIRED" or plan.flavour == "open")
              else canonical_finding(finding, plan) if finding.code == "DRIVER_CANONICAL"

@@ -19,6 +19,7 @@ from facts.sections import (
     driver_layer,
     entry_point,
     gpus,
+    imex,
     jit_cache,
     login,
     model,
@@ -36,5 +37,5 @@ from facts.sections import (
 
 # In the facts document's order (a section's keys in the order it declares them).
 MODULES = (os_release, gpus, pci, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
-           apt_locks, account, driver_layer, model, prewarm, jit_cache)
+           apt_locks, account, driver_layer, imex, model, prewarm, jit_cache)
 SECTIONS = tuple(module.SECTION for module in MODULES)

@@ -125,14 +125,15 @@ def nouveau_state(lines, cmdline_words):
     return {"loaded": "loaded=yes" in lines, "blacklisted": blacklisted}
 
 
-def unit_states(text):
+def unit_states(text, names=UNITS):
     """``systemctl show -p Id -p LoadState -p ActiveState -p UnitFileState`` of the driver's
-    daemons -> {name: states}; a unit systemd does not report is ``not-found``.
+    daemons (``names``; the imex section's nvidia-imex too) -> {name: states}; a unit
+    systemd does not report is ``not-found``.
 
     >>> unit_states("Id=nvlsm.service\\nLoadState=not-found\\nActiveState=inactive\\nUnitFileState=\\n")["nvlsm"]
     {'load_state': 'not-found', 'active_state': 'inactive', 'unit_file_state': ''}
     """
-    units = {name: {"load_state": "not-found", "active_state": "inactive", "unit_file_state": ""} for name in UNITS}
+    units = {name: {"load_state": "not-found", "active_state": "inactive", "unit_file_state": ""} for name in names}
     for block in re.split(r"\n\s*\n", text or ""):
         values = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
         name = values.get("Id", "").removesuffix(".service")

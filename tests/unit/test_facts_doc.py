@@ -186,6 +186,18 @@ iommu=pt
 0000:18:00.0 0000:15:01.0 0000:17:00.0
 @@ driver-acs rc=0
 0000:17:00.0 SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
+@@ imex-unit rc=0
+Id=nvidia-imex.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+@@ imex-packages rc=0
+hi |nvidia-imex|580.95.05-1
+@@ imex-nodes rc=0
+peers=18
+@@ imex-channels rc=0
+registered=yes
+channel=channel0
 """
 # A hub model's section: its snapshot judged (files/probe.d/model.sh SNAPSHOT_STATE).
 HUB_MODEL = """@@ model rc=0 model=Qwen/Qwen3-0.6B

@@ -17,7 +17,7 @@ from bringup.torch_builds import covers_sm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ROWS = {str(arch.sm): arch for arch in ARCHITECTURES}
-SOURCES = {"CUDA_GPUS", "CUDA_NOTES", "OPEN_MODULES", "FLASHINFER", "NVLINK5"}
+SOURCES = {"CUDA_GPUS", "CUDA_NOTES", "OPEN_MODULES", "FLASHINFER", "NVLINK5", "IMEX"}
 
 
 def test_one_row_per_sm_in_order():
@@ -121,3 +121,10 @@ def test_the_grep_finds_a_copy(tmp_path):
     (tmp_path / "bringup" / "plan" / "x.py").write_text(
         "OPEN_ONLY_MAJORS = (10, 12)\nok = any(sm.major in (10, 12) for sm in sms)\nTURING = Version('7.5')\n")
     assert len(sm_literals(tmp_path)) == 3
+
+
+def test_imex_parts_are_the_grace_blackwell_trays():
+    """GB200 and GB300 (NVL compute trays) need IMEX; B200, B300 (HGX, Fabric Manager) do not."""
+    assert gpu_archs.IMEX_NAMES == {"NVIDIA GB200", "NVIDIA GB300"}
+    assert all(gpu_archs.needs_imex(pci_id=pci_id) for pci_id in gpu_archs.IMEX_PCI_IDS)
+    assert not gpu_archs.needs_imex(name="NVIDIA B200") and not gpu_archs.needs_imex(pci_id="3182")

@@ -103,3 +103,17 @@ def test_cp313_omission_is_named_with_its_cost():
     printed = plan_cli("debian13-x86_64-rtx-pro-6000.json")
     info = next(f for f in printed["findings"] if f["code"] == "LOCK_OMITS_PACKAGE")
     assert "outlines-core" in info["message"] and "--grammar-backend outlines is unavailable" in info["message"]
+
+
+def test_a_fresh_gb200_tray_is_told_to_set_up_imex_not_fabric_manager():
+    """The derived GB200 compute tray (tests/fixtures/facts/README.md): Ubuntu 24.04 on Grace,
+    SM 10.0; without nvidia-imex and its channel the plan blocks on IMEX, never on Fabric Manager."""
+    printed = plan_cli("ubuntu2404-aarch64-gb200.json")
+    blockers = [f["code"] for f in printed["findings"] if f["severity"] == "blocker"]
+    assert blockers == ["IMEX_MISSING", "IMEX_NO_CHANNEL"] and not printed["ok"]
+    assert not any(f["code"].startswith(("FABRIC_MANAGER", "NVLSM")) for f in printed["findings"])
+    assert printed["repo"]["url"] == f"{NVIDIA}/ubuntu2404/sbsa/" and printed["arch_list"] == "10.0a"
+    assert printed["venv"]["lock"] == "files/locks/sglang-0.5.23-cp312-aarch64.txt"
+    fixes = {f["code"]: f["fix"] for f in printed["findings"]}
+    assert "nvidia-imex=580.95.05*" in fixes["IMEX_MISSING"]
+    assert "NVreg_CreateImexChannel0=1" in fixes["IMEX_NO_CHANNEL"]
