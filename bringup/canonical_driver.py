@@ -120,8 +120,9 @@ def is_canonical(name, version):
     >>> [is_canonical(n, v) for n, v in [("nvidia-dkms-580-server-open", "580.95.05-0ubuntu0.24.04.2"),
     ...     ("linux-modules-nvidia-580-server-open-generic", "6.8.0-84.84"),
     ...     ("libnvidia-compute-580", "580.95.05-0ubuntu0.24.04.2"), ("libnvidia-compute-580", "580.95.05-0ubuntu1"),
-    ...     ("nvidia-fabricmanager", "580.95.05-1"), ("nvidia-cuda-toolkit", "12.0.140~12.0.1-4build4")]]
-    [True, True, True, False, False, False]
+    ...     ("nvidia-fabricmanager", "580.95.05-1"), ("nvidia-cuda-toolkit", "12.0.140~12.0.1-4build4"),
+    ...     ("nvidia-container-toolkit", "1.17.8-0ubuntu0.24.04.1")]]
+    [True, True, True, False, False, False, False]
     """
     if TOOLKIT_SIDE.match(name) or not name.startswith(("nvidia-", "libnvidia-", "linux-")):
         return False
@@ -130,7 +131,9 @@ def is_canonical(name, version):
     series = SERIES.match(name)
     if series and series["server"]:
         return True
-    return bool(CANONICAL_REVISION.search(str(version or "")))
+    # Only the driver series' own names: nvidia-container-toolkit, nvidia-settings or
+    # libnvidia-egl-wayland1 at such a revision are not the driver.
+    return bool(series) and bool(CANONICAL_REVISION.search(str(version or "")))
 
 
 def canonical_driver(packages):

@@ -70,18 +70,30 @@ def flavour_for(setting, sms):
     return "proprietary" if any(sm < FIRST_OPEN_MODULE_SM for sm in sms) else "open"
 
 
+def blacklist_pattern(name):
+    r"""A package name as the regular expression unattended-upgrades matches: dpkg's
+    names (facts: ``[a-z0-9+.-]``) hold one regex quantifier, ``+`` (a ``.`` matches
+    itself among the rest).
+
+    >>> blacklist_pattern("libstdc++6"), blacklist_pattern("nvidia-driver-pinning-580.95.05")
+    ('libstdc\\+\\+6', 'nvidia-driver-pinning-580.95.05')
+    """
+    return name.replace("+", "\\+")
+
+
 def unattended_text(names):
     """The apt.conf snippet keeping ``names`` out of unattended-upgrades (its
     ``Package-Blacklist`` takes regular expressions).
 
-    >>> print(unattended_text(["nvlsm"]), end="")
+    >>> print(unattended_text(["nvlsm", "libstdc++6"]), end="")
     // gpu-bringup (driver_manage): NVIDIA's driver moves only when its lock does (make lock, deploy).
     Unattended-Upgrade::Package-Blacklist {
         "^nvlsm$";
+        "^libstdc\\+\\+6$";
     };
     """
     lines = ["// gpu-bringup (driver_manage): NVIDIA's driver moves only when its lock does (make lock, deploy).",
-             "Unattended-Upgrade::Package-Blacklist {", *(f'    "^{name}$";' for name in names), "};"]
+             "Unattended-Upgrade::Package-Blacklist {", *(f'    "^{blacklist_pattern(name)}$";' for name in names), "};"]
     return "\n".join(lines) + "\n"
 
 
@@ -252,7 +264,8 @@ def _changes(plan, pins, installed, layer):
     """What deploy will do, one line each (nothing for a node already converged)."""
     changes = []
     canonical = set(names_of(plan.canonical_packages))
-    if plan.canonical == "adopt":
+    # Adopted once its packages are held: a converged node lists nothing.
+    if plan.canonical == "adopt" and any(not (installed.get(name) or {}).get("held") for name in canonical):
         changes.append(f"adopt Canonical's NVIDIA driver as the lock's {plan.version} ({plan.flavour} kernel module, "
                        f"built by DKMS): no driver package installed or removed ({' '.join(plan.canonical_packages)})")
     if plan.canonical == "replace":
@@ -420,6 +433,17 @@ def canonical_finding(finding, plan):
                                     "untouched")
     if plan.canonical == "replace":
         canonical = set(names_of(plan.canonical_packages))
+        signed = sorted(name for name in canonical if PREBUILT.match(name))
+        if signed:
+            # Canonical signs its prebuilt modules for Secure Boot; the DKMS module that
+            # would replace them is signed with the node's own key (MOK), which no apt run
+            # enrolls: on a Secure Boot node the next boot would load no driver at all.
+            return replace(finding, severity=BLOCKER, fix=(
+                f"its modules are Canonical's prebuilt, signed ones ({' '.join(signed)}): deploy does not replace "
+                "them (on a Secure Boot node NVIDIA's DKMS-built module loads only once the DKMS key is enrolled, "
+                "`mokutil --import /var/lib/dkms/mok.pub` and a confirmation at the console); set driver_manage: "
+                "false to keep Canonical's driver, or enroll the key, purge Canonical's packages yourself and "
+                "deploy again"))
         purged = " ".join(name for name in plan.remove if name in canonical)
         moved = " ".join(pin for pin in plan.install if pin.split("=", 1)[0] in canonical)
         return replace(finding, severity=FIX, fix=(

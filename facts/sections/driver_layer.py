@@ -94,17 +94,27 @@ def nvml_versions(lines):
     return sorted(versions, key=lambda version: [int(part) for part in version.split(".")])
 
 
+# dpkg's package name grammar (deb-control(5): "Package").
+PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+
+
 def driver_packages(lines):
     """``dpkg-query`` lines (``status|name|version``) -> the installed packages, with
     whether dpkg holds them (selection ``hold``: the status's first letter ``h``).
 
     >>> driver_packages(["hi |nvidia-driver-580-open|580.95.05-0ubuntu1", "rc |nvidia-driver-570|570.86.15-1"])
     [{'name': 'nvidia-driver-580-open', 'version': '580.95.05-0ubuntu1', 'held': True}]
+
+    A name dpkg's grammar refuses (lower case letters, digits, ``+ - .``) is not a package
+    (plans write names into apt's configuration):
+
+    >>> driver_packages(['ii |nvidia-x";};APT::X{"y|1-1'])
+    []
     """
     packages = []
     for line in lines:
         fields = line.strip().split("|")
-        if len(fields) == 3 and len(fields[0]) >= 2 and fields[0][1] == "i":
+        if len(fields) == 3 and len(fields[0]) >= 2 and fields[0][1] == "i" and PACKAGE_NAME.fullmatch(fields[1]):
             packages.append({"name": fields[1], "version": fields[2], "held": fields[0][0] == "h"})
     return sorted(packages, key=lambda package: package["name"])
 

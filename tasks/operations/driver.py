@@ -50,6 +50,27 @@ def apt_install_command(install, purge, timeout):
             f"{shlex.join(arguments)}")
 
 
+def removals_guard(install, purge, timeout, host_name):
+    """A command that fails the host, nothing changed, when the apt run of
+    apt_install_command would remove a package beyond ``purge`` (one that depends on a
+    purged one: apt removes it silently); apt's simulation says what it would remove.
+
+    >>> guard = removals_guard(["a=1"], ["b"], 300, "n1")
+    >>> "Remv" in guard and "apt-get -s" in guard and "n1: " in guard
+    True
+    """
+    arguments = [*install, *(f"{name}-" for name in purge)]
+    planned = " ".join(f"-e {shlex.quote(name)}" for name in purge) or "-e ''"
+    failed = shlex.quote(f"{host_name}: the driver's apt run would also remove")
+    fix = shlex.quote("(they depend on the packages it replaces); remove or keep them yourself, or set "
+                      "driver_manage: false; nothing was installed")
+    return (f"extra=$({NONINTERACTIVE} apt-get -s {lock_timeout_option(timeout)} install --no-install-recommends "
+            f"--allow-downgrades --allow-change-held-packages --purge {shlex.join(arguments)} 2>/dev/null "
+            "| sed -n 's/^\\(Remv\\|Purg\\) \\([^ :]*\\).*/\\2/p' "
+            f"| grep -vxF {planned} | tr '\\n' ' '); "
+            f"if [ -n \"$extra\" ]; then echo {failed} \"$extra\"{fix} >&2; exit 1; fi")
+
+
 def installed_of(names, installed):
     """The names dpkg has installed, in order.
 
@@ -82,6 +103,8 @@ def driver_packages(install, remove=(), timeout=300):
     if not missing and not purge:
         host.noop(f"{len(install)} driver package(s) installed at the lock's versions")
         return
+    if purge:
+        yield removals_guard(install, purge, timeout, host.name)
     yield apt_install_command(install, purge, timeout)
 
 

@@ -94,11 +94,11 @@ def test_the_open_flavour_asked_for_a_pre_turing_node_is_a_blocker(checkout):
 
 
 @pytest.mark.parametrize("shape,choice,severity", [("server_open", "adopt", "info"),
-                                                   ("server_prebuilt", "replace", "fix")])
+                                                   ("server_prebuilt", "replace", "blocker")])
 def test_canonical_s_driver_through_the_plan_cli(checkout, shape, choice, severity):
     """Canonical's 580-server-open driver on Ubuntu 24.04 (bringup/canonical_driver.py), planned
     by the CLI against the shipped ubuntu2404 lock: adopted by DKMS at the lock's version,
-    replaced with its prebuilt modules purged in the apt run that installs NVIDIA's."""
+    refused where its modules are Canonical's prebuilt, signed ones (Secure Boot)."""
     from tests.unit import test_driver_plan_canonical as canonical
 
     facts = canonical.facts(canonical.layer(getattr(canonical, shape)()))

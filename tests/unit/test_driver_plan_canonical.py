@@ -16,6 +16,7 @@ from bringup.config import Config
 from bringup.driver_locks import driver_lock_name, parse_driver_lock
 from bringup.locks import LockFiles
 from bringup.plan import plan
+from bringup.plan.driver_step import blacklist_pattern
 from tests.fixtures.facts.driver_layer.make import PROPRIETARY_BANNER, changed, hgx_layer, healthy_layer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,8 +89,9 @@ SCENARIOS = [
      "replace", tuple(sorted(p["name"] for p in server_proprietary())), "fix"),
     ("570-server-open, another branch: replaced", lambda: layer(server_open("570.195.03", "570"), "570.195.03"),
      "replace", tuple(sorted(p["name"] for p in server_open("570.195.03", "570"))), "fix"),
-    ("580-server-open prebuilt linux-modules: replaced", lambda: layer(server_prebuilt()), "replace",
-     tuple(sorted(p["name"] for p in server_prebuilt())), "fix"),
+    # Signed for Secure Boot by Canonical: not replaced by a DKMS module no key signs (blocker).
+    ("580-server-open prebuilt linux-modules: refused", lambda: layer(server_prebuilt()), "replace",
+     tuple(sorted(p["name"] for p in server_prebuilt())), "blocker"),
     ("580-open desktop series at the lock's version: adopted", lambda: layer(desktop_open()), "adopt", (), "info"),
     ("580-open desktop series at another version: replaced", lambda: layer(desktop_open("580.82.09"), "580.82.09"),
      "replace", ("libnvidia-gl-580", "nvidia-driver-580-open"), "fix"),
@@ -118,15 +120,18 @@ def test_canonical_s_driver_is_adopted_or_replaced_never_kept_beside_nvidia_s(ma
         assert driver.install == () and driver.remove == ()
         assert set(driver.hold) == canonical and "deploy adopts it" in finding.fix
         assert not driver.reboot_for and "DRIVER_REBOOT_NEEDED" not in {f.code for f in node.findings}
-        assert all(f"^{name}$" in driver.unattended for name in canonical)
+        assert all(f"^{blacklist_pattern(name)}$" in driver.unattended for name in canonical)
     else:
         # Every Canonical package is purged, or moved to NVIDIA's version under the same name.
         assert canonical <= set(driver.remove) | installing
         assert tuple(name for name in driver.remove if name in canonical) == purged
         assert {f"{name}={version}" for name, version in OPEN.items()} <= set(driver.install)
         assert set(driver.hold) == set(LOCK.pins(*driver_roles(driver)))
-        assert driver.canonical_reason in finding.fix and "purges" in finding.fix
         assert any(change.startswith("replace Canonical's NVIDIA driver") for change in driver.changes)
+        if severity == "blocker":
+            assert "prebuilt, signed" in finding.fix and "mokutil --import" in finding.fix and not node.ok
+        else:
+            assert driver.canonical_reason in finding.fix and "purges" in finding.fix
     assert "DRIVER_LOCK_MISSING" not in {f.code for f in node.findings}
 
 
