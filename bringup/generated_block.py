@@ -1,10 +1,12 @@
 """A generated block of a hand-written page (a table between two marker lines), and the
 page written whole: what the generators of docs/settings.md's table
-(bringup/settings_page.py) and of docs/facts.md's top-level table and the planner's facts
-schema (facts/sections/generate.py) share.
+(bringup/settings_page.py), of docs/locks.md's lock evidence (bringup/lock_evidence.py) and
+of docs/facts.md's top-level table and the planner's facts schema
+(facts/sections/generate.py) share.
 """
 
 import os
+import sys
 import tempfile
 
 
@@ -54,3 +56,24 @@ def write_whole(path, text):
     except BaseException:
         os.unlink(staged)
         raise
+
+
+def check_or_write(page, text, begin, end, block, check, stale):
+    """A generator's last step: 0 when ``page`` (its ``text``) already holds ``block``
+    between the markers; with ``check``, 1 after printing ``stale`` (what to run);
+    otherwise the page written whole with it, 0.
+
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     page = f"{folder}/p.md"
+    ...     write_whole(page, "<!-- b -->\\nold\\n<!-- e -->\\n")
+    ...     text = open(page).read()
+    ...     check_or_write(page, text, "<!-- b -->", "<!-- e -->", "new", False, "run it"), open(page).read()
+    (0, '<!-- b -->\\nnew\\n<!-- e -->\\n')
+    """
+    if block_of(text, begin, end) == block:
+        return 0
+    if check:
+        print(f"{page}: {stale}", file=sys.stderr)
+        return 1
+    write_whole(page, with_block(text, begin, end, block))
+    return 0

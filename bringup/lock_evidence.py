@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bringup.driver_locks import DRIVER_ROLES, parse_driver_lock
-from bringup.generated_block import block_of, with_block, write_whole
+from bringup.generated_block import block_of, check_or_write
 from bringup.locks import LOCKS_DIR, LockError
 from bringup.platforms import REPO_ARCH
 from bringup.toolkit_locks import parse_toolkit_lock
@@ -290,15 +290,8 @@ def main(argv=None, root=ROOT):
         print(f"{TABLE}: stale row: {problem}: drop the row or the distro", file=sys.stderr)
     if problems:
         return 1
-    block = markdown(rows, contradicted, locks)
-    if docs_block(text) == block:
-        return 0
-    if args.check:
-        print(f"{page}: its lock evidence block is not {TABLE}'s: python -m bringup.lock_evidence --write {page}",
-              file=sys.stderr)
-        return 1
-    write_whole(page, with_block(text, BEGIN, END, block))
-    return 0
+    return check_or_write(page, text, BEGIN, END, markdown(rows, contradicted, locks), args.check,
+                          f"its lock evidence block is not {TABLE}'s: python -m bringup.lock_evidence --write {page}")
 
 
 if __name__ == "__main__":

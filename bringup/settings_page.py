@@ -8,7 +8,7 @@ when the page's table is another (tests/unit/test_settings.py fails then too).
 import argparse
 import sys
 
-from bringup.generated_block import block_of, with_block, write_whole
+from bringup.generated_block import block_of, check_or_write
 from bringup.settings import SETTINGS
 
 BEGIN = "<!-- settings table: generated from bringup/settings.py by python -m bringup.settings_page -->"
@@ -53,15 +53,8 @@ def main(argv=None):
     if block is None:
         print(f"{page}: no settings table markers ({BEGIN} ... {END}): put them around the table", file=sys.stderr)
         return 2
-    table = markdown_table()
-    if block == table:
-        return 0
-    if args.check:
-        print(f"{page}: its settings table is not bringup/settings.py's: python -m bringup.settings_page --write {page}",
-              file=sys.stderr)
-        return 1
-    write_whole(page, with_block(text, BEGIN, END, table))
-    return 0
+    return check_or_write(page, text, BEGIN, END, markdown_table(), args.check,
+                          f"its settings table is not bringup/settings.py's: python -m bringup.settings_page --write {page}")
 
 
 if __name__ == "__main__":
