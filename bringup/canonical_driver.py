@@ -42,7 +42,9 @@ says they came from Canonical's archive (the probe does not ask apt for origins:
 import re
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from bringup.versions import UPSTREAM, upstream
 
 # Canonical's stable-release revision: 580.95.05-0ubuntu0.24.04.2 (NVIDIA's repository: -0ubuntu1, -1ubuntu1).
 CANONICAL_REVISION = re.compile(r"-\d+ubuntu0\.\d+\.\d+(\.\d+)*$")
@@ -54,7 +56,6 @@ SERIES = re.compile(r"^(?P<stem>(lib)?nvidia-[a-z0-9-]*?)-(?P<branch>\d{3})(?P<s
                     r"(-\d+(\.\d+)+)?$")
 # The module packages (DKMS sources) and metapackages whose -open says the flavour.
 FLAVOURED = ("nvidia-dkms", "nvidia-kernel-source", "nvidia-driver", "nvidia-headless", "nvidia-headless-no-dkms")
-UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")
 # The distribution's CUDA toolkit (nvidia-cuda-toolkit...) is Ubuntu's but not the driver's.
 TOOLKIT_SIDE = re.compile(r"^(nvidia-cuda-|nvidia-(visual-)?profiler|nvidia-opencl-dev|nvidia-openjdk-|nvidia-nsight"
                           r"|lib\S*-dev$)")
@@ -98,19 +99,6 @@ class CanonicalDriver:
         kind = f"the {series}-server series (ubuntu-drivers --gpgpu)" if self.server else f"the {series} series"
         flavour = "/".join(self.flavours) or "unknown"
         return f"{kind}, {flavour} kernel module, {self.module_source()}"
-
-
-def upstream(version):
-    """A package version's upstream part as a Version, None when it has none.
-
-    >>> upstream("580.95.05-0ubuntu0.24.04.2"), upstream("6.8.0-84.84")
-    (<Version('580.95.5')>, <Version('6.8.0')>)
-    """
-    match = UPSTREAM.match(str(version or ""))
-    try:
-        return Version(match.group(1)) if match else None
-    except InvalidVersion:
-        return None
 
 
 def is_canonical(name, version):

@@ -1,6 +1,11 @@
 """Version helpers shared by the tables; every comparison goes through packaging."""
 
+import re
+
 from packaging.version import InvalidVersion, Version
+
+# A Debian package version's upstream part: [epoch:]X.Y[.Z...] before the revision.
+UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")
 
 
 def parse(text):
@@ -39,3 +44,16 @@ def same_major_minor(left, right):
     """
     left_mm, right_mm = major_minor(left), major_minor(right)
     return left_mm is not None and left_mm == right_mm
+
+
+def upstream(version):
+    """A package or module version's upstream part, as a Version (None when it has none).
+
+    >>> upstream("580.95.05-0ubuntu1"), upstream("1:580.95.05-1"), upstream("n/a"), upstream(None)
+    (<Version('580.95.5')>, <Version('580.95.5')>, None, None)
+    """
+    match = UPSTREAM.match(str(version or ""))
+    try:
+        return Version(match.group(1)) if match else None
+    except InvalidVersion:
+        return None

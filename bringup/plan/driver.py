@@ -11,21 +11,19 @@ from their log lines (bringup/explain.py).
 import re
 import shlex
 
-from packaging.version import InvalidVersion, Version
-
 from bringup.canonical_driver import canonical_driver
 from bringup.driver_reboot import next_boot_kernels
 from bringup.findings import BLOCKER, INFO, WARNING, Finding
 from bringup.gpu_archs import NVLINK5_MAJORS, OPEN_ONLY_MAJORS
 from bringup.gpu_ids import bus_gpus, pci_gpus_sms
 from bringup.plan.imex import check_fabric_manager_on_tray, check_imex, imex_node
+from bringup.versions import UPSTREAM, upstream
 
 # Packages whose upstream version is the user-space driver's (NVML comes with them).
 USER_SPACE = re.compile(r"^(libnvidia-(compute|ml|gl|cfg)|nvidia-(utils|driver|compute-utils|headless))")
 # What a reboot-required list names that the driver layer cares about: the driver's
 # packages, and a new kernel (the next boot needs a module built for it).
 DRIVER_OR_KERNEL = re.compile(r"^(nvidia|libnvidia|cuda-drivers|.*fabricmanager|nvlsm|linux-(image|modules))")
-UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")
 # The distribution's CUDA toolkit, whose names the probe's driver patterns (nvidia-*,
 # libnvidia-*) also match: binaries of Debian's and Ubuntu's source package
 # nvidia-cuda-toolkit (packages.debian.org/source/bookworm/nvidia-cuda-toolkit), plus the
@@ -49,19 +47,6 @@ P2P_FIXES = ("either (1) let P2P go direct: disable ACS on the GPUs' bridges in 
              "weakens device isolation (matters for VMs and device passthrough); or (2) keep P2P off: "
              "NCCL_P2P_DISABLE=1 in service_env and `--disable-custom-all-reduce` in service_args; costs "
              "all-reduce bandwidth (NCCL goes through host memory), so tensor-parallel decoding is slower")
-
-
-def upstream(version):
-    """A package or module version's upstream part, as a Version (None when it has none).
-
-    >>> upstream("580.95.05-0ubuntu1"), upstream("1:580.95.05-1"), upstream("n/a")
-    (<Version('580.95.5')>, <Version('580.95.5')>, None)
-    """
-    match = UPSTREAM.match(str(version or ""))
-    try:
-        return Version(match.group(1)) if match else None
-    except InvalidVersion:
-        return None
 
 
 def branch(version):

@@ -8,30 +8,13 @@ fabric; the tray itself runs the ``nvidia-imex`` service and needs an IMEX chann
 CUDA's fabric-handle memory (NVIDIA IMEX user's guide, cited below).
 """
 
-import re
 
-from packaging.version import InvalidVersion, Version
 
 from bringup.driver_packages import names
 from bringup.findings import BLOCKER, WARNING, Finding
 from bringup.gpu_archs import needs_imex
 from bringup.gpu_ids import bus_gpus
-
-UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")
-
-
-def upstream(version):
-    """A package or module version's upstream part (bringup/plan/driver.py's ``upstream``).
-
-    >>> upstream("580.95.05-1"), upstream(None)
-    (<Version('580.95.5')>, None)
-    """
-    match = UPSTREAM.match(str(version or ""))
-    try:
-        return Version(match.group(1)) if match else None
-    except InvalidVersion:
-        return None
-
+from bringup.versions import upstream
 
 # NVIDIA IMEX Service for NVLink Networks user's guide,
 # https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/ ("Overview", "Getting
