@@ -35,6 +35,23 @@ def with_block(text, begin, end, block):
     return f"{text[:start]}\n{block}\n{text[stop:]}"
 
 
+def read_page(page, name):
+    """The text of ``page``, or None after one line on stderr naming it and ``name`` (the
+    page a generator wants: ``"the settings page, docs/settings.md"``).
+
+    >>> read_page("/nonexistent/page.md", "the settings page, docs/settings.md") is None
+    True
+    """
+    try:
+        with open(page, encoding="utf-8") as stream:
+            return stream.read()
+    except OSError as error:
+        print(f"{page}: cannot read it ({error.strerror}): name {name}", file=sys.stderr)
+    except UnicodeDecodeError as error:
+        print(f"{page}: cannot read it (not UTF-8: byte {error.start}): name {name}", file=sys.stderr)
+    return None
+
+
 def write_whole(path, text):
     """Write ``path`` whole: a new file of a name no one can foresee beside it (created,
     never followed through a link), renamed over it, with its mode (a new one's 0644); a

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bringup.driver_locks import DRIVER_ROLES, parse_driver_lock
-from bringup.generated_block import block_of, check_or_write
+from bringup.generated_block import block_of, check_or_write, read_page
 from bringup.locks import LOCKS_DIR, LockError
 from bringup.platforms import REPO_ARCH
 from bringup.toolkit_locks import parse_toolkit_lock
@@ -272,15 +272,8 @@ def main(argv=None, root=ROOT):
     except (EvidenceError, LockError) as error:
         print(error, file=sys.stderr)
         return 2
-    try:
-        with open(page, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as error:
-        print(f"{page}: cannot read it ({error.strerror}): name the locks page, docs/locks.md", file=sys.stderr)
-        return 2
-    except UnicodeDecodeError as error:
-        print(f"{page}: cannot read it (not UTF-8: byte {error.start}): name the locks page, docs/locks.md",
-              file=sys.stderr)
+    text = read_page(page, "the locks page, docs/locks.md")
+    if text is None:
         return 2
     if docs_block(text) is None:
         print(f"{page}: no lock evidence markers ({BEGIN} ... {END}): put them where the block goes", file=sys.stderr)

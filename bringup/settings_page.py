@@ -8,7 +8,7 @@ when the page's table is another (tests/unit/test_settings.py fails then too).
 import argparse
 import sys
 
-from bringup.generated_block import block_of, check_or_write
+from bringup.generated_block import block_of, check_or_write, read_page
 from bringup.settings import SETTINGS
 
 BEGIN = "<!-- settings table: generated from bringup/settings.py by python -m bringup.settings_page -->"
@@ -39,18 +39,10 @@ def main(argv=None):
     action.add_argument("--write", metavar="PAGE")
     args = parser.parse_args(argv)
     page = args.check or args.write
-    try:
-        with open(page, encoding="utf-8") as source:
-            text = source.read()
-    except OSError as error:
-        print(f"{page}: cannot read it ({error.strerror}): name the settings page, docs/settings.md", file=sys.stderr)
+    text = read_page(page, "the settings page, docs/settings.md")
+    if text is None:
         return 2
-    except UnicodeDecodeError as error:
-        print(f"{page}: cannot read it (not UTF-8: byte {error.start}): name the settings page, docs/settings.md",
-              file=sys.stderr)
-        return 2
-    block = docs_block(text)
-    if block is None:
+    if docs_block(text) is None:
         print(f"{page}: no settings table markers ({BEGIN} ... {END}): put them around the table", file=sys.stderr)
         return 2
     return check_or_write(page, text, BEGIN, END, markdown_table(), args.check,

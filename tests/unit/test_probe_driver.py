@@ -53,6 +53,13 @@ def replay(bin_dir, name, text, exit_code=0):
 def run_driver_probe(tmp_path):
     """The driver section of the probe (PROBE_SECTIONS=driver_layer) under tmp_path/root,
     the tools in tmp_path/bin -> (the raw output, the parsed driver_layer)."""
+    return run_probe_section(tmp_path, "driver_layer", {"id": "debian", "version_id": "12", "arch": "x86_64"})
+
+
+def run_probe_section(tmp_path, section, os_facts):
+    """One section of the probe (PROBE_SECTIONS) under tmp_path/root, the tools in
+    tmp_path/bin, its document checked against the schema with ``os_facts`` -> (the raw
+    output, the parsed section)."""
     root, bin_dir = (tmp_path / "root").resolve(), tmp_path / "bin"
     root.mkdir(exist_ok=True)
     bin_dir.mkdir(exist_ok=True)
@@ -61,12 +68,12 @@ def run_driver_probe(tmp_path):
     for tool in ("env", "runuser"):
         if not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin"))
-    run = subprocess.run(["sh", "-c", SCRIPT], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "driver_layer",
+    run = subprocess.run(["sh", "-c", SCRIPT], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": section,
                                                      "PROBE_SERVICE_PATH": str(bin_dir), "PROBE_FS_ROOT": str(root)},
                          capture_output=True, text=True, timeout=60, check=True)
-    document = build_document(run.stdout.splitlines(), ["driver_layer"])
-    check({"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [], **document})
-    return run.stdout, document["driver_layer"]
+    document = build_document(run.stdout.splitlines(), [section])
+    check({"os": os_facts, "gpus": [], **document})
+    return run.stdout, document[section]
 
 
 def test_the_file_system_root_is_a_test_input_the_product_never_sets():

@@ -8,27 +8,11 @@ nvidia-imex unit, /etc/nvidia-imex/nodes_config.cfg (an IP address a line),
 nvidia-caps-imex-channels in /proc/devices and /dev/nvidia-caps-imex-channels/channel0.
 """
 
-import shutil
-import subprocess
-
-from bringup.facts_schema import check
-from facts.probe_output import build_document
-from tests.unit.test_probe_driver import SCRIPT, replay, standin, write
+from tests.unit.test_probe_driver import replay, run_probe_section, standin, write
 
 
 def run_imex_probe(tmp_path):
-    root, bin_dir = (tmp_path / "root").resolve(), tmp_path / "bin"
-    root.mkdir(exist_ok=True)
-    bin_dir.mkdir(exist_ok=True)
-    for tool in ("env", "runuser"):
-        if not (bin_dir / tool).exists():
-            (bin_dir / tool).symlink_to(shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin"))
-    run = subprocess.run(["sh", "-c", SCRIPT], env={"PATH": "/usr/bin:/bin", "PROBE_SECTIONS": "imex",
-                                                     "PROBE_SERVICE_PATH": str(bin_dir), "PROBE_FS_ROOT": str(root)},
-                         capture_output=True, text=True, timeout=60, check=True)
-    document = build_document(run.stdout.splitlines(), ["imex"])
-    check({"os": {"id": "ubuntu", "version_id": "24.04", "arch": "aarch64"}, "gpus": [], **document})
-    return run.stdout, document["imex"]
+    return run_probe_section(tmp_path, "imex", {"id": "ubuntu", "version_id": "24.04", "arch": "aarch64"})
 
 
 def test_a_node_without_imex(tmp_path):
