@@ -123,3 +123,25 @@ def driver_ready(driver):
     True
     """
     return reboot_decision(driver, driver.reboot_for)[0] != NEEDS_REBOOT
+
+
+def driver_step_grown(ran, replanned):
+    """What the plan made again after the reboot asks of the driver step beyond what this run
+    did (``ran``, the first plan's DriverPlan): packages or units the loaded driver showed a
+    need for, in words; ``""`` when nothing. A node with no driver shows no NVSwitch until its
+    module is loaded, so Fabric Manager first appears in the plan made after that boot; the
+    steps after the driver were planned before it (the unit's ordering after Fabric Manager
+    among them), so the run stops there and the next one converges whole.
+
+    >>> from bringup.plan.model import DriverPlan
+    >>> ran = DriverPlan(manage=True, install=("nvidia-open=580.95.05-1",), units=("nvidia-persistenced",))
+    >>> driver_step_grown(ran, ran)
+    ''
+    >>> driver_step_grown(ran, DriverPlan(manage=True, install=("nvidia-open=580.95.05-1",
+    ...     "nvidia-fabricmanager=580.95.05-1"), units=("nvidia-persistenced", "nvidia-fabricmanager")))
+    'installs nvidia-fabricmanager=580.95.05-1, starts nvidia-fabricmanager'
+    """
+    added = [pin for pin in replanned.install if pin not in ran.install]
+    started = [unit for unit in replanned.units if unit not in ran.units]
+    return ", ".join(part for part in (added and f"installs {' '.join(added)}",
+                                        started and f"starts {' '.join(started)}") if part)

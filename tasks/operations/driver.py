@@ -18,7 +18,7 @@ from pyinfra.facts.server import Uptime
 from pyinfra.operations import server
 
 from bringup.setting_checks import cut
-from bringup.driver_reboot import GO, NEEDS_REBOOT, module_mismatch, reboot_decision
+from bringup.driver_reboot import GO, NEEDS_REBOOT, driver_step_grown, module_mismatch, reboot_decision
 from bringup.layout import ProbeInputs
 from bringup.plan.model import DriverPlan
 from control import fleet
@@ -331,6 +331,12 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
     if again or not fresh.ok:
         why = again or f"blocked: {', '.join(finding.code for finding in fresh.blockers)}"
         yield fail(f"{host.name}: rebooted, but {why}; nothing after the driver step ran")
+        return
+    grown = driver_step_grown(driver, fresh.driver)
+    if grown:
+        yield fail(f"{host.name}: rebooted into {driver.version} {driver.flavour}; planned again, the driver step now "
+                   f"also {grown} (seen only with the driver loaded); nothing after the driver step ran: run deploy "
+                   "again")
         return
     LOADED[host.name] = True
 

@@ -1,19 +1,26 @@
-"""The driver step on Ubuntu 24.04 (tasks/driver.py through the real ``pyinfra ... deploy.py``):
-a light node (``deploy_steps`` repo and driver) of an HGX B200 with NVSwitches and no Fabric
-Manager, ``driver_manage: true``: the sandbox repository's ubuntu2404 directory serves the
-stand-in driver under NVIDIA's Ubuntu names (sandbox/aptrepo/driver_debs.py), deploy installs
-files/locks/driver-580-ubuntu2404-x86_64.txt's open flavour (580.95.05-0ubuntu1) and Fabric
-Manager at the driver's version (580.95.05-1), holds them, and Fabric Manager runs; validate
-then reports no driver finding, a second deploy changes nothing and an ``apt-get upgrade``
-with the newer driver served moves nothing. Reached through the ubuntu user's hardened sudo
-(the cloud-login state), as such a node is."""
+"""The driver step on Ubuntu 24.04 through the real ``pyinfra ... deploy.py``.
+
+An HGX B200 (8 GPUs, 4 NVSwitches) as a vendor ships it: no driver, no Fabric Manager, reached
+through the ubuntu user's hardened sudo (the cloud-login state), as such a cloud image is. With
+``driver_manage: true`` and ``driver_reboot: if-needed`` a first deploy installs
+files/locks/driver-580-ubuntu2404-x86_64.txt's open flavour (580.95.05-0ubuntu1, served under
+NVIDIA's Ubuntu names by the sandbox repository's stand-ins, sandbox/aptrepo/driver_debs.py),
+holds it and reboots; planned again, the loaded driver shows the NVSwitches, the plan now asks for
+Fabric Manager too, and the run stops in one line saying so (the later steps were planned before
+the boot). The second installs Fabric Manager at the driver's version (580.95.05-1), held, and the
+rest: the toolkit, the venv, the reduced pre-warm, the unit ordered after Fabric Manager. validate says
+ready, the node suite is green through the same login, a third deploy changes nothing and an
+``apt-get upgrade`` with the newer driver served moves nothing.
+
+And an RTX PRO 6000 node whose image came with Canonical's driver: named by validate."""
 
 import pytest
 
 from bringup.driver_locks import driver_lock_name, parse_driver_lock
-from sandbox import aptrepo
-from tests.sandbox.test_driver_converge import REBOOTING, deploy, driver_findings, packages
-from tests.sandbox_fixtures import REPO_ROOT, changed_operations, run_ssh, validate
+from sandbox import aptrepo, pypimirror
+from sandbox import node as sandbox_nodes
+from tests.sandbox.test_driver_converge import REBOOTING, banner, deploy, driver_findings, packages, summary_row
+from tests.sandbox_fixtures import REPO_ROOT, changed_operations, node_suite, run_ssh, validate
 
 pytestmark = pytest.mark.sandbox
 
@@ -21,22 +28,46 @@ NAME = "drv-u2404"
 LOCK = parse_driver_lock((REPO_ROOT / driver_lock_name("580", "ubuntu2404", "x86_64")).read_text())
 
 
+# The whole path with Ubuntu 24.04's reduced pre-warm (tests/sandbox/test_ubuntu.py's DATA); the
+# unit written, not started (no model is served here).
+FULL = ("driver_manage=true", "driver_reboot=if-needed", "prewarm_modules=activation:silu,sglang-activation",
+        "service_model=Qwen/Qwen3-0.6B", "service_enable=false")
+
+
 @pytest.fixture(scope="module")
 def hgx_node(sandbox_node):
     aptrepo.ensure_served()
-    # Reached as an HGX B200 cloud image is: its ubuntu user through hardened sudo (cloud-login).
-    entry = sandbox_node(NAME, "127.0.0.174", gpu="b200-x8", toolkit="none", states=("nvswitch-no-fm", "cloud-login"),
-                         os_name="ubuntu2404")
-    return dict(entry, name=NAME)
+    pypimirror.serve()
+    entry = sandbox_node(NAME, "127.0.0.174", gpu="b200-x8", toolkit="none",
+                         states=("no-driver", "nvswitch-no-fm", "cloud-login"), os_name="ubuntu2404")
+    yield dict(entry, name=NAME)
+    sandbox_nodes.down([NAME])
 
 
-def test_ubuntu_hgx_gets_the_ubuntu_driver_and_fabric_manager_at_its_version(hgx_node):
-    _, before = validate(NAME, data=REBOOTING)
-    assert before["plan"]["driver"]["lock"] == driver_lock_name("580", "ubuntu2404", "x86_64")
-    assert "DRIVER_LOCK_MISSING" not in driver_findings(before), before["plan"]["findings"]
+def test_ubuntu_hgx_from_no_driver_to_a_green_node_suite(hgx_node, tmp_path):
+    _, before = validate(NAME, data=FULL)
+    plan = before["plan"]
+    assert plan["driver"]["lock"] == driver_lock_name("580", "ubuntu2404", "x86_64")
+    # No driver, so no NVSwitch is seen yet: Fabric Manager comes with the lock's fabric role
+    # once the driver shows them (planned again after the reboot).
+    assert "DRIVER_NOT_LOADED" in driver_findings(before), plan["findings"]
+    assert "DRIVER_LOCK_MISSING" not in driver_findings(before), plan["findings"]
+    assert plan["arch_list"] == "10.0a", plan["arch_list"]
 
-    result = deploy(NAME, REBOOTING)
+    # The first run: the driver, the reboot it needs; planned again with the module loaded, the
+    # node shows its NVSwitches, so the plan now also asks for Fabric Manager: the run stops there.
+    first = deploy(NAME, FULL)
+    assert first.returncode == 1, first.output[-4000:]
+    assert (f"{NAME}: rebooted into 580.95.05 open; planned again, the driver step now also installs "
+            "nvidia-fabricmanager=580.95.05-1") in first.output, first.output[-4000:]
+    assert "libnvidia-nscq=580.95.05-1" in first.output and "starts nvidia-fabricmanager" in first.output
+    assert "nvidia-fabricmanager" not in packages(hgx_node)
+    assert run_ssh(hgx_node, "test -e /opt/sglang/venv || echo none").stdout.strip() == "none"
+    # The second: the whole node, Fabric Manager before the unit that is ordered after it.
+    result = deploy(NAME, FULL)
     assert result.returncode == 0, result.output[-4000:]
+    assert summary_row(NAME)["verdict"] == "deployed"
+    assert "Open Kernel Module for x86_64  580.95.05" in banner(hgx_node)
     installed = packages(hgx_node)
     wanted = LOCK.pins("pinning", "open", "fabric", "nvlink5")
     assert {name: installed.get(name, ("", ""))[0] for name in wanted if name != "nvlsm"} == {
@@ -46,10 +77,19 @@ def test_ubuntu_hgx_gets_the_ubuntu_driver_and_fabric_manager_at_its_version(hgx
     assert "nvidia-dkms-580" not in installed and "nvidia-kernel-open-dkms" not in installed, installed
     assert run_ssh(hgx_node, "systemctl is-active nvidia-fabricmanager nvidia-persistenced").stdout.split() == [
         "active", "active"]
-    _, after = validate(NAME, data=REBOOTING)
+    ordered = run_ssh(hgx_node, "systemctl show -p After --value sglang.service").stdout
+    assert "nvidia-fabricmanager.service" in ordered, ordered
+
+    _, after = validate(NAME, data=FULL)
     assert driver_findings(after) == {}, after["plan"]["findings"]
-    again = deploy(NAME, REBOOTING, json_output=True)
+    assert summary_row(NAME)["verdict"] == "ready"
+    # The suite through the same login (inventory/gpu.py registers the ubuntu user and sudo).
+    suite = node_suite(tmp_path, "--node-limit", NAME, data=FULL)
+    assert suite.rc == 0 and suite.failing(NAME) == set(), suite
+    assert {"nvidia_smi_answers", "toolkit_packages_at_lock"} <= suite.checks(NAME), suite.checks(NAME)
+    again = deploy(NAME, FULL, json_output=True)
     assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
+
     # A routine upgrade with the newer driver (580.105.08-0ubuntu1) in the repository moves nothing.
     offered = run_ssh(hgx_node, "apt-get update -qq && apt-cache madison nvidia-dkms-580-open").stdout
     assert "580.105.08-0ubuntu1" in offered, offered
