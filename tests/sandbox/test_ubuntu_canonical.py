@@ -59,7 +59,7 @@ def older_node(apt_repo, sandbox_node):  # noqa: F811
 @pytest.fixture(scope="module")
 def locked_node(apt_repo, sandbox_node):  # noqa: F811
     """The same with Canonical's DKMS driver at the lock's upstream version, 580.95.05."""
-    yield _node(sandbox_node, ADOPTED, "127.0.0.177", "ubuntu-drivers-dkms")
+    yield _node(sandbox_node, ADOPTED, "127.0.0.178", "ubuntu-drivers-dkms")
     sandbox_nodes.down([ADOPTED])
 
 
