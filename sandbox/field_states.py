@@ -32,6 +32,8 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 | proprietary-module | the proprietary module's banner in /proc/driver/nvidia/version (a Blackwell profile) | DRIVER_OPEN_MODULE_REQUIRED |
 | library-mismatch | libnvidia-compute-580 580.105.08 (held, with libnvidia-ml.so.580.105.08), the module at the profile's version | DRIVER_LIBRARY_MISMATCH |
 | ubuntu-drivers | (Ubuntu only) Canonical's 580-server-open driver as `ubuntu-drivers install --gpgpu` leaves it on a generic kernel: nvidia-headless-no-dkms-580-server-open, libnvidia-compute-580-server, nvidia-utils-580-server, nvidia-compute-utils-580-server, nvidia-kernel-common-580-server at 580.95.05-0ubuntu0.<release>.2 and linux-modules-nvidia-580-server-open-generic / -<kernel release> (empty stand-ins, not held) | DRIVER_CANONICAL |
+| ubuntu-drivers-dkms | (Ubuntu only) Canonical's 580-server-open driver built by DKMS, as `ubuntu-drivers install --gpgpu` leaves it on a kernel flavour without prebuilt modules: nvidia-driver-580-server-open, nvidia-dkms-580-server-open (Ubuntu's real dkms builds its stand-in module, loaded at boot), libnvidia-compute-580-server (libnvidia-ml.so.580.95.05), nvidia-compute-utils-580-server (nvidia-persistenced), nvidia-utils-580-server, nvidia-kernel-common-580-server, nvidia-kernel-source-580-server-open at 580.95.05-0ubuntu0.<release>.1 (stand-ins with their Depends, not held; sandbox/files/canonical-dkms.sh) | DRIVER_CANONICAL (adopted with driver_manage) |
+| ubuntu-drivers-dkms-older | the same at 580.82.07-0ubuntu0.<release>.1, its module 580.82.07 loaded | DRIVER_CANONICAL (replaced with driver_manage, then a reboot) |
 | nvswitch-no-fm | 4 NVSwitches in /proc/driver/nvidia-nvswitch/devices, no Fabric Manager; fabric In Progress | FABRIC_MANAGER_MISSING |
 | nvswitch-fm-inactive | nvswitch-no-fm + nvidia-fabricmanager 580.95.05 by apt (held), its unit not started | FABRIC_MANAGER_INACTIVE |
 | nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 by apt (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
@@ -110,6 +112,10 @@ STATES = {
     "nvswitch-no-fm": State("nvswitch-no-fm"),
     # Canonical's driver (ubuntu-drivers install --gpgpu): stand-in packages under its names (Ubuntu only).
     "ubuntu-drivers": State("ubuntu-drivers", files=("standin-deb.sh",)),
+    # Canonical's DKMS-built driver (a kernel flavour without prebuilt modules): Ubuntu's dkms
+    # from the archive builds the stand-in module; at the lock's version (adopted) or older (replaced).
+    "ubuntu-drivers-dkms": State("ubuntu-drivers-dkms", files=("standin-deb.sh", "canonical-dkms.sh")),
+    "ubuntu-drivers-dkms-older": State("ubuntu-drivers-dkms-older", files=("standin-deb.sh", "canonical-dkms.sh")),
     # Fabric Manager from the apt repository's stand-in packages (sandbox/aptrepo/driver_debs.py).
     "nvswitch-fm-inactive": State("nvswitch-fm-inactive", implies=("nvswitch-no-fm", "nvidia-repo"),
                                   needs=("apt-repo",)),

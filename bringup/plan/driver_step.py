@@ -363,6 +363,8 @@ def install_text(plan):
 def _fix_text(part, plan):
     pinned = dict(pin.split("=", 1) for pin in plan.install)
     after = " after the reboot" if plan.reboot_for else ""
+    # An adopted Canonical driver is held at its own versions (Canonical's revision), not the lock's.
+    held_at = "their versions (Canonical's driver, adopted)" if plan.canonical == "adopt" else "the lock's versions"
     texts = {
         "driver": install_text(plan),
         "headers": f"deploy installs {' '.join(plan.headers) or 'the missing kernel headers'} before the DKMS build",
@@ -375,7 +377,7 @@ def _fix_text(part, plan):
                    + (", then a reboot" if plan.reboot_for else ""),
         "initramfs": f"deploy updates the initramfs of kernel {' '.join(plan.initramfs)} "
                      f"({' && '.join(f'update-initramfs -u -k {release}' for release in plan.initramfs)})",
-        "holds": f"deploy holds {' '.join(plan.hold)} at the lock's versions and keeps them out of unattended-upgrades "
+        "holds": f"deploy holds {' '.join(plan.hold)} at {held_at} and keeps them out of unattended-upgrades "
                  f"({plan.unattended_file})",
         "persistence": f"deploy enables and starts nvidia-persistenced{after}",
         "imex": f"deploy installs IMEX at the driver's version ("

@@ -175,3 +175,15 @@ def test_the_recorded_ubuntu_drivers_node():
     assert node.driver.canonical == "replace" and "prebuilt" in node.driver.canonical_reason
     assert "linux-modules-nvidia-580-server-open-generic" in node.driver.remove
     assert not {pin.split("=")[0] for pin in node.driver.install} & set(node.driver.remove)
+
+
+@pytest.mark.parametrize("make, held_at", [(lambda: layer(server_open()), "at their versions (Canonical's driver, adopted)"),
+                                           (lambda: layer(server_open("580.82.07"), "580.82.07"),
+                                            "at the lock's versions")],
+                         ids=["adopted", "replaced"])
+def test_the_holds_fix_says_at_which_versions_the_driver_is_held(make, held_at):
+    """An adopted driver is held at Canonical's own versions (580.95.05-0ubuntu0.24.04.2), not
+    the lock's (580.95.05-0ubuntu1): DRIVER_NOT_HELD's fix must not promise the lock's."""
+    node = plan(copy.deepcopy(facts(make())), Config(driver_manage=True), LockFiles(root=str(ROOT)))
+    [held] = [f for f in node.findings if f.code == "DRIVER_NOT_HELD"]
+    assert held.severity == "fix" and f"{' '.join(node.driver.hold)} {held_at} and keeps" in held.fix, held.fix
