@@ -26,7 +26,7 @@ from bringup.gpu_archs import FIRST_OPEN_MODULE_SM, NVLINK5_MAJORS, OPEN_ONLY_MA
 from bringup.gpu_ids import pci_gpus_sms
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
 from bringup.locks import LockError
-from bringup.plan.imex import imex_node
+from bringup.plan.imex import IMEX_GUIDE, imex_node
 from bringup.plan.model import DriverPlan
 from bringup.versions import parse
 
@@ -383,7 +383,7 @@ def _fix_text(part, plan):
         "imex": f"deploy installs IMEX at the driver's version ("
                 f"{' '.join(f'{n}={v}' for n, v in pinned.items() if n.startswith(IMEX))}), holds it and enables "
                 f"and starts nvidia-imex{after} (the nodes config and the channel stay the administrator's: "
-                "IMEX_NODES_CONFIG_EMPTY, IMEX_NO_CHANNEL)",
+                f"IMEX_NODES_CONFIG_EMPTY, IMEX_NO_CHANNEL; {IMEX_GUIDE})",
     }
     return texts[part]
 

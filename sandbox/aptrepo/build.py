@@ -12,6 +12,7 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
             driver packages: Ubuntu's names and versions, driver_debs.FAMILIES)
         compute/cuda/repos/debian12/sbsa/   the Arm servers' packages (Architecture:
             arm64, targets/sbsa-linux) from the aarch64 wheels (wheels-aarch64.lock)
+            (ubuntu2204/sbsa and ubuntu2404/sbsa likewise, with Ubuntu's driver names)
         fingerprint                         40 hex, upper case
         server.json                         while a server runs
     .sandbox/aptrepo-gnupg/                 GNUPGHOME with the signing key (0700)
@@ -67,8 +68,11 @@ DEFAULT_PORT = 8913
 # ubuntu2204/x86_64 and ubuntu2404/x86_64) and the sandbox's --os names alike.
 OTHER_DISTROS = ("debian13", "ubuntu2204", "ubuntu2404")
 # The distros whose sbsa directory (Arm servers: GB10, Grace) the sandbox serves,
-# each with packages built from the aarch64 wheels.
-SBSA_DISTROS = ("debian12",)
+# each with packages built from the aarch64 wheels (the same .debs in each, cached by
+# digest: only cuda-keyring and a family's driver stand-ins differ). Ubuntu's are NVIDIA's
+# too (bringup.platforms.REPO_EVIDENCE); the sandbox runs no Ubuntu arm64 node, they serve
+# the locks (make lock CUDA_REPO_URL=sandbox).
+SBSA_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
 
 # What apt pins can match: "Pin: release o=NVIDIA" or "l=NVIDIA CUDA".
 RELEASE_FIELDS = (("Origin", "NVIDIA"), ("Label", "NVIDIA CUDA"))
@@ -145,10 +149,12 @@ def dirs_to_build(asked, present) -> list[tuple[str, str]]:
     >>> dirs_to_build([], [("debian12", "sbsa")])
     [('debian12', 'sbsa')]
     >>> dirs_to_build([("ubuntu2404", "sbsa")], [])
+    [('ubuntu2404', 'sbsa')]
+    >>> dirs_to_build([("debian13", "sbsa")], [])
     Traceback (most recent call last):
     ...
-    ValueError: the sandbox apt repository has no ubuntu2404/sbsa directory; it serves debian12/x86_64, \
-debian13/x86_64, ubuntu2204/x86_64, ubuntu2404/x86_64, debian12/sbsa
+    ValueError: the sandbox apt repository has no debian13/sbsa directory; it serves debian12/x86_64, \
+debian13/x86_64, ubuntu2204/x86_64, ubuntu2404/x86_64, debian12/sbsa, ubuntu2204/sbsa, ubuntu2404/sbsa
     """
     wanted = {tuple(d) for d in [*asked, *present]}
     unknown = sorted(wanted - set(ALL_DIRS))

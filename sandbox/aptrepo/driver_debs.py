@@ -11,10 +11,17 @@ installs and cites the sources):
   ``nvidia-dkms-580-open`` / ``nvidia-dkms-580``, with ``nvidia-utils-580``,
   ``nvidia-compute-utils-580``, ``nvidia-kernel-common-580``, ``nvidia-firmware-580``,
   ``nvidia-modprobe``), revision ``0ubuntu1`` as NVIDIA's Ubuntu repository numbers the
-  580 driver up to 580.105.08; Fabric Manager and NSCQ ``nvidia-fabricmanager`` and
-  ``libnvidia-nscq`` at ``-1`` (NVIDIA's driver container installs them so);
+  580 driver up to 580.105.08; Fabric Manager, NSCQ and IMEX ``nvidia-fabricmanager``,
+  ``libnvidia-nscq`` and ``nvidia-imex`` at ``-1`` (NVIDIA's driver container installs them
+  so: github.com/NVIDIA/gpu-driver-container ubuntu22.04/install.sh and
+  ubuntu24.04/install.sh, ``imex_install``: ``nvidia-imex=${DRIVER_VERSION}-1`` for branch
+  580 from commit 78fa4ac "add driver 580.65.06", until feb891d "add support for driver
+  version 590.48.01" made it ``${DRIVER_VERSION}*``);
 
-Fabric Manager's guide for ``nvidia-fabricmanager``, ``libnvidia-nscq`` and ``nvlsm``. Two
+Fabric Manager's guide for ``nvidia-fabricmanager``, ``libnvidia-nscq`` and ``nvlsm``; NVIDIA's
+IMEX user's guide (docs.nvidia.com/multi-node-nvlink-systems/imex-guide/, "Getting Started
+with IMEX": x86_64 and aarch64) for ``nvidia-imex``, served in every directory, x86_64 and
+sbsa alike (the driver container installs it on amd64 and arm64). Two
 upstream versions: 580.95.05 (the GPU profiles' recorded driver, the one the sandbox's
 locks take) and 580.105.08 (newer: what an unheld ``apt-get upgrade`` would move to).
 Their contents are stand-ins, the same in every family (only names, relations and
@@ -26,7 +33,8 @@ versions differ: ``Family``), and each package's description says so:
   name the probe reads); the nouveau blacklist;
 * daemons whose units run under the node's systemd: ``nvidia-persistenced``, Fabric
   Manager (at exactly its version, refusing another loaded module as NVIDIA's does;
-  it starts ``nvlsm``, versioned on its own, where that is installed);
+  it starts ``nvlsm``, versioned on its own, where that is installed), IMEX (likewise at
+  exactly its version; it starts without a nodes config, a domain of this node alone);
 * the kernel module: the DKMS package of each flavour (Debian's
   ``nvidia-kernel-open-dkms`` / ``nvidia-kernel-dkms``, Ubuntu's ``nvidia-dkms-580-open`` /
   ``nvidia-dkms-580``) ships a DKMS source tree that the node's real ``dkms`` builds for
@@ -79,6 +87,8 @@ STANDIN = ("SANDBOX STAND-IN for NVIDIA's {name}: built by the gpu-bringup sandb
 # The module flavours' licences in .modinfo (the open module's is "Dual MIT/GPL", the
 # proprietary one's "NVIDIA", as `modinfo nvidia` shows them).
 LICENCES = {"open": "Dual MIT/GPL", "proprietary": "NVIDIA"}
+# nvidia-imex: Grace-Blackwell NVL compute trays (GB200, GB300), both families.
+IMEX_SUMMARY = "NVIDIA IMEX service for NVLink networks (Grace-Blackwell compute trays)"
 
 
 @dataclass(frozen=True)
@@ -98,14 +108,15 @@ class Row:
 class Family:
     """One distribution family's stand-in driver: its packages (``rows``; the DKMS
     packages of each flavour are ``modules``), the Debian revision of the driver's
-    packages and of Fabric Manager's (``fabric``), the archive component."""
+    packages and that of the packages beside it (``extras``: Fabric Manager's, NSCQ's and
+    IMEX's, at ``-1`` in both families), the archive component."""
 
     name: str
     revision: str
     modules: dict
     rows: tuple[Row, ...]
-    fabric: tuple[str, ...] = ("nvidia-fabricmanager", "libnvidia-nscq")
-    fabric_revision: str = "1"
+    extras: tuple[str, ...] = ("nvidia-fabricmanager", "libnvidia-nscq", "nvidia-imex")
+    extras_revision: str = "1"
     component: str = "non-free"
 
     def deb_version(self, name: str, version: str) -> str:
@@ -115,11 +126,13 @@ class Family:
         '580.95.05-0ubuntu1'
         >>> FAMILIES["ubuntu"].deb_version("nvidia-fabricmanager", "580.95.05")
         '580.95.05-1'
+        >>> FAMILIES["ubuntu"].deb_version("nvidia-imex", "580.105.08")
+        '580.105.08-1'
         """
-        return f"{version}-{self.fabric_revision if name in self.fabric else self.revision}"
+        return f"{version}-{self.extras_revision if name in self.extras else self.revision}"
 
     def pinned(self) -> tuple[str, ...]:
-        """What the pinning packages pin: every package of the driver's, Fabric Manager's too."""
+        """What the pinning packages pin: every package of the driver's, Fabric Manager's and IMEX's too."""
         return tuple(row.name for row in self.rows)
 
 
@@ -146,6 +159,7 @@ def _debian() -> Family:
         Row("cuda-drivers", "CUDA Driver meta-package, branch-agnostic", (), ("=nvidia-driver", "{module}")),
         Row("nvidia-fabricmanager", "NVIDIA Fabric Manager (NVSwitch systems)", ("fabricmanager",)),
         Row("libnvidia-nscq", "NVSwitch Configuration and Query library", ("nscq",)),
+        Row("nvidia-imex", IMEX_SUMMARY, ("imex",)),
     ))
 
 
@@ -174,6 +188,7 @@ def _ubuntu(branch: str = BRANCH) -> Family:
             tuple(f"={name}" for name in (*user_space, modules["proprietary"]))),
         Row("nvidia-fabricmanager", "NVIDIA Fabric Manager (NVSwitch systems)", ("fabricmanager",)),
         Row("libnvidia-nscq", "NVSwitch Configuration and Query library", ("nscq",)),
+        Row("nvidia-imex", IMEX_SUMMARY, ("imex",)),
     ), component="restricted")
 
 
@@ -279,6 +294,11 @@ def _parts(version: str, machine: str) -> dict[str, dict]:
                                       _text("nvidia-fabricmanager.service"), 0o644)),
                               conffiles=("/usr/share/nvidia/nvswitch/fabricmanager.cfg",)),
         "nscq": dict(texts=((f"{lib}/libnvidia-nscq.so.{version}", "", 0o644),)),
+        # No nodes config: the administrator writes the domain's addresses (IMEX_NODES_CONFIG_EMPTY).
+        "imex": dict(texts=(("usr/bin/nvidia-imex", _text("nvidia-imex", VERSION=version), 0o755),
+                            ("etc/nvidia-imex/config.cfg", _text("imex-config.cfg"), 0o644),
+                            ("lib/systemd/system/nvidia-imex.service", _text("nvidia-imex.service"), 0o644)),
+                     conffiles=("/etc/nvidia-imex/config.cfg",)),
     }
 
 
@@ -310,9 +330,9 @@ def version_packages(version: str, machine: str, family: str = "debian") -> list
                          depends=tuple(relation(entry) for entry in row.depends),
                          conflicts=others, replaces=others, **_joined([parts[p] for p in row.parts]))
 
-    # The pinning packages pin every package of the driver; where Fabric Manager's revision
-    # is not the driver's (Ubuntu), by the upstream version.
-    pin = deb_version(version, family) if fam.fabric_revision == fam.revision else f"{version}-*"
+    # The pinning packages pin every package of the driver; where Fabric Manager's and IMEX's
+    # revision is not the driver's (Ubuntu), by the upstream version.
+    pin = deb_version(version, family) if fam.extras_revision == fam.revision else f"{version}-*"
     pinning = [DriverPkg(name=f"nvidia-driver-pinning-{pinned}", version=deb_version(version, family), arch="all",
                          section=f"{fam.component}/admin",
                          description=f"APT driver pinning file for driver {what} (SANDBOX STAND-IN)\n"
@@ -326,8 +346,8 @@ def version_packages(version: str, machine: str, family: str = "debian") -> list
                for pinned, what, pins in ((BRANCH, f"branch {BRANCH}", f"{BRANCH}.*"),
                                           (version, f"version {version}", pin))]
     rows = [pkg(row) for row in fam.rows]
-    fabric = [p for p in rows if p.name in fam.fabric]
-    return [*(p for p in rows if p.name not in fam.fabric), *pinning, *fabric]
+    extras = [p for p in rows if p.name in fam.extras]
+    return [*(p for p in rows if p.name not in fam.extras), *pinning, *extras]
 
 
 def nvlsm_package(machine: str) -> DriverPkg:

@@ -2,8 +2,8 @@
 Fabric Manager. With a lock that has the ``imex`` role (nvidia-imex at the driver's
 version, as bringup/driver_locks.py resolves it from NVIDIA's index), deploy installs and
 holds it and starts nvidia-imex, and IMEX_MISSING is a fix; the channel and the nodes
-config stay the administrator's. Without the role (the checkout's locks: the sandbox's
-stand-in repository serves no nvidia-imex) the IMEX findings stay as they are."""
+config stay the administrator's. Without the role (a lock made from an index that serves
+no nvidia-imex) the IMEX findings stay as they are."""
 
 from bringup import driver_packages
 from tests.unit.test_driver_plan import LOCK_TEXT, codes, converged_layer, planned
@@ -33,6 +33,7 @@ def test_a_tray_gets_imex_at_the_drivers_version_and_never_fabric_manager():
     assert codes(node, IMEX_CODES) == ["IMEX_MISSING:fix", "IMEX_NO_CHANNEL:blocker"]
     fix = next(f for f in node.findings if f.code == "IMEX_MISSING").fix
     assert "nvidia-imex=580.95.05-1" in fix and "enables and starts nvidia-imex" in fix
+    assert "docs.nvidia.com/multi-node-nvlink-systems/imex-guide/" in fix
 
 
 def test_without_the_imex_role_the_findings_stay():

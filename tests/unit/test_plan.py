@@ -137,9 +137,9 @@ EXACT_FINDINGS = {
                                                     "PYTHON_TOO_OLD:blocker"],
     "ubuntu 24.04 python 3.12 picks its own lock": [],
     "ubuntu 24.04 python 3.12 with the cp311 lock": ["VENV_LOCK_MISMATCH:blocker"],
-    "gb10 on aarch64 with the x86_64 lock": ["TOOLKIT_UNLOCKED:warning", "VENV_LOCK_MISMATCH:blocker",
-                                             "FLASHINFER_ARCH_TRAP:fix", "JIT_CACHE_COLD:fix"],
-    "a matching aarch64 lock": ["TOOLKIT_UNLOCKED:warning"],
+    "gb10 on aarch64 with the x86_64 lock": ["VENV_LOCK_MISMATCH:blocker", "FLASHINFER_ARCH_TRAP:fix",
+                                             "JIT_CACHE_COLD:fix"],
+    "a matching aarch64 lock": [],
     "external venv on python 3.12": [],
     "no python on debian 12": ["PYTHON_TOO_OLD:fix"],
     "broken venv": ["VENV_BROKEN:fix"],
@@ -454,7 +454,10 @@ def test_report_names_the_chosen_locks_and_cpython():
     assert "  toolkit   : files/locks/cuda-13.0-ubuntu2204-x86_64.txt" in text
     assert "ubuntu2204/x86_64/ (ubuntu2204/x86_64: listed by NVIDIA)" in text
     gb10 = json.loads((FIXTURES / "facts" / "ubuntu2404-aarch64-gb10.json").read_text())
-    assert "  toolkit   : not locked" in render("gb10", gb10, plan(gb10, Config()))
+    assert "  toolkit   : files/locks/cuda-13.0-ubuntu2404-aarch64.txt" in render("gb10", gb10, plan(gb10, Config()))
+    # Debian 13 on aarch64: no toolkit lock ships (debian13/sbsa is unverified).
+    trixie = dict(gb10, os={"id": "debian", "version_id": "13", "arch": "aarch64"})
+    assert "  toolkit   : not locked" in render("gb10", trixie, plan(trixie, Config()))
     converged_text = render("n", converged(), plan(converged(), Config()))
     assert "toolkit   : files/locks/cuda-13.0-debian12-x86_64.txt" in converged_text
 

@@ -36,8 +36,8 @@ PLATFORMS = [
     dict(facts="ubuntu2404-aarch64-gb10.json", python3="3.12.3",
          lock="files/locks/sglang-0.5.23-cp312-aarch64.txt", uv_lock="files/locks/uv-cp312-aarch64.txt",
          python="/usr/bin/python3", python_version="3.12", system_packages=["python3-venv", "g++"],
-         repo=f"{NVIDIA}/ubuntu2404/sbsa/", arch_list="12.1a", toolkit_lock="",
-         findings={"TOOLKIT_UNLOCKED": "warning"}),
+         repo=f"{NVIDIA}/ubuntu2404/sbsa/", arch_list="12.1a",
+         toolkit_lock="files/locks/cuda-13.0-ubuntu2404-aarch64.txt", findings={}),
     # CPython 3.13: the lock has no outlines-core, and the plan says what that costs.
     dict(facts="debian13-x86_64-rtx-pro-6000.json", python3="3.13.5",
          lock="files/locks/sglang-0.5.23-cp313-x86_64.txt", uv_lock="files/locks/uv-cp313-x86_64.txt",

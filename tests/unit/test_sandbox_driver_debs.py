@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACT_NAMES = {
     "nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "nvidia-kernel-support", "libcuda1",
     "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp", "nvidia-open",
-    "nvidia-driver", "cuda-drivers", "nvidia-driver-pinning-580", "nvidia-fabricmanager", "libnvidia-nscq"}
+    "nvidia-driver", "cuda-drivers", "nvidia-driver-pinning-580", "nvidia-fabricmanager", "libnvidia-nscq",
+    "nvidia-imex"}
 
 
 def table(version="580.95.05", machine="x86_64", family="debian"):
@@ -91,40 +92,41 @@ UBUNTU_NAMES = {
 
 def test_ubuntu_s_stand_ins_take_ubuntu_s_names_and_nvidia_s_ubuntu_revisions():
     """NVIDIA's Ubuntu repository: the driver's packages at 0ubuntu1 (580.95.05, 580.105.08),
-    Fabric Manager and NSCQ at -1, under the same names as Debian's (bringup/driver_packages.py)."""
+    Fabric Manager, NSCQ and IMEX at -1, under the same names as Debian's (bringup/driver_packages.py)."""
     pkgs = driver_debs.packages("x86_64", "6.1.0-18-amd64", "ubuntu")
     versions = {}
     for pkg in pkgs:
         versions.setdefault(pkg.name, set()).add(pkg.version)
     assert {name for name, found in versions.items() if found == {"580.95.05-0ubuntu1", "580.105.08-0ubuntu1"}} \
         == UBUNTU_NAMES
-    assert versions["nvidia-fabricmanager"] == versions["libnvidia-nscq"] == {"580.95.05-1", "580.105.08-1"}
+    assert versions["nvidia-fabricmanager"] == versions["libnvidia-nscq"] == versions["nvidia-imex"] == {
+        "580.95.05-1", "580.105.08-1"}
     assert versions["nvidia-driver-pinning-580.95.05"] == {"580.95.05-0ubuntu1"}
     assert versions["nvlsm"] == {"2025.06.10-1"}
     assert all("SANDBOX STAND-IN" in pkg.description for pkg in pkgs)
-    assert not set(versions) & (CONTRACT_NAMES - {"nvidia-fabricmanager", "libnvidia-nscq", "nvidia-driver-pinning-580",
-                                                  "nvidia-modprobe"})
+    assert not set(versions) & (CONTRACT_NAMES - {"nvidia-fabricmanager", "libnvidia-nscq", "nvidia-imex",
+                                                  "nvidia-driver-pinning-580", "nvidia-modprobe"})
     assert len({debs.deb_filename(pkg) for pkg in pkgs}) == len(pkgs)
     # NVLSM and the kernel headers are the same .debs in both families' directories; Fabric
-    # Manager's and NSCQ's file names too, their control files Ubuntu's (section restricted).
+    # Manager's, NSCQ's and IMEX's file names too, their control files Ubuntu's (section restricted).
     debian = {debs.deb_filename(pkg): pkg for pkg in driver_debs.packages("x86_64", "6.1.0-18-amd64")}
     same = sorted(pkg.name for pkg in pkgs if debian.get(debs.deb_filename(pkg)) == pkg)
     assert same == ["linux-headers-6.1.0-18-amd64", "nvlsm"]
     assert sorted({pkg.name for pkg in pkgs if debs.deb_filename(pkg) in debian} - set(same)) == [
-        "libnvidia-nscq", "nvidia-fabricmanager"]
+        "libnvidia-nscq", "nvidia-fabricmanager", "nvidia-imex"]
 
 
 @pytest.mark.parametrize("family", ["debian", "ubuntu"])
 @pytest.mark.parametrize("version", driver_debs.VERSIONS)
 def test_every_package_the_driver_step_installs_is_a_stand_in_of_its_family(family, version):
     """bringup/driver_packages.py's names (what a lock resolves from the index) are the
-    stand-ins' names, each flavour's roots, Fabric Manager's and the pinning package."""
+    stand-ins' names, each flavour's roots, Fabric Manager's, IMEX's and the pinning package."""
     names = driver_packages.names(family, driver_debs.BRANCH, version)
     served = table(version, family=family)
-    wanted = {*(root for roots in names.roots.values() for root in roots), *names.fabric, names.pinning}
+    wanted = {*(root for roots in names.roots.values() for root in roots), *names.fabric, *names.imex, names.pinning}
     assert wanted <= set(served)
     assert set(names.module.values()) == set(driver_debs.FAMILIES[family].modules.values())
-    assert {served[name].version for name in names.fabric} == {f"{version}-1"}
+    assert {served[name].version for name in (*names.fabric, *names.imex)} == {f"{version}-1"}
 
 
 @pytest.mark.parametrize("name, depends", [
@@ -255,3 +257,62 @@ def test_no_driver_state_has_no_layer_and_leaves_the_driver_out(tmp_path, monkey
     files = sorted(str(path.relative_to(upper)) for path in upper.rglob("*") if path.is_file())
     assert files and all(name.startswith(gpu_standin.NODE_GPU_DATA + "/") for name in files)
     assert not (upper / gpu_standin.NODE_GPU_DATA / "module-preinstalled").exists()
+
+
+@pytest.mark.parametrize("family", ["debian", "ubuntu"])
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_imex_is_served_for_both_cpus_with_its_unit_and_no_nodes_config(family, machine):
+    """nvidia-imex (NVIDIA's IMEX user's guide: x86_64 and aarch64): the daemon, its unit and
+    config.cfg (a conffile); no nodes_config.cfg, which is the administrator's."""
+    pkg = table("580.95.05", machine, family)["nvidia-imex"]
+    assert pkg.version == "580.95.05-1" and pkg.arch == {"x86_64": "amd64", "aarch64": "arm64"}[machine]
+    assert {path: mode for path, _, mode in pkg.texts} == {
+        "usr/bin/nvidia-imex": 0o755, "etc/nvidia-imex/config.cfg": 0o644,
+        "lib/systemd/system/nvidia-imex.service": 0o644}
+    assert pkg.conffiles == ("/etc/nvidia-imex/config.cfg",) and pkg.depends == ()
+    assert "SANDBOX STAND-IN" in pkg.description
+    assert all("SANDBOX STAND-IN" in text for _, text, _ in pkg.texts)
+    unit = next(text for path, text, _ in pkg.texts if path.endswith(".service"))
+    assert "ExecStart=/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg\n" in unit
+    assert "nvidia-imex" in driver_debs.FAMILIES[family].pinned()
+
+
+def packaged_imex(tmp_path, banner: str | None, nodes: str | None):
+    """The nvidia-imex package's daemon run against a scratch root (banner None: no module;
+    nodes None: no nodes config), its endless wait replaced by an exit."""
+    root = tmp_path / "root"
+    if banner is not None:
+        write(root / "proc/version", banner)
+    if nodes is not None:
+        write(root / "nodes_config.cfg", nodes)
+    write(root / "config.cfg", driver_debs._text("imex-config.cfg").replace(
+        "/etc/nvidia-imex/nodes_config.cfg", str(root / "nodes_config.cfg")))
+    script = driver_debs._text("nvidia-imex", VERSION="580.95.05")
+    assert "/proc/driver/nvidia/version" in script and script.rstrip().endswith("exec sleep infinity")
+    script = script.replace("/proc/driver/nvidia/version", str(root / "proc/version")).replace(
+        "exec sleep infinity", "exit 0")
+    write(tmp_path / "nvidia-imex", script, 0o755)
+    return subprocess.run([str(tmp_path / "nvidia-imex"), "-c", str(root / "config.cfg")], capture_output=True,
+                          text=True)
+
+
+OPEN_580_95 = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build\n"
+
+
+@pytest.mark.parametrize("banner, nodes, status, said", [
+    (None, None, 1, "SANDBOX STAND-IN: IMEX 580.95.05 refuses the loaded driver (none): not the driver stack it "
+                    "was released with"),
+    (OPEN_580_95.replace("580.95.05", "580.105.08"), "10.0.0.1\n", 1,
+     "SANDBOX STAND-IN: IMEX 580.95.05 refuses the loaded driver 580.105.08: not the driver stack it was "
+     "released with"),
+    (OPEN_580_95, None, 0, "SANDBOX STAND-IN: IMEX 580.95.05 running for driver 580.95.05; {nodes} lists 0 node(s)"),
+    (OPEN_580_95, "# the domain\n\n", 0, "SANDBOX STAND-IN: IMEX 580.95.05 running for driver 580.95.05; "
+                                          "{nodes} lists 0 node(s)"),
+    (OPEN_580_95, "10.0.0.1\n10.0.0.2 # tray 2\n", 0,
+     "SANDBOX STAND-IN: IMEX 580.95.05 running for driver 580.95.05; {nodes} lists 2 node(s)"),
+], ids=["no module", "module at another version", "no nodes config", "nodes config without address", "two trays"])
+def test_packaged_imex_runs_only_at_its_driver_s_version_with_or_without_a_nodes_config(tmp_path, banner, nodes,
+                                                                                         status, said):
+    proc = packaged_imex(tmp_path, banner, nodes)
+    out = (proc.stdout + proc.stderr).strip()
+    assert (proc.returncode, out) == (status, said.format(nodes=tmp_path / "root" / "nodes_config.cfg"))
