@@ -85,7 +85,8 @@ class State:
     implies: tuple[str, ...] = ()
     # "apt-repo": the sandbox's CUDA apt repository (CUDA_REPO); "mirror": the
     # wheel mirror (FIND_LINKS) and the lock <lock>-cpXY-ARCH.txt as lock.txt;
-    # "cpython": the operator's CPython build (sandbox.operator_python) as cpython.tar.
+    # "cpython": the operator's CPython build (sandbox.operator_python) as cpython.tar;
+    # "kernel": the host's running kernel release (in the key only: the script reads uname -r).
     needs: tuple[str, ...] = ()
     lock: str = ""
     has_script: bool = True
@@ -111,11 +112,13 @@ STATES = {
     "library-mismatch": State("library-mismatch", files=("standin-deb.sh",)),
     "nvswitch-no-fm": State("nvswitch-no-fm"),
     # Canonical's driver (ubuntu-drivers install --gpgpu): stand-in packages under its names (Ubuntu only).
-    "ubuntu-drivers": State("ubuntu-drivers", files=("standin-deb.sh",)),
+    "ubuntu-drivers": State("ubuntu-drivers", files=("standin-deb.sh",), needs=("kernel",)),
     # Canonical's DKMS-built driver (a kernel flavour without prebuilt modules): Ubuntu's dkms
     # from the archive builds the stand-in module; at the lock's version (adopted) or older (replaced).
-    "ubuntu-drivers-dkms": State("ubuntu-drivers-dkms", files=("standin-deb.sh", "canonical-dkms.sh")),
-    "ubuntu-drivers-dkms-older": State("ubuntu-drivers-dkms-older", files=("standin-deb.sh", "canonical-dkms.sh")),
+    "ubuntu-drivers-dkms": State("ubuntu-drivers-dkms", files=("standin-deb.sh", "canonical-dkms.sh"),
+                                 needs=("kernel",)),
+    "ubuntu-drivers-dkms-older": State("ubuntu-drivers-dkms-older", files=("standin-deb.sh", "canonical-dkms.sh"),
+                                       needs=("kernel",)),
     # Fabric Manager from the apt repository's stand-in packages (sandbox/aptrepo/driver_debs.py).
     "nvswitch-fm-inactive": State("nvswitch-fm-inactive", implies=("nvswitch-no-fm", "nvidia-repo"),
                                   needs=("apt-repo",)),
@@ -245,6 +248,10 @@ def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
     for name in state.files:
         files[name] = FILES / name
         inputs[name] = hashlib.sha256(files[name].read_bytes()).hexdigest()
+    if "kernel" in state.needs:
+        # Its script builds for the running kernel (``uname -r``: module paths, headers): a
+        # host kernel update makes it again.
+        inputs["kernel"] = os.uname().release
     if "cpython" in state.needs:
         # Keyed by what makes the build; built (once per machine) only when the layer is.
         inputs["cpython"] = operator_python.artifact_key(os_name)

@@ -50,7 +50,8 @@ def nvidia_driver(node, later_steps=True):
                         packages=list(driver.headers), timeout=node.apt_lock_timeout)
     driver_packages(name=f"Install NVIDIA driver {driver.version} ({driver.flavour}) at {driver.lock}'s versions",
                     install=list(driver.install), remove=list(driver.remove), timeout=node.apt_lock_timeout)
-    packages_held(name="Hold the driver's packages at the lock's versions", packages=list(driver.hold))
+    held_at = "their versions (Canonical's, adopted)" if driver.canonical == "adopt" else "the lock's versions"
+    packages_held(name=f"Hold the driver's packages at {held_at}", packages=list(driver.hold))
     if driver.unattended_file:
         whole_file(name="Keep the driver's packages out of unattended-upgrades", src=StringIO(driver.unattended),
                    dest=driver.unattended_file, mode="0644")

@@ -126,7 +126,9 @@ def check_imex(facts, version, add):
                     "IMEX_NODE_CONFIG_FILE)"))
     if not imex.get("channels"):
         registered = imex.get("channels_registered")
-        add(Finding("IMEX_NO_CHANNEL", BLOCKER,
+        # Channels come with a loaded driver: on a tray found without one the driver step (or the
+        # operator) loads it first, and the plan made then (after the reboot) blocks if still none.
+        add(Finding("IMEX_NO_CHANNEL", BLOCKER if loaded else WARNING,
                     f"no IMEX channel ({IMEX_CHANNELS}/ has no channelN"
                     + ("" if registered else "; /proc/devices lists no nvidia-caps-imex-channels: the driver is not "
                        "loaded or predates IMEX channels") + "): CUDA's fabric-handle allocations (cuMemCreate with "

@@ -334,9 +334,9 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
         return
     grown = driver_step_grown(driver, fresh.driver)
     if grown:
+        # The loaded driver shows what a node without one hid (its NVSwitches: Fabric Manager).
         yield fail(f"{host.name}: rebooted into {driver.version} {driver.flavour}; planned again, the driver step now "
-                   f"also {grown} (seen only with the driver loaded); nothing after the driver step ran: run deploy "
-                   "again")
+                   f"also {grown}; nothing after the driver step ran: run deploy again")
         return
     LOADED[host.name] = True
 

@@ -59,8 +59,11 @@ def test_ubuntu_hgx_from_no_driver_to_a_green_node_suite(hgx_node, tmp_path):
     first = deploy(NAME, FULL)
     assert first.returncode == 1, first.output[-4000:]
     assert (f"{NAME}: rebooted into 580.95.05 open; planned again, the driver step now also installs "
-            "nvidia-fabricmanager=580.95.05-1") in first.output, first.output[-4000:]
-    assert "libnvidia-nscq=580.95.05-1" in first.output and "starts nvidia-fabricmanager" in first.output
+            "libnvidia-nscq=580.95.05-1 nvidia-fabricmanager=580.95.05-1 nvlsm=2025.06.10-1, starts "
+            "nvidia-fabricmanager; nothing after the driver step ran: run deploy again") in first.output, \
+        first.output[-4000:]
+    row = summary_row(NAME)
+    assert row["verdict"] == "failed" and row["reason"].endswith("run deploy again"), row
     assert "nvidia-fabricmanager" not in packages(hgx_node)
     assert run_ssh(hgx_node, "test -e /opt/sglang/venv || echo none").stdout.strip() == "none"
     # The second: the whole node, Fabric Manager before the unit that is ordered after it.
