@@ -16,6 +16,9 @@ from packaging.version import InvalidVersion, Version
 
 # What deploy does about the loaded module (reboot_decision's first value).
 GO, NEEDS_REBOOT, REBOOT = "go", "needs reboot", "reboot"
+# The driver step's state for the fleet summary when, rebooted and planned again, it found more
+# to do than this run planned (driver_step_grown): the host stops there, healthy (``stopped``).
+REPLANNED = "replanned"
 
 
 def boot_order(release):

@@ -27,6 +27,7 @@ Operation status: ``changed``, ``unchanged``, ``error`` or ``not run``.
 import re
 
 from bringup import redact, release, serving
+from bringup.driver_reboot import REPLANNED
 from bringup.findings import BLOCKER, FIX
 from bringup.steps import STEP_OF_TASK
 
@@ -197,6 +198,10 @@ def verdict(outcome, executed=True):
     if failed and reboot.get("state") == NEEDS_REBOOT and step_of(failed["name"]) == "driver":
         # The driver step stopped the host itself, before the steps that need the driver.
         return NEEDS_REBOOT, reboot.get("reason", "")
+    if failed and reboot.get("state") == REPLANNED and step_of(failed["name"]) == "driver":
+        # Rebooted, and planned again with the driver loaded, it had more to do than this run
+        # planned (a bare HGX node's Fabric Manager): healthy, stopped there; the next run converges.
+        return STOPPED, reboot.get("reason", "")
     if failed:
         return FAILED, f"{failed['name']}: {failed.get('error') or 'failed (see the log above)'}"
     if outcome.get("purpose") == "rollback":

@@ -18,7 +18,7 @@ from pyinfra.facts.server import Uptime
 from pyinfra.operations import server
 
 from bringup.setting_checks import cut
-from bringup.driver_reboot import GO, NEEDS_REBOOT, driver_step_grown, module_mismatch, reboot_decision
+from bringup.driver_reboot import GO, NEEDS_REBOOT, REPLANNED, driver_step_grown, module_mismatch, reboot_decision
 from bringup.layout import ProbeInputs
 from bringup.plan.model import DriverPlan
 from control import fleet
@@ -335,8 +335,10 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
     grown = driver_step_grown(driver, fresh.driver)
     if grown:
         # The loaded driver shows what a node without one hid (its NVSwitches: Fabric Manager).
-        yield fail(f"{host.name}: rebooted into {driver.version} {driver.flavour}; planned again, the driver step now "
-                   f"also {grown}; nothing after the driver step ran: run deploy again")
+        line = (f"rebooted into {driver.version} {driver.flavour}; planned again, the driver step now also {grown}; "
+                "nothing after the driver step ran: run deploy again")
+        _record(REPLANNED, line)
+        yield fail(f"{host.name}: {line}")
         return
     LOADED[host.name] = True
 

@@ -25,12 +25,13 @@ def dpkg_version():
     return result.stdout
 
 
-def deploy(reports, later_steps=False, **fields):
-    """Run the fixture deploy file; its reports go to ``reports`` (each test its own)."""
+def deploy(reports, later_steps=False, env=None, **fields):
+    """Run the fixture deploy file; its reports go to ``reports`` (each test its own), ``env``
+    adds the fixture's switches (its docstring)."""
     plan = {"manage": True, "branch": "580", "version": "580.95.05", "flavour": "open", "lock": "x.txt",
             "install": [f"dpkg={dpkg_version()}"], **fields}
     env = dict(os.environ, GPU_BRINGUP_REPORTS=str(reports), DRIVER_PLAN=json.dumps(plan),
-               DRIVER_LATER_STEPS="1" if later_steps else "")
+               DRIVER_LATER_STEPS="1" if later_steps else "", **(env or {}))
     command = [PYINFRA, "-y", "@local", "--data", "target_sms=12.0", "tests/fixtures/deploy/driver_step.py"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
                             stdin=subprocess.DEVNULL, check=False)
@@ -97,6 +98,22 @@ def test_a_planner_raising_after_the_reboot_fails_that_host_alone_in_one_line(tm
     # The other host was planned again for real: its fresh read finds no module loaded.
     assert rows["@local"]["verdict"] == "failed" and "rebooted, but" in rows["@local"]["reason"], rows
     assert "planning it again failed" not in rows["@local"]["reason"], rows
+
+
+def test_a_plan_that_grows_after_the_reboot_stops_the_host_in_one_line_and_starts_nothing(tmp_path):
+    """Rebooted into the plan's module, planned again: its driver step now also installs and
+    starts Fabric Manager (the stand-in re-plan of tests/fixtures/deploy/driver_step.py). The
+    steps after it were planned before the boot, so the host stops there, ``stopped``, in one
+    line naming what was added; the driver's units are not started by this run."""
+    result, row = deploy(tmp_path, reboot="if-needed", reboot_for=LOADED_NONE, units=["nvidia-persistenced"],
+                         env={"DRIVER_REBOOTED": "1", "DRIVER_REPLAN_GROWS": "@local"})
+    line = ("@local: rebooted into 580.95.05 open; planned again, the driver step now also installs "
+            "nvidia-fabricmanager=580.95.05-1, starts nvidia-fabricmanager; nothing after the driver step ran: run "
+            "deploy again")
+    assert result.returncode == 1 and line in result.output, result.output[-3000:]
+    assert "Traceback" not in result.output, result.output[-3000:]
+    assert row["verdict"] == "stopped" and row["reason"] == line.split(": ", 1)[1], row
+    assert "Enable and start nvidia-persistenced" not in result.output, result.output[-3000:]
 
 
 @pytest.mark.parametrize("initramfs,blacklist_file,expected", [

@@ -25,6 +25,9 @@ UNCHANGED_ENV = op("CUDA environment | Service environment file", "unchanged")
 CHANGED_DRIVER = op("NVIDIA driver | Install NVIDIA driver 580.95.05 (open)", "changed")
 NEEDS_REBOOT = {"state": "needs reboot", "reason": "loaded: none; installed: 580.95.05 open (driver_reboot: never)"}
 
+REPLANNED_LINE = ("rebooted into 580.95.05 open; planned again, the driver step now also installs "
+                  "nvidia-fabricmanager=580.95.05-1, starts nvidia-fabricmanager; nothing after the driver step ran: "
+                  "run deploy again")
 GATE_FAILED = "failed: sglang.service exited; cause: CUDA_UNAVAILABLE"
 SERVED = {"state": "serving", "reason": "/health answered 200 after 2 s", "waited": 2}
 
@@ -69,6 +72,11 @@ CASES = [
         CHANGED_DRIVER, op("CUDA toolkit | Install", "error", "E: Unable to fetch")]}, True, "failed", "Unable"),
     ("needs reboot on a --dry run", {"purpose": "deploy", "plan": plan(), "driver_reboot": NEEDS_REBOOT,
                                      "operations": [op("NVIDIA driver | Install", "not run")]}, False, "dry run", ""),
+    ("rebooted, planned again, more to do", {"purpose": "deploy", "plan": plan(), "failed": True,
+                                             "driver_reboot": {"state": "replanned", "reason": REPLANNED_LINE},
+                                             "operations": [
+        CHANGED_DRIVER, op("NVIDIA driver | Check the loaded module", "error", f"n1: {REPLANNED_LINE}"),
+        op("SGLang service | SGLang systemd unit", "not run")]}, True, "stopped", "now also installs nvidia-fabric"),
     ("rebooted and validated", {"purpose": "deploy", "plan": plan(), "operations": [CHANGED_DRIVER],
                                 "driver_reboot": {"state": "rebooted", "reason": "loaded: none"}}, True, "deployed", ""),
     ("did not come back from its reboot", {"purpose": "deploy", "plan": plan(), "failed": True, "operations": [
