@@ -274,7 +274,8 @@ def fail(message):
 def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, relock, later_steps=True):
     """
     Read the loaded module again after the install (the driver_layer fact) and act on
-    ``reboot_decision``: nothing when it is the plan's; ``needs reboot`` recorded for
+    ``reboot_decision``: nothing when it is the plan's (the host planned again first when
+    the plan was made with none loaded: see the reboot); ``needs reboot`` recorded for
     the fleet summary (``driver_reboot: never``, or the service serving); else reboot
     the host (pyinfra's ``server.reboot``, ``driver_reboot_timeout``), take the deploy
     lock again, probe and plan it again (``revalidate``) and go on only when its module
@@ -307,6 +308,14 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
     LOADED[host.name] = action == GO
     if action == GO:
         _record("loaded")
+        if driver.reboot_for.startswith("loaded: none"):
+            # Planned with no module loaded, loaded now without a boot (a package's postinst that
+            # started nvidia-persistenced, which loads it through nvidia-modprobe): the node shows
+            # what it hid, as after a reboot; planned again the same way.
+            loaded = f"loaded {driver.version} {driver.flavour} without a reboot"
+            LOADED[host.name] = yield from _planned_again(driver, revalidate, loaded, loaded)
+            if not LOADED[host.name]:
+                return
         host.noop(f"the loaded module is {driver.version} {driver.flavour}")
         return
     if action == NEEDS_REBOOT:
@@ -321,26 +330,35 @@ def driver_module_loaded(driver: DriverPlan, inputs: ProbeInputs, revalidate, re
     yield from rebooted(driver.reboot_timeout)
     # Runs after the host came back: /run (the deploy lock with it) did not survive the boot.
     yield from deploy_lock_taken._inner(**relock)
-    facts, fresh, error = revalidate()  # guarded: an exception comes back as ``error``
     _record("rebooted", reason)
+    LOADED[host.name] = yield from _planned_again(driver, revalidate, "rebooted",
+                                                  f"rebooted into {driver.version} {driver.flavour}")
+
+
+def _planned_again(driver, revalidate, event, into):
+    """Probe and plan the host again once its module changed (``event``: "rebooted"): True
+    when the module is the plan's, nothing blocks and the new plan asks no more of the driver
+    step than this run did (driver_step_grown); otherwise the host fails in one line (a
+    command), nothing after the driver step runs, and False."""
+    facts, fresh, error = revalidate()  # guarded: an exception comes back as ``error``
     if error is not None:
         yield fail(replanning_failed_line(host.name, error))
-        return
+        return False
     again = module_mismatch(((facts or {}).get("driver_layer") or {}).get("module"), driver) if facts else \
         "the node probe failed"
     if again or not fresh.ok:
         why = again or f"blocked: {', '.join(finding.code for finding in fresh.blockers)}"
-        yield fail(f"{host.name}: rebooted, but {why}; nothing after the driver step ran")
-        return
+        yield fail(f"{host.name}: {event}, but {why}; nothing after the driver step ran")
+        return False
     grown = driver_step_grown(driver, fresh.driver)
     if grown:
         # The loaded driver shows what a node without one hid (its NVSwitches: Fabric Manager).
-        line = (f"rebooted into {driver.version} {driver.flavour}; planned again, the driver step now also {grown}; "
-                "nothing after the driver step ran: run deploy again")
+        line = f"{into}; planned again, the driver step now also {grown}; nothing after the driver step ran: run " \
+               "deploy again"
         _record(REPLANNED, line)
         yield fail(f"{host.name}: {line}")
-        return
-    LOADED[host.name] = True
+        return False
+    return True
 
 
 @operation()

@@ -116,6 +116,20 @@ def test_a_plan_that_grows_after_the_reboot_stops_the_host_in_one_line_and_start
     assert "Enable and start nvidia-persistenced" not in result.output, result.output[-3000:]
 
 
+def test_a_module_loaded_without_a_reboot_is_planned_again_as_after_one(tmp_path):
+    """Planned with no module loaded, the plan's module is loaded after the install without a
+    boot (a postinst that started nvidia-persistenced): the host is planned again, and the new
+    plan's Fabric Manager stops it as after a reboot; no reboot is attempted."""
+    result, row = deploy(tmp_path, reboot="if-needed", reboot_for=LOADED_NONE, units=["nvidia-persistenced"],
+                         env={"DRIVER_LOADED_NOW": "1", "DRIVER_REPLAN_GROWS": "@local"})
+    line = ("@local: loaded 580.95.05 open without a reboot; planned again, the driver step now also installs "
+            "nvidia-fabricmanager=580.95.05-1, starts nvidia-fabricmanager; nothing after the driver step ran: run "
+            "deploy again")
+    assert result.returncode == 1 and line in result.output, result.output[-3000:]
+    assert "a reboot was attempted" not in result.output
+    assert row["verdict"] == "stopped", row
+
+
 @pytest.mark.parametrize("initramfs,blacklist_file,expected", [
     # The probe found an initramfs without the blacklist (a deploy killed after it wrote the
     # blacklist): the blacklist is not written again, the initramfs is updated all the same.
