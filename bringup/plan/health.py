@@ -21,7 +21,7 @@ NVIDIA's sources:
   GPU is not in use", HW Slowdown is "reducing the core clocks by a factor of 2 or more".
 """
 
-from collections import namedtuple
+from dataclasses import dataclass
 
 from bringup.findings import BLOCKER, INFO, WARNING, Finding
 from bringup.gpu_ids import bus_gpus
@@ -41,7 +41,17 @@ ACTIONS = {
 }
 # The actions after which the GPU cannot serve as it is: a blocker unless accepted.
 STOPPING = ("reset_gpu", "reboot", "drain_rma")
-XidAction = namedtuple("XidAction", "xid name action severity source")
+
+
+@dataclass(frozen=True)
+class XidAction:
+    """What bringup/xid.py's ``xid_action`` returns (its interface), for the interim table."""
+
+    xid: int
+    name: str
+    action: str
+    severity: str
+    source: str
 
 
 def _interim_xid_action(xid):

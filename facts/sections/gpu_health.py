@@ -181,7 +181,11 @@ def gpu_health(by_name):
     elif query.rc != 0:
         error = query.text.strip()[:300] or f"nvidia-smi exited {query.rc}"
     else:
-        gpus = parse_health_rows(query.lines)
+        try:
+            gpus = parse_health_rows(query.lines)
+        except ValueError as bad:
+            # Health informs the plan; an answer of another shape must not fail the host's facts.
+            error = str(bad)
         for gpu in gpus:
             gpu["remapped_rows"] = remapped.get(gpu["bus_id"])
     source = xid.attr[1] if xid.attr and xid.attr[0] == "source" else "none"

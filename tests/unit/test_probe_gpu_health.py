@@ -122,3 +122,11 @@ def test_a_cell_a_gpu_does_not_support_is_none_never_an_error(cell, field, expec
 def test_a_row_of_another_shape_is_an_error():
     with pytest.raises(ValueError, match="unexpected nvidia-smi health row"):
         parse_health_rows(["0, 00000000:18:00.0, 0"])
+
+
+def test_an_answer_of_another_shape_is_the_query_error_not_a_failed_host(tmp_path):
+    """An nvidia-smi that answers with another row shape (a stand-in of an older release)
+    leaves the other facts standing."""
+    replay(tmp_path / "bin", "nvidia-smi", "0, NVIDIA B200, 10.0, 183359, 580.82.07\n")
+    _, health = run_probe_section(tmp_path, "gpu_health", OS)
+    assert health["gpus"] == [] and "unexpected nvidia-smi health row" in health["query_error"]
