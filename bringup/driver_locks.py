@@ -114,7 +114,7 @@ def resolve_driver(driver, names, stanzas, arch, compare, where="the index"):
     groups["nvlink5"] = {name: driver.nvlsm or None for name in names.nvlink5}
     groups["pinning"] = {names.pinning: driver.version}
     # IMEX (Grace-Blackwell compute trays) at the driver's version; left out, as the
-    # fabric's, where the index serves none (the sandbox's stand-in repository).
+    # fabric's, where the index serves none.
     groups["imex"] = {name: driver.version for name in names.imex}
     locked = {}
     for role, wanted in groups.items():

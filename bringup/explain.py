@@ -12,6 +12,10 @@ CLI prints its finding code (bringup/findings.py), the line that matched, what i
 means for the node, and the fix; the fix names the toolkit and env file of the
 default settings, or of ``--config``.
 
+The driver's Xid lines (``NVRM: Xid (PCI:...): N, ...``, the kernel's log) are causes too:
+one ``GPU_XID`` per GPU and Xid, named with NVIDIA's description and action from NVIDIA's Xid
+catalog (bringup/xid.py), before the table's causes, which a failing GPU may lead to.
+
 The planner runs the same table on the service's journal (the ``service_unit`` fact)
 and reports a ``SERVICE_FAILED`` finding naming the cause (bringup/plan/service.py).
 
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from bringup import redact, yamlload
+from bringup import redact, xid, yamlload
 from bringup.config import Config, ConfigError
 from bringup.findings import CODES
 from bringup.layout import toolkit_home
@@ -371,9 +375,40 @@ def clean_lines(text):
     return [redact.log_line(ANSI.sub("", line).rstrip("\r")) for line in text.splitlines()]
 
 
+def xid_matches(lines):
+    """The driver's Xid lines in ``lines`` as ``GPU_XID`` causes: one Match per GPU and Xid
+    (its first line), in log order, at most ``xid.MAX_EVENTS``; the title names the Xid,
+    the GPU and NVIDIA's action (``xid.describe``), the fix is that action's.
+
+    >>> [m.signature.title for m in xid_matches(["NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."])]
+    ["the driver logged Xid 79 on GPU 0000:3b:00.0: GPU has fallen off the bus; NVIDIA's action: reboot"]
+    """
+    found = {}
+    for number, line in enumerate(lines, 1):
+        event = xid.parse_xid_line(line) if "NVRM: Xid" in line[:xid.MAX_LINE] else None
+        key = event and (event.bus_id, event.xid)
+        if key in found:
+            found[key][3] += 1
+        elif event and len(found) < xid.MAX_EVENTS:
+            found[key] = [number, line, event, 1]
+    matches = []
+    for number, line, event, count in found.values():
+        row = xid.event_action(event)
+        lines_seen = f" ({count} lines of it here)" if count > 1 else ""
+        means = (f"The NVIDIA driver reported Xid {event.xid} ({row.name}) for the GPU at {event.bus_id}{lines_seen}. "
+                 f"NVIDIA's Xid catalog gives the action {row.action} (severity here: {row.severity}).")
+        # The fix is formatted with the Context's values: braces from the table stay braces.
+        advice = row.advice.replace("<bus id>", event.bus_id).replace("{", "{{").replace("}", "}}")
+        fix = f"{advice}; NVIDIA's Xid catalog: https://{xid.CATALOG.split(' ')[0]}"
+        matches.append(Match(Signature(f"xid-{event.xid}", "GPU_XID", xid.describe(event), (), means, fix),
+                             number, line.strip()))
+    return matches
+
+
 def explain(lines):
-    """The known causes in ``lines`` (a log's lines), one Match per signature found, in
-    the table's order (causes before their consequences).
+    """The known causes in ``lines`` (a log's lines): the driver's Xids (``xid_matches``),
+    then one Match per signature found, in the table's order (causes before their
+    consequences).
 
     >>> [m.signature.code for m in explain(["RuntimeError: FlashInfer requires GPUs with sm75 or higher"])]
     ['FLASHINFER_ARCH_TRAP']
@@ -381,7 +416,7 @@ def explain(lines):
     []
     """
     lines = [redact.log_line(ANSI.sub("", line)) for line in lines]
-    matches = []
+    matches = xid_matches(lines)
     for signature in SIGNATURES:
         found = [(number, line) for number, line in enumerate(lines, 1)
                  if any(pattern.search(line) for pattern in signature.compiled)]

@@ -108,6 +108,8 @@ CODES = {
                        "fabric-handle cuMemCreate fails with CUDA_ERROR_NOT_PERMITTED.",
     "IMEX_NODES_CONFIG_EMPTY": "/etc/nvidia-imex/nodes_config.cfg is missing or lists no address: the IMEX domain is "
                                "this tray alone.",
+    "GPU_XID": "The driver logged an Xid on a GPU: \"the driver logged Xid N on GPU <bus id>: <NVIDIA's description>; "
+               "NVIDIA's action: <action>\" (NVIDIA's Xid catalog, bringup/xid.py).",
     "NOUVEAU_LOADED": "The nouveau module is loaded and holds the GPUs.",
     "NOUVEAU_NOT_BLACKLISTED": "nouveau is not blacklisted: a boot that loads it leaves no GPU for the NVIDIA module.",
     "NOUVEAU_INITRAMFS_STALE": "A kernel's initramfs does not hold the nouveau blacklist: a boot of it loads nouveau.",

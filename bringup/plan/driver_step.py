@@ -221,8 +221,11 @@ def driver_plan(context, repo):
         remove = tuple(sorted(set(remove) | {package for package in names(canonical) if package not in ours}))
         settings.update(canonical="replace", canonical_packages=canonical.packages, canonical_reason=why)
     headers = kernel_headers(layer.get("kernel") or {})
+    # IMEX is started only once its nodes config lists the domain: the service does not start
+    # without it (IMEX guide, "Deployment Models"); installed and held meanwhile.
+    imex_peers = ((facts.get("imex") or {}).get("nodes_config") or {}).get("peers", 0)
     units = (PERSISTENCED,) + ((FABRICMANAGER,) if switches > 0 and not tray else ()) + (
-        (IMEX,) if tray and any(name.startswith(IMEX) for name in pins) else ())
+        (IMEX,) if tray and imex_peers > 0 and any(name.startswith(IMEX) for name in pins) else ())
     # The IMEX unit's state is the imex section's (docs/facts.md ``imex``), not the driver layer's.
     imex_unit = (facts.get("imex") or {}).get("unit")
     if imex_unit:
@@ -381,9 +384,11 @@ def _fix_text(part, plan):
                  f"({plan.unattended_file})",
         "persistence": f"deploy enables and starts nvidia-persistenced{after}",
         "imex": f"deploy installs IMEX at the driver's version ("
-                f"{' '.join(f'{n}={v}' for n, v in pinned.items() if n.startswith(IMEX))}), holds it and enables "
-                f"and starts nvidia-imex{after} (the nodes config and the channel stay the administrator's: "
-                f"IMEX_NODES_CONFIG_EMPTY, IMEX_NO_CHANNEL; {IMEX_GUIDE})",
+                f"{' '.join(f'{n}={v}' for n, v in pinned.items() if n.startswith(IMEX))}), holds it and "
+                + (f"enables and starts nvidia-imex{after}" if IMEX in plan.units else
+                   "starts nvidia-imex once its nodes config lists the domain")
+                + " (the nodes config and the channel stay the administrator's: IMEX_NODES_CONFIG_EMPTY, "
+                f"IMEX_NO_CHANNEL; {IMEX_GUIDE})",
     }
     return texts[part]
 

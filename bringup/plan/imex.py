@@ -107,28 +107,33 @@ def check_imex(facts, version, add):
                     "at its version, and a different one is untested against it",
                     f"install IMEX at exactly the driver's version: {install}; or, when the driver is the one that "
                     "moved, reboot into the installed driver (DRIVER_LIBRARY_MISMATCH)"))
-    if unit is not None and unit.get("active_state") != "active" and not other:
+    config = imex.get("nodes_config") or {}
+    # Without a nodes config listing the domain the service does not start (IMEX_NODES_CONFIG_EMPTY
+    # says so): it is inactive for that reason, the administrator's, not for one of its own.
+    if unit is not None and unit.get("active_state") != "active" and not other and config.get("peers", 0) > 0:
         add(Finding("IMEX_INACTIVE", BLOCKER,
                     f"nvidia-imex is {unit.get('active_state')} ({unit.get('unit_file_state')}) on a Grace-Blackwell "
                     "compute tray: memory exported over the NVLink fabric cannot be imported by the other trays",
                     "`systemctl enable --now nvidia-imex`; if it fails, `journalctl -u nvidia-imex` says why (a nodes "
                     f"config without this tray's address, a peer unreachable on its port) ({IMEX_GUIDE}, \"IMEX "
                     "Service Config Options\")"))
-    config = imex.get("nodes_config") or {}
     if (packages or unit is not None) and config.get("peers", 0) <= 0:
         where = ("is missing" if not config.get("present") else "is not readable" if not config.get("readable")
                  else "lists no address")
         add(Finding("IMEX_NODES_CONFIG_EMPTY", WARNING,
-                    f"/etc/nvidia-imex/nodes_config.cfg {where}: the IMEX domain is no more than this tray (the "
-                    "service finds its own address in that file), so no memory is shared with the rack's other trays",
+                    f"the IMEX nodes config (config.cfg's IMEX_NODE_CONFIG_FILE, by default "
+                    f"/etc/nvidia-imex/nodes_config.cfg) {where}: nvidia-imex does not start without the domain's "
+                    "addresses (it finds its own among them), so no memory is shared with the rack's other trays; "
+                    "deploy installs IMEX but leaves it stopped until the file lists them",
                     "write the IP address of every compute tray of the NVLink domain, one a line, the same file on "
-                    f"each, then `systemctl restart nvidia-imex` ({IMEX_GUIDE}, \"IMEX Service Config Options\", "
-                    "IMEX_NODE_CONFIG_FILE)"))
+                    f"each, then `systemctl enable --now nvidia-imex` (or deploy again) ({IMEX_GUIDE}, "
+                    "\"Deployment Models\": populate nodes_config.cfg before starting the service; \"IMEX Service "
+                    "Config Options\", IMEX_NODE_CONFIG_FILE)"))
     if not imex.get("channels"):
         registered = imex.get("channels_registered")
         # Channels come with a loaded driver: on a tray found without one the driver step (or the
         # operator) loads it first, and the plan made then (after the reboot) blocks if still none.
-        add(Finding("IMEX_NO_CHANNEL", BLOCKER if loaded else WARNING,
+        add(Finding("IMEX_NO_CHANNEL", BLOCKER if loaded or registered else WARNING,
                     f"no IMEX channel ({IMEX_CHANNELS}/ has no channelN"
                     + ("" if registered else "; /proc/devices lists no nvidia-caps-imex-channels: the driver is not "
                        "loaded or predates IMEX channels") + "): CUDA's fabric-handle allocations (cuMemCreate with "
@@ -136,7 +141,7 @@ def check_imex(facts, version, add):
                     "CUDA_ERROR_NOT_PERMITTED; the driver creates none by default and none survives a reboot",
                     "have the driver create channel0 at every load: `echo 'options nvidia NVreg_CreateImexChannel0=1' "
                     "> /etc/modprobe.d/nvidia-imex-channel.conf && update-initramfs -u`, then reload the module or "
-                    "reboot; for this boot only: `mkdir -p /dev/nvidia-caps-imex-channels && mknod "
+                    "reboot; for this boot only: `mkdir -p /dev/nvidia-caps-imex-channels && mknod -m 666 "
                     "/dev/nvidia-caps-imex-channels/channel0 c $(awk '$2==\"nvidia-caps-imex-channels\"{print $1}' "
                     f"/proc/devices) 0` ({IMEX_GUIDE}, \"IMEX Channels\": the administrator creates channelN with "
                     "mknod, or NVreg_CreateImexChannel0 has the open kernel module create channel0 when it loads)"))

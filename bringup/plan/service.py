@@ -23,8 +23,9 @@ from bringup.plan.model import HOST_CXX, ServicePlan
 
 # The driver's daemons the service starts after, where the node has them: persistence
 # mode held for the GPUs, and the NVSwitch fabric set up (CUDA otherwise fails with
-# "Error 802: system not yet initialized" while Fabric Manager is still starting).
-DRIVER_DAEMONS = ("nvidia-persistenced", "nvidia-fabricmanager")
+# "Error 802: system not yet initialized" while Fabric Manager is still starting); on a
+# Grace-Blackwell tray, IMEX where it runs (the memory shared across the NVLink domain).
+DRIVER_DAEMONS = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex")
 
 
 def service_env(config, home, arch_list):
@@ -83,8 +84,22 @@ def driver_units(facts):
     ('nvidia-fabricmanager.service',)
     >>> driver_units({"driver_layer": None})
     ()
+
+    IMEX's unit is the imex section's, counted where it runs or is enabled (the administrator's,
+    or deploy's once its nodes config lists the domain): one installed but left stopped is not
+    pulled in by the service.
+
+    >>> driver_units({"driver_layer": {}, "imex": {"unit": {"load_state": "loaded", "active_state": "active",
+    ...                                                     "unit_file_state": "enabled"}}})
+    ('nvidia-imex.service',)
+    >>> driver_units({"driver_layer": {}, "imex": {"unit": {"load_state": "loaded", "active_state": "inactive",
+    ...                                                     "unit_file_state": "disabled"}}})
+    ()
     """
-    units = (facts.get("driver_layer") or {}).get("units") or {}
+    units = dict((facts.get("driver_layer") or {}).get("units") or {})
+    imex_unit = (facts.get("imex") or {}).get("unit") or {}
+    if imex_unit.get("active_state") == "active" or imex_unit.get("unit_file_state") == "enabled":
+        units.setdefault("nvidia-imex", imex_unit)
     return tuple(f"{name}.service" for name in DRIVER_DAEMONS
                  if (units.get(name) or {}).get("load_state") not in (None, "not-found"))
 

@@ -24,8 +24,15 @@ probe_imex() {
         emit imex-packages 127 ""
     fi
     # The nodes config: its count of peer lines (an address a line; comments and blank
-    # lines are none). The addresses stay on the node.
-    imex_conf="$DRIVER_FS_ROOT/etc/nvidia-imex/nodes_config.cfg"
+    # lines are none). The addresses stay on the node. The file the daemon reads: config.cfg's
+    # IMEX_NODE_CONFIG_FILE (an absolute path; the last one set), else NVIDIA's default.
+    imex_conf=/etc/nvidia-imex/nodes_config.cfg
+    if [ -r "$DRIVER_FS_ROOT/etc/nvidia-imex/config.cfg" ]; then
+        while IFS= read -r imex_line || [ -n "$imex_line" ]; do
+            case $imex_line in IMEX_NODE_CONFIG_FILE=/*) imex_conf=${imex_line#IMEX_NODE_CONFIG_FILE=} ;; esac
+        done < "$DRIVER_FS_ROOT/etc/nvidia-imex/config.cfg"
+    fi
+    imex_conf="$DRIVER_FS_ROOT$imex_conf"
     if [ -r "$imex_conf" ]; then
         imex_peers=0
         while IFS= read -r imex_line || [ -n "$imex_line" ]; do

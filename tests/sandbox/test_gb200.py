@@ -8,10 +8,12 @@ the driver step (tasks/driver.py) through the real ``pyinfra ... deploy.py`` wit
   the fix), so deploy changes nothing until the channel is there;
 - the administrator creates channel0 for this boot (the fix's ``mknod``); deploy then
   installs the stand-in driver (sandbox/aptrepo/driver_debs.py) and ``nvidia-imex`` at the
-  driver's version from the sandbox's ``debian12/sbsa`` directory, held, its unit active,
-  no Fabric Manager; validate after: the IMEX findings deploy cures are gone, the nodes
-  config's (IMEX_NODES_CONFIG_EMPTY) stays the administrator's;
-- a second deploy changes nothing.
+  driver's version from the sandbox's ``debian12/sbsa`` directory, held, no Fabric Manager,
+  and leaves IMEX stopped: its nodes config lists no tray yet, and the service does not
+  start without one (the guide's "Deployment Models"; the stand-in refuses as it does);
+  validate after: only IMEX_NODES_CONFIG_EMPTY, the administrator's, a warning;
+- the administrator lists the domain (this tray's address); the next deploy changes only
+  the IMEX unit, now enabled and active, and validate has no IMEX finding left.
 
 Only the driver is a stand-in (its packages and daemons, and the channel's character
 device, whose major the driver registers: the node shares the host's /proc/devices, which
@@ -100,15 +102,24 @@ def test_a_gb200_tray_gets_imex_at_the_drivers_version_and_no_fabric_manager(nod
     assert not [name for name in installed if "fabricmanager" in name or "nscq" in name], installed
     assert run_ssh(node, "dpkg --print-architecture; dpkg-query -W -f '${Architecture}' nvidia-imex"
                    ).stdout.split() == ["arm64", "arm64"]
-    assert run_ssh(node, "systemctl is-active nvidia-imex; systemctl is-enabled nvidia-imex").stdout.split() == [
-        "active", "enabled"]
+    # No nodes config yet: installed and held, not started.
+    assert run_ssh(node, "systemctl is-active nvidia-imex; systemctl is-enabled nvidia-imex",
+                   check=False).stdout.split() == ["inactive", "disabled"]
     assert run_ssh(node, "systemctl is-active nvidia-fabricmanager", check=False).stdout.strip() != "active"
 
     _, after = validate(NAME, data=DATA)
     found = imex_findings(after)
-    assert set(found) == {"IMEX_NODES_CONFIG_EMPTY"}, found
-    assert "nodes_config.cfg is missing" in found["IMEX_NODES_CONFIG_EMPTY"]["message"], found
+    assert {code: f["severity"] for code, f in found.items()} == {"IMEX_NODES_CONFIG_EMPTY": "warning"}, found
+    assert "/etc/nvidia-imex/nodes_config.cfg) is missing" in found["IMEX_NODES_CONFIG_EMPTY"]["message"], found
     assert after["plan"]["ok"] is True, after["plan"]["findings"]
 
-    again = deploy(json_output=True)
-    assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
+    # The administrator lists the domain: this tray alone here (its address).
+    run_ssh(node, f"printf '%s\\n' {node['ssh_hostname']} > /etc/nvidia-imex/nodes_config.cfg")
+    started = deploy(json_output=True)
+    assert started.returncode == 0, started.output[-4000:]
+    changed = changed_operations(started)
+    assert len(changed) == 1 and "nvidia-imex" in changed[0], changed
+    assert run_ssh(node, "systemctl is-active nvidia-imex; systemctl is-enabled nvidia-imex").stdout.split() == [
+        "active", "enabled"]
+    _, configured = validate(NAME, data=DATA)
+    assert imex_findings(configured) == {}, imex_findings(configured)

@@ -24,16 +24,24 @@ def tray_facts(switches=0):
 
 
 def test_a_tray_gets_imex_at_the_drivers_version_and_never_fabric_manager():
+    """Installed and held; started only once the nodes config lists the domain (the service
+    does not start without it): IMEX_NODES_CONFIG_EMPTY says so meanwhile."""
     node = planned(tray_facts(switches=2), lock=IMEX_LOCK + "fabric nvidia-fabricmanager=580.95.05-1\n")
     driver = node.driver
     assert "nvidia-imex=580.95.05-1" in driver.install and "nvidia-imex" in driver.hold
     assert not any("fabricmanager" in pin for pin in driver.install)
-    assert driver.units == ("nvidia-persistenced", "nvidia-imex")
-    assert "enable and start nvidia-imex" in driver.changes
+    assert driver.units == ("nvidia-persistenced",)
     assert codes(node, IMEX_CODES) == ["IMEX_MISSING:fix", "IMEX_NO_CHANNEL:blocker"]
     fix = next(f for f in node.findings if f.code == "IMEX_MISSING").fix
-    assert "nvidia-imex=580.95.05-1" in fix and "enables and starts nvidia-imex" in fix
+    assert "nvidia-imex=580.95.05-1" in fix and "starts nvidia-imex once its nodes config lists the domain" in fix
     assert "docs.nvidia.com/multi-node-nvlink-systems/imex-guide/" in fix
+
+    facts = tray_facts(switches=2)
+    facts["imex"] = {**NO_IMEX, "nodes_config": {"present": True, "readable": True, "peers": 18}}
+    node = planned(facts, lock=IMEX_LOCK)
+    assert node.driver.units == ("nvidia-persistenced", "nvidia-imex")
+    assert "enable and start nvidia-imex" in node.driver.changes
+    assert "enables and starts nvidia-imex" in next(f for f in node.findings if f.code == "IMEX_MISSING").fix
 
 
 def test_without_the_imex_role_the_findings_stay():

@@ -47,6 +47,9 @@ TRAPS = [
     ("no channel", [(("channels",), [])], ["IMEX_NO_CHANNEL:blocker"]),
     ("channel device not registered", [(("channels",), []), (("channels_registered",), False)],
      ["IMEX_NO_CHANNEL:blocker"]),
+    ("nodes config missing, imex stopped", [(("nodes_config",), {"present": False, "readable": False, "peers": 0}),
+                                             (("unit", "active_state"), "inactive")],
+     ["IMEX_NODES_CONFIG_EMPTY:warning"]),
     ("nodes config without an address", [(("nodes_config", "peers"), 0)], ["IMEX_NODES_CONFIG_EMPTY:warning"]),
     ("nodes config missing", [(("nodes_config",), {"present": False, "readable": False, "peers": 0})],
      ["IMEX_NODES_CONFIG_EMPTY:warning"]),
@@ -67,7 +70,8 @@ def test_gb300_and_a_tray_without_a_driver_known_by_the_bus():
                                                                          "IMEX_NO_CHANNEL:blocker"]
     no_module = changed(healthy_layer(4), [(("module",), {"loaded": False, "version": None, "flavour": None,
                                                            "banner": None})])
-    facts = dict(converged(), driver_layer=no_module, imex=NO_IMEX, gpus=[], driver=None,
+    facts = dict(converged(), driver_layer=no_module, imex=dict(NO_IMEX, channels_registered=False), gpus=[],
+                 driver=None,
                  pci_gpus=[{"bus_id": f"0008:0{n}:00.0", "vendor": "10de", "device": "2941", "class": "0302"}
                            for n in range(4)])
     out = []

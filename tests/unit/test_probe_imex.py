@@ -58,3 +58,15 @@ def test_imex_installed_but_stopped_and_no_channel(tmp_path):
     assert imex["packages"] == [{"name": "nvidia-imex-570", "version": "570.172.08-1", "held": False}]
     assert imex["nodes_config"] == {"present": True, "readable": True, "peers": 0}
     assert imex["channels_registered"] and imex["channels"] == []
+
+
+def test_the_nodes_config_is_the_one_config_cfg_names(tmp_path):
+    """The daemon reads IMEX_NODE_CONFIG_FILE of /etc/nvidia-imex/config.cfg (a cluster's
+    shared directory, e.g.); the probe counts that file's peers, not the default's."""
+    root = tmp_path / "root"
+    write(root / "etc" / "nvidia-imex" / "config.cfg",
+          "SERVER_PORT=50000\nIMEX_NODE_CONFIG_FILE=/shared/imex/nodes.cfg\nIMEX_NODE_CONFIG_FILE=relative.cfg\n")
+    write(root / "etc" / "nvidia-imex" / "nodes_config.cfg", "")
+    write(root / "shared" / "imex" / "nodes.cfg", "10.0.0.1\n10.0.0.2\n")
+    _, imex = run_imex_probe(tmp_path)
+    assert imex["nodes_config"] == {"present": True, "readable": True, "peers": 2}

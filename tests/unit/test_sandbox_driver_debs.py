@@ -305,14 +305,15 @@ OPEN_580_95 = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.
     (OPEN_580_95.replace("580.95.05", "580.105.08"), "10.0.0.1\n", 1,
      "SANDBOX STAND-IN: IMEX 580.95.05 refuses the loaded driver 580.105.08: not the driver stack it was "
      "released with"),
-    (OPEN_580_95, None, 0, "SANDBOX STAND-IN: IMEX 580.95.05 running for driver 580.95.05; {nodes} lists 0 node(s)"),
-    (OPEN_580_95, "# the domain\n\n", 0, "SANDBOX STAND-IN: IMEX 580.95.05 running for driver 580.95.05; "
-                                          "{nodes} lists 0 node(s)"),
+    # As NVIDIA's service: not started before the nodes config lists the domain.
+    (OPEN_580_95, None, 1, "SANDBOX STAND-IN: IMEX 580.95.05: {nodes} lists no node (none to bind to); not started"),
+    (OPEN_580_95, "# the domain\n\n", 1, "SANDBOX STAND-IN: IMEX 580.95.05: {nodes} lists no node (none to bind to); "
+                                          "not started"),
     (OPEN_580_95, "10.0.0.1\n10.0.0.2 # tray 2\n", 0,
      "SANDBOX STAND-IN: IMEX 580.95.05 running for driver 580.95.05; {nodes} lists 2 node(s)"),
 ], ids=["no module", "module at another version", "no nodes config", "nodes config without address", "two trays"])
-def test_packaged_imex_runs_only_at_its_driver_s_version_with_or_without_a_nodes_config(tmp_path, banner, nodes,
-                                                                                         status, said):
+def test_packaged_imex_runs_only_at_its_driver_s_version_and_with_a_nodes_config(tmp_path, banner, nodes, status,
+                                                                                  said):
     proc = packaged_imex(tmp_path, banner, nodes)
     out = (proc.stdout + proc.stderr).strip()
     assert (proc.returncode, out) == (status, said.format(nodes=tmp_path / "root" / "nodes_config.cfg"))
