@@ -142,7 +142,6 @@ CODES = {
                     "slowdown temperature.",
     "GPU_MISSING_FROM_DRIVER": "The PCI bus shows more NVIDIA GPUs than nvidia-smi lists: a GPU fell off the bus (Xid "
                                "79); reboot, and reseat it if it recurs.",
-    "GPU_XID": "The kernel log of this boot has NVRM Xid lines for a GPU: each Xid with NVIDIA's catalog action.",
     # The driver step (bringup/plan/driver_step.py).
     "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",

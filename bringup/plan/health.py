@@ -21,61 +21,21 @@ NVIDIA's sources:
   GPU is not in use", HW Slowdown is "reducing the core clocks by a factor of 2 or more".
 """
 
-from dataclasses import dataclass
-
-from bringup.findings import BLOCKER, INFO, WARNING, Finding
+from bringup.findings import BLOCKER, WARNING, Finding
 from bringup.gpu_ids import bus_gpus
+from bringup.xid import XidEvent, event_action
 
 MEMORY_ERRORS = "NVIDIA's \"GPU Memory Error Management\", docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/"
 PAGE_RETIREMENT = "NVIDIA's \"Dynamic Page Retirement\", docs.nvidia.com/deploy/dynamic-page-retirement/"
 XID_CATALOG = "NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
-# The actions, as the Xid catalog's resolution buckets name them (bringup/xid.py's
-# ``action``), in words an operator runs: what each asks of the GPU at ``{index}``.
+# The actions of the findings on nvidia-smi's answers, in words an operator runs: what each
+# asks of the GPU at ``{index}`` (an Xid's come from the catalog, bringup/xid.py).
 ACTIONS = {
     "none": "nothing",
-    "restart_app": "restart the application that used the GPU",
-    "check_workload": "check the application (a bug in it or in CUDA code usually causes this Xid)",
     "reset_gpu": "reset the GPU with nothing running on it (`nvidia-smi -r -i {index}`), or reboot the node",
     "reboot": "reboot the node",
     "drain_rma": "drain the node and contact NVIDIA support to replace the board (RMA)",
 }
-# The actions after which the GPU cannot serve as it is: a blocker unless accepted.
-STOPPING = ("reset_gpu", "reboot", "drain_rma")
-
-
-@dataclass(frozen=True)
-class XidAction:
-    """What bringup/xid.py's ``xid_action`` returns (its interface), for the interim table."""
-
-    xid: int
-    name: str
-    action: str
-    severity: str
-    source: str
-
-
-def _interim_xid_action(xid):
-    """INTERIM, until bringup/xid.py (the whole catalog) is on main: the Xids a GPU that is
-    not sound logs, with the catalog's immediate resolution bucket (r590: 48 DBE and 95
-    uncontained ECC RESET_GPU, 63 row remap RESET_GPU, 64 remap failure RESET_GPU then
-    CONTACT_SUPPORT, which the memory error page makes an RMA, 79 off the bus RESTART_BM,
-    94 contained ECC RESTART_APP); any other Xid: look it up.
-
-    >>> _interim_xid_action(79).action, _interim_xid_action(13).severity
-    ('reboot', 'warning')
-    """
-    known = {48: ("DBE (double bit ECC error)", "reset_gpu"), 63: ("ECC row remapping event", "reset_gpu"),
-             64: ("ECC row remapping failure", "drain_rma"), 79: ("GPU has fallen off the bus", "reboot"),
-             94: ("contained ECC error", "restart_app"), 95: ("uncontained ECC error", "reset_gpu")}
-    name, action = known.get(xid, (f"Xid {xid}", "check_workload"))
-    return XidAction(xid, name, action, BLOCKER if action in STOPPING else WARNING, XID_CATALOG)
-
-
-try:
-    # The Xid catalog's module (another change); its interface: xid_action(xid) -> XidAction.
-    from bringup.xid import xid_action
-except ImportError:
-    xid_action = _interim_xid_action
 
 
 def same_gpu(a, b):
@@ -215,11 +175,11 @@ def check_xids(facts, health_gpus, config, add):
     for (bus, number), events in seen.items():
         listed = next((gpu for gpu in health_gpus if same_gpu(gpu["bus_id"], bus)), None)
         gpu = {"index": listed["index"] if listed else None, "bus_id": listed["bus_id"] if listed else bus}
-        action = xid_action(number)
-        severity = action.severity if action.severity in (BLOCKER, WARNING, INFO) else WARNING
-        report(config, add, "GPU_XID", severity, gpu,
+        # The catalog's row (bringup/xid.py); Xid 154's own line names its action.
+        action = event_action(XidEvent(gpu["bus_id"], number, None, events[-1]["text"]))
+        report(config, add, "GPU_XID", action.severity, gpu,
                f"Xid {number} ({action.name}) {len(events)} time(s) in this boot's kernel log, last: "
-               f"{events[-1]['text'][:200]}", action.action, action.source)
+               f"{events[-1]['text'][:200]}", action.advice.replace("<bus id>", gpu["bus_id"]), action.source)
 
 
 def health_findings(facts, config, add):

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from bringup.findings import BLOCKER, WARNING
+from bringup.findings import BLOCKER, INFO, WARNING
 from tests.sandbox_fixtures import REPO_ROOT, pyinfra_cli, run_ssh, validate
 
 pytestmark = pytest.mark.sandbox
@@ -29,19 +29,20 @@ LISTING = "getent passwd sglang; ls -lA --time-style=+%s /etc /var/lib /opt /etc
 STATES = {
     "ecc-uncorrectable": (1, {
         "GPU_ECC_UNCORRECTABLE": (BLOCKER, f"{SICK}: 2 uncorrectable ECC error(s)", "nvidia-smi -r -i 3"),
-        "GPU_XID": (BLOCKER, f"{SICK}: Xid 95", "nvidia-smi -r -i 3")}),
+        "GPU_XID": (BLOCKER, f"{SICK}: Xid 95", "nvidia-smi -r -i 0000:48:00.0")}),
     "row-remap-pending": (1, {
         "GPU_ROW_REMAP_PENDING": (BLOCKER, f"{SICK}: memory rows are pending remapping", "a100-gpu-mem-error-mgmt"),
-        "GPU_XID": (BLOCKER, f"{SICK}: Xid 63", "nvidia-smi -r -i 3")}),
+        # The catalog asks for nothing on Xid 63 itself: the pending remap is the blocker.
+        "GPU_XID": (INFO, f"{SICK}: Xid 63", "NVIDIA asks for no action")}),
     "row-remap-failure": (1, {
         "GPU_ROW_REMAP_FAILED": (BLOCKER, f"{SICK}: row remapping failed", "replace the board (RMA)"),
-        "GPU_XID": (BLOCKER, f"{SICK}: Xid 64", "replace the board (RMA)")}),
+        "GPU_XID": (BLOCKER, f"{SICK}: Xid 64", "nvidia-smi -r -i 0000:48:00.0")}),
     "link-x8": (0, {"GPU_PCIE_LINK_DEGRADED": (WARNING, f"{SICK}: its PCIe link trained at x8", "reseat the board")}),
     "hw-slowdown": (0, {"GPU_SLOWDOWN": (WARNING, f"{SICK}: clocks held down: HW Slowdown", "power supply")}),
     "gpu-missing": (1, {
         "GPU_MISSING_FROM_DRIVER": (BLOCKER, "the GPU at 0000:88:00.0: on the PCI bus but not listed by nvidia-smi "
                                              "(7 of 8", "reboot the node"),
-        "GPU_XID": (BLOCKER, "the GPU at 0000:88:00: Xid 79 (GPU has fallen off the bus)", "reboot the node")}),
+        "GPU_XID": (BLOCKER, "the GPU at 0000:88:00: Xid 79 (GPU has fallen off the bus)", "restart the node")}),
 }
 
 
@@ -91,11 +92,11 @@ def test_the_xid_lines_are_in_the_nodes_kernel_log_in_the_drivers_format(node):
 
 def test_accepting_the_gpus_findings_lets_deploy_through_and_a_healthy_node_has_none(node):
     set_health("row-remap-pending")
-    accept = "gpu_health_accept=GPU_ROW_REMAP_PENDING@0000:48:00.0,GPU_XID@0000:48:00.0"
+    accept = "gpu_health_accept=GPU_ROW_REMAP_PENDING@0000:48:00.0"
     _, report = validate(NAME, data=(*DATA, accept))
     found = health_findings(report)
-    assert {code: f["severity"] for code, f in found.items()} == {"GPU_ROW_REMAP_PENDING": WARNING, "GPU_XID": WARNING}
-    assert all("accepted by gpu_health_accept" in f["message"] for f in found.values()), found
+    assert {code: f["severity"] for code, f in found.items()} == {"GPU_ROW_REMAP_PENDING": WARNING, "GPU_XID": INFO}
+    assert "accepted by gpu_health_accept GPU_ROW_REMAP_PENDING@0000:48:00.0" in found["GPU_ROW_REMAP_PENDING"]["message"]
     deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=(*DATA, accept))
     assert deployed.returncode == 0, deployed.output[-3000:]
     assert run_ssh(node, "getent passwd sglang").stdout.startswith("sglang:")

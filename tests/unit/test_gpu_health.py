@@ -71,9 +71,13 @@ SCENARIOS = [
      [("GPU_MISSING_FROM_DRIVER", BLOCKER, "the GPU at 0000:88:00.0: on the PCI bus but not listed by nvidia-smi "
        "(7 of 8", "reboot the node")]),
     ("Xid 79 twice on GPU 7", node(xid=[("0000:88:00", 79), ("0000:88:00", 79)]),
-     [("GPU_XID", BLOCKER, "GPU 7 (0000:88:00.0): Xid 79", "reboot the node")]),
+     [("GPU_XID", BLOCKER, "GPU 7 (0000:88:00.0): Xid 79", "restart the node")]),
     ("Xid 94 contained", node(xid=[("0000:18:00", 94)]),
      [("GPU_XID", WARNING, "GPU 0 (0000:18:00.0): Xid 94", "restart the application")]),
+    ("Xid 95 uncontained: the GPU's reset by its bus id", node(xid=[("0000:48:00", 95)]),
+     [("GPU_XID", BLOCKER, "GPU 3 (0000:48:00.0): Xid 95", "nvidia-smi -r -i 0000:48:00.0")]),
+    ("Xid 63: the catalog asks for nothing", node(xid=[("0000:48:00", 63)]),
+     [("GPU_XID", "info", "GPU 3 (0000:48:00.0): Xid 63", "NVIDIA asks for no action")]),
 ]
 
 
