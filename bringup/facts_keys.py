@@ -146,6 +146,35 @@ SCHEMA = {
         "channels_registered": BOOL,
         "channels": Items(STR),
     }),
+    # facts/sections/gpu_health.py
+    "gpu_health": Optional({
+        "query_error": OPT_STR,
+        "gpus": Items({
+            "index": INT,
+            "bus_id": STR,
+            "ecc_uncorrected_aggregate": Optional(INT),
+            "ecc_uncorrected_volatile": Optional(INT),
+            "pcie_gen_current": Optional(INT),
+            "pcie_gen_max": Optional(INT),
+            "pcie_width_current": Optional(INT),
+            "pcie_width_max": Optional(INT),
+            "slowdown_margin_c": Optional(INT),
+            "temperature_c": Optional(INT),
+            "hw_power_brake_slowdown": Optional(BOOL),
+            "hw_slowdown": Optional(BOOL),
+            "hw_thermal_slowdown": Optional(BOOL),
+            "idle": Optional(BOOL),
+            "retired_pages_pending": Optional(BOOL),
+            "sw_thermal_slowdown": Optional(BOOL),
+            "remapped_rows": Optional({
+                "correctable": Optional(INT),
+                "uncorrectable": Optional(INT),
+                "pending": Optional(BOOL),
+                "failure": Optional(BOOL),
+            }),
+        }),
+        "kernel_log": {"source": STR, "xid": Items({"bus_id": STR, "xid": INT, "pid": OPT_STR, "text": STR})},
+    }),
     # facts/sections/model.py
     "model": Optional({
         "model": STR,

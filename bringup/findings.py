@@ -126,12 +126,33 @@ CODES = {
     "P2P_ACS_REDIRECT": "ACS redirects P2P traffic between the GPUs of a multi-GPU PCIe node to the root complex.",
     "P2P_IOMMU": "The IOMMU translates the GPUs' P2P traffic on a multi-GPU PCIe node (no iommu=pt).",
     "MIG_ENABLED": "MIG is on for a GPU: SGLang's NCCL cannot use the slices.",
+    # The GPUs' hardware health (bringup/plan/health.py): NVIDIA's action in each fix; a
+    # blocker where that action is a GPU reset, a reboot or a replacement, unless the
+    # operator accepts it (gpu_health_accept: then a warning naming the acceptance).
+    "GPU_ECC_UNCORRECTABLE": "A GPU counted uncorrectable ECC errors since the driver loaded: NVIDIA's action is a "
+                             "GPU reset.",
+    "GPU_PAGE_RETIREMENT_PENDING": "A GPU (pre-Ampere) has memory pages pending retirement: they are retired at the "
+                                   "next driver load (a GPU reset or a reboot).",
+    "GPU_ROW_REMAP_PENDING": "A GPU has memory rows pending remapping: a GPU reset applies them.",
+    "GPU_ROW_REMAP_FAILED": "A GPU's row remapping failed: NVIDIA's action is to drain the node and replace the board "
+                            "(RMA).",
+    "GPU_PCIE_LINK_DEGRADED": "A GPU's PCIe link trained narrower than its maximum width (or, while busy, at a lower "
+                              "generation): reseat the board or check the riser and slot.",
+    "GPU_SLOWDOWN": "A GPU's clocks are held down by a hardware, thermal or power-brake slowdown, or it runs at its "
+                    "slowdown temperature.",
+    "GPU_MISSING_FROM_DRIVER": "The PCI bus shows more NVIDIA GPUs than nvidia-smi lists: a GPU fell off the bus (Xid "
+                               "79); reboot, and reseat it if it recurs.",
     # The driver step (bringup/plan/driver_step.py).
     "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",
     "DRIVER_LOCK_MISSING": "driver_manage is set but there is no driver lock for the branch, distro and CPU "
                            "(or it lacks the flavour).",
 }
+
+
+# The health codes gpu_health_accept may name (bringup/settings.py).
+HEALTH_CODES = ("GPU_ECC_UNCORRECTABLE", "GPU_PAGE_RETIREMENT_PENDING", "GPU_ROW_REMAP_PENDING", "GPU_ROW_REMAP_FAILED",
+                "GPU_PCIE_LINK_DEGRADED", "GPU_SLOWDOWN", "GPU_MISSING_FROM_DRIVER", "GPU_XID")
 
 
 @dataclass(frozen=True)

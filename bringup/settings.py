@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from bringup import setting_checks as checks
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
+from bringup.findings import HEALTH_CODES
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV
 from bringup.steps import DEPLOY_STEPS
 from bringup.versions import parse
@@ -133,6 +134,30 @@ class Interpreter(checks.Check):
             raise checks.Invalid("use an interpreter outside directories every user can write (/tmp, /var/tmp, "
                                  "/dev/shm): root runs it")
         return value
+
+
+class HealthAccept(checks.Check):
+    """A GPU health code, alone or on one GPU: ``CODE`` or ``CODE@<bus id>`` (the bus id as
+    the finding names it, ``0000:18:00.0``; any case, the function optional).
+
+    >>> HealthAccept().parse("GPU_XID@0000:3B:00"), HealthAccept().parse("GPU_ROW_REMAP_PENDING")
+    ('GPU_XID@0000:3b:00', 'GPU_ROW_REMAP_PENDING')
+    >>> HealthAccept().parse("GPU_XID@3b")
+    Traceback (most recent call last):
+    ...
+    bringup.setting_checks.Invalid: use a GPU health code (GPU_ECC_UNCORRECTABLE, GPU_PAGE_RETIREMENT_PENDING, \
+GPU_ROW_REMAP_PENDING, GPU_ROW_REMAP_FAILED, GPU_PCIE_LINK_DEGRADED, GPU_SLOWDOWN, GPU_MISSING_FROM_DRIVER, GPU_XID), \
+alone or as CODE@<bus id> such as GPU_XID@0000:18:00.0
+    """
+
+    BUS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(\.[0-7])?$")
+
+    def parse(self, value):
+        code, at, bus = checks.text(value).strip().partition("@")
+        if code not in HEALTH_CODES or (at and not self.BUS.match(bus.lower())):
+            raise checks.Invalid(f"use a GPU health code ({', '.join(HEALTH_CODES)}), alone or as CODE@<bus id> such "
+                                 "as GPU_XID@0000:18:00.0")
+        return f"{code}@{bus.lower()}" if at else code
 
 
 class ModelId(checks.Check):
@@ -407,6 +432,10 @@ SETTINGS = declare([
                     "compiles for the plan's SMs without a device (`files/prewarm.py --no-device`) and the node suite"
                     " reports its CUDA checks as STAND-IN; the sandbox declares it for its nodes. Never set it on a "
                     "real node: there, CUDA that does not start fails the pre-warm and the suite"),
+    Setting("gpu_health_accept", checks.ListOf(HealthAccept()), (),
+            meaning="GPU health findings the operator accepts, each a code (`GPU_ROW_REMAP_PENDING`) or a code on "
+                    "one GPU (`GPU_XID@0000:18:00.0`, its bus id): a blocker among them (a GPU that needs a reset, a "
+                    "reboot or a replacement) is then a warning that names the acceptance, and deploy goes on"),
     Setting("driver_manage", checks.Bool(), False,
             meaning="the driver step: deploy installs NVIDIA's driver of `driver_branch` from NVIDIA's repository at "
                     "the version of its lock (`files/locks/driver-<branch>-<distro>-<machine>.txt`, `make lock`), the"

@@ -1,4 +1,4 @@
-"""Command line of the sandbox: ``python3 -m sandbox {up,down,reboot,status,fetch,image,layers,binfmt,destroy}``.
+"""Command line of the sandbox: ``python3 -m sandbox {up,down,reboot,health,status,fetch,image,layers,binfmt,destroy}``.
 
 Run from the repository root as root (nodes need mount and PID namespaces).
 Exit status: 0 success, 1 sandbox error, 2 usage error.
@@ -13,7 +13,7 @@ import time
 
 import yaml
 
-from sandbox import cpus, field_states, gpu_standin, image, layers, node, platforms, registration
+from sandbox import cpus, field_states, gpu_health_states, gpu_standin, image, layers, node, platforms, registration
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
                                              "node boots again: same files, address and keys; a module installed "
                                              "meanwhile is loaded) and wait for its sshd")
     p_reboot.add_argument("name", metavar="NAME")
+
+    p_health = sub.add_parser("health", help="STAND-IN control: put a running node's GPUs in a health state (the "
+                                             "nvidia-smi stand-in's answers, and the state's Xid lines in its kernel "
+                                             "log: the node needs --state kernel-log for those)")
+    p_health.add_argument("name", metavar="NAME")
+    p_health.add_argument("state", choices=gpu_health_states.HEALTH_STATES)
 
     sub.add_parser("status", help="list nodes")
     p_fetch = sub.add_parser("fetch", help="build and fetch what a platform's nodes need (what `up` does first)")
@@ -111,6 +117,13 @@ def _cmd_reboot(args) -> int:
     started = time.monotonic()
     node.reboot(args.name)
     print(f"sandbox: {args.name} rebooted in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+def _cmd_health(args) -> int:
+    """`health NAME STATE`: the node's GPUs in that health state, over the node's own SSH."""
+    gpu_health_states.set_state(args.name, args.state)
+    print(f"sandbox: {args.name}: GPU health {args.state} (STAND-IN)")
     return 0
 
 
@@ -177,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0 and args.cmd != "status" and not (args.cmd == "layers" and not args.prune):
         print("sandbox: must run as root (mount and PID namespaces, chroot)", file=sys.stderr)
         return 1
-    handler = {"up": _cmd_up, "down": _cmd_down, "reboot": _cmd_reboot, "status": _cmd_status, "fetch": _cmd_fetch,
+    handler = {"up": _cmd_up, "down": _cmd_down, "reboot": _cmd_reboot, "health": _cmd_health, "status": _cmd_status,
+               "fetch": _cmd_fetch,
                "image": _cmd_image, "layers": _cmd_layers, "binfmt": _cmd_binfmt,
                "destroy": _cmd_destroy}[args.cmd]
     try:

@@ -123,6 +123,11 @@ def smi_query(gpus: list[dict], cuda: str) -> str:
                   _field("Status", "Success" if hgx else "N/A", 2)]
         if any(part in gpu["name"] for part in GRACE_BLACKWELL_GPUS):
             lines += [_field("CliqueId", STANDIN_CLIQUE, 2), _field("ClusterUUID", STANDIN_CLUSTER, 2)]
+        if any(part in gpu["name"] for part in MIG_GPUS):
+            # Data-centre parts remap rows (NVIDIA's "GPU Memory Error Management"); healthy here,
+            # a health state changes them (sandbox/gpu_health_states.py).
+            lines += ["    Remapped Rows", _field("Correctable Error", "0", 2), _field("Uncorrectable Error", "0", 2),
+                      _field("Pending", "No", 2), _field("Remapping Failure Occurred", "No", 2)]
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -39,6 +39,7 @@ meant for a profile with a driver (not ``none`` or ``driver-failed``):
 | nvswitch-fm-other-version | nvswitch-no-fm + nvidia-fabricmanager 580.105.08 by apt (held), its unit enabled and failing | FABRIC_MANAGER_VERSION |
 | nouveau-loaded | /sys/module/nouveau | NOUVEAU_LOADED |
 | mig-on | MIG enabled on GPU 0 in nvidia-smi -q | MIG_ENABLED |
+| kernel-log | systemd-journal-remote by apt (its units masked): `python -m sandbox health NAME STATE` writes a health state's NVRM Xid lines into the journal with it (sandbox/gpu_health_states.py) | (the health state's GPU_XID) |
 | acs-redirect | pciutils by apt; ACSCtl ReqRedir+ CmpltRedir+ in the PCI config space of the root ports above the GPUs (a PCIe profile) | P2P_ACS_REDIRECT |
 | no-driver | the GPUs' recordings only: no nvidia-smi, libcuda, module or nouveau blacklist (no layer) | DRIVER_NOT_LOADED |
 
@@ -128,6 +129,9 @@ STATES = {
     "mig-on": State("mig-on"),
     # pciutils from the distribution's archive (as distro-cuda's toolkit is).
     "acs-redirect": State("acs-redirect"),
+    # systemd-journal-remote from the distribution's archive: the GPU health states' Xid
+    # lines reach the journal through it (sandbox/gpu_health_states.py).
+    "kernel-log": State("kernel-log"),
     # Nothing to build: the node's own files leave the driver out (sandbox/node.py).
     "no-driver": State("no-driver", has_script=False),
     # Ubuntu's cloud images: unattended-upgrades at first boot (a stand-in).

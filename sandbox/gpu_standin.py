@@ -8,7 +8,9 @@ These are the only fakes in the sandbox (docs/contributing.md, "The sandbox"):
   ``libcuda.so.1`` link stub, the loaded module's banner (node-init.sh shows it
   at /proc/driver/nvidia/version) and the driver package's nouveau blacklist;
   the driver states (sandbox/field_states.py) change these, and ``no-driver`` leaves
-  only the recordings (the sandbox apt repository's driver packages replay them);
+  only the recordings (the sandbox apt repository's driver packages replay them); the
+  GPU health states (sandbox/gpu_health_states.py) are answers of their own, switched
+  on a running node (``python -m sandbox health NAME STATE``);
 * the PCI bus: ``/sys/bus/pci/devices/<bus id>`` per GPU of the profile (ids from
   tests/fixtures/gpus/<profile>/pci.txt) and per root port above one, links into a
   device tree as sysfs has them, each with ``vendor``, ``device``, ``class`` and its PCI
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from sandbox import cpus
 from sandbox.driver_texts import driver_texts
+from sandbox.gpu_health_states import health_texts
 from sandbox.fsutil import write_file
 from sandbox.pci_config import (ACS_CTRL_REDIRECT, BRIDGE_CLASS, BRIDGE_DEVICE, BRIDGE_VENDOR,
                                  config_space)
@@ -113,8 +116,17 @@ def install_driver(upper: Path, lower: Path, profile: str, machine: str = "x86_6
     for name in ("query.csv", "smi.txt", "exit_code"):
         if (src / name).is_file():
             write_file(data / name, (src / name).read_bytes(), 0o644)
-    for name, text in driver_texts(src, machine).items():
+    texts = driver_texts(src, machine)
+    for name, text in texts.items():
         write_file(data / name, text, 0o644)
+    # The health states' answers (sandbox/gpu_health_states.py): health.csv, and what each
+    # state changes under health/<state>/.
+    recorded = {name: (src / name).read_text() for name in ("query.csv", "smi.txt") if (src / name).is_file()}
+    for name, text in (health_texts(src, {**recorded, **texts}) if "smi-q.txt" in texts else {}).items():
+        target = data / name
+        if target.parent != data:
+            target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        write_file(target, text, 0o644)
     write_file(data / "PROFILE", profile + "\n", 0o644)
     write_file(
         data / "README",

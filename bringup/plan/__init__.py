@@ -15,6 +15,7 @@ concern is a module of its own, its decisions pure functions of one ``PlanContex
 - driver_step.py: the driver step (driver_manage): NVIDIA's driver at its lock, and the
   driver layer's findings (driver.py) as the fixes it makes
 - gpus.py: the SMs, the driver's floors, FlashInfer's arch list
+- health.py: the GPUs' hardware health (ECC, row remapping, PCIe link, slowdown, Xids)
 - toolkit.py: the toolkit and its lock, how the node resolves CUDA today
 - venv.py: the venv's CPython and locks, the venv the node has
 - paths.py: the paths root writes or hands over (UNSAFE_PATH), the paths the service
@@ -31,8 +32,8 @@ from bringup import facts_schema
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.locks import LockFiles
 from bringup.planned_env import OFFLINE_KEY
-from bringup.plan import (account, driver_step, gpus, model_source, paths, prewarm, repository, service, toolkit,
-                          venv)
+from bringup.plan import (account, driver_step, gpus, health, model_source, paths, prewarm, repository, service,
+                          toolkit, venv)
 from bringup.plan.driver import driver_layer_findings
 from bringup.plan.account import service_account_problem
 from bringup.plan.cli import load_facts, load_settings, main
@@ -86,6 +87,8 @@ def plan(facts, config, locks=None):
     # The layer below CUDA (kernel module, user space, Fabric Manager, P2P path, MIG)
     # reports beside the driver's floors, before anything is built for the GPUs.
     driver_layer_findings(context.facts, context.config, context.add)
+    # And the hardware under both: a GPU that needs a reset or a replacement blocks.
+    health.health_findings(context.facts, context.config, context.add)
     context = replace(context, targets=gpus.arch_targets(context))
     node.arch_list = " ".join(context.targets)
     node.venv = venv.venv_plan(context)

@@ -64,9 +64,10 @@ driver_initramfs() {
 }
 
 driver_smi_query() {
-    # `nvidia-smi -q`, cut to what the parser reads: the lines at column 0 (the GPU
+    # `nvidia-smi -q`, cut to what the parsers read: the lines at column 0 (the GPU
     # headers, the driver version, an error) and, per GPU, Persistence Mode, MIG Mode's
-    # Current, Fabric's State and Status and PCI's Bus Id.
+    # Current, Fabric's State and Status, PCI's Bus Id and the Remapped Rows counts and
+    # flags (the gpu_health section's: --query-gpu has no row remapping field).
     driver_top=
     while IFS= read -r driver_line; do
         case $driver_line in
@@ -74,13 +75,19 @@ driver_smi_query() {
                 case $driver_top:$driver_line in
                     "MIG Mode:        Current "* | "Fabric:        State "* | "Fabric:        Status "* | \
                     "PCI:        Bus Id "*) printf '%s\n' "$driver_line" ;;
+                    "Remapped Rows:        Correctable Error "* | "Remapped Rows:        Uncorrectable Error "* | \
+                    "Remapped Rows:        Pending "* | "Remapped Rows:        Remapping Failure Occurred "*)
+                        # Without -q's column padding (what comes back from 8 GPUs stays small).
+                        driver_key=${driver_line%%:*}
+                        while :; do case $driver_key in *" ") driver_key=${driver_key% } ;; *) break ;; esac; done
+                        printf '%s :%s\n' "$driver_key" "${driver_line#*:}" ;;
                 esac ;;
             "    "[!\ ]*)
                 driver_top=${driver_line#    }
                 driver_top=${driver_top%%  *}
                 case $driver_top in
                     "Persistence Mode"*) printf '%s\n' "$driver_line" ;;
-                    "MIG Mode" | Fabric) printf '%s\n' "$driver_line" ;;
+                    "MIG Mode" | Fabric | "Remapped Rows") printf '%s\n' "$driver_line" ;;
                 esac ;;
             " "* | "") ;;
             *) printf '%s\n' "$driver_line" ;;

@@ -166,6 +166,11 @@ GPU 00000000:18:00.0
     Fabric
         State                             : Completed
         Status                            : Success
+    Remapped Rows
+        Correctable Error                 : 0
+        Uncorrectable Error               : 0
+        Pending                           : No
+        Remapping Failure Occurred        : No
 @@ driver-topo rc=0
 	GPU0	GPU1	CPU Affinity
 GPU0	 X 	NV18	0-47
@@ -198,6 +203,10 @@ peers=18
 @@ imex-channels rc=0
 registered=yes
 channel=channel0
+@@ health-query rc=0
+0, 00000000:18:00.0, 0, 0, [N/A], 1, 5, 16, 16, Active, Not Active, Not Active, Not Active, Not Active, 32, 55
+@@ health-xid rc=0 source=journal
+NVRM: Xid (PCI:0000:18:00): 94, pid=1234, name=python3, Contained ECC error
 """
 # A hub model's section: its snapshot judged (files/probe.d/model.sh SNAPSHOT_STATE).
 HUB_MODEL = """@@ model rc=0 model=Qwen/Qwen3-0.6B

@@ -19,6 +19,7 @@ from bringup.layout import DEFAULT_LAYOUT, NodeLayout, ProbeInputs
 from facts.node import probe_command
 from facts.probe_output import build_document, index_sections, sections_for
 from facts.probe_script import probe_script
+from facts.sections.gpu_health import parse_remapped_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "driver"
@@ -186,11 +187,15 @@ def test_an_nvswitch_node_with_stand_in_files(tmp_path):
         {"gpu_bus_id": "0000:83:00.0", "bridge": "0000:02:08.0", "redirect": True,
          "ctl": "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"}]
     assert {(pair["a"], pair["b"]): pair["link"] for pair in layer["topology"]}[(2, 3)] == "PIX"
-    # Bounded: 81 kB of nvidia-smi -q become a line or two per GPU; no legend, no other bridge.
+    # Bounded: 81 kB of nvidia-smi -q become a few lines per GPU (the gpu_health section's
+    # Remapped Rows among them: five); no legend, no other bridge.
     sections = index_sections(raw.splitlines())
-    assert len(sections["driver-smi-q"].lines) <= 5 + 8 * 8, sections["driver-smi-q"].lines
+    assert len(sections["driver-smi-q"].lines) <= 5 + 8 * 13, sections["driver-smi-q"].lines
+    assert parse_remapped_rows(sections["driver-smi-q"].text)["0000:18:00.0"] == {
+        "correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
     assert len(sections["driver-acs"].lines) == 2 and len(sections["driver-topo"].lines) == 5
-    assert len(raw) < 6000, len(raw)
+    # 8 GPUs' Remapped Rows (the gpu_health section's, padding dropped) add about 750 bytes.
+    assert len(raw) < 6000 + 800, len(raw)
 
 
 def test_proprietary_module_nouveau_loaded_and_no_devices(tmp_path):

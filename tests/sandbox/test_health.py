@@ -1,0 +1,108 @@
+"""Sound hardware before serving (issue 37), through the real CLI: one light node
+(``health1``, 8x RTX PRO 6000, Debian 12, no toolkit, ``deploy_steps: account``) whose GPUs
+the test breaks between validates with the stand-in control (``python -m sandbox health
+NAME STATE``, sandbox/gpu_health_states.py: the nvidia-smi stand-in's answers and the
+state's NVRM Xid lines in the node's journal, ``--state kernel-log``).
+
+For each health state validate names the finding with the GPU's index and bus id and
+NVIDIA's action; where that action is a GPU reset, a reboot or a replacement, deploy
+refuses (exit 1) and the node is as it was; ``gpu_health_accept`` lets it through; the
+healthy node reports no health finding. Only the GPU driver is a stand-in."""
+
+import subprocess
+import sys
+
+import pytest
+
+from bringup.findings import BLOCKER, INFO, WARNING
+from tests.sandbox_fixtures import REPO_ROOT, pyinfra_cli, run_ssh, validate
+
+pytestmark = pytest.mark.sandbox
+
+NAME = "health1"
+# Light: the service account alone (no apt, no venv); enough for deploy to change something.
+DATA = ("deploy_steps=account",)
+SICK = "GPU 3 (0000:48:00.0)"
+# What deploy would change, listed before and after a refused deploy.
+LISTING = "getent passwd sglang; ls -lA --time-style=+%s /etc /var/lib /opt /etc/sglang 2>&1; true"
+# state -> (validate's exit status, {code: (severity, words of the message, words of the fix)})
+STATES = {
+    "ecc-uncorrectable": (1, {
+        "GPU_ECC_UNCORRECTABLE": (BLOCKER, f"{SICK}: 2 uncorrectable ECC error(s)", "nvidia-smi -r -i 3"),
+        "GPU_XID": (BLOCKER, f"{SICK}: Xid 95", "nvidia-smi -r -i 0000:48:00.0")}),
+    "row-remap-pending": (1, {
+        "GPU_ROW_REMAP_PENDING": (BLOCKER, f"{SICK}: memory rows are pending remapping", "a100-gpu-mem-error-mgmt"),
+        # The catalog asks for nothing on Xid 63 itself: the pending remap is the blocker.
+        "GPU_XID": (INFO, f"{SICK}: Xid 63", "NVIDIA asks for no action")}),
+    "row-remap-failure": (1, {
+        "GPU_ROW_REMAP_FAILED": (BLOCKER, f"{SICK}: row remapping failed", "replace the board (RMA)"),
+        "GPU_XID": (BLOCKER, f"{SICK}: Xid 64", "nvidia-smi -r -i 0000:48:00.0")}),
+    "link-x8": (0, {"GPU_PCIE_LINK_DEGRADED": (WARNING, f"{SICK}: its PCIe link trained at x8", "reseat the board")}),
+    "hw-slowdown": (0, {"GPU_SLOWDOWN": (WARNING, f"{SICK}: clocks held down: HW Slowdown", "power supply")}),
+    "gpu-missing": (1, {
+        "GPU_MISSING_FROM_DRIVER": (BLOCKER, "the GPU at 0000:88:00.0: on the PCI bus but not listed by nvidia-smi "
+                                             "(7 of 8", "reboot the node"),
+        "GPU_XID": (BLOCKER, "the GPU at 0000:88:00: Xid 79 (GPU has fallen off the bus)", "restart the node")}),
+}
+
+
+@pytest.fixture(scope="module")
+def node(sandbox_node):
+    return dict(sandbox_node(NAME, "127.0.0.179", gpu="rtx-pro-6000-x8", toolkit="none", states=["kernel-log"]),
+                name=NAME)
+
+
+def set_health(state):
+    """The stand-in control, as an operator of the sandbox runs it."""
+    run = subprocess.run([sys.executable, "-m", "sandbox", "health", NAME, state], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def health_findings(report):
+    return {f["code"]: f for f in report["plan"]["findings"] if f["code"].startswith("GPU_") and
+            f["code"] != "GPU_STANDIN"}
+
+
+def test_each_health_state_is_named_with_its_gpu_and_nvidias_action(node):
+    for state, (rc, expected) in STATES.items():
+        set_health(state)
+        _, report = validate(NAME, expect_rc=rc, data=DATA)
+        found = health_findings(report)
+        assert {code: f["severity"] for code, f in found.items()} == {
+            code: severity for code, (severity, _, _) in expected.items()}, (state, found)
+        for code, (_, seen, fix) in expected.items():
+            assert seen in found[code]["message"], (state, found[code])
+            assert fix in found[code]["fix"] and found[code]["fix"].startswith("NVIDIA's action: "), (state, found[code])
+        if rc:
+            before = run_ssh(node, LISTING).stdout
+            refused = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=DATA)
+            assert refused.returncode == 1 and "blocked" in refused.output, (state, refused.output[-3000:])
+            assert run_ssh(node, LISTING).stdout == before, state
+
+
+def test_the_xid_lines_are_in_the_nodes_kernel_log_in_the_drivers_format(node):
+    set_health("gpu-missing")
+    lines = run_ssh(node, "journalctl -k -b -o cat -q --no-pager").stdout.splitlines()
+    assert lines == ["NVRM: Xid (PCI:0000:88:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."]
+    # Healthy again: the stand-in's kernel log of the state is gone with it.
+    set_health("healthy")
+    assert run_ssh(node, "journalctl -k -b -o cat -q --no-pager").stdout.strip() == ""
+
+
+def test_accepting_the_gpus_findings_lets_deploy_through_and_a_healthy_node_has_none(node):
+    set_health("row-remap-pending")
+    accept = "gpu_health_accept=GPU_ROW_REMAP_PENDING@0000:48:00.0"
+    _, report = validate(NAME, data=(*DATA, accept))
+    found = health_findings(report)
+    assert {code: f["severity"] for code, f in found.items()} == {"GPU_ROW_REMAP_PENDING": WARNING, "GPU_XID": INFO}
+    assert "accepted by gpu_health_accept GPU_ROW_REMAP_PENDING@0000:48:00.0" in found["GPU_ROW_REMAP_PENDING"]["message"]
+    deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=(*DATA, accept))
+    assert deployed.returncode == 0, deployed.output[-3000:]
+    assert run_ssh(node, "getent passwd sglang").stdout.startswith("sglang:")
+
+    set_health("healthy")
+    _, report = validate(NAME, data=DATA)
+    assert health_findings(report) == {}
+    assert report["facts"]["gpu_health"]["kernel_log"] == {"source": "journal", "xid": []}
+    assert len(report["facts"]["gpu_health"]["gpus"]) == 8
