@@ -173,7 +173,7 @@ SCHEMA = {
                 "failure": Optional(BOOL),
             }),
         }),
-        "kernel_log": {"source": STR, "xid": Items({"bus_id": STR, "xid": INT, "pid": OPT_STR, "text": STR})},
+        "kernel_log": {"source": STR, "read_error": OPT_STR, "xid": Items({"bus_id": STR, "xid": INT, "text": STR})},
     }),
     # facts/sections/model.py
     "model": Optional({

@@ -142,6 +142,8 @@ CODES = {
                     "slowdown temperature.",
     "GPU_MISSING_FROM_DRIVER": "The PCI bus shows more NVIDIA GPUs than nvidia-smi lists: a GPU fell off the bus (Xid "
                                "79); reboot, and reseat it if it recurs.",
+    "GPU_HEALTH_UNREAD": "The GPUs' health could not be read (nvidia-smi's health query failed or timed out, or the "
+                         "kernel log could not be read): the health findings say nothing of what was not read.",
     # The driver step (bringup/plan/driver_step.py).
     "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",

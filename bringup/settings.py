@@ -150,7 +150,8 @@ GPU_ROW_REMAP_PENDING, GPU_ROW_REMAP_FAILED, GPU_PCIE_LINK_DEGRADED, GPU_SLOWDOW
 alone or as CODE@<bus id> such as GPU_XID@0000:18:00.0
     """
 
-    BUS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(\.[0-7])?$")
+    # sysfs's form: a 4-digit domain, or a wider one (an Intel VMD domain, 10000 on).
+    BUS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(\.[0-7])?$")
 
     def parse(self, value):
         code, at, bus = checks.text(value).strip().partition("@")

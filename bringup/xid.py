@@ -227,7 +227,7 @@ def xid_action(xid):
     """
     try:
         number = int(xid)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         number = -1
     row = TABLE.get(number)
     if row is not None:

@@ -166,6 +166,22 @@ def check_missing(facts, health_gpus, config, add):
                XID_CATALOG + " (Xid 79: RESTART_BM); reseat the board and check its power if it recurs")
 
 
+def check_unread(health, add):
+    """What the probe could not read is said, not taken for health: a query nvidia-smi refused
+    or did not answer in time (a driver older than R535's field names; a GPU that fell off the
+    bus hangs it), a kernel log that could not be read."""
+    unread = [f"nvidia-smi's health query: {health['query_error']}" if health.get("query_error") else "",
+              f"the kernel log: {(health.get('kernel_log') or {}).get('read_error')}"
+              if (health.get("kernel_log") or {}).get("read_error") else ""]
+    unread = [part for part in unread if part]
+    if unread:
+        add(Finding("GPU_HEALTH_UNREAD", WARNING,
+                    f"the GPUs' health could not be read ({'; '.join(unread)}): no health finding is made of it",
+                    "run the query by hand (`nvidia-smi -q`; `journalctl -k -b | grep 'NVRM: Xid'`); an nvidia-smi "
+                    "that does not answer often means a GPU that needs a reset or a reboot; nvidia-smi R535 or newer "
+                    "knows the fields asked"))
+
+
 def check_xids(facts, health_gpus, config, add):
     """This boot's Xids, one finding per GPU and Xid: how often, the last line, and the
     catalog's action."""
@@ -178,8 +194,11 @@ def check_xids(facts, health_gpus, config, add):
         # The catalog's row (bringup/xid.py); Xid 154's own line names its action.
         action = event_action(XidEvent(gpu["bus_id"], number, None, events[-1]["text"]))
         report(config, add, "GPU_XID", action.severity, gpu,
-               f"Xid {number} ({action.name}) {len(events)} time(s) in this boot's kernel log, last: "
-               f"{events[-1]['text'][:200]}", action.advice.replace("<bus id>", gpu["bus_id"]), action.source)
+               f"Xid {number} ({action.name}) {len(events)} time(s) among this boot's kernel log lines read, last: "
+               f"{events[-1]['text'][:200]}",
+               action.advice.replace("<bus id>", gpu["bus_id"]) + "; the kernel log keeps this boot's Xids, so the "
+               "finding stays until a reboot: after NVIDIA's action, reboot, or accept it "
+               f"(gpu_health_accept: GPU_XID@{gpu['bus_id']})", action.source)
 
 
 def health_findings(facts, config, add):
@@ -200,6 +219,7 @@ def health_findings(facts, config, add):
     health = facts.get("gpu_health")
     if not health:
         return
+    check_unread(health, add)
     gpus = health.get("gpus") or []
     for gpu in gpus:
         check_memory(gpu, config, add)

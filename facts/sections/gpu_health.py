@@ -21,6 +21,7 @@ what an Xid means and asks for is the planner's (bringup/plan/health.py).
 import re
 
 from bringup.facts_kinds import BOOL, INT, OPT_STR, STR, Items, Optional
+from bringup.xid import normalise_bus_id, parse_xid_line
 from facts.probe_framing import Key, ProbeSection
 
 # The --query-gpu fields, in the order files/probe.d/gpu_health.sh asks for them, and the
@@ -47,12 +48,6 @@ FLAGS = {"retired_pages_pending", "idle", "hw_slowdown", "hw_thermal_slowdown", 
 TRUE_WORDS, FALSE_WORDS = {"yes", "active"}, {"no", "not active"}
 REMAPPED = {"Correctable Error": "correctable", "Uncorrectable Error": "uncorrectable", "Pending": "pending",
             "Remapping Failure Occurred": "failure"}
-# The driver's Xid line (open-gpu-kernel-modules' nvErrorLog: "NVRM: Xid (PCI:%04x:%02x:%02x): %d, ..."),
-# wherever a log prefix (a timestamp, "kernel:") puts it.
-XID_LINE = re.compile(r"NVRM: Xid \(PCI:(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?\): "
-                      r"(?P<xid>\d+)(?:, pid=(?P<pid>'?[^,]*?'?)(?=,|$))?")
-
-
 def value(text):
     """One cell as nvidia-smi prints it -> its text, None for what the GPU does not report
     (``[N/A]``, ``N/A``, ``[Not Supported]``, ``[Unknown Error]``...: any bracketed answer).
@@ -85,15 +80,13 @@ def flag(text):
 
 
 def bus_id(text):
-    """nvidia-smi's bus id (8-digit domain, upper case) -> sysfs's (``pci_gpus``): 4-digit
-    domain, lower case, so both name a GPU alike.
+    """nvidia-smi's bus id (8-digit domain, upper case) -> sysfs's (``pci_gpus``), as
+    bringup/xid.py's ``normalise_bus_id`` writes it, so every source names a GPU alike.
 
-    >>> bus_id("00000000:18:00.0"), bus_id("0000:3B:00.0")
-    ('0000:18:00.0', '0000:3b:00.0')
+    >>> bus_id("00000000:18:00.0"), bus_id("0000:3B:00.0"), bus_id("00010000:01:00.0")
+    ('0000:18:00.0', '0000:3b:00.0', '10000:01:00.0')
     """
-    text = text.strip().lower()
-    domain, sep, rest = text.partition(":")
-    return f"{domain[-4:]}{sep}{rest}" if sep else text
+    return normalise_bus_id(text)
 
 
 def parse_health_rows(lines):
@@ -147,23 +140,18 @@ def parse_remapped_rows(text):
 
 
 def parse_xid_lines(lines):
-    """The kernel log's NVRM Xid lines -> {"bus_id", "xid", "pid", "text"} each, oldest
-    first; a line that is not one is left out.
+    """The kernel log's NVRM Xid lines -> {"bus_id", "xid", "text"} each, oldest first, by
+    bringup/xid.py's one parser (explain reads a journal with it too); a line that is not
+    one is left out. The text is the driver's message after the Xid: the process's pid and
+    name (any user's) stay on the node.
 
     >>> parse_xid_lines(["NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"])[0]["xid"]
     79
     >>> parse_xid_lines(["[ 12.3] NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error"])[0]
-    {'bus_id': '0000:9b:00', 'xid': 94, 'pid': '1234', 'text': 'NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, \
-name=python3, Contained ECC error'}
+    {'bus_id': '0000:9b:00.0', 'xid': 94, 'text': 'Contained ECC error'}
     """
-    events = []
-    for line in lines:
-        match = XID_LINE.search(line)
-        if match:
-            pid = (match["pid"] or "").strip("'") or None
-            events.append({"bus_id": bus_id(match["bus"]), "xid": int(match["xid"]),
-                           "pid": None if pid in (None, "N/A") else pid, "text": line[match.start():].strip()})
-    return events
+    events = (parse_xid_line(line) for line in lines)
+    return [{"bus_id": event.bus_id, "xid": event.xid, "text": event.text} for event in events if event]
 
 
 def gpu_health(by_name):
@@ -189,8 +177,12 @@ def gpu_health(by_name):
         for gpu in gpus:
             gpu["remapped_rows"] = remapped.get(gpu["bus_id"])
     source = xid.attr[1] if xid.attr and xid.attr[0] == "source" else "none"
+    # A log that could not be read (a reader that failed or timed out) is not a log without Xids.
+    read_error = None if xid.rc == 0 else "no kernel log reader found" if xid.rc == 127 else \
+        f"the {source} reader exited {xid.rc}" + (" (timed out)" if xid.rc == 124 else "")
     return {"query_error": error, "gpus": gpus,
-            "kernel_log": {"source": source, "xid": parse_xid_lines(xid.lines) if xid.rc == 0 else []}}
+            "kernel_log": {"source": source, "read_error": read_error,
+                           "xid": parse_xid_lines(xid.lines) if xid.rc == 0 else []}}
 
 
 GPU_KIND = {
@@ -211,16 +203,18 @@ SECTION = ProbeSection(
             schema=Optional({
                 "query_error": OPT_STR,
                 "gpus": Items(GPU_KIND),
-                "kernel_log": {"source": STR, "xid": Items({"bus_id": STR, "xid": INT, "pid": OPT_STR, "text": STR})},
+                "kernel_log": {"source": STR, "read_error": OPT_STR,
+                               "xid": Items({"bus_id": STR, "xid": INT, "text": STR})},
             }),
             meaning=(
                 "each GPU's health as nvidia-smi reports it (uncorrectable ECC errors since the driver loaded and "
                 "lifetime, pages pending retirement, row remapping, the PCIe link against its maximum, the clock "
                 "event reasons of a hardware or thermal slowdown, the temperature's margin to the slowdown "
-                "threshold) and this boot's NVRM Xid lines of the kernel log (the last 200); null (or absent) from "
-                "an older probe"
+                "threshold) and this boot's NVRM Xid lines of the kernel log (the first of each GPU's each Xid, then "
+                "the newest 200), or why the log could not be read; null (or absent) from an older probe"
             ),
-            example={"query_error": None, "gpus": [], "kernel_log": {"source": "journal", "xid": []}},
+            example={"query_error": None, "gpus": [], "kernel_log": {"source": "journal", "read_error": None,
+                                                                      "xid": []}},
         ),
     },
 )

@@ -155,6 +155,22 @@ run_program() {
     as_user "${rp_verdict%%" "*}" "$@"
 }
 
+run_program_within() {
+    # run_program_within SECONDS FILE ARG...: run_program, stopped after SECONDS (killed 5 s
+    # later; exit status 124): a driver tool stuck on a lost GPU (nvidia-smi on one that fell
+    # off the bus) must not hold the probe, nor validate.
+    # timeout is the probe shell's own (as its grep and awk are), by its full path: the clean
+    # PATH may be the service's, whose directories root does not vouch for.
+    rpw_seconds=$1
+    shift
+    rp_verdict=$(root_may_run "$1") || [ -n "$rp_verdict" ] || rp_verdict="nobody $1"
+    if rpw_timeout=$(command -v timeout) && [ "${rpw_timeout#/}" != "$rpw_timeout" ]; then
+        as_user "${rp_verdict%%" "*}" "$rpw_timeout" -k 5 "$rpw_seconds" "$@"
+    else
+        as_user "${rp_verdict%%" "*}" "$@"
+    fi
+}
+
 nvcc_section() {
     # nvcc_section SECTION HOME: the version an nvcc under HOME reports (run as its owner).
     if [ -x "$2/bin/nvcc" ]; then

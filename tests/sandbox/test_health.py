@@ -42,7 +42,7 @@ STATES = {
     "gpu-missing": (1, {
         "GPU_MISSING_FROM_DRIVER": (BLOCKER, "the GPU at 0000:88:00.0: on the PCI bus but not listed by nvidia-smi "
                                              "(7 of 8", "reboot the node"),
-        "GPU_XID": (BLOCKER, "the GPU at 0000:88:00: Xid 79 (GPU has fallen off the bus)", "restart the node")}),
+        "GPU_XID": (BLOCKER, "the GPU at 0000:88:00.0: Xid 79 (GPU has fallen off the bus)", "restart the node")}),
 }
 
 
@@ -104,5 +104,5 @@ def test_accepting_the_gpus_findings_lets_deploy_through_and_a_healthy_node_has_
     set_health("healthy")
     _, report = validate(NAME, data=DATA)
     assert health_findings(report) == {}
-    assert report["facts"]["gpu_health"]["kernel_log"] == {"source": "journal", "xid": []}
+    assert report["facts"]["gpu_health"]["kernel_log"] == {"source": "journal", "read_error": None, "xid": []}
     assert len(report["facts"]["gpu_health"]["gpus"]) == 8

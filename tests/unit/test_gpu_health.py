@@ -31,9 +31,8 @@ def node(change=None, listed=8, xid=(), index=3):
     bus = [{"bus_id": bus, "vendor": "10de", "device": "2bb5", "class": "0302"} for bus in BUS]
     return {"gpus": [{"index": n} for n in range(listed)], "pci_gpus": bus,
             "gpu_health": {"query_error": None, "gpus": gpus,
-                           "kernel_log": {"source": "journal", "xid": [
-                               {"bus_id": bus, "xid": number, "pid": None,
-                                "text": f"NVRM: Xid (PCI:{bus}): {number}, pid=1, name=python3, x"}
+                           "kernel_log": {"source": "journal", "read_error": None, "xid": [
+                               {"bus_id": bus, "xid": number, "text": "x"}
                                for bus, number in xid]}}}
 
 
@@ -114,3 +113,23 @@ def test_the_planner_blocks_a_node_whose_gpu_needs_a_reset_and_accepting_it_lets
 def test_a_healthy_node_has_no_health_finding_through_the_planner():
     facts = {**node(), **converged()}
     assert not [f for f in plan(facts, Config()).findings if f.code.startswith("GPU_")]
+
+
+@pytest.mark.parametrize("query_error, read_error, said", [
+    ('Field "temperature.gpu.tlimit" is not a valid field to query.', None, "nvidia-smi's health query: Field"),
+    ("nvidia-smi exited 124", None, "nvidia-smi exited 124"),
+    (None, "the journal reader exited 124 (timed out)", "the kernel log: the journal reader exited 124"),
+])
+def test_what_could_not_be_read_is_said_not_taken_for_health(query_error, read_error, said):
+    facts = node()
+    facts["gpu_health"] = {**facts["gpu_health"], "query_error": query_error,
+                           "gpus": [] if query_error else facts["gpu_health"]["gpus"],
+                           "kernel_log": {**facts["gpu_health"]["kernel_log"], "read_error": read_error}}
+    found = findings(facts)
+    assert [(f.code, f.severity) for f in found] == [("GPU_HEALTH_UNREAD", WARNING)], found
+    assert said in found[0].message, found[0].message
+
+
+def test_an_xid_finding_says_the_kernel_log_keeps_it_until_a_reboot():
+    [found] = findings(node(xid=[("0000:48:00.0", 95)]))
+    assert "stays until a reboot" in found.fix and "gpu_health_accept: GPU_XID@0000:48:00.0" in found.fix, found.fix

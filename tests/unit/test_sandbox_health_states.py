@@ -58,7 +58,7 @@ def test_a_gpu_missing_from_every_listing_but_the_bus(texts):
                                         ("gpu-missing", 79)])
 def test_the_xid_lines_are_in_the_drivers_format(texts, state, xid):
     events = parse_xid_lines(texts[1][f"health/{state}/xid.txt"].splitlines())
-    assert [(event["xid"], event["bus_id"]) for event in events] == [(xid, "0000:88:00" if xid == 79 else "0000:48:00")]
+    assert [(event["xid"], event["bus_id"]) for event in events] == [(xid, "0000:88:00.0" if xid == 79 else "0000:48:00.0")]
 
 
 def test_every_state_has_a_control_and_an_unknown_one_is_refused():
