@@ -418,8 +418,11 @@ def explain(lines):
     lines = [redact.log_line(ANSI.sub("", line)) for line in lines]
     matches = xid_matches(lines)
     for signature in SIGNATURES:
-        found = [(number, line) for number, line in enumerate(lines, 1)
-                 if any(pattern.search(line) for pattern in signature.compiled)]
+        # The signature's first pattern that matches is quoted: its patterns go from the
+        # most telling line to the least (systemd's "Failed at step EXEC spawning <script>"
+        # before its "status=203/EXEC"), and a log cut at its start may hold the latter first.
+        found = next(([(number, line) for number, line in enumerate(lines, 1) if pattern.search(line)]
+                      for pattern in signature.compiled if any(pattern.search(line) for line in lines)), [])
         if found:
             # A traceback quotes the raising source line, indented, before the message
             # itself: show the message.

@@ -231,3 +231,15 @@ def test_a_key_in_the_servers_log_is_never_shown(tmp_path):
     assert result.returncode == 0 and "CUDA_UNAVAILABLE" in result.stdout, result.stdout + result.stderr
     assert secret not in result.stdout + result.stderr
     assert "api_key='<redacted>'" in result.stdout, result.stdout
+
+
+def test_the_most_telling_line_of_a_cause_is_quoted_wherever_the_log_was_cut():
+    """A journal cut at its start (the newest 200 lines of a unit restarting in a loop) may
+    begin with a try's last line: systemd's "Failed at step EXEC spawning <script>" is quoted,
+    not the "status=203/EXEC" before it."""
+    lines = ["sglang.service: Main process exited, code=exited, status=203/EXEC",
+             "sglang.service: Failed at step EXEC spawning /opt/sglang/venv/bin/sglang: No such file or directory",
+             "sglang.service: Main process exited, code=exited, status=203/EXEC"]
+    [match] = explain.explain(lines)
+    assert match.signature.code == "SERVICE_ENTRY_POINT_BROKEN" and match.line.startswith(
+        "sglang.service: Failed at step EXEC spawning"), match
