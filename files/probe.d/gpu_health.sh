@@ -21,9 +21,8 @@ HEALTH_XID_KINDS=64
 HEALTH_SECONDS=30
 
 health_xid_lines() {
-    # stdin: a kernel log -> its NVRM Xid lines, chosen as above, in log order, every byte
-    # outside printable ASCII as '?' (a process name in an Xid line is any user's bytes;
-    # pyinfra reads the probe's output as UTF-8).
+    # stdin: a kernel log -> its NVRM Xid lines, chosen as above, in log order, printable
+    # (a process name in an Xid line is any user's bytes).
     LC_ALL=C awk -v newest="$HEALTH_XID_LINES" -v kinds="$HEALTH_XID_KINDS" '
         index($0, "NVRM: Xid") {
             n++
@@ -34,14 +33,14 @@ health_xid_lines() {
             }
             if (n > newest) { old = n - newest; if (!(old in first)) delete line[old] }
         }
-        END { for (i = 1; i <= n; i++) if (i in line) print line[i] }' | LC_ALL=C tr -c '\n -~' '?'
+        END { for (i = 1; i <= n; i++) if (i in line) print line[i] }' | printable
 }
 
 probe_gpu_health() {
     if tool=$(driver_tool nvidia-smi); then
         out=$(run_program_within "$HEALTH_SECONDS" "$tool" --query-gpu="$HEALTH_FIELDS" --format=csv,noheader,nounits \
             2>&1); rc=$?
-        emit health-query "$rc" "$(printf '%s\n' "$out" | driver_head 64 | LC_ALL=C tr -c '\n -~' '?')"
+        emit health-query "$rc" "$(printf '%s\n' "$out" | driver_head 64 | printable)"
     else
         emit health-query 127 ""
     fi

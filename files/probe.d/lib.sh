@@ -155,6 +155,13 @@ run_program() {
     as_user "${rp_verdict%%" "*}" "$@"
 }
 
+printable() {
+    # stdin -> stdout, every byte outside printable ASCII (newline and tab kept) as '?': text
+    # any user wrote (a process name, a service's output) reaches pyinfra, which reads the
+    # probe's output as UTF-8, and one bad byte would cut every section after it.
+    LC_ALL=C tr -c '\n\t -~' '?'
+}
+
 run_program_within() {
     # run_program_within SECONDS FILE ARG...: run_program, stopped after SECONDS (killed 5 s
     # later; exit status 124): a driver tool stuck on a lost GPU (nvidia-smi on one that fell

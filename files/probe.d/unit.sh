@@ -19,10 +19,8 @@ probe_unit() {
     if [ "$active" = failed ] || [ "$sub" = auto-restart ] || [ "${restarts:-0}" -gt 0 ]; then
         # The last 200 lines hold the latest try's traceback and the lines before it
         # (framed by emit like every body: no journal line can pass for a header).
-        # Bytes outside printable ASCII (and tab) read '?': the service's output is any
-        # user's bytes, and pyinfra reads the probe's output as UTF-8 (one bad byte would cut
-        # every section after this one).
+        # printable: the service's output is any user's bytes.
         out=$(journalctl -u "$PROBE_UNIT" --no-pager -o cat -n 200 2>&1); rc=$?
-        emit unit-journal "$rc" "$(printf '%s\n' "$out" | LC_ALL=C tr -c '\n\t -~' '?')"
+        emit unit-journal "$rc" "$(printf '%s\n' "$out" | printable)"
     fi
 }
