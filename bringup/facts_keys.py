@@ -152,6 +152,7 @@ SCHEMA = {
         "gpus": Items({
             "index": INT,
             "bus_id": STR,
+            "reset_required": BOOL,
             "ecc_uncorrected_aggregate": Optional(INT),
             "ecc_uncorrected_volatile": Optional(INT),
             "pcie_gen_current": Optional(INT),

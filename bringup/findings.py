@@ -129,6 +129,8 @@ CODES = {
     # The GPUs' hardware health (bringup/plan/health.py): NVIDIA's action in each fix; a
     # blocker where that action is a GPU reset, a reboot or a replacement, unless the
     # operator accepts it (gpu_health_accept: then a warning naming the acceptance).
+    "GPU_RESET_REQUIRED": "nvidia-smi answers \"[GPU requires reset]\" for a GPU: the driver refuses it until it is "
+                          "reset (NVML_ERROR_RESET_REQUIRED).",
     "GPU_ECC_UNCORRECTABLE": "A GPU counted uncorrectable ECC errors since the driver loaded: NVIDIA's action is a "
                              "GPU reset.",
     "GPU_PAGE_RETIREMENT_PENDING": "A GPU (pre-Ampere) has memory pages pending retirement: they are retired at the "
@@ -142,6 +144,8 @@ CODES = {
                     "slowdown temperature.",
     "GPU_MISSING_FROM_DRIVER": "The PCI bus shows more NVIDIA GPUs than nvidia-smi lists: a GPU fell off the bus (Xid "
                                "79); reboot, and reseat it if it recurs.",
+    "GPU_PASSED_THROUGH": "NVIDIA GPUs on the PCI bus are bound to vfio-pci (handed to virtual machines): not "
+                          "counted among the host's GPUs.",
     "GPU_HEALTH_UNREAD": "The GPUs' health could not be read (nvidia-smi's health query failed or timed out, or the "
                          "kernel log could not be read): the health findings say nothing of what was not read.",
     # The driver step (bringup/plan/driver_step.py).
@@ -153,7 +157,7 @@ CODES = {
 
 
 # The health codes gpu_health_accept may name (bringup/settings.py).
-HEALTH_CODES = ("GPU_ECC_UNCORRECTABLE", "GPU_PAGE_RETIREMENT_PENDING", "GPU_ROW_REMAP_PENDING", "GPU_ROW_REMAP_FAILED",
+HEALTH_CODES = ("GPU_RESET_REQUIRED", "GPU_ECC_UNCORRECTABLE", "GPU_PAGE_RETIREMENT_PENDING", "GPU_ROW_REMAP_PENDING", "GPU_ROW_REMAP_FAILED",
                 "GPU_PCIE_LINK_DEGRADED", "GPU_SLOWDOWN", "GPU_MISSING_FROM_DRIVER", "GPU_XID")
 
 

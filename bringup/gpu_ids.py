@@ -41,13 +41,32 @@ def gpu_model(gpu):
     return MODELS.get(str(gpu.get("device") or "").lower())
 
 
+# The driver of a GPU handed to a virtual machine (VFIO passthrough): never this host's.
+PASSED_THROUGH = "vfio-pci"
+
+
 def bus_gpus(facts):
-    """The NVIDIA GPUs on the bus (the facts' ``pci_gpus``; ``[]`` when absent or null).
+    """The NVIDIA GPUs on the bus that are this host's (the facts' ``pci_gpus``, less those
+    bound to vfio-pci: a virtual machine's; ``[]`` when absent or null).
 
     >>> bus_gpus({"pci_gpus": None}), bus_gpus({})
     ([], [])
+    >>> [gpu["bus_id"] for gpu in bus_gpus({"pci_gpus": [{"bus_id": "0000:18:00.0", "vendor": "10de", "driver": "nvidia"},
+    ...                                                  {"bus_id": "0000:28:00.0", "vendor": "10de", "driver": "vfio-pci"}]})]
+    ['0000:18:00.0']
     """
-    return [gpu for gpu in facts.get("pci_gpus") or [] if gpu.get("vendor") == NVIDIA]
+    return [gpu for gpu in facts.get("pci_gpus") or [] if gpu.get("vendor") == NVIDIA
+            and gpu.get("driver") != PASSED_THROUGH]
+
+
+def passed_through_gpus(facts):
+    """The NVIDIA GPUs on the bus bound to vfio-pci (handed to virtual machines).
+
+    >>> passed_through_gpus({"pci_gpus": [{"bus_id": "0000:28:00.0", "vendor": "10de", "driver": "vfio-pci"}]})[0]["bus_id"]
+    '0000:28:00.0'
+    """
+    return [gpu for gpu in facts.get("pci_gpus") or [] if gpu.get("vendor") == NVIDIA
+            and gpu.get("driver") == PASSED_THROUGH]
 
 
 def pci_gpus_sms(facts):

@@ -25,7 +25,7 @@ from sandbox.driver_texts import profile_gpus, topology
 from sandbox.statedir import read_registry
 
 HEALTH_STATES = ("healthy", "ecc-uncorrectable", "row-remap-pending", "row-remap-failure", "link-x8", "hw-slowdown",
-                 "gpu-missing")
+                 "gpu-missing", "reset-required")
 # The GPU a state breaks: one in the middle; gpu-missing drops the last (the others keep
 # their indexes).
 SICK = 3
@@ -41,6 +41,9 @@ CHANGES = {
     "ecc-uncorrectable": {"ecc_v": "2", "ecc_a": "2"},
     "link-x8": {"width": "8"},
     "hw-slowdown": {"hw": "Active", "brake": "Active"},
+    # NVML_ERROR_RESET_REQUIRED in every cell the driver can no longer read (nvidia-smi
+    # prints an NVML error in brackets); the index and bus id stay.
+    "reset-required": dict.fromkeys(HEALTHY, "[GPU requires reset]"),
 }
 REMAPPED = {"row-remap-pending": ("1", "Yes", "No"), "row-remap-failure": ("8", "No", "Yes")}
 XID = {
@@ -49,6 +52,8 @@ XID = {
                               "gpu to activate."),
     "row-remap-failure": (64, "pid='<unknown>', name=<unknown>, Row Remapper: Failed to remap row"),
     "gpu-missing": (79, "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."),
+    # The catalog's Xid 154 line (its text names the new recovery action).
+    "reset-required": (154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"),
 }
 
 

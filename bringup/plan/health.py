@@ -21,12 +21,14 @@ NVIDIA's sources:
   GPU is not in use", HW Slowdown is "reducing the core clocks by a factor of 2 or more".
 """
 
-from bringup.findings import BLOCKER, WARNING, Finding
-from bringup.gpu_ids import bus_gpus
+from bringup.findings import BLOCKER, INFO, WARNING, Finding
+from bringup.gpu_ids import bus_gpus, passed_through_gpus
 from bringup.xid import XidEvent, event_action
 
 MEMORY_ERRORS = "NVIDIA's \"GPU Memory Error Management\", docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/"
 PAGE_RETIREMENT = "NVIDIA's \"Dynamic Page Retirement\", docs.nvidia.com/deploy/dynamic-page-retirement/"
+NVML_RESET = ("NVML API reference, nvmlReturn_t NVML_ERROR_RESET_REQUIRED: \"The GPU requires a reset before it can "
+              "be used again\"")
 XID_CATALOG = "NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 # The actions of the findings on nvidia-smi's answers, in words an operator runs: what each
 # asks of the GPU at ``{index}`` (an Xid's come from the catalog, bringup/xid.py).
@@ -48,18 +50,24 @@ def same_gpu(a, b):
     return a.lower().split(".")[0] == b.lower().split(".")[0]
 
 
-def accepted(config, code, bus):
-    """The ``gpu_health_accept`` entry that accepts ``code`` on the GPU at ``bus``, or None.
+def accepted(config, code, bus, xid=None):
+    """The ``gpu_health_accept`` entry that accepts ``code`` on the GPU at ``bus`` (for
+    ``GPU_XID``, the Xid ``xid``), or None.
 
     >>> from bringup.config import Config
-    >>> accepted(Config.from_data({"gpu_health_accept": "GPU_XID@0000:18:00"}), "GPU_XID", "0000:18:00.0")
+    >>> accepted(Config.from_data({"gpu_health_accept": "GPU_XID@0000:18:00"}), "GPU_XID", "0000:18:00.0", 79)
     'GPU_XID@0000:18:00'
+    >>> one_xid = Config.from_data({"gpu_health_accept": "GPU_XID:13@0000:18:00.0"})
+    >>> accepted(one_xid, "GPU_XID", "0000:18:00.0", 13), accepted(one_xid, "GPU_XID", "0000:18:00.0", 79)
+    ('GPU_XID:13@0000:18:00.0', None)
     >>> accepted(Config(), "GPU_XID", "0000:18:00.0") is None
     True
     """
     for entry in getattr(config, "gpu_health_accept", ()) or ():
         entry_code, _, entry_bus = entry.partition("@")
-        if entry_code == code and (not entry_bus or (bus and same_gpu(entry_bus, bus))):
+        entry_code, _, entry_xid = entry_code.partition(":")
+        if entry_code == code and (not entry_xid or entry_xid == str(xid)) and (
+                not entry_bus or (bus and same_gpu(entry_bus, bus))):
             return entry
     return None
 
@@ -73,11 +81,12 @@ def gpu_label(gpu):
     return f"GPU {gpu['index']} ({gpu['bus_id']})" if gpu.get("index") is not None else f"the GPU at {gpu['bus_id']}"
 
 
-def report(config, add, code, severity, gpu, seen, action, source):
+def report(config, add, code, severity, gpu, seen, action, source, xid=None):
     """One health finding: ``seen`` on ``gpu``, NVIDIA's ``action`` and its ``source``; a
-    blocker the operator accepted is a warning that names the acceptance."""
+    blocker the operator accepted is a warning that names the acceptance (``xid``: the Xid
+    of a ``GPU_XID``, which an acceptance may name)."""
     what = f"{gpu_label(gpu)}: {seen}"
-    entry = accepted(config, code, gpu.get("bus_id")) if severity == BLOCKER else None
+    entry = accepted(config, code, gpu.get("bus_id"), xid) if severity == BLOCKER else None
     if entry:
         severity, what = WARNING, f"{what} (accepted by gpu_health_accept {entry}: deploy goes on)"
     # A catalog's action word, else the text itself; {index} is the GPU's (replaced, not
@@ -85,6 +94,15 @@ def report(config, add, code, severity, gpu, seen, action, source):
     index = gpu.get("index")
     fix = ACTIONS.get(action, action).replace("{index}", str(index) if index is not None else "<index>")
     add(Finding(code, severity, what, f"NVIDIA's action: {fix} ({source})"))
+
+
+def check_reset_required(gpu, config, add):
+    """A GPU nvidia-smi answers "[GPU requires reset]" for: NVML refuses it until it is reset
+    (NVML_ERROR_RESET_REQUIRED), so CUDA cannot use it either."""
+    if gpu.get("reset_required"):
+        report(config, add, "GPU_RESET_REQUIRED", BLOCKER, gpu,
+               "nvidia-smi answers \"[GPU requires reset]\" for it: the driver refuses it until it is reset, so the "
+               "service cannot use it", "reset_gpu", NVML_RESET)
 
 
 def check_memory(gpu, config, add):
@@ -166,6 +184,18 @@ def check_missing(facts, health_gpus, config, add):
                XID_CATALOG + " (Xid 79: RESTART_BM); reseat the board and check its power if it recurs")
 
 
+def check_passed_through(facts, add):
+    """GPUs bound to vfio-pci: handed to virtual machines, so neither counted among this
+    host's GPUs nor missing from its driver; said, so a count that looks short is explained."""
+    gone = passed_through_gpus(facts)
+    if gone:
+        add(Finding("GPU_PASSED_THROUGH", INFO,
+                    f"{len(gone)} NVIDIA GPU(s) on the PCI bus are bound to vfio-pci (handed to virtual machines): "
+                    f"{', '.join(gpu['bus_id'] for gpu in gone)}; the plan counts only the host's GPUs",
+                    "nothing, if they are meant for virtual machines; else unbind them from vfio-pci (and drop their "
+                    "ids from vfio-pci.ids= on the kernel command line) so the nvidia module takes them"))
+
+
 def check_unread(health, add):
     """What the probe could not read is said, not taken for health: a query nvidia-smi refused
     or did not answer in time (a driver older than R535's field names; a GPU that fell off the
@@ -198,7 +228,7 @@ def check_xids(facts, health_gpus, config, add):
                f"{events[-1]['text'][:200]}",
                action.advice.replace("<bus id>", gpu["bus_id"]) + "; the kernel log keeps this boot's Xids, so the "
                "finding stays until a reboot: after NVIDIA's action, reboot, or accept it "
-               f"(gpu_health_accept: GPU_XID@{gpu['bus_id']})", action.source)
+               f"(gpu_health_accept: GPU_XID:{number}@{gpu['bus_id']})", action.source, xid=number)
 
 
 def health_findings(facts, config, add):
@@ -216,12 +246,14 @@ def health_findings(facts, config, add):
     >>> [(finding.code, finding.severity) for finding in found]
     [('GPU_ROW_REMAP_PENDING', 'blocker')]
     """
+    check_passed_through(facts, add)
     health = facts.get("gpu_health")
     if not health:
         return
     check_unread(health, add)
     gpus = health.get("gpus") or []
     for gpu in gpus:
+        check_reset_required(gpu, config, add)
         check_memory(gpu, config, add)
         check_link(gpu, config, add)
         check_slowdown(gpu, config, add)

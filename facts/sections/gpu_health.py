@@ -11,7 +11,10 @@ a factor of 2 or more", ``temperature.gpu.tlimit`` the GPU's T.Limit temperature
 to the slowdown threshold). Row remapping (NVIDIA's "GPU Memory Error Management",
 docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/) is not a ``--query-gpu`` field: its four
 values are read from ``-q``'s "Remapped Rows" block. A field a GPU does not support reads
-``[N/A]`` or ``[Not Supported]``: None here, never an error.
+``[N/A]`` or ``[Not Supported]``: None here, never an error. A cell reading ``[GPU requires
+reset]`` is NVML's ``NVML_ERROR_RESET_REQUIRED`` ("the GPU requires a reset before it can be
+used again", NVML API reference, nvmlReturn_t; nvidia-smi prints an NVML error in brackets):
+the GPU's ``reset_required``, whatever field it stood in.
 
 The Xid lines are kept as the driver printed them, with the GPU's PCI address and the Xid
 number read out (``NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.``);
@@ -46,6 +49,8 @@ FLAGS = {"retired_pages_pending", "idle", "hw_slowdown", "hw_thermal_slowdown", 
          "sw_thermal_slowdown"}
 # -q's yes/no words: Yes/No (pages, rows), Active/Not Active (clock event reasons).
 TRUE_WORDS, FALSE_WORDS = {"yes", "active"}, {"no", "not active"}
+# NVML_ERROR_RESET_REQUIRED as nvidia-smi prints it in a cell.
+RESET_REQUIRED = "[gpu requires reset]"
 REMAPPED = {"Correctable Error": "correctable", "Uncorrectable Error": "uncorrectable", "Pending": "pending",
             "Remapping Failure Occurred": "failure"}
 def value(text):
@@ -97,6 +102,9 @@ def parse_health_rows(lines):
     ...                          "Not Active, Not Active, Not Active, 32, 55"])[0]
     >>> row["bus_id"], row["retired_pages_pending"], row["pcie_width_current"], row["idle"], row["slowdown_margin_c"]
     ('0000:18:00.0', None, 16, True, 55)
+    >>> parse_health_rows(["1, 00000000:28:00.0, [GPU requires reset], [GPU requires reset], [N/A], 5, 5, 16, 16, "
+    ...                    "Active, Not Active, Not Active, Not Active, Not Active, 32, 55"])[0]["reset_required"]
+    True
     """
     gpus = []
     for line in lines:
@@ -109,6 +117,7 @@ def parse_health_rows(lines):
         for (_, name), cell in zip(FIELDS, cells):
             row[name] = (number(cell) if name in COUNTS else flag(cell) if name in FLAGS
                          else bus_id(cell) if name == "bus_id" else number(cell))
+        row["reset_required"] = any(cell.strip().lower() == RESET_REQUIRED for cell in cells)
         gpus.append(row)
     return gpus
 
@@ -186,7 +195,7 @@ def gpu_health(by_name):
 
 
 GPU_KIND = {
-    "index": INT, "bus_id": STR,
+    "index": INT, "bus_id": STR, "reset_required": BOOL,
     **{name: Optional(INT) for name in sorted(COUNTS)}, **{name: Optional(BOOL) for name in sorted(FLAGS)},
     "remapped_rows": Optional({"correctable": Optional(INT), "uncorrectable": Optional(INT), "pending": Optional(BOOL),
                                "failure": Optional(BOOL)}),
@@ -207,7 +216,7 @@ SECTION = ProbeSection(
                                "xid": Items({"bus_id": STR, "xid": INT, "text": STR})},
             }),
             meaning=(
-                "each GPU's health as nvidia-smi reports it (uncorrectable ECC errors since the driver loaded and "
+                "each GPU's health as nvidia-smi reports it (whether it answers that it requires a reset, uncorrectable ECC errors since the driver loaded and "
                 "lifetime, pages pending retirement, row remapping, the PCIe link against its maximum, the clock "
                 "event reasons of a hardware or thermal slowdown, the temperature's margin to the slowdown "
                 "threshold) and this boot's NVRM Xid lines of the kernel log (the first of each GPU's each Xid, then "

@@ -3,9 +3,10 @@ the facts document's ``pci_gpus``
 (docs/facts.md): the NVIDIA GPUs on the PCI bus, whether or not a driver drives them.
 
 Pure functions over the lines the probe writes, one per GPU: the device's sysfs name
-(its bus id) and its ``vendor``, ``device`` and ``class`` files as sysfs prints them
-(``0000:17:00.0 0x10de 0x2bb5 0x030200``). A line these parsers do not recognise is
-skipped, never an error: the bus informs the plan, it does not gate the probe.
+(its bus id), its ``vendor``, ``device`` and ``class`` files as sysfs prints them and the
+driver bound to it (``0000:17:00.0 0x10de 0x2bb5 0x030200 nvidia``; an older probe's
+line has no driver). A line these parsers do not recognise is skipped, never an error:
+the bus informs the plan, it does not gate the probe.
 """
 
 import re
@@ -18,24 +19,31 @@ HEX_ID = re.compile(r"^0x(?P<id>[0-9a-f]{4})$")
 # The PCI class code: base class and subclass (0300 VGA, 0302 3D controller), then the
 # programming interface, which says nothing here.
 CLASS = re.compile(r"^0x(?P<class>[0-9a-f]{4})[0-9a-f]{2}$")
+# The drivers files/probe.d/pci.sh names (``other``: a driver bound but none of these;
+# ``none``: no driver bound).
+DRIVERS = ("nvidia", "vfio-pci", "nouveau", "other", "none")
 
 
 def pci_gpu(line):
-    """One probe line -> ``{"bus_id", "vendor", "device", "class"}`` (lower-case hex, no
-    ``0x``; the class as base class and subclass), or None for a line that is not one.
+    """One probe line -> ``{"bus_id", "vendor", "device", "class", "driver"}`` (lower-case
+    hex, no ``0x``; the class as base class and subclass; the driver bound, None from an
+    older probe), or None for a line that is not one.
 
-    >>> pci_gpu("0000:17:00.0 0x10de 0x2bb5 0x030200")
-    {'bus_id': '0000:17:00.0', 'vendor': '10de', 'device': '2bb5', 'class': '0302'}
-    >>> pci_gpu("0000:17:00.0 0x10de none 0x030200") is None
+    >>> pci_gpu("0000:17:00.0 0x10de 0x2bb5 0x030200 vfio-pci")
+    {'bus_id': '0000:17:00.0', 'vendor': '10de', 'device': '2bb5', 'class': '0302', 'driver': 'vfio-pci'}
+    >>> pci_gpu("0000:17:00.0 0x10de 0x2bb5 0x030200")["driver"] is None
     True
+    >>> pci_gpu("0000:17:00.0 0x10de none 0x030200") is None, pci_gpu("0000:17:00.0 0x10de 0x2bb5 0x030200 x") is None
+    (True, True)
     """
     fields = line.strip().lower().split()
-    if len(fields) != 4 or not BUS_ID.match(fields[0]):
+    if len(fields) not in (4, 5) or not BUS_ID.match(fields[0]) or (len(fields) == 5 and fields[4] not in DRIVERS):
         return None
     vendor, device, class_ = HEX_ID.match(fields[1]), HEX_ID.match(fields[2]), CLASS.match(fields[3])
     if not (vendor and device and class_):
         return None
-    return {"bus_id": fields[0], "vendor": vendor["id"], "device": device["id"], "class": class_["class"]}
+    return {"bus_id": fields[0], "vendor": vendor["id"], "device": device["id"], "class": class_["class"],
+            "driver": fields[4] if len(fields) == 5 else None}
 
 
 def pci_gpus(by_name):
@@ -67,7 +75,8 @@ SECTION = ProbeSection(
             schema=Optional(Items({"bus_id": STR, "vendor": STR, "device": STR, "class": STR})),
             meaning=(
                 "every NVIDIA (vendor `10de`) display or 3D controller (PCI class `0300`/`0302`) under "
-                "`/sys/bus/pci/devices`, whether or not a driver drives it: what names the GPUs of a node whose "
+                "`/sys/bus/pci/devices`, whatever driver holds it (one bound to `vfio-pci` is a virtual machine's, not "
+                "counted among this host's GPUs): what names the GPUs of a node whose "
                 "nvidia-smi lists none (no driver, or a module that refused them; `bringup/gpu_ids.py` maps its "
                 "device id to the product and compute capability); `[]` when the bus has none, null when sysfs "
                 "cannot be read (or absent, from an older probe: the plan then judges by nvidia-smi alone)"

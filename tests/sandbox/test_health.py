@@ -43,6 +43,9 @@ STATES = {
         "GPU_MISSING_FROM_DRIVER": (BLOCKER, "the GPU at 0000:88:00.0: on the PCI bus but not listed by nvidia-smi "
                                              "(7 of 8", "reboot the node"),
         "GPU_XID": (BLOCKER, "the GPU at 0000:88:00.0: Xid 79 (GPU has fallen off the bus)", "restart the node")}),
+    "reset-required": (1, {
+        "GPU_RESET_REQUIRED": (BLOCKER, f"{SICK}: nvidia-smi answers \"[GPU requires reset]\"", "nvidia-smi -r -i 3"),
+        "GPU_XID": (BLOCKER, f"{SICK}: Xid 154", "nvidia-smi -r -i 0000:48:00.0")}),
 }
 
 

@@ -15,7 +15,7 @@ BUS = [f"0000:{n}8:00.0" for n in range(1, 9)]
 
 
 def healthy_gpu(index):
-    return {"index": index, "bus_id": BUS[index], "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+    return {"index": index, "bus_id": BUS[index], "reset_required": False, "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
             "retired_pages_pending": None, "pcie_gen_current": 1, "pcie_gen_max": 5, "pcie_width_current": 16,
             "pcie_width_max": 16, "idle": True, "hw_slowdown": False, "hw_thermal_slowdown": False,
             "hw_power_brake_slowdown": False, "sw_thermal_slowdown": False, "temperature_c": 32,
@@ -69,12 +69,19 @@ SCENARIOS = [
     ("seven of eight listed", node(listed=7),
      [("GPU_MISSING_FROM_DRIVER", BLOCKER, "the GPU at 0000:88:00.0: on the PCI bus but not listed by nvidia-smi "
        "(7 of 8", "reboot the node")]),
+    ("GPU 7 handed to a VM: not missing", {**node(listed=7), "pci_gpus": [
+        {"bus_id": bus, "vendor": "10de", "device": "2bb5", "class": "0302",
+         "driver": "vfio-pci" if bus == BUS[7] else "nvidia"} for bus in BUS]},
+     [("GPU_PASSED_THROUGH", "info", "bound to vfio-pci (handed to virtual machines): 0000:88:00.0", "unbind")]),
     ("Xid 79 twice on GPU 7", node(xid=[("0000:88:00", 79), ("0000:88:00", 79)]),
      [("GPU_XID", BLOCKER, "GPU 7 (0000:88:00.0): Xid 79", "restart the node")]),
     ("Xid 94 contained", node(xid=[("0000:18:00", 94)]),
      [("GPU_XID", WARNING, "GPU 0 (0000:18:00.0): Xid 94", "restart the application")]),
     ("Xid 95 uncontained: the GPU's reset by its bus id", node(xid=[("0000:48:00", 95)]),
      [("GPU_XID", BLOCKER, "GPU 3 (0000:48:00.0): Xid 95", "nvidia-smi -r -i 0000:48:00.0")]),
+    ("nvidia-smi answers [GPU requires reset]", node({"reset_required": True, "ecc_uncorrected_volatile": None}),
+     [("GPU_RESET_REQUIRED", BLOCKER, "GPU 3 (0000:48:00.0): nvidia-smi answers \"[GPU requires reset]\"",
+       "nvidia-smi -r -i 3")]),
     ("Xid 63: the catalog asks for nothing", node(xid=[("0000:48:00", 63)]),
      [("GPU_XID", "info", "GPU 3 (0000:48:00.0): Xid 63", "NVIDIA asks for no action")]),
 ]
@@ -86,7 +93,8 @@ def test_health_findings(name, facts, expected):
     assert [(f.code, f.severity) for f in found] == [(code, severity) for code, severity, _, _ in expected], found
     for finding, (_, _, seen, fix) in zip(found, expected):
         assert seen in finding.message, finding.message
-        assert fix in finding.fix and finding.fix.startswith("NVIDIA's action: "), finding.fix
+        assert fix in finding.fix and (finding.code == "GPU_PASSED_THROUGH" or finding.fix.startswith("NVIDIA's action: ")), \
+            finding.fix
 
 
 @pytest.mark.parametrize("accept, severity", [
@@ -95,6 +103,7 @@ def test_health_findings(name, facts, expected):
     (("GPU_ROW_REMAP_PENDING@0000:48:00",), WARNING),
     (("GPU_ROW_REMAP_PENDING@0000:18:00.0",), BLOCKER),  # another GPU's
     (("GPU_ROW_REMAP_FAILED",), BLOCKER),  # another code
+    (("GPU_XID:63",), BLOCKER),  # GPU_XID:<n> names an Xid, never another code
 ])
 def test_an_accepted_blocker_is_a_warning_that_says_so(accept, severity):
     found = findings(node({"remapped_rows": REMAP}), accept)
@@ -132,4 +141,16 @@ def test_what_could_not_be_read_is_said_not_taken_for_health(query_error, read_e
 
 def test_an_xid_finding_says_the_kernel_log_keeps_it_until_a_reboot():
     [found] = findings(node(xid=[("0000:48:00.0", 95)]))
-    assert "stays until a reboot" in found.fix and "gpu_health_accept: GPU_XID@0000:48:00.0" in found.fix, found.fix
+    assert "stays until a reboot" in found.fix and "gpu_health_accept: GPU_XID:95@0000:48:00.0" in found.fix, found.fix
+
+
+@pytest.mark.parametrize("accept, accepted_xids", [
+    (("GPU_XID:95@0000:48:00.0",), {95}),  # the one the finding names: the later Xid 79 still blocks
+    (("GPU_XID:95",), {95}),
+    (("GPU_XID@0000:48:00.0",), {95, 79}),  # every Xid of the GPU
+    (("GPU_XID:95@0000:18:00.0",), set()),  # another GPU's
+])
+def test_an_xid_acceptance_names_one_xid_or_all_of_a_gpu(accept, accepted_xids):
+    found = findings(node(xid=[("0000:48:00", 95), ("0000:48:00", 79)]), accept)
+    severities = {int(f.message.split("Xid ")[1].split()[0]): f.severity for f in found}
+    assert severities == {xid: WARNING if xid in accepted_xids else BLOCKER for xid in (95, 79)}, found

@@ -4,6 +4,7 @@ ProbeInputs never sets it), parsed and schema-checked by the product.
 The sandbox's PCI stand-in (sandbox/gpu_standin.py install_pci, copied as node-init.sh
 copies it) is read the same way: each profile's bus names the GPUs its nvidia-smi lists."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bringup.facts_schema import check
-from bringup.gpu_ids import gpu_model, pci_gpus_sms
+from bringup.gpu_ids import bus_gpus, gpu_model, pci_gpus_sms
 from facts.probe_output import build_document
 from facts.probe_script import probe_script
 from sandbox import gpu_standin
@@ -53,10 +54,33 @@ def test_nvidia_display_and_3d_controllers_only(tmp_path):
         write(root / "sys/devices" / function / "device", "0x22a3\n")
     pci_device(root, "pci0000:00/0000:00:02.0", "0x8086", "0x030000")  # the board's VGA
     raw, found = run_pci_probe(root)
-    assert found == [{"bus_id": "0000:17:00.0", "vendor": "10de", "device": "2bb5", "class": "0302"},
-                     {"bus_id": "0000:83:00.0", "vendor": "10de", "device": "2b85", "class": "0300"}], raw
+    assert found == [{"bus_id": "0000:17:00.0", "vendor": "10de", "device": "2bb5", "class": "0302", "driver": "none"},
+                     {"bus_id": "0000:83:00.0", "vendor": "10de", "device": "2b85", "class": "0300", "driver": "none"}], raw
     assert [gpu_model(gpu).name for gpu in found] == ["NVIDIA RTX PRO 6000 Blackwell Server Edition",
                                                       "NVIDIA GeForce RTX 5090"]
+
+
+def test_each_gpu_names_the_driver_bound_to_it_and_a_vm_s_gpu_is_not_the_hosts(tmp_path):
+    """The device's ``driver`` link, as sysfs makes it (a link into /sys/bus/pci/drivers/<name>),
+    read with ``test -ef``: nvidia, vfio-pci (passthrough: not among the host's GPUs), nouveau,
+    another driver, none."""
+    root = tmp_path / "root"
+    drivers = root / "sys" / "bus" / "pci" / "drivers"
+    bound = {"17": "nvidia", "27": "vfio-pci", "37": "nouveau", "47": "pci-stub", "57": None}
+    for bus, driver in bound.items():
+        path = f"pci0000:00/0000:00:01.0/0000:{bus}:00.0"
+        pci_device(root, path, "0x10de", "0x030200")
+        write(root / "sys/devices" / path / "device", "0x2bb5\n")
+        if driver:
+            (drivers / driver).mkdir(parents=True, exist_ok=True)
+            link = root / "sys/devices" / path / "driver"
+            link.symlink_to(os.path.relpath(drivers / driver, link.parent))
+    raw, found = run_pci_probe(root)
+    assert [(gpu["bus_id"], gpu["driver"]) for gpu in found] == [
+        ("0000:17:00.0", "nvidia"), ("0000:27:00.0", "vfio-pci"), ("0000:37:00.0", "nouveau"),
+        ("0000:47:00.0", "other"), ("0000:57:00.0", "none")], raw
+    assert [gpu["bus_id"] for gpu in bus_gpus({"pci_gpus": found})] == [
+        "0000:17:00.0", "0000:37:00.0", "0000:47:00.0", "0000:57:00.0"]
 
 
 def test_a_bus_without_nvidia_gpus_is_empty_and_no_sysfs_is_null(tmp_path):
