@@ -41,13 +41,17 @@ def diag_document(text):
     {'metadata': {'version': '4.2.3'}}
     >>> diag_document("Error: unable to connect to the host engine") is None
     True
+    >>> diag_document('{"a": ' * 100000 + '1' + '}' * 100000) is None
+    True
     """
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
         return None
     try:
         document = json.loads(text[start:end + 1])
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: a document nested past the parser's depth (a dcgmi another user owns
+        # runs as that user, and its output is theirs).
         return None
     return document if isinstance(document, dict) else None
 
