@@ -176,6 +176,28 @@ SCHEMA = {
         }),
         "kernel_log": {"source": STR, "read_error": OPT_STR, "xid": Items({"bus_id": STR, "xid": INT, "text": STR})},
     }),
+    # facts/sections/gpu_diag.py
+    "gpu_diag": Optional({
+        "level": Optional(INT),
+        "busy": Items(STR),
+        "ran": BOOL,
+        "installed": Optional(BOOL),
+        "dcgm_version": OPT_STR,
+        "error": OPT_STR,
+        "results": Items({
+            "category": STR,
+            "test": STR,
+            "entity_group": STR,
+            "entity_id": Optional(INT),
+            "status": STR,
+            "warnings": Items({
+                "message": STR,
+                "severity": Optional(INT),
+                "category": Optional(INT),
+                "error_id": Optional(INT),
+            }),
+        }),
+    }),
     # facts/sections/model.py
     "model": Optional({
         "model": STR,

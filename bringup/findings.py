@@ -148,6 +148,16 @@ CODES = {
                           "counted among the host's GPUs.",
     "GPU_HEALTH_UNREAD": "The GPUs' health could not be read (nvidia-smi's health query failed or timed out, or the "
                          "kernel log could not be read): the health findings say nothing of what was not read.",
+    # NVIDIA's diagnostic when the operator asks for it (gpu_diag; bringup/plan/diag.py).
+    "GPU_DIAG_FAILED": "A test of NVIDIA's diagnostic (`dcgmi diag`, the gpu_diag setting) failed on a GPU: DCGM's "
+                       "message and the action its severity asks (reset, isolate and contact support, fix the "
+                       "configuration); a blocker unless accepted (gpu_health_accept) or only to be monitored.",
+    "GPU_DIAG_WARNING": "NVIDIA's diagnostic passed a test on a GPU with a warning, or skipped it (a skipped test is "
+                        "not a pass).",
+    "GPU_DIAG_NOT_RUN": "gpu_diag asked for NVIDIA's diagnostic and it was not run: the service is active or a "
+                        "process holds a GPU (it needs idle GPUs), or DCGM's dcgmi is not installed.",
+    "GPU_DIAG_UNREAD": "NVIDIA's diagnostic ran but its answer could not be read (no JSON, a DCGM major version this "
+                       "release does not parse, DCGM's own runtime error, or it ran past its time).",
     # The driver step (bringup/plan/driver_step.py).
     "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",
@@ -158,7 +168,8 @@ CODES = {
 
 # The health codes gpu_health_accept may name (bringup/settings.py).
 HEALTH_CODES = ("GPU_RESET_REQUIRED", "GPU_ECC_UNCORRECTABLE", "GPU_PAGE_RETIREMENT_PENDING", "GPU_ROW_REMAP_PENDING", "GPU_ROW_REMAP_FAILED",
-                "GPU_PCIE_LINK_DEGRADED", "GPU_SLOWDOWN", "GPU_MISSING_FROM_DRIVER", "GPU_XID")
+                "GPU_PCIE_LINK_DEGRADED", "GPU_SLOWDOWN", "GPU_MISSING_FROM_DRIVER", "GPU_XID",
+                "GPU_DIAG_FAILED")
 
 
 @dataclass(frozen=True)

@@ -357,6 +357,8 @@ class ProbeInputs:
     model_env: tuple = ()
     # The operator's CPython (venv_python), looked at only when set.
     venv_python: str = ""
+    # The level of NVIDIA's diagnostic to run (gpu_diag: "1" or "2"); empty: none.
+    gpu_diag: str = ""
 
     @classmethod
     def defaults(cls):
@@ -371,7 +373,8 @@ class ProbeInputs:
                 **({"PROBE_ENV_KEYS": " ".join(self.env_keys)} if self.env_keys else {}),
                 **({"PROBE_MODEL": self.model} if self.model else {}),
                 **{f"PROBE_MODEL_ENV_{key}": value for key, value in self.model_env if key in MODEL_ENV_KEYS},
-                **({"PROBE_VENV_PYTHON": self.venv_python} if self.venv_python else {})}
+                **({"PROBE_VENV_PYTHON": self.venv_python} if self.venv_python else {}),
+                **({"PROBE_GPU_DIAG": self.gpu_diag} if self.gpu_diag else {})}
 
     def __str__(self):
         # pyinfra names a fact's arguments by str() (its log lines, and the operation
@@ -381,8 +384,9 @@ class ProbeInputs:
         keys = f", env_keys={' '.join(self.env_keys)}" if self.env_keys else ""
         model = f", model={self.model}" if self.model else ""
         python = f", venv_python={self.venv_python}" if self.venv_python else ""
+        diag = f", gpu_diag={self.gpu_diag}" if self.gpu_diag else ""
         return (f"venv={layout.venv} ({managed}), env_file={layout.env_file}, cache_dir={layout.cache_dir}, "
-                f"service_user={layout.service_user}{keys}{model}{python}")
+                f"service_user={layout.service_user}{keys}{model}{python}{diag}")
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

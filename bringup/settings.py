@@ -151,7 +151,7 @@ class HealthAccept(checks.Check):
     ...
     bringup.setting_checks.Invalid: use a GPU health code (GPU_RESET_REQUIRED, GPU_ECC_UNCORRECTABLE, \
 GPU_PAGE_RETIREMENT_PENDING, GPU_ROW_REMAP_PENDING, GPU_ROW_REMAP_FAILED, GPU_PCIE_LINK_DEGRADED, GPU_SLOWDOWN, \
-GPU_MISSING_FROM_DRIVER, GPU_XID), alone or as CODE@<bus id> such as GPU_XID@0000:18:00.0; GPU_XID:<Xid> for one Xid \
+GPU_MISSING_FROM_DRIVER, GPU_XID, GPU_DIAG_FAILED), alone or as CODE@<bus id> such as GPU_XID@0000:18:00.0; GPU_XID:<Xid> for one Xid \
 (GPU_XID:79@0000:18:00.0)
     """
 
@@ -446,6 +446,13 @@ SETTINGS = declare([
                     "one GPU (`GPU_XID@0000:18:00.0`, its bus id); `GPU_XID:<Xid>` names one Xid (`GPU_XID:13@0000:18:00.0` "
                     "does not accept a later Xid 79 of that GPU): a blocker among them (a GPU that needs a reset, a "
                     "reboot or a replacement) is then a warning that names the acceptance, and deploy goes on"),
+    Setting("gpu_diag", checks.Pattern(r"^(off|1|2)$", "use off (the default: no diagnostic), 1 (`dcgmi diag -r 1`, "
+                                       "a quick check) or 2 (`dcgmi diag -r 2`, about two minutes of load)"), "off",
+            meaning="NVIDIA's diagnostic, run by validate and deploy's own validation on a node with DCGM installed "
+                    "(`dcgmi diag -r <level> -j`, stopped after 300 s at level 1, 900 s at level 2): each test failed "
+                    "on a GPU is a finding (`GPU_DIAG_FAILED`, a blocker unless `gpu_health_accept` accepts it). It "
+                    "needs idle GPUs: it is not run while the service's unit is active or a process holds a GPU "
+                    "(`GPU_DIAG_NOT_RUN` says why); `off`: nothing runs"),
     Setting("driver_manage", checks.Bool(), False,
             meaning="the driver step: deploy installs NVIDIA's driver of `driver_branch` from NVIDIA's repository at "
                     "the version of its lock (`files/locks/driver-<branch>-<distro>-<machine>.txt`, `make lock`), the"

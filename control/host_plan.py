@@ -87,8 +87,8 @@ def load_config(purpose):
 
 def probe_inputs(config):
     """What the probe is given for this host's settings: their layout, the env file keys
-    the plan manages (whose values it reports as the service sees them) and the
-    operator's CPython (venv_python).
+    the plan manages (whose values it reports as the service sees them), the
+    operator's CPython (venv_python) and the level of NVIDIA's diagnostic (gpu_diag).
 
     >>> from bringup.config import Config
     >>> inputs = probe_inputs(Config.from_data({"venv_path": "/srv/venv", "venv_managed": False}))
@@ -99,7 +99,7 @@ def probe_inputs(config):
     # XDG_CACHE_HOME (bringup/caches.py) and service_env's HF_* keys.
     planned = service_env(config, "", "")
     return ProbeInputs(config.layout, tuple(managed_env_keys(config)), model=config.service_model,
-                       venv_python=config.venv_python,
+                       venv_python=config.venv_python, gpu_diag="" if config.gpu_diag == "off" else config.gpu_diag,
                        model_env=tuple((key, planned[key]) for key in MODEL_ENV_KEYS if key in planned))
 
 

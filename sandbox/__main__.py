@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                                              "nvidia-smi stand-in's answers, and the state's Xid lines in its kernel "
                                              "log: the node needs --state kernel-log for those)")
     p_health.add_argument("name", metavar="NAME")
-    p_health.add_argument("state", choices=gpu_health_states.HEALTH_STATES)
+    p_health.add_argument("state", choices=gpu_health_states.HEALTH_STATES + gpu_health_states.DCGM_STATES)
 
     sub.add_parser("status", help="list nodes")
     p_fetch = sub.add_parser("fetch", help="build and fetch what a platform's nodes need (what `up` does first)")

@@ -20,12 +20,23 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 from sandbox.driver_texts import profile_gpus, topology
 from sandbox.statedir import read_registry
 
 HEALTH_STATES = ("healthy", "ecc-uncorrectable", "row-remap-pending", "row-remap-failure", "link-x8", "hw-slowdown",
                  "gpu-missing", "reset-required")
+# NVIDIA's diagnostic on the node (the gpu_diag setting), beside the health state: DCGM's dcgmi
+# stand-in (sandbox/files/dcgmi) installed answering a passing or a failing diagnostic (the
+# public samples of tests/fixtures/dcgm/: the failure is GPU 3's, SICK's), or removed; a
+# process on GPU 0 (nvidia-smi's compute apps) or none.
+DCGM_STATES = ("dcgm-pass", "dcgm-fail", "dcgm-none", "gpu-process", "gpu-idle")
+DCGM_SAMPLES = {"pass": "diag-r1-pass.json", "fail": "diag-r2-fail.json"}
+DCGMI = Path(__file__).resolve().parent / "files" / "dcgmi"
+SAMPLES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "dcgm"
+# The stand-in process: a pid and name as nvidia-smi --query-compute-apps prints them.
+GPU_PROCESS = "4242, python3, 00000000:18:00.0"
 # The GPU a state breaks: one in the middle; gpu-missing drops the last (the others keep
 # their indexes).
 SICK = 3
@@ -137,10 +148,45 @@ def health_texts(profile_dir, texts: dict) -> dict[str, str]:
     return out
 
 
+def heredoc(path: str, text: str, mode: str) -> str:
+    """Shell that writes *text* whole to *path* with *mode* (a new file renamed over the old).
+
+    >>> print(heredoc("/x", "a\\n", "0644"))
+    cat > /x.new <<'SANDBOX_EOF'
+    a
+    SANDBOX_EOF
+    chmod 0644 /x.new && mv -f /x.new /x
+    """
+    if "\nSANDBOX_EOF\n" in "\n" + text:
+        raise ValueError(f"{path}: its text holds the heredoc's end")
+    return f"cat > {path}.new <<'SANDBOX_EOF'\n{text}SANDBOX_EOF\nchmod {mode} {path}.new && mv -f {path}.new {path}"
+
+
+def dcgm_script(state: str) -> str:
+    """The shell of a DCGM_STATES state (as root on the node): the dcgmi stand-in and its
+    answers installed, or removed; the stand-in process on a GPU, or none."""
+    lines = ["set -eu", "mkdir -p -m 0755 /var/lib/sandbox-gpu /usr/share/sandbox-gpu/dcgm"]
+    if state in ("dcgm-pass", "dcgm-fail"):
+        for answer, sample in DCGM_SAMPLES.items():
+            lines.append(heredoc(f"/usr/share/sandbox-gpu/dcgm/{answer}.json", (SAMPLES / sample).read_text(), "0644"))
+        lines.append(heredoc("/usr/bin/dcgmi", DCGMI.read_text(), "0755"))
+        lines.append(heredoc("/var/lib/sandbox-gpu/dcgm", state.removeprefix("dcgm-") + "\n", "0644"))
+    elif state == "dcgm-none":
+        lines.append("rm -f /usr/bin/dcgmi /var/lib/sandbox-gpu/dcgm /var/lib/sandbox-gpu/dcgm-runs")
+    elif state == "gpu-process":
+        lines.append(heredoc("/var/lib/sandbox-gpu/compute-apps", GPU_PROCESS + "\n", "0644"))
+    else:
+        lines.append("rm -f /var/lib/sandbox-gpu/compute-apps")
+    return "\n".join(lines) + "\n"
+
+
 def control_script(state: str) -> str:
     """The shell the stand-in control runs on the node (as root, over its SSH): the state's
     name where the nvidia-smi stand-in reads it, and this boot's kernel log of it: the
-    state's Xid lines as kernel-transport journal entries (none for healthy)."""
+    state's Xid lines as kernel-transport journal entries (none for healthy). A DCGM state
+    (DCGM_STATES) changes only what it names (dcgm_script)."""
+    if state in DCGM_STATES:
+        return dcgm_script(state)
     if state not in HEALTH_STATES:
         raise ValueError(f"unknown health state {state!r}; known: {', '.join(HEALTH_STATES)}")
     return f"""set -eu

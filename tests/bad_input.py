@@ -57,6 +57,7 @@ PYINFRA_DATA = [
     ("service_ready_timeout", "5", "use whole seconds from 10 to 86400"),
     ("service_ready_timeout", "20m", "whole seconds"),
     ("report_detail", "maybe", "true or false"),
+    ("gpu_diag", "3", "use off (the default: no diagnostic), 1"),
     # Line separators str.splitlines() splits on: the env file and the unit are line-based.
     ("service_model", "org/m\u2028CUDA_HOME=/opt/evil", "line separators"),
     ("service_args", "--tp 8\x85--x", "line separators"),

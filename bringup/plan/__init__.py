@@ -32,7 +32,7 @@ from bringup import facts_schema
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.locks import LockFiles
 from bringup.planned_env import OFFLINE_KEY
-from bringup.plan import (account, driver_step, gpus, health, model_source, paths, prewarm, repository, service,
+from bringup.plan import (account, diag, driver_step, gpus, health, model_source, paths, prewarm, repository, service,
                           toolkit, venv)
 from bringup.plan.driver import driver_layer_findings
 from bringup.plan.account import service_account_problem
@@ -89,6 +89,7 @@ def plan(facts, config, locks=None):
     driver_layer_findings(context.facts, context.config, context.add)
     # And the hardware under both: a GPU that needs a reset or a replacement blocks.
     health.health_findings(context.facts, context.config, context.add)
+    diag.diag_findings(context.facts, context.config, context.add)
     context = replace(context, targets=gpus.arch_targets(context))
     node.arch_list = " ".join(context.targets)
     node.venv = venv.venv_plan(context)

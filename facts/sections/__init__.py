@@ -18,6 +18,7 @@ from facts.sections import (
     apt_locks,
     driver_layer,
     entry_point,
+    gpu_diag,
     gpu_health,
     gpus,
     imex,
@@ -38,5 +39,6 @@ from facts.sections import (
 
 # In the facts document's order (a section's keys in the order it declares them).
 MODULES = (os_release, gpus, pci, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
-           apt_locks, account, driver_layer, imex, gpu_health, model, prewarm, jit_cache)
+           apt_locks, account, driver_layer, imex, gpu_health, gpu_diag,
+           model, prewarm, jit_cache)
 SECTIONS = tuple(module.SECTION for module in MODULES)

@@ -80,7 +80,8 @@ def written(reports):
     row(PYINFRA_DATA, "stack_torch_cuda"),  # a plain string
     row(PYINFRA_DATA, "cuda_repo_distro"),  # a newline inside the argument: still one line
     row(PYINFRA_DATA, "service_port"),  # pyinfra makes 70000 an int: shown as one
-], ids=["plain string", "newline", "made an int"])
+    row(PYINFRA_DATA, "gpu_diag"),  # a level dcgmi has, but not one validate runs
+], ids=["plain string", "newline", "made an int", "gpu_diag level"])
 def test_validate_refuses_a_bad_data_setting_in_one_line_and_writes_no_report(tmp_path, key, value, fix):
     result, reports = pyinfra_local(tmp_path, f"{key}={value}")
     assert_clean_error(result, f"@local: setting {key}={data_value(value)!r} is invalid", fix)

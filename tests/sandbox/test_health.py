@@ -109,3 +109,52 @@ def test_accepting_the_gpus_findings_lets_deploy_through_and_a_healthy_node_has_
     assert health_findings(report) == {}
     assert report["facts"]["gpu_health"]["kernel_log"] == {"source": "journal", "read_error": None, "xid": []}
     assert len(report["facts"]["gpu_health"]["gpus"]) == 8
+
+
+def dcgm_runs(node):
+    """The diagnostics the dcgmi stand-in answered (sandbox/files/dcgmi records each)."""
+    return run_ssh(node, "cat /var/lib/sandbox-gpu/dcgm-runs 2>/dev/null; true").stdout.splitlines()
+
+
+def diag_findings(report):
+    return {f["code"]: f for f in report["plan"]["findings"] if f["code"].startswith("GPU_DIAG_")}
+
+
+def test_nvidias_diagnostic_runs_only_when_asked_on_idle_gpus_and_a_failure_blocks_deploy(node):
+    """gpu_diag through the real CLI, DCGM's dcgmi a declared stand-in answering the public
+    samples (``python -m sandbox health NAME dcgm-pass|dcgm-fail|gpu-process``)."""
+    set_health("healthy")
+    set_health("gpu-idle")
+    set_health("dcgm-pass")
+    try:
+        # Not asked: nothing runs, nothing is said.
+        _, report = validate(NAME, data=DATA)
+        assert dcgm_runs(node) == [] and report["facts"].get("gpu_diag") is None and not diag_findings(report)
+        # Asked, and passing: one run, no finding.
+        _, report = validate(NAME, data=(*DATA, "gpu_diag=1"))
+        assert dcgm_runs(node) == ["diag -r 1 -j"], dcgm_runs(node)
+        diag = report["facts"]["gpu_diag"]
+        assert (diag["ran"], diag["dcgm_version"], diag["error"]) == (True, "4.2.3", None) and not diag_findings(report)
+        # Failing: the GPU, the test and NVIDIA's action named; deploy refuses, nothing changes.
+        set_health("dcgm-fail")
+        _, report = validate(NAME, expect_rc=1, data=(*DATA, "gpu_diag=2"))
+        failed = diag_findings(report)
+        assert list(failed) == ["GPU_DIAG_FAILED"] and failed["GPU_DIAG_FAILED"]["severity"] == BLOCKER, failed
+        message, fix = failed["GPU_DIAG_FAILED"]["message"], failed["GPU_DIAG_FAILED"]["fix"]
+        assert f"{SICK}: NVIDIA's diagnostic (`dcgmi diag -r 2`) failed its test memory (Hardware)" in message
+        assert "double-bit ECC" in message and "contact NVIDIA support" in fix, failed
+        before = run_ssh(node, LISTING).stdout
+        refused = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=(*DATA, "gpu_diag=2"))
+        assert refused.returncode == 1 and "blocked" in refused.output, refused.output[-3000:]
+        assert run_ssh(node, LISTING).stdout == before
+        # A process on a GPU: not run, and the warning says why.
+        set_health("gpu-process")
+        runs = len(dcgm_runs(node))
+        _, report = validate(NAME, data=(*DATA, "gpu_diag=1"))
+        assert len(dcgm_runs(node)) == runs and report["facts"]["gpu_diag"]["ran"] is False
+        not_run = diag_findings(report)
+        assert list(not_run) == ["GPU_DIAG_NOT_RUN"] and not_run["GPU_DIAG_NOT_RUN"]["severity"] == WARNING
+        assert "process 4242, python3, 00000000:18:00.0" in not_run["GPU_DIAG_NOT_RUN"]["message"], not_run
+    finally:
+        set_health("gpu-idle")
+        set_health("dcgm-none")

@@ -207,6 +207,12 @@ channel=channel0
 0, 00000000:18:00.0, 0, 0, [N/A], 1, 5, 16, 16, Active, Not Active, Not Active, Not Active, Not Active, 32, 55
 @@ health-xid rc=0 source=journal
 NVRM: Xid (PCI:0000:18:00): 94, pid=1234, name=python3, Contained ECC error
+@@ gpu-diag-busy rc=0
+@@ gpu-diag rc=226 level=2
+{"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "memory", "results": [
+{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 3, "status": "Fail", "warnings": [{"error_category": 10,
+"error_id": 4, "error_severity": 2, "warning": "Detected 2 volatile double-bit ECC error(s) in GPU 3."}]}],
+"test_summary": {"status": "Fail"}}]}]}, "metadata": {"version": "4.2.3"}}
 """
 # A hub model's section: its snapshot judged (files/probe.d/model.sh SNAPSHOT_STATE).
 HUB_MODEL = """@@ model rc=0 model=Qwen/Qwen3-0.6B

@@ -1,16 +1,21 @@
 """The GPU health states' stand-in answers (sandbox/gpu_health_states.py), read by the
 product's own parsers: each state says what it claims on the GPU it claims, and only
-there; the control refuses an unknown state."""
+there; the control refuses an unknown state. The DCGM states: the dcgmi stand-in answers
+the public samples, the nvidia-smi stand-in the process the control put on a GPU."""
+
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from facts.sections.gpu_health import parse_health_rows, parse_remapped_rows, parse_xid_lines
 from facts.sections.gpus import parse_gpu_rows
 from sandbox.driver_texts import driver_texts
-from sandbox.gpu_health_states import HEALTH_STATES, control_script, health_texts
+from sandbox.gpu_health_states import HEALTH_STATES, SAMPLES, control_script, health_texts
 from sandbox.gpu_standin import FIXTURES
 
 PROFILE = FIXTURES / "rtx-pro-6000-x8"
+NVIDIA_SMI = Path(__file__).resolve().parents[2] / "sandbox" / "files" / "nvidia-smi"
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +70,39 @@ def test_every_state_has_a_control_and_an_unknown_one_is_refused():
     assert all(f"echo {state} >" in control_script(state) for state in HEALTH_STATES if state != "healthy")
     with pytest.raises(ValueError, match="unknown health state 'broken'"):
         control_script("broken")
+
+
+def run_dcgm_states(tmp_path, *states):
+    """The DCGM states' control scripts and the stand-ins under tmp_path (their node paths moved there)."""
+    def moved(text):
+        return (text.replace("/usr/share/", f"{tmp_path}/share/").replace("/var/lib/", f"{tmp_path}/var/")
+                .replace("/usr/bin/", f"{tmp_path}/bin/"))
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    for state in states:
+        subprocess.run(["sh", "-c", moved(control_script(state))], check=True, timeout=30)
+
+    def tool(name, *args):
+        source = (tmp_path / "bin" / name) if name == "dcgmi" else NVIDIA_SMI
+        return subprocess.run(["sh", "-c", moved(source.read_text()), name, *args], capture_output=True, text=True,
+                              timeout=30)
+    return tool
+
+
+@pytest.mark.parametrize("state, rc, sample", [("dcgm-pass", 0, "diag-r1-pass.json"),
+                                               ("dcgm-fail", 226, "diag-r2-fail.json")])
+def test_the_dcgmi_standin_answers_the_public_samples(tmp_path, state, rc, sample):
+    tool = run_dcgm_states(tmp_path, state)
+    for level in ("1", "2"):
+        run = tool("dcgmi", "diag", "-r", level, "-j")
+        assert run.returncode == rc and run.stdout == (SAMPLES / sample).read_text()
+    assert tool("dcgmi", "diag", "-r", "3", "-j").returncode == 1
+    run_dcgm_states(tmp_path, "dcgm-none")
+    assert not (tmp_path / "bin" / "dcgmi").exists()
+
+
+def test_the_process_on_a_gpu_is_in_nvidia_smis_compute_apps(tmp_path):
+    tool = run_dcgm_states(tmp_path, "gpu-process")
+    query = ("--query-compute-apps=pid,process_name,gpu_bus_id", "--format=csv,noheader")
+    assert tool("nvidia-smi", *query).stdout == "4242, python3, 00000000:18:00.0\n"
+    run_dcgm_states(tmp_path, "gpu-idle")
+    assert (tool("nvidia-smi", *query).returncode, tool("nvidia-smi", *query).stdout) == (0, "")
