@@ -130,15 +130,16 @@ def children(commands, bound):
         try:
             stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            overran.append(index)
+            # Every child still running at the bound is killed, and named as overrun.
+            overran += [other_index for other_index, other in enumerate(procs) if other.poll() is None]
             for other in procs:
                 if other.poll() is None:
                     other.kill()
             stdout, stderr = proc.communicate()
         lines += [json.loads(line.split(" ", 1)[1]) for line in stdout.splitlines() if line.startswith("@@comm-worker ")]
-        if proc.returncode not in (0, None) and index not in overran:
+        if proc.returncode != 0 and index not in overran:
             errors.append(f"child {index} exit {proc.returncode}: {(stderr.strip().splitlines() or [''])[-1][:300]}")
-    return lines, overran, errors
+    return lines, sorted(set(overran)), errors
 try:
     import torch
     torch.cuda.init()
@@ -156,7 +157,8 @@ if count and mode in ("all", "p2p"):
     done = {tuple(line["pair"]): line for line in lines if "started" not in line}
     begun = [tuple(line["pair"]) for line in lines if "started" in line]
     copies = {f"{a},{b}": done.get((a, b)) or ({"error": f"no answer within {%(p2p_seconds)d} s (hung)"}
-                                                  if (a, b) in begun[-1:] and overran else {"error": "not run"})
+                                                  if (a, b) in begun[-1:] and overran
+                                                  else {"error": "not run (after a copy that hung)"})
               for a, b in map(tuple, pairs)}
     out["p2p"] = {"access": access, "copies": copies, "bytes": %(p2p_bytes)d, "errors": errors,
                   "seconds": round(time.monotonic() - started, 2)}
@@ -174,17 +176,19 @@ print("@@comm " + json.dumps(out))
 """
 
 
-def comm_script():
+def comm_script(p2p_seconds=P2P_SECONDS, all_reduce_seconds=ALL_REDUCE_SECONDS):
     """The python program run in the venv (``python -c SCRIPT MODE``, MODE ``all``,
-    ``p2p`` or ``all-reduce``): prints one ``@@comm {json}`` line.
+    ``p2p`` or ``all-reduce``): prints one ``@@comm {json}`` line. Each part's child
+    processes are killed at its bound in seconds (bench/gpu_proof.py gives less when
+    its five minutes run short).
 
     >>> compile(comm_script(), "comm", "exec") and "@@comm " in comm_script()
     True
     """
-    worker = WORKER % {"pattern": PATTERN, "bound": ALL_REDUCE_SECONDS}
+    worker = WORKER % {"pattern": PATTERN, "bound": int(all_reduce_seconds)}
     return f"WORKER = {worker!r}\n" + PARENT % {
-        "p2p_bytes": P2P_BYTES, "p2p_seconds": P2P_SECONDS, "ar_bytes": ALL_REDUCE_BYTES,
-        "warmup": ALL_REDUCE_WARMUP, "iters": ALL_REDUCE_ITERS, "ar_seconds": ALL_REDUCE_SECONDS}
+        "p2p_bytes": P2P_BYTES, "p2p_seconds": int(p2p_seconds), "ar_bytes": ALL_REDUCE_BYTES,
+        "warmup": ALL_REDUCE_WARMUP, "iters": ALL_REDUCE_ITERS, "ar_seconds": int(all_reduce_seconds)}
 
 
 COMM_SCRIPT = comm_script()
@@ -297,17 +301,17 @@ def all_reduce_verdict(listed, answer, topology):
     return "", f"{measured}; floor {floor} GB/s ({source})"
 
 
-def p2p_verdict(answer, topology):
-    """(what is wrong, what CUDA says) for COMM_SCRIPT's ``answer`` against the probe's
-    ``topology``: a pair linked by NVLink (NV#) must be peer-accessible both ways; every
+def p2p_verdict(listed, answer, topology):
+    """(what is wrong, what CUDA says) for COMM_SCRIPT's ``answer`` on a node whose
+    nvidia-smi lists ``listed`` GPUs, against the probe's ``topology``: a pair linked by NVLink (NV#) must be peer-accessible both ways; every
     pair CUDA calls peer-accessible must copy right within the bound; PCIe pairs are
     reported as CUDA sees them, neither way a failure.
 
     >>> answer = {"count": 2, "p2p": {"access": {"0,1": True, "1,0": True}, "errors": [],
     ...           "copies": {"0,1": {"wrong": 0, "seconds": 0.002}, "1,0": {"wrong": 0, "seconds": 0.002}}}}
-    >>> p2p_verdict(answer, [{"a": 0, "b": 1, "link": "NV18"}])
+    >>> p2p_verdict(2, answer, [{"a": 0, "b": 1, "link": "NV18"}])
     ('', '0-1 NV18: P2P both ways, copies right (33.6, 33.6 GB/s)')
-    >>> p2p_verdict({"count": 2, "p2p": {"access": {"0,1": False, "1,0": False}, "copies": {}, "errors": []}},
+    >>> p2p_verdict(2, {"count": 2, "p2p": {"access": {"0,1": False, "1,0": False}, "copies": {}, "errors": []}},
     ...             [{"a": 0, "b": 1, "link": "NV4"}])[0]
     '0-1 NV4: NVLink but CUDA reports no P2P (0->1 no, 1->0 no)'
     """
@@ -315,6 +319,10 @@ def p2p_verdict(answer, topology):
         return f"CUDA does not start: {answer['error']}", ""
     run = answer.get("p2p")
     count = answer.get("count") or 0
+    if count != listed:
+        # Then CUDA's indices are not nvidia-smi's: no pair could be told from another.
+        return (f"torch.cuda.device_count() is {count}, nvidia-smi lists {listed} (is CUDA_VISIBLE_DEVICES set in the "
+                "service env?)"), ""
     if run is None:
         return "no P2P check ran", ""
     links = {(pair["a"], pair["b"]): pair["link"] for pair in topology or []}

@@ -66,4 +66,4 @@ def test_nccl_all_reduce(host, expected, comm, record_property):
 def test_p2p_matches_topology(host, expected, comm, record_property):
     _judge(expected, comm, record_property, P2P,
            lambda listed: "P2P on every NVLink pair and right peer copies wherever CUDA reports P2P",
-           lambda listed: p2p_verdict(comm, _topology(expected)))
+           lambda listed: p2p_verdict(listed, comm, _topology(expected)))
