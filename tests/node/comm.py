@@ -31,10 +31,10 @@ PATTERN = 1024  # values 0..1023 repeat: every sum stays an exact float32 intege
 # cross, as a FRACTION of that link's theoretical unidirectional bandwidth: busbw is
 # measured against exactly that (PERFORMANCE.md: "The bus bandwidth should reflect the
 # speed of the hardware bottleneck: NVLink, PCI, QPI, or network"). Conservative on
-# purpose: a healthy node reaches 70-90 % of its links (NVIDIA's nccl-tests results on
-# DGX H100 report about 480 GB/s busbw over NV18's 450 GB/s per direction with NVLS);
-# a quarter catches a ring that fell back to host memory, a link down, or P2P through
-# an ACS-redirected root complex, without a false alarm on a busy or older node.
+# purpose: no published expected busbw per node is cited here, only the link's
+# theoretical figure; a quarter of it catches a ring that fell back to host memory, a
+# link down, or P2P detoured through an ACS-redirected root complex, without a false
+# alarm on a busy (serving) or older node. Raise it only with measurements to cite.
 FLOOR_FRACTION = 0.25
 # One NVLink link per direction: 25 GB/s for NVLink 2, 3 and 4 (V100: 300 GB/s over 6
 # links, A100: 600 GB/s over 12, H100: 900 GB/s over 18, each total bidirectional:
