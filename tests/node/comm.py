@@ -105,8 +105,10 @@ else:
         seconds = time.perf_counter() - start
         # Checked again after the timed iterations: a path that corrupts under load.
         wrong += checked()
+        # torch.cuda.nccl.version() is a tuple in current torch, an int (2708) in older ones.
+        version = torch.cuda.nccl.version() if rank == 0 else None
         say(rank=rank, wrong=wrong, seconds=seconds, iters=iters,
-            nccl=".".join(map(str, torch.cuda.nccl.version())) if rank == 0 else None)
+            nccl=".".join(map(str, version)) if isinstance(version, tuple) else version)
         dist.destroy_process_group()
     except Exception as error:
         say(rank=rank, error=why(error))
@@ -292,7 +294,8 @@ def all_reduce_verdict(listed, answer, topology):
     algbw = size / seconds / 1e9
     busbw = bus_bandwidth(size, seconds, world)
     measured = (f"busbw {busbw:.1f} GB/s (algbw {algbw:.1f} GB/s, {world} rank{'s' if world > 1 else ''}, "
-                f"{size // 2**20} MiB, {run['ranks']['0']['iters']} iterations)")
+                f"{size // 2**20} MiB, {run['ranks']['0']['iters']} iterations"
+                + (f", NCCL {run['ranks']['0']['nccl']})" if run["ranks"]["0"].get("nccl") else ")"))
     floor, source = bandwidth_floor(topology, world)
     if floor is None:
         return "", f"all_reduce with world size 1 initialised NCCL and reduced right; {source}"

@@ -231,7 +231,7 @@ def test_the_gpu_to_gpu_steps_run_the_node_suites_script(tmp_path, gpus, facts, 
     evidence = {row["step"]: row["evidence"] for row in proof.rows}
     if gpus == 8:
         assert evidence["p2p"].startswith("0-1 NV18: P2P both ways, copies right"), evidence
-        assert evidence["all-reduce"].startswith("busbw ") and "8 ranks, 256 MiB, 20 iterations" in evidence[
+        assert evidence["all-reduce"].startswith("busbw ") and "8 ranks, 256 MiB, 20 iterations, NCCL 2.27.3)" in evidence[
             "all-reduce"], evidence
     if gpus == 1:
         assert evidence == {"p2p": "one GPU: no pair to check", "all-reduce": "all_reduce with world size 1 "
