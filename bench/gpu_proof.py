@@ -1,6 +1,11 @@
 """Prove on a real NVIDIA GPU machine what only a GPU can: the probe's driver-layer facts,
 the plan for the GPUs, CUDA starting on each, the machine's nvcc building and running a
-kernel, and the toolkit, torch and driver agreeing (issues 22 and 26).
+kernel, the toolkit, torch and driver agreeing (issues 22 and 26), and the GPUs talking
+to each other (issue 37): "p2p", CUDA's peer access against the probe's topology with a
+checked peer copy per pair CUDA allows, and "all-reduce", an NCCL all-reduce over every
+GPU, checked, its bus bandwidth (nccl-tests' busbw) against the topology's floor. Both
+run the node suite's own script and verdicts (tests/node/comm.py), each killed at its
+bound, and both come last, bounded by what is left of the proof's five minutes.
 
     make gpu-proof PYTHON=/opt/torch/.venv/bin/python [TORCH_VENV=DIR] [OUT=DIR]
     python bench/gpu_proof.py [--torch-venv DIR] [--out DIR]
@@ -21,6 +26,9 @@ Exit status:
      says so (not a pass: nothing of the GPU was proven)
   4  nothing failed, but packaging or PyYAML is missing, so the steps needing them
      did not run
+  5  one GPU here: nothing failed, NCCL initialised and reduced with world size 1, but
+     there is no pair for P2P and no bus bandwidth to measure, so "p2p" and
+     "all-reduce" say ONE GPU (not a pass: the GPUs talking to each other is unproven)
 """
 
 import argparse
@@ -42,10 +50,19 @@ sys.path.insert(0, str(ROOT))
 from bringup.layout import NodeLayout, ProbeInputs, toolkit_home  # noqa: E402
 from facts.probe_output import build_document, parse_nvcc_release  # noqa: E402
 from facts.probe_script import probe_command  # noqa: E402
+from tests.node.comm import (  # noqa: E402
+    ALL_REDUCE_SECONDS, P2P_SECONDS, all_reduce_verdict, comm_script, p2p_verdict, parse_comm_output,
+)
 from tests.node.cuda import CUDA_SCRIPT, cuda_verdict, fabric_verdict, parse_cuda_output  # noqa: E402
 
-PASS, FAIL, NO_GPU, MISSING, NOT_RUN = "pass", "FAIL", "NO GPU", "missing", "not run"
-EXIT_FAIL, EXIT_NO_GPU, EXIT_MISSING = 1, 3, 4
+PASS, FAIL, NO_GPU, ONE_GPU, MISSING, NOT_RUN = "pass", "FAIL", "NO GPU", "ONE GPU", "missing", "not run"
+EXIT_FAIL, EXIT_NO_GPU, EXIT_MISSING, EXIT_ONE_GPU = 1, 3, 4, 5
+# The whole proof's bound (a GPU machine may be lent for minutes); the GPU-to-GPU steps,
+# last, get what is left of it, at most their own bounds (tests/node/comm.py).
+PROOF_SECONDS = 300
+# What one run of the communication script needs beyond its parts' bounds: python,
+# torch's import and CUDA's start in the parent.
+COMM_START_SECONDS = 30
 # The planner's imports beyond the standard library (requirements.txt).
 REQUIREMENTS = ("packaging", "yaml")
 REEXEC_MARK = "GPU_PROOF_REEXEC"
@@ -117,13 +134,35 @@ def exit_status(rows):
     3
     >>> exit_status([{"result": "missing"}, {"result": "FAIL"}]), exit_status([{"result": "pass"}])
     (1, 0)
+    >>> exit_status([{"result": "pass"}, {"result": "ONE GPU"}])
+    5
     """
     results = {row["result"] for row in rows}
     if FAIL in results:
         return EXIT_FAIL
     if NO_GPU in results:
         return EXIT_NO_GPU
+    if ONE_GPU in results:
+        return EXIT_ONE_GPU
     return EXIT_MISSING if MISSING in results else 0
+
+
+def comm_result(step, listed, answer, topology):
+    """The "p2p" or "all-reduce" row's (result, evidence) from the communication script's
+    ``answer`` on a machine whose nvidia-smi lists ``listed`` GPUs, by the node suite's
+    verdicts: FAIL with what is wrong; ONE GPU where only one GPU was there to prove (what
+    was measured said, never a pass); else pass with what was measured.
+
+    >>> comm_result("p2p", 1, {"count": 1, "p2p": {"access": {}, "copies": {}, "errors": []}}, [])
+    ('ONE GPU', 'one GPU: no pair to check')
+    >>> comm_result("all-reduce", 2, {"error": "RuntimeError: no driver"}, None)
+    ('FAIL', 'CUDA does not start: RuntimeError: no driver')
+    """
+    verdict = p2p_verdict if step == "p2p" else all_reduce_verdict
+    wrong, measured = verdict(listed, answer, topology)
+    if wrong:
+        return FAIL, wrong
+    return (ONE_GPU if listed == 1 else PASS), measured
 
 
 def proof_document(rows, host, python):
@@ -351,6 +390,7 @@ class Proof:
 
     def __init__(self, torch_venv, out, missing):
         self.torch_venv, self.out, self.missing = torch_venv, out, missing
+        self.started = time.monotonic()
         self.rows, self.facts, self.plan, self.nvcc_release = [], None, None, None
         self.stop_line = ""
 
@@ -466,6 +506,31 @@ class Proof:
                       f"{driver['cuda_version']}; floor for CUDA {major_minor(torch_cuda)}: "
                       f"{driver_floor_for_cuda(major_minor(torch_cuda))})")
 
+    def comm(self, step, bound):
+        """Run tests/node/comm.py's script for ``step`` ("p2p" or "all-reduce") as the
+        torch venv's python, its part killed at ``bound`` seconds or at what is left of
+        the proof's five minutes, whichever comes first."""
+        left = PROOF_SECONDS - (time.monotonic() - self.started) - COMM_START_SECONDS
+        if step == "p2p":
+            left -= 60  # what the all-reduce after it gets at least
+        seconds = min(bound, left)
+        if seconds < 10:
+            return FAIL, f"not run: {PROOF_SECONDS} s of the proof spent before it (its bound: {bound} s)"
+        python = self.torch_venv / "bin" / "python"
+        script = comm_script(p2p_seconds=seconds, all_reduce_seconds=seconds)
+        result = run([*run_as(python), str(python), "-c", script, step], seconds + COMM_START_SECONDS)
+        answer = parse_comm_output(result.stdout)
+        if answer is None:
+            return FAIL, f"{python} {last_line(result)}"
+        return comm_result(step, len(self.facts.get("gpus") or []), answer,
+                           (self.facts.get("driver_layer") or {}).get("topology"))
+
+    def p2p(self):
+        return self.comm("p2p", P2P_SECONDS)
+
+    def all_reduce(self):
+        return self.comm("all-reduce", ALL_REDUCE_SECONDS)
+
     def run_all(self):
         self.step("requirements", self.requirements)
         if self.step("probe", self.probe) == FAIL:
@@ -481,6 +546,8 @@ class Proof:
         self.step("cuda", self.cuda)
         self.step("nvcc", self.nvcc)
         self.step("agreement", self.agreement)
+        self.step("p2p", self.p2p)
+        self.step("all-reduce", self.all_reduce)
 
 
 def python_with_requirements():

@@ -136,5 +136,7 @@ def test_gpus_listed_is_a_gpu_machine_judged_not_no_gpu(bin_dir, tmp_path):
     assert rows["plan"]["result"] == "FAIL" and "the venv's torch is built for None" in rows["plan"]["evidence"]
     assert rows["cuda"]["evidence"].startswith(f"{NO_VENV}/bin/python exit 127")
     assert rows["nvcc"]["evidence"].startswith("no torch CUDA build in")
-    assert [row["result"] for row in rows.values()][2:] == ["FAIL"] * 5
+    assert rows["p2p"]["evidence"].startswith(f"{NO_VENV}/bin/python exit 127")
+    assert rows["all-reduce"]["evidence"].startswith(f"{NO_VENV}/bin/python exit 127")
+    assert [row["result"] for row in rows.values()][2:] == ["FAIL"] * 7
     assert not [row for row in rows.values() if RAISED.match(row["evidence"])]

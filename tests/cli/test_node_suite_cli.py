@@ -116,8 +116,12 @@ def gpu_standin_node(request):
     shutil.rmtree(base, ignore_errors=True)
 
 
+def _row(report, check):
+    return next(line for line in report.splitlines() if line.startswith(f"| {check} "))
+
+
 def _cuda_row(report):
-    return next(line for line in report.splitlines() if line.startswith("| cuda_runs_on_every_gpu "))
+    return _row(report, "cuda_runs_on_every_gpu")
 
 
 def test_cuda_that_does_not_start_fails_without_the_declaration(gpu_standin_node, tmp_path):
@@ -133,6 +137,9 @@ def test_cuda_that_does_not_start_fails_without_the_declaration(gpu_standin_node
     assert ("cuda_runs_on_every_gpu: CUDA in the venv (torch, as the service user with the service env): expected "
             "CUDA to start and run a kernel on each of the 8 GPU(s) nvidia-smi lists; actual CUDA does not start: "
             "RuntimeError: Found no NVIDIA driver on your system.") in text
+    for check in ("nccl_all_reduce", "p2p_matches_topology"):
+        assert "**FAIL**" in _row(text, check), text
+        assert f"{check}: " in text and "actual CUDA does not start: RuntimeError: Found no NVIDIA driver" in text
     assert "STAND-IN" not in text and "Stand-ins" not in text
 
 
@@ -154,6 +161,12 @@ def test_cuda_that_does_not_start_is_a_stand_in_where_declared(gpu_standin_node,
             "(gpu_standin: a recorded nvidia-smi, no device): 8 GPU(s) listed; CUDA does not start: RuntimeError: "
             "Found no NVIDIA driver on your system.") in text
     assert 'name="standin"' in (tmp_path / "junit.xml").read_text()
+    # The communication checks: one run, stopped where CUDA does not start, both stand-ins.
+    for check in ("nccl_all_reduce", "p2p_matches_topology"):
+        assert "| STAND-IN " in _row(text, check) + " ", text
+    assert ("p2p_matches_topology: CUDA peer access against the probe's topology (torch, as the service user with the "
+            "service env): stand-in (gpu_standin: a recorded nvidia-smi, no device): 8 GPU(s) listed; CUDA does not "
+            "start: RuntimeError: Found no NVIDIA driver on your system.") in text
 
 
 ENTRY_BASE = Path("/var/lib/gpu-bringup-cli-node-entry")

@@ -169,8 +169,8 @@ def _identify(item):
 
 
 # Checks run (and are reported) from the bottom of the stack up.
-MODULE_ORDER = ("test_driver", "test_cuda", "test_toolkit", "test_resolution", "test_service_env", "test_venv",
-                "test_jit_cache", "test_service_unit", "test_sglang", "test_permissions")
+MODULE_ORDER = ("test_driver", "test_cuda", "test_comm", "test_toolkit", "test_resolution", "test_service_env",
+                "test_venv", "test_jit_cache", "test_service_unit", "test_sglang", "test_permissions")
 
 
 def _module_rank(item):

@@ -20,9 +20,9 @@ ENV_FILE = "/etc/sglang/sglang.env"
 HOME = "/usr/local/cuda-13.0"
 
 DRIVER_CHECKS = {"nvidia_smi_answers", "driver_runs_toolkit"}
-CUDA_CHECKS = {"cuda_runs_on_every_gpu", "nvswitch_fabric_completed"}
+CUDA_CHECKS = {"cuda_runs_on_every_gpu", "nvswitch_fabric_completed", "nccl_all_reduce", "p2p_matches_topology"}
 # What only passes on the declared stand-in GPUs (gpu_standin, registered by the sandbox).
-STANDIN_CHECKS = {"cuda_runs_on_every_gpu", "flashinfer_detects_gpu_arch"}
+STANDIN_CHECKS = {"cuda_runs_on_every_gpu", "flashinfer_detects_gpu_arch", "nccl_all_reduce", "p2p_matches_topology"}
 TOOLKIT_CHECKS = {"nvcc_reports_plan_version", "nvcc_lists_every_gpu_arch", "toolkit_packages_at_lock"}
 RESOLUTION_CHECKS = {"login_shell_resolves_toolkit", "ssh_command_resolves_toolkit", "service_env_resolves_toolkit"}
 ENV_FILE_CHECKS = {"service_env_file_owner_and_mode", "service_env_file_matches_plan"}

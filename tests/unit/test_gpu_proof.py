@@ -66,6 +66,10 @@ def test_table_and_saved_document(tmp_path):
     (["pass", "missing", "pass"], 4),
     (["pass", "FAIL", "missing"], 1),
     (["FAIL", "NO GPU"], 1),
+    (["pass", "ONE GPU", "ONE GPU"], 5),  # one GPU: nothing failed, nothing between GPUs proven
+    (["pass", "missing", "ONE GPU"], 5),
+    (["NO GPU", "ONE GPU"], 3),
+    (["FAIL", "ONE GPU"], 1),
 ])
 def test_exit_status(results, status):
     assert gpu_proof.exit_status([{"result": result} for result in results]) == status
@@ -188,3 +192,72 @@ def test_a_kernel_that_ran_on_another_sm_fails(monkeypatch, tmp_path):
     proof.facts = b200_node()
     assert proof.step("nvcc", proof.nvcc) == gpu_proof.FAIL
     assert proof.rows[-1]["evidence"].startswith("the kernel: @@nvcc device=0 sm=9.0 error=cudaSuccess wrong=0")
+
+
+def torch_venv(tmp_path, gpus, **fake):
+    """A venv whose python imports the stand-in torch (tests/fixtures/fake_torch) that
+    sees ``gpus`` GPUs: the real communication script runs, as the proof runs it."""
+    venv = tmp_path / "torch-venv"
+    (venv / "bin").mkdir(parents=True)
+    settings = " ".join(f"FAKE_TORCH_{key.upper()}={value}" for key, value in fake.items())
+    python = venv / "bin" / "python"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT / 'tests' / 'fixtures' / 'fake_torch'} FAKE_TORCH_GPUS={gpus} "
+                      f"{settings} exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    return venv
+
+
+def one_gpu_node():
+    facts = b200_node()
+    facts["gpus"] = facts["gpus"][:1]
+    facts["driver_layer"]["topology"] = []
+    return facts
+
+
+@pytest.mark.parametrize("gpus, facts, results", [
+    (8, b200_node, ["pass", "pass"]),  # NV18 everywhere: P2P both ways, copies right; the all-reduce reduces
+    (1, one_gpu_node, ["ONE GPU", "ONE GPU"]),  # not a pass: nothing between GPUs proven
+    (0, b200_node, ["FAIL", "FAIL"]),  # CUDA does not start
+    (7, b200_node, ["FAIL", "FAIL"]),  # torch sees 7 of the 8 nvidia-smi lists
+])
+def test_the_gpu_to_gpu_steps_run_the_node_suites_script(tmp_path, gpus, facts, results):
+    proof = gpu_proof.Proof(torch_venv(tmp_path, gpus), tmp_path, [])
+    proof.facts = facts()
+    if gpus == 8:
+        # The stand-in's all-reduce goes through files: its busbw is no NVLink's, the floor not judged here.
+        proof.facts["driver_layer"]["topology"] = [dict(pair, link="SYS") if pair["a"] else pair
+                                                   for pair in proof.facts["driver_layer"]["topology"]]
+    assert [proof.step("p2p", proof.p2p), proof.step("all-reduce", proof.all_reduce)] == results, proof.rows
+    evidence = {row["step"]: row["evidence"] for row in proof.rows}
+    if gpus == 8:
+        assert evidence["p2p"].startswith("0-1 NV18: P2P both ways, copies right"), evidence
+        assert evidence["all-reduce"].startswith("busbw ") and "8 ranks, 256 MiB, 20 iterations, NCCL 2.27.3)" in evidence[
+            "all-reduce"], evidence
+    if gpus == 1:
+        assert evidence == {"p2p": "one GPU: no pair to check", "all-reduce": "all_reduce with world size 1 "
+                            "initialised NCCL and reduced right; one GPU: busbw is 0 by definition (2(n-1)/n), no "
+                            "floor applies"}
+        assert gpu_proof.exit_status(proof.rows) == gpu_proof.EXIT_ONE_GPU
+    if gpus == 0:
+        assert evidence["p2p"].startswith("CUDA does not start: RuntimeError: Found no NVIDIA driver"), evidence
+
+
+def test_a_peer_copy_that_corrupts_fails_the_p2p_step(tmp_path):
+    proof = gpu_proof.Proof(torch_venv(tmp_path, 8, corrupt="3,5"), tmp_path, [])
+    proof.facts = b200_node()
+    assert proof.step("p2p", proof.p2p) == gpu_proof.FAIL
+    assert proof.rows[-1]["evidence"] == "3->5 NV18: peer copy has 16777216 wrong value(s)"
+
+
+def test_the_gpu_to_gpu_steps_keep_to_the_proofs_five_minutes(tmp_path, monkeypatch):
+    proof = gpu_proof.Proof(torch_venv(tmp_path, 8), tmp_path, [])
+    proof.facts = b200_node()
+    proof.started -= gpu_proof.PROOF_SECONDS - 20  # 20 s left: too little for a start and a bound
+    assert proof.step("all-reduce", proof.all_reduce) == gpu_proof.FAIL
+    assert proof.rows[-1]["evidence"] == "not run: 300 s of the proof spent before it (its bound: 150 s)"
+    bounds = []
+    monkeypatch.setattr(gpu_proof, "run", lambda command, timeout: bounds.append(timeout) or
+                        subprocess.CompletedProcess(command, 0, '@@comm {"error": "RuntimeError: x"}', ""))
+    proof.started = gpu_proof.time.monotonic() - (gpu_proof.PROOF_SECONDS - 130)  # 130 s left
+    proof.step("all-reduce", proof.all_reduce)
+    assert 95 <= bounds[-1] <= 130, bounds  # what is left, not the step's own 150 + 30
