@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from bringup import setting_checks as checks
 from bringup.cuda import FIRST_CUDA_FOR_SM, MINOR_COMPAT_DRIVER_FOR_MAJOR
-from bringup.findings import HEALTH_CODES
+from bringup.health_accept import HealthAccept
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_SERVICE_USER, DEFAULT_VENV
 from bringup.steps import DEPLOY_STEPS
 from bringup.versions import parse
@@ -134,39 +134,6 @@ class Interpreter(checks.Check):
             raise checks.Invalid("use an interpreter outside directories every user can write (/tmp, /var/tmp, "
                                  "/dev/shm): root runs it")
         return value
-
-
-class HealthAccept(checks.Check):
-    """A GPU health code, alone or on one GPU: ``CODE`` or ``CODE@<bus id>`` (the bus id as
-    the finding names it, ``0000:18:00.0``; any case, the function optional); ``GPU_XID``
-    may name one Xid (``GPU_XID:79``, ``GPU_XID:79@<bus id>``), so accepting one Xid a GPU
-    logged does not accept the next, graver one.
-
-    >>> HealthAccept().parse("GPU_XID@0000:3B:00"), HealthAccept().parse("GPU_ROW_REMAP_PENDING")
-    ('GPU_XID@0000:3b:00', 'GPU_ROW_REMAP_PENDING')
-    >>> HealthAccept().parse("GPU_XID:079@0000:3B:00.0"), HealthAccept().parse("GPU_XID:13")
-    ('GPU_XID:79@0000:3b:00.0', 'GPU_XID:13')
-    >>> HealthAccept().parse("GPU_XID@3b")
-    Traceback (most recent call last):
-    ...
-    bringup.setting_checks.Invalid: use a GPU health code (GPU_RESET_REQUIRED, GPU_ECC_UNCORRECTABLE, \
-GPU_PAGE_RETIREMENT_PENDING, GPU_ROW_REMAP_PENDING, GPU_ROW_REMAP_FAILED, GPU_PCIE_LINK_DEGRADED, GPU_SLOWDOWN, \
-GPU_MISSING_FROM_DRIVER, GPU_XID, GPU_DIAG_FAILED), alone or as CODE@<bus id> such as GPU_XID@0000:18:00.0; GPU_XID:<Xid> for one Xid \
-(GPU_XID:79@0000:18:00.0)
-    """
-
-    # sysfs's form: a 4-digit domain, or a wider one (an Intel VMD domain, 10000 on).
-    BUS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(\.[0-7])?$")
-    XID = re.compile(r"^GPU_XID:(?P<xid>[0-9]{1,4})$")
-
-    def parse(self, value):
-        code, at, bus = checks.text(value).strip().partition("@")
-        xid = self.XID.match(code)
-        if (code not in HEALTH_CODES and not xid) or (at and not self.BUS.match(bus.lower())):
-            raise checks.Invalid(f"use a GPU health code ({', '.join(HEALTH_CODES)}), alone or as CODE@<bus id> such "
-                                 "as GPU_XID@0000:18:00.0; GPU_XID:<Xid> for one Xid (GPU_XID:79@0000:18:00.0)")
-        code = f"GPU_XID:{int(xid['xid'])}" if xid else code
-        return f"{code}@{bus.lower()}" if at else code
 
 
 class ModelId(checks.Check):

@@ -15,7 +15,7 @@ any other blocks deploy on the node unless ``gpu_health_accept`` accepts ``GPU_D
 """
 
 from bringup.findings import BLOCKER, WARNING, Finding
-from bringup.plan.health import accepted
+from bringup.health_accept import accepted
 
 DCGM_GUIDE = "DCGM's user guide, docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"
 # dcgmErrorSeverity_t -> (its name, the finding's severity, NVIDIA's action for the GPU at {index}).

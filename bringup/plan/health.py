@@ -23,6 +23,7 @@ NVIDIA's sources:
 
 from bringup.findings import BLOCKER, INFO, WARNING, Finding
 from bringup.gpu_ids import bus_gpus, passed_through_gpus
+from bringup.health_accept import accepted, same_gpu
 from bringup.xid import XidEvent, event_action
 
 MEMORY_ERRORS = "NVIDIA's \"GPU Memory Error Management\", docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/"
@@ -38,38 +39,6 @@ ACTIONS = {
     "reboot": "reboot the node",
     "drain_rma": "drain the node and contact NVIDIA support to replace the board (RMA)",
 }
-
-
-def same_gpu(a, b):
-    """Whether two bus ids name one GPU: sysfs's (``0000:18:00.0``) and an Xid line's
-    (``0000:18:00``, no function) alike.
-
-    >>> same_gpu("0000:18:00.0", "0000:18:00"), same_gpu("0000:18:00.0", "0000:28:00.0")
-    (True, False)
-    """
-    return a.lower().split(".")[0] == b.lower().split(".")[0]
-
-
-def accepted(config, code, bus, xid=None):
-    """The ``gpu_health_accept`` entry that accepts ``code`` on the GPU at ``bus`` (for
-    ``GPU_XID``, the Xid ``xid``), or None.
-
-    >>> from bringup.config import Config
-    >>> accepted(Config.from_data({"gpu_health_accept": "GPU_XID@0000:18:00"}), "GPU_XID", "0000:18:00.0", 79)
-    'GPU_XID@0000:18:00'
-    >>> one_xid = Config.from_data({"gpu_health_accept": "GPU_XID:13@0000:18:00.0"})
-    >>> accepted(one_xid, "GPU_XID", "0000:18:00.0", 13), accepted(one_xid, "GPU_XID", "0000:18:00.0", 79)
-    ('GPU_XID:13@0000:18:00.0', None)
-    >>> accepted(Config(), "GPU_XID", "0000:18:00.0") is None
-    True
-    """
-    for entry in getattr(config, "gpu_health_accept", ()) or ():
-        entry_code, _, entry_bus = entry.partition("@")
-        entry_code, _, entry_xid = entry_code.partition(":")
-        if entry_code == code and (not entry_xid or entry_xid == str(xid)) and (
-                not entry_bus or (bus and same_gpu(entry_bus, bus))):
-            return entry
-    return None
 
 
 def gpu_label(gpu):
