@@ -17,7 +17,12 @@ again with that one; torch is only ever run as the torch venv's own python
 (``--torch-venv``, default: the running python's venv). Prints one table (step,
 result, seconds, evidence) and writes it as JSON to ``--out``, else ``$OUT``, else
 bench/out/ (gpu-proof.json and gpu-proof.md, with facts.json, the settings and plan.json
-beside them: five files).
+beside them: five files; and gpu-diag.json, the diagnostic's fact, where DCGM is installed).
+
+The steps: requirements, probe, driver layer, plan, health (the probe's GPU health facts
+read on every GPU: bench/gpu_proof_health.py), cuda, nvcc, agreement, p2p, all-reduce,
+dcgm diag (``dcgmi diag -r 1`` through the probe's gpu_diag section where DCGM is
+installed, else "not run").
 
 Exit status:
   0  every step passed
@@ -54,12 +59,16 @@ from tests.node.comm import (  # noqa: E402
     ALL_REDUCE_SECONDS, P2P_SECONDS, all_reduce_verdict, comm_script, p2p_verdict, parse_comm_output,
 )
 from tests.node.cuda import CUDA_SCRIPT, cuda_verdict, fabric_verdict, parse_cuda_output  # noqa: E402
+from bench.gpu_proof_health import diag_evidence, diag_problems, health_evidence, health_problems  # noqa: E402
 
 PASS, FAIL, NO_GPU, ONE_GPU, MISSING, NOT_RUN = "pass", "FAIL", "NO GPU", "ONE GPU", "missing", "not run"
 EXIT_FAIL, EXIT_NO_GPU, EXIT_MISSING, EXIT_ONE_GPU = 1, 3, 4, 5
 # The whole proof's bound (a GPU machine may be lent for minutes); the GPU-to-GPU steps,
 # last, get what is left of it, at most their own bounds (tests/node/comm.py).
 PROOF_SECONDS = 300
+# NVIDIA's level-1 diagnostic, the probe around it included (after the five minutes above:
+# files/probe.d/gpu_diag.sh stops dcgmi at 300 s; NVIDIA gives level 1 seconds to a minute).
+DIAG_SECONDS = 330
 # What one run of the communication script needs beyond its parts' bounds: python,
 # torch's import and CUDA's start in the parent.
 COMM_START_SECONDS = 30
@@ -403,6 +412,10 @@ class Proof:
             row.result, row.evidence = FAIL, f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
         row.seconds = time.perf_counter() - started
         self.rows.append(row.as_dict())
+        # The rows so far, whole, after each step: a machine lent for minutes may be taken
+        # back mid-proof, and what was proven until then is still there.
+        write_whole(self.out / "gpu-proof.json", json.dumps(
+            {**proof_document(self.rows, socket.gethostname(), sys.executable), "partial": True}, indent=2) + "\n")
         return row.result
 
     def requirements(self):
@@ -429,6 +442,41 @@ class Proof:
         from bringup import facts_schema
         facts_schema.check(self.facts)
         return PASS, f"{shown}; facts.json fits the schema (bringup/facts_schema.py)"
+
+    def health(self):
+        problems = health_problems(self.facts)
+        if problems:
+            return FAIL, "; ".join(problems)
+        from bringup.findings import HEALTH_CODES
+        found = [finding for finding in (self.plan or {}).get("findings") or []
+                 if finding["code"] in HEALTH_CODES or finding["code"].startswith("GPU_")]
+        return PASS, health_evidence(self.facts, found)
+
+    def dcgm_diag(self):
+        """NVIDIA's diagnostic at level 1 through the probe's own section (the gpu_diag
+        input), as validate runs it with ``gpu_diag: 1``: dcgmi found and run as the probe
+        finds and runs its driver tools; "not run" where DCGM is not installed."""
+        if self.missing:
+            return MISSING, f"the diagnostic's findings need {', '.join(self.missing)}"
+        layout = NodeLayout.for_settings(str(self.torch_venv), "/nonexistent/sglang.env", "/nonexistent/sglang-cache",
+                                         "sglang", managed=False)
+        result = run(["sh", "-c", probe_command(ProbeInputs(layout, gpu_diag="1"), ("gpu_diag",))], DIAG_SECONDS)
+        if result.returncode != 0:
+            return FAIL, f"probe with gpu_diag=1 {last_line(result)}"
+        diag = build_document(result.stdout.splitlines(), ["gpu_diag"]).get("gpu_diag")
+        # The health query's bus ids name the GPUs DCGM's findings speak of.
+        facts = {**(self.facts or {}), "gpu_diag": diag}
+        if diag and diag.get("installed") is False:
+            return NOT_RUN, "DCGM's dcgmi is not installed here (optional: its reader is proven on a machine with DCGM)"
+        write_whole(self.out / "gpu-diag.json", json.dumps(diag, indent=2) + "\n")
+        problems = diag_problems(diag)
+        if problems:
+            return FAIL, "; ".join(problems)
+        from bringup.config import Config
+        from bringup.plan.diag import diag_findings
+        found = []
+        diag_findings(facts, Config(), found.append)
+        return PASS, diag_evidence(diag, [{"code": finding.code, "severity": finding.severity} for finding in found])
 
     def driver_layer(self):
         problems = driver_layer_problems(self.facts)
@@ -543,11 +591,13 @@ class Proof:
             return
         self.step("driver layer", self.driver_layer)
         self.step("plan", self.plan_step)
+        self.step("health", self.health)
         self.step("cuda", self.cuda)
         self.step("nvcc", self.nvcc)
         self.step("agreement", self.agreement)
         self.step("p2p", self.p2p)
         self.step("all-reduce", self.all_reduce)
+        self.step("dcgm diag", self.dcgm_diag)
 
 
 def python_with_requirements():

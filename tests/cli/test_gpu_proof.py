@@ -138,5 +138,11 @@ def test_gpus_listed_is_a_gpu_machine_judged_not_no_gpu(bin_dir, tmp_path):
     assert rows["nvcc"]["evidence"].startswith("no torch CUDA build in")
     assert rows["p2p"]["evidence"].startswith(f"{NO_VENV}/bin/python exit 127")
     assert rows["all-reduce"]["evidence"].startswith(f"{NO_VENV}/bin/python exit 127")
-    assert [row["result"] for row in rows.values()][2:] == ["FAIL"] * 7
+    # The probe runs its driver tools from its base PATH (driver_tool), where this stand-in is not.
+    assert rows["health"]["evidence"] == "nvidia-smi's health query: nvidia-smi not found"
+    # The probe finds driver tools on its base PATH only, where this machine has no dcgmi.
+    assert shutil.which("dcgmi", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") is None
+    assert rows["dcgm diag"]["evidence"].startswith("DCGM's dcgmi is not installed here")
+    assert [row["result"] for row in rows.values()][2:] == ["FAIL"] * 8 + ["not run"]
     assert not [row for row in rows.values() if RAISED.match(row["evidence"])]
+

@@ -261,3 +261,49 @@ def test_the_gpu_to_gpu_steps_keep_to_the_proofs_five_minutes(tmp_path, monkeypa
     proof.started = gpu_proof.time.monotonic() - (gpu_proof.PROOF_SECONDS - 130)  # 130 s left
     proof.step("all-reduce", proof.all_reduce)
     assert 95 <= bounds[-1] <= 130, bounds  # what is left, not the step's own 150 + 30
+
+
+def test_the_health_step_reads_every_gpu_and_names_the_machine_s_findings_as_evidence(tmp_path):
+    from tests.unit.test_gpu_health import healthy_gpu
+    proof = gpu_proof.Proof(Path("/opt/torch/.venv"), tmp_path, [])
+    proof.facts = b200_node()
+    listed = len(proof.facts["gpus"])
+    rows = [{**healthy_gpu(index), "index": gpu["index"]} for index, gpu in enumerate(proof.facts["gpus"])]
+    proof.facts["gpu_health"] = {"query_error": None, "gpus": rows,
+                                 "kernel_log": {"source": "journal", "read_error": None, "xid": []}}
+    proof.plan = {"findings": [{"code": "GPU_SLOWDOWN", "severity": "warning"}, {"code": "NO_MODEL", "severity": "info"}]}
+    assert proof.step("health", proof.health) == gpu_proof.PASS, proof.rows[-1]
+    evidence = proof.rows[-1]["evidence"]
+    assert evidence.count("x16/x16") == listed and evidence.endswith("health findings: GPU_SLOWDOWN(warning)"), evidence
+    # A driver that does not know a field's name answers none for it: the reader is not proven.
+    proof.facts["gpu_health"]["gpus"][0]["temperature_c"] = None
+    assert proof.step("health", proof.health) == gpu_proof.FAIL
+    assert proof.rows[-1]["evidence"] == f"GPU {rows[0]['index']}: no temperature_c"
+
+
+@pytest.mark.parametrize("sample, result, said", [
+    ("diag-r1-pass.json", gpu_proof.PASS, "findings: none"),
+    ("diag-r2-fail.json", gpu_proof.PASS, "GPU_DIAG_FAILED(blocker)"),  # read: the machine's failure is evidence
+    ("diag-dcgm3.json", gpu_proof.FAIL, "dcgmi's answer not read: "),
+    (None, gpu_proof.NOT_RUN, "DCGM's dcgmi is not installed here"),
+])
+def test_the_dcgm_step_reads_the_probe_s_own_diag_section(monkeypatch, tmp_path, sample, result, said):
+    """The probe's real gpu_diag section run here with a dcgmi stand-in answering the public
+    samples (tests/unit/test_gpu_diag.py's run), its output handed to the step as the
+    probe's: what the step judges is what validate's section reads."""
+    from tests.unit.test_gpu_diag import idle_node, run_diag_probe
+
+    fixtures = ROOT / "tests" / "fixtures" / "dcgm"
+    idle_node(tmp_path / "bin", (fixtures / sample).read_text() if sample else None, diag_rc=0)
+    raw, _ = run_diag_probe(tmp_path)
+    asked = []
+
+    def probe_run(command, timeout, **kwargs):
+        asked.append(command[-1])
+        return subprocess.CompletedProcess(command, 0, raw, "")
+
+    monkeypatch.setattr(gpu_proof, "run", probe_run)
+    proof = gpu_proof.Proof(Path("/opt/torch/.venv"), tmp_path, [])
+    assert proof.step("dcgm diag", proof.dcgm_diag) == result, proof.rows[-1]
+    assert said in proof.rows[-1]["evidence"], proof.rows[-1]
+    assert "PROBE_GPU_DIAG=1" in asked[0]
