@@ -9,12 +9,10 @@ node whose settings declare ``gpu_standin`` reports both as STAND-IN then; witho
 declaration that is a failure, as for test_cuda.py.
 """
 
-import shlex
-
 import pytest
 
 from tests.node.comm import COMM_SCRIPT, all_reduce_verdict, p2p_verdict, parse_comm_output
-from tests.node.remote import fail, run_in_service_env, stand_in
+from tests.node.remote import fail, stand_in, venv_script_answer
 
 ALL_REDUCE = "NCCL all-reduce across the GPUs (torch.distributed, as the service user with the service env)"
 P2P = "CUDA peer access against the probe's topology (torch, as the service user with the service env)"
@@ -25,15 +23,7 @@ def comm(host, expected):
     """COMM_SCRIPT's answer in the venv as the service user with the service's
     environment (``{"error": why}`` when CUDA does not start), or ``{"venv_error": why}``
     when it could not run."""
-    python = expected.venv_python
-    if host.run(f"test -x {shlex.quote(python)}").rc != 0:
-        return {"venv_error": f"no {python} (the venv is not built)"}
-    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(COMM_SCRIPT)} all",
-                                as_service_user=True)
-    answer = parse_comm_output(result.stdout)
-    if answer is None:
-        return {"venv_error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
-    return answer
+    return venv_script_answer(host, expected, COMM_SCRIPT, parse_comm_output, "all")
 
 
 def _judge(expected, comm, record_property, what, want, verdict):

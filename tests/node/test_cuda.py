@@ -8,12 +8,10 @@ device) reports the CUDA check as STAND-IN when CUDA does not start there; witho
 the declaration that is a failure, whatever the node is.
 """
 
-import shlex
-
 import pytest
 
 from tests.node.cuda import CUDA_SCRIPT, cuda_verdict, fabric_verdict, parse_cuda_output
-from tests.node.remote import fail, run_in_service_env, stand_in
+from tests.node.remote import fail, stand_in, venv_script_answer
 
 WHAT = "CUDA in the venv (torch, as the service user with the service env)"
 FABRIC = "the GPUs' fabric (nvidia-smi -q: Fabric State)"
@@ -24,15 +22,7 @@ def cuda(host, expected):
     """CUDA_SCRIPT's answer in the venv, run as the service user with the service's
     environment (``{"error": why}`` when CUDA does not start), or ``{"venv_error": why}``
     when it could not run: no venv is a failure on any node, stand-in or not."""
-    python = expected.venv_python
-    if host.run(f"test -x {shlex.quote(python)}").rc != 0:
-        return {"venv_error": f"no {python} (the venv is not built)"}
-    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(CUDA_SCRIPT)}",
-                                as_service_user=True)
-    answer = parse_cuda_output(result.stdout)
-    if answer is None:
-        return {"venv_error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
-    return answer
+    return venv_script_answer(host, expected, CUDA_SCRIPT, parse_cuda_output)
 
 
 def test_cuda_runs_on_every_gpu(host, expected, cuda, record_property):
