@@ -262,3 +262,35 @@ def test_the_probe_input():
     assert "PROBE_GPU_DIAG" not in ProbeInputs(DEFAULT_LAYOUT).environment()
     inputs = ProbeInputs(DEFAULT_LAYOUT, gpu_diag="2")
     assert inputs.environment()["PROBE_GPU_DIAG"] == "2" and str(inputs).endswith(", gpu_diag=2")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the planted systemctl must be chowned to another user")
+def test_a_systemctl_another_user_owns_is_never_run_as_root():
+    """The unit's state is asked of systemctl as every tool is (run_program_within): one
+    another user owns runs as that user, never as root (review1: it ran as root)."""
+    scratch = Path(tempfile.mkdtemp(prefix="probe-diag-"))
+    try:
+        scratch.chmod(0o755)
+        records = scratch / "records"
+        records.mkdir()
+        records.chmod(0o777)
+        bin_dir = scratch / "bin"
+        idle_node(bin_dir)
+        standin(bin_dir, "systemctl", f"/usr/bin/id -u >> {records}/systemctl\necho inactive\nexit 3\n")
+        os.chown(bin_dir / "systemctl", NOBODY, NOBODY)
+        run_diag_probe(scratch)
+        assert (records / "systemctl").read_text().split() == [str(NOBODY)]
+    finally:
+        shutil.rmtree(scratch)
+
+
+def test_a_unit_state_systemctl_cannot_tell_is_not_idle(tmp_path):
+    """systemctl that cannot reach systemd (no state on its output) leaves the unit's state
+    unknown: the diagnostic is not run (review1: it ran)."""
+    bin_dir = tmp_path / "bin"
+    standin(bin_dir, "systemctl", "echo 'Failed to connect to bus: Connection refused' >&2\nexit 1\n")
+    replay(bin_dir, "nvidia-smi", "")
+    standin(bin_dir, "dcgmi", "echo ran > /dev/stderr\nexit 99\n")
+    out, diag = run_diag_probe(tmp_path)
+    assert diag["busy"] == ["unknown systemctl is-active sglang.service exited 1 without a state"]
+    assert not diag["ran"] and "@@ gpu-diag " not in out
