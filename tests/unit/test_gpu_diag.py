@@ -4,6 +4,7 @@ driver layer; its parser on the samples of tests/fixtures/dcgm/ (DCGM 4's JSON a
 sources define it, README there); the findings (bringup/plan/diag.py) as a scenario table;
 the setting and the probe's input."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -294,3 +295,34 @@ def test_a_unit_state_systemctl_cannot_tell_is_not_idle(tmp_path):
     out, diag = run_diag_probe(tmp_path)
     assert diag["busy"] == ["unknown systemctl is-active sglang.service exited 1 without a state"]
     assert not diag["ran"] and "@@ gpu-diag " not in out
+
+
+V4 = '{"metadata": {"version": "4.2.3"}, "DCGM Diagnostic": %s}'
+
+
+@pytest.mark.parametrize("text", [
+    V4 % '"x"',
+    V4 % '{"test_categories": [{"tests": 5}]}',
+    V4 % '{"test_categories": [{"tests": [{"results": 5}]}]}',
+    V4 % '{"test_categories": [{"tests": [{"name": "t", "results": [{"status": "Fail", "warnings": 7}]}]}]}',
+])
+def test_an_answer_of_another_shape_is_not_a_crash(text):
+    """A value of another JSON type where a list or object is read is an answer without results,
+    never an exception (which would fail the whole host's facts; review1: it raised)."""
+    version, results, error = read_diag(text, 0)
+    assert version == "4.2.3" and all(result["warnings"] == [] for result in results)
+    assert error is None or error == "DCGM's answer lists no test result"
+
+
+def test_dcgms_strings_reach_the_findings_as_printable_ascii():
+    """JSON escapes decode to control characters the probe's `printable` never saw (a
+    terminal's escape sequences, a right-to-left override): none reaches a finding (review1)."""
+    evil = "x\u001b]0;owned\u0007\u001b[2J\u202eevil\u0000"
+    text = (V4 % ('{"test_categories": [{"category": "Hardware\\u001b[31m", "tests": [{"name": "memory\\u001b[2J", '
+                  '"results": [{"entity_group": "GPU", "entity_id": 3, "status": "Fail", "warnings": [{"warning": '
+                  + json.dumps(evil) + ', "error_severity": 2}]}]}]}]}')).replace('"4.2.3"', '"4.2.3\\u001b[1m"')
+    version, results, _ = read_diag(text, 226)
+    found = []
+    diag_findings(node(results), Config(), found.append)
+    said = found[0].message + version + read_diag(text.replace('"4.2.3', '"3.2.3'), 0)[2]
+    assert all(" " <= char <= "~" for char in said), repr(said)
