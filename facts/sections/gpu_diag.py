@@ -138,21 +138,36 @@ def parse_results(document):
         for test in items(category.get("tests")):
             if not isinstance(test, dict):
                 continue
+            statuses = set()
             for result in items(test.get("results")):
                 if not isinstance(result, dict) or len(results) >= RESULTS_LIMIT:
                     continue
-                warnings = [{"message": text_of(warning.get("warning")),
-                             "severity": number_or_none(warning.get("error_severity")),
-                             "category": number_or_none(warning.get("error_category")),
-                             "error_id": number_or_none(warning.get("error_id"))}
-                            for warning in items(result.get("warnings")) if isinstance(warning, dict)]
-                results.append({"category": text_of(category.get("category"), 80),
-                                "test": text_of(test.get("name"), 80),
-                                "entity_group": text_of(result.get("entity_group") or "GPU", 20),
-                                "entity_id": number_or_none(result.get("entity_id")),
-                                "status": text_of(result.get("status"), 40).lower(),
-                                "warnings": warnings})
+                results.append(read_result(category, test, result, text_of(result.get("entity_group") or "GPU", 20)))
+                statuses.add(results[-1]["status"])
+            # The test as a whole (DCGM_FE_NONE): its status, and the errors tied to no entity
+            # (a test that failed before it ran on any GPU has no result but this one).
+            summary = test.get("test_summary")
+            if isinstance(summary, dict) and len(results) < RESULTS_LIMIT:
+                overall = read_result(category, test, summary, OVERALL)
+                if overall["status"] != "pass" and (overall["warnings"] or overall["status"] not in statuses):
+                    results.append(overall)
     return results
+
+
+# The entity_group of a test's summary: the test as a whole, no entity.
+OVERALL = "overall"
+
+
+def read_result(category, test, result, group):
+    """One result (or a test's summary) of DCGM's -> the section's result."""
+    warnings = [{"message": text_of(warning.get("warning")),
+                 "severity": number_or_none(warning.get("error_severity")),
+                 "category": number_or_none(warning.get("error_category")),
+                 "error_id": number_or_none(warning.get("error_id"))}
+                for warning in items(result.get("warnings")) if isinstance(warning, dict)]
+    return {"category": text_of(category.get("category"), 80), "test": text_of(test.get("name"), 80),
+            "entity_group": group, "entity_id": None if group == OVERALL else number_or_none(result.get("entity_id")),
+            "status": text_of(result.get("status"), 40).lower(), "warnings": warnings}
 
 
 def read_diag(text, rc):

@@ -326,3 +326,19 @@ def test_dcgms_strings_reach_the_findings_as_printable_ascii():
     diag_findings(node(results), Config(), found.append)
     said = found[0].message + version + read_diag(text.replace('"4.2.3', '"3.2.3'), 0)[2]
     assert all(" " <= char <= "~" for char in said), repr(said)
+
+
+def test_a_test_failed_as_a_whole_is_a_failure():
+    """DCGM writes the errors tied to no GPU (DCGM_FE_NONE) under the test's ``test_summary``
+    only (dcgmi/Diag.cpp HelperJsonAddTestSummary), and a test that failed before it ran on a
+    GPU has no other result: its failure is one, not a pass (review1: it was dropped)."""
+    text = V4 % json.dumps({"test_categories": [{"category": "Deployment", "tests": [
+        {"name": "software", "results": [{"entity_group": "GPU", "entity_id": 0, "status": "Pass"}],
+         "test_summary": {"status": "Pass"}},
+        {"name": "pcie", "test_summary": {"status": "Fail", "warnings": [
+            {"warning": "Unable to load the CUDA library", "error_severity": 5, "error_id": 99}]}}]}]})
+    version, results, error = read_diag(text, 226)
+    found = []
+    diag_findings(node(results), Config(), found.append)
+    assert [(f.code, f.severity) for f in found] == [("GPU_DIAG_FAILED", BLOCKER)]
+    assert found[0].message.startswith("the test as a whole: ") and "CUDA library" in found[0].message
