@@ -60,7 +60,8 @@ def entity_gpu(result, facts):
     """
     group, number = result.get("entity_group") or "GPU", result.get("entity_id")
     if group.upper() != "GPU":
-        return {"index": None, "bus_id": None, "label": f"{group} {number}"}
+        return {"index": None, "bus_id": None, "label": f"{group} {number}" if number is not None else
+                "the test as a whole" if group == "overall" else group}
     listed = [gpu for gpu in ((facts.get("gpu_health") or {}).get("gpus") or []) if gpu.get("index") == number]
     bus = listed[0]["bus_id"] if listed else None
     return {"index": number, "bus_id": bus, "label": f"GPU {number}" + (f" ({bus})" if bus else "")}

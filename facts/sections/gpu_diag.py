@@ -67,7 +67,7 @@ def dcgm_version(document):
     """
     for holder in (document.get("metadata"), document.get("DCGM Diagnostic"), document.get("DCGM GPU Diagnostic")):
         if isinstance(holder, dict) and isinstance(holder.get("version"), str):
-            return holder["version"][:40]
+            return text_of(holder["version"], 40)
     return None
 
 
@@ -82,12 +82,34 @@ def major(version):
 
 
 def text_of(value, limit=MESSAGE_LIMIT):
-    """A message of DCGM's as text, one line, cut to ``limit``.
+    """A message of DCGM's as text, one line of printable ASCII (a JSON escape such as
+    ``\\u001b`` decodes to a control character the probe's ``printable`` never saw: each is
+    a ``?``), cut to ``limit``.
 
-    >>> text_of("Error: a\\nb"), text_of(None), text_of(3)
-    ('Error: a b', '', '3')
+    >>> text_of("Error: a\\nb"), text_of(None), text_of(3), text_of("a\\x1b[2Jb\\u202ec")
+    ('Error: a b', '', '3', 'a?[2Jb?c')
     """
-    return " ".join(str(value if value is not None else "").split())[:limit]
+    text = " ".join(str(value if value is not None else "").split())[:limit]
+    return "".join(char if " " <= char <= "~" else "?" for char in text)
+
+
+def items(value):
+    """A JSON list, or ``[]`` for anything else (an answer of another shape is not a crash).
+
+    >>> items([1]), items(5), items({"a": 1}), items(None)
+    ([1], [], [], [])
+    """
+    return value if isinstance(value, list) else []
+
+
+def diagnostic(document):
+    """The document's ``"DCGM Diagnostic"`` object, or ``{}``.
+
+    >>> diagnostic({"DCGM Diagnostic": "x"}), diagnostic({"DCGM Diagnostic": {"a": 1}})
+    ({}, {'a': 1})
+    """
+    found = document.get("DCGM Diagnostic")
+    return found if isinstance(found, dict) else {}
 
 
 def number_or_none(value):
@@ -110,28 +132,42 @@ def parse_results(document):
     [{'message': 'DBE detected', 'severity': 2, 'category': 10, 'error_id': 18}]
     """
     results = []
-    categories = (document.get("DCGM Diagnostic") or {}).get("test_categories") or []
-    for category in categories if isinstance(categories, list) else []:
+    for category in items(diagnostic(document).get("test_categories")):
         if not isinstance(category, dict):
             continue
-        for test in category.get("tests") or []:
+        for test in items(category.get("tests")):
             if not isinstance(test, dict):
                 continue
-            for result in test.get("results") or []:
+            statuses = set()
+            for result in items(test.get("results")):
                 if not isinstance(result, dict) or len(results) >= RESULTS_LIMIT:
                     continue
-                warnings = [{"message": text_of(warning.get("warning")),
-                             "severity": number_or_none(warning.get("error_severity")),
-                             "category": number_or_none(warning.get("error_category")),
-                             "error_id": number_or_none(warning.get("error_id"))}
-                            for warning in (result.get("warnings") or []) if isinstance(warning, dict)]
-                results.append({"category": text_of(category.get("category"), 80),
-                                "test": text_of(test.get("name"), 80),
-                                "entity_group": text_of(result.get("entity_group") or "GPU", 20),
-                                "entity_id": number_or_none(result.get("entity_id")),
-                                "status": text_of(result.get("status"), 40).lower(),
-                                "warnings": warnings})
+                results.append(read_result(category, test, result, text_of(result.get("entity_group") or "GPU", 20)))
+                statuses.add(results[-1]["status"])
+            # The test as a whole (DCGM_FE_NONE): its status, and the errors tied to no entity
+            # (a test that failed before it ran on any GPU has no result but this one).
+            summary = test.get("test_summary")
+            if isinstance(summary, dict) and len(results) < RESULTS_LIMIT:
+                overall = read_result(category, test, summary, OVERALL)
+                if overall["status"] != "pass" and (overall["warnings"] or overall["status"] not in statuses):
+                    results.append(overall)
     return results
+
+
+# The entity_group of a test's summary: the test as a whole, no entity.
+OVERALL = "overall"
+
+
+def read_result(category, test, result, group):
+    """One result (or a test's summary) of DCGM's -> the section's result."""
+    warnings = [{"message": text_of(warning.get("warning")),
+                 "severity": number_or_none(warning.get("error_severity")),
+                 "category": number_or_none(warning.get("error_category")),
+                 "error_id": number_or_none(warning.get("error_id"))}
+                for warning in items(result.get("warnings")) if isinstance(warning, dict)]
+    return {"category": text_of(category.get("category"), 80), "test": text_of(test.get("name"), 80),
+            "entity_group": group, "entity_id": None if group == OVERALL else number_or_none(result.get("entity_id")),
+            "status": text_of(result.get("status"), 40).lower(), "warnings": warnings}
 
 
 def read_diag(text, rc):
@@ -156,7 +192,7 @@ def read_diag(text, rc):
     if major(version) != DCGM_MAJOR:
         return version, [], (f"DCGM {version} wrote it" if version else "it carries no DCGM version") + \
             f": this release reads the diagnostic of DCGM {DCGM_MAJOR} only"
-    runtime = (document.get("DCGM Diagnostic") or {}).get("runtime_error")
+    runtime = diagnostic(document).get("runtime_error")
     if runtime:
         return version, [], f"DCGM's diagnostic could not run: {text_of(runtime)}"
     results = parse_results(document)

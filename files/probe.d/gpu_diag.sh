@@ -24,9 +24,13 @@ probe_gpu_diag() {
     busy=
     if [ -d "$DRIVER_FS_ROOT/run/systemd/system" ] && tool=$(driver_tool systemctl); then
         # is-active prints active, activating, reloading, deactivating... and exits 0 only on active.
-        unit_state=$("$tool" is-active -- "$PROBE_UNIT" 2>/dev/null)
+        # Run as every tool is (run_program_within: never as root when another user owns it).
+        # An answer that is not a state (a bus systemctl cannot reach, a timeout) is not idle.
+        unit_state=$(run_program_within "$HEALTH_SECONDS" "$tool" is-active -- "$PROBE_UNIT" 2>/dev/null); unit_rc=$?
         case $unit_state in
+            inactive | failed) ;;
             active | activating | reloading | deactivating) busy="unit $PROBE_UNIT $unit_state" ;;
+            *) busy="unknown systemctl is-active $PROBE_UNIT exited $unit_rc without a state" ;;
         esac
     fi
     if tool=$(driver_tool nvidia-smi); then

@@ -26,9 +26,11 @@ probe_pci() {
         pci_driver=none
         if [ -e "$pci_dev/driver" ]; then
             pci_driver=other
-            for pci_name in nvidia vfio-pci nouveau; do
+            # nvgrace_gpu_vfio_pci: vfio-pci's variant driver for Grace Hopper's GPUs (the
+            # kernel's drivers/vfio/pci/nvgrace-gpu), a VM's GPU as one on vfio-pci is.
+            for pci_name in nvidia vfio-pci nouveau nvgrace_gpu_vfio_pci; do
                 if [ "$pci_dev/driver" -ef "$DRIVER_FS_ROOT/sys/bus/pci/drivers/$pci_name" ]; then
-                    pci_driver=$pci_name
+                    case $pci_name in nvgrace_gpu_vfio_pci) pci_driver=vfio-pci ;; *) pci_driver=$pci_name ;; esac
                     break
                 fi
             done

@@ -4,6 +4,7 @@ driver layer; its parser on the samples of tests/fixtures/dcgm/ (DCGM 4's JSON a
 sources define it, README there); the findings (bringup/plan/diag.py) as a scenario table;
 the setting and the probe's input."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -262,3 +263,82 @@ def test_the_probe_input():
     assert "PROBE_GPU_DIAG" not in ProbeInputs(DEFAULT_LAYOUT).environment()
     inputs = ProbeInputs(DEFAULT_LAYOUT, gpu_diag="2")
     assert inputs.environment()["PROBE_GPU_DIAG"] == "2" and str(inputs).endswith(", gpu_diag=2")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the planted systemctl must be chowned to another user")
+def test_a_systemctl_another_user_owns_is_never_run_as_root():
+    """The unit's state is asked of systemctl as every tool is (run_program_within): one
+    another user owns runs as that user, never as root (review1: it ran as root)."""
+    scratch = Path(tempfile.mkdtemp(prefix="probe-diag-"))
+    try:
+        scratch.chmod(0o755)
+        records = scratch / "records"
+        records.mkdir()
+        records.chmod(0o777)
+        bin_dir = scratch / "bin"
+        idle_node(bin_dir)
+        standin(bin_dir, "systemctl", f"/usr/bin/id -u >> {records}/systemctl\necho inactive\nexit 3\n")
+        os.chown(bin_dir / "systemctl", NOBODY, NOBODY)
+        run_diag_probe(scratch)
+        assert (records / "systemctl").read_text().split() == [str(NOBODY)]
+    finally:
+        shutil.rmtree(scratch)
+
+
+def test_a_unit_state_systemctl_cannot_tell_is_not_idle(tmp_path):
+    """systemctl that cannot reach systemd (no state on its output) leaves the unit's state
+    unknown: the diagnostic is not run (review1: it ran)."""
+    bin_dir = tmp_path / "bin"
+    standin(bin_dir, "systemctl", "echo 'Failed to connect to bus: Connection refused' >&2\nexit 1\n")
+    replay(bin_dir, "nvidia-smi", "")
+    standin(bin_dir, "dcgmi", "echo ran > /dev/stderr\nexit 99\n")
+    out, diag = run_diag_probe(tmp_path)
+    assert diag["busy"] == ["unknown systemctl is-active sglang.service exited 1 without a state"]
+    assert not diag["ran"] and "@@ gpu-diag " not in out
+
+
+V4 = '{"metadata": {"version": "4.2.3"}, "DCGM Diagnostic": %s}'
+
+
+@pytest.mark.parametrize("text", [
+    V4 % '"x"',
+    V4 % '{"test_categories": [{"tests": 5}]}',
+    V4 % '{"test_categories": [{"tests": [{"results": 5}]}]}',
+    V4 % '{"test_categories": [{"tests": [{"name": "t", "results": [{"status": "Fail", "warnings": 7}]}]}]}',
+])
+def test_an_answer_of_another_shape_is_not_a_crash(text):
+    """A value of another JSON type where a list or object is read is an answer without results,
+    never an exception (which would fail the whole host's facts; review1: it raised)."""
+    version, results, error = read_diag(text, 0)
+    assert version == "4.2.3" and all(result["warnings"] == [] for result in results)
+    assert error is None or error == "DCGM's answer lists no test result"
+
+
+def test_dcgms_strings_reach_the_findings_as_printable_ascii():
+    """JSON escapes decode to control characters the probe's `printable` never saw (a
+    terminal's escape sequences, a right-to-left override): none reaches a finding (review1)."""
+    evil = "x\u001b]0;owned\u0007\u001b[2J\u202eevil\u0000"
+    text = (V4 % ('{"test_categories": [{"category": "Hardware\\u001b[31m", "tests": [{"name": "memory\\u001b[2J", '
+                  '"results": [{"entity_group": "GPU", "entity_id": 3, "status": "Fail", "warnings": [{"warning": '
+                  + json.dumps(evil) + ', "error_severity": 2}]}]}]}]}')).replace('"4.2.3"', '"4.2.3\\u001b[1m"')
+    version, results, _ = read_diag(text, 226)
+    found = []
+    diag_findings(node(results), Config(), found.append)
+    said = found[0].message + version + read_diag(text.replace('"4.2.3', '"3.2.3'), 0)[2]
+    assert all(" " <= char <= "~" for char in said), repr(said)
+
+
+def test_a_test_failed_as_a_whole_is_a_failure():
+    """DCGM writes the errors tied to no GPU (DCGM_FE_NONE) under the test's ``test_summary``
+    only (dcgmi/Diag.cpp HelperJsonAddTestSummary), and a test that failed before it ran on a
+    GPU has no other result: its failure is one, not a pass (review1: it was dropped)."""
+    text = V4 % json.dumps({"test_categories": [{"category": "Deployment", "tests": [
+        {"name": "software", "results": [{"entity_group": "GPU", "entity_id": 0, "status": "Pass"}],
+         "test_summary": {"status": "Pass"}},
+        {"name": "pcie", "test_summary": {"status": "Fail", "warnings": [
+            {"warning": "Unable to load the CUDA library", "error_severity": 5, "error_id": 99}]}}]}]})
+    version, results, error = read_diag(text, 226)
+    found = []
+    diag_findings(node(results), Config(), found.append)
+    assert [(f.code, f.severity) for f in found] == [("GPU_DIAG_FAILED", BLOCKER)]
+    assert found[0].message.startswith("the test as a whole: ") and "CUDA library" in found[0].message
