@@ -182,6 +182,7 @@ SCHEMA = {
         "busy": Items(STR),
         "ran": BOOL,
         "installed": Optional(BOOL),
+        "exit_status": Optional(INT),
         "dcgm_version": OPT_STR,
         "error": OPT_STR,
         "results": Items({

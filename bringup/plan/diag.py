@@ -36,6 +36,16 @@ SEVERITIES = {
 WORST_FIRST = (2, 6, 4, 3, 5, 1)
 NO_SEVERITY = (None, BLOCKER, SEVERITIES[4][2])
 NOT_PASSED = {"skip": "skipped", "not run": "not run"}
+# dcgmi's exit status: 256 plus its dcgmReturn_t (NVIDIA/DCGM dcgmlib/dcgm_structs.h), those
+# a diagnostic ends with. The first two say a test failed: where the answer cannot be
+# read, that is still a failure, never a pass.
+FAILED_EXITS = {226: "DCGM_ST_NVVS_ERROR: the diagnostic ran and reported an error",
+                205: "DCGM_ST_NVVS_ISOLATE_ERROR: the diagnostic reported a condition that needs the GPU isolated"}
+OTHER_EXITS = {217: "DCGM_ST_DIAG_ALREADY_RUNNING: another diagnostic is running",
+               215: "DCGM_ST_DIAG_BAD_LAUNCH: DCGM could not launch the diagnostic",
+               204: "DCGM_ST_NVVS_BINARY_NOT_FOUND: the diagnostic's binary (nvvs) was not found",
+               203: "DCGM_ST_NVVS_KILLED: the diagnostic was stopped by a signal",
+               198: "DCGM_ST_NVVS_NO_AVAILABLE_TEST: no test matched the request"}
 
 
 def worst(warnings):
@@ -150,9 +160,28 @@ def diag_findings(facts, config, add):
         return
     check_not_run(diag, add)
     if diag.get("error"):
-        add(Finding("GPU_DIAG_UNREAD", WARNING,
-                    f"NVIDIA's diagnostic (`dcgmi diag -r {diag.get('level')}`) ran, and its answer could not be "
-                    f"read: {diag['error']}: no diagnostic finding is made of it",
-                    "run `dcgmi diag -r <level> -j` by hand; a host engine that does not answer: `systemctl restart "
-                    "nvidia-dcgm`; DCGM 4 is the one this release reads"))
+        check_unread(diag, config, add)
     check_results(diag, facts, config, add)
+
+
+def check_unread(diag, config, add):
+    """An answer that could not be read: a failure where dcgmi's exit status says a test
+    failed (the status is DCGM's own verdict), else a warning naming what the status means."""
+    level, status = diag.get("level"), diag.get("exit_status")
+    if status in FAILED_EXITS:
+        what = (f"NVIDIA's diagnostic (`dcgmi diag -r {level}`) exited {status} ({FAILED_EXITS[status]}) and its "
+                f"answer could not be read ({diag['error']}): which GPU and test failed is not known")
+        severity = BLOCKER
+        entry = accepted(config, "GPU_DIAG_FAILED", None)
+        if entry:
+            severity, what = WARNING, f"{what} (accepted by gpu_health_accept {entry}: deploy goes on)"
+        add(Finding("GPU_DIAG_FAILED", severity, what,
+                    f"NVIDIA's action: drain the node, run `dcgmi diag -r {level}` by hand for the failed test and "
+                    f"follow its severity ({DCGM_GUIDE})"))
+        return
+    meaning = f" (exit {status}: {OTHER_EXITS[status]})" if status in OTHER_EXITS else ""
+    add(Finding("GPU_DIAG_UNREAD", WARNING,
+                f"NVIDIA's diagnostic (`dcgmi diag -r {level}`) ran, and its answer could not be read: "
+                f"{diag['error']}{meaning}: no diagnostic finding is made of it",
+                "run `dcgmi diag -r <level> -j` by hand; a host engine that does not answer: `systemctl restart "
+                "nvidia-dcgm`; DCGM 4 is the one this release reads"))

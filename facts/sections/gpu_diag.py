@@ -210,7 +210,7 @@ def gpu_diag(by_name):
     holders = [line.strip()[:200] for line in (busy.lines if busy else []) if line.strip()][:32]
     level = diag.attr[1] if diag and diag.attr and diag.attr[0] == "level" else None
     fact = {"level": int(level) if level and level.isdigit() else None, "busy": holders, "ran": False,
-            "installed": None, "dcgm_version": None, "error": None, "results": []}
+            "installed": None, "exit_status": None, "dcgm_version": None, "error": None, "results": []}
     if diag is None:
         return fact
     # 127 with nothing said: the probe found no dcgmi; a dcgmi found that could not be
@@ -218,7 +218,7 @@ def gpu_diag(by_name):
     fact["installed"] = not (diag.rc == 127 and not diag.text.strip())
     if not fact["installed"]:
         return fact
-    fact["ran"] = True
+    fact["ran"], fact["exit_status"] = True, diag.rc
     fact["dcgm_version"], fact["results"], fact["error"] = read_diag(diag.text, diag.rc)
     return fact
 
@@ -243,6 +243,7 @@ SECTION = ProbeSection(
                 "busy": Items(STR),
                 "ran": BOOL,
                 "installed": Optional(BOOL),
+                "exit_status": Optional(INT),
                 "dcgm_version": OPT_STR,
                 "error": OPT_STR,
                 "results": Items(RESULT_KIND),
@@ -254,8 +255,8 @@ SECTION = ProbeSection(
                 "warnings with their severity), or why its answer could not be read; null (or absent) when it was "
                 "not asked for"
             ),
-            example={"level": 1, "busy": [], "ran": True, "installed": True, "dcgm_version": "4.2.3",
-                     "error": None, "results": [{"category": "Deployment", "test": "software",
+            example={"level": 1, "busy": [], "ran": True, "installed": True, "exit_status": 0,
+                     "dcgm_version": "4.2.3", "error": None, "results": [{"category": "Deployment", "test": "software",
                                                  "entity_group": "GPU", "entity_id": 0, "status": "pass",
                                                  "warnings": []}]},
         ),

@@ -179,11 +179,11 @@ def result(gpu, status, test="memory", warnings=()):
                          for message, severity in warnings]}
 
 
-def node(results=(), busy=(), installed=True, error=None, level=2):
+def node(results=(), busy=(), installed=True, error=None, level=2, exit_status=0):
     return {"gpu_health": {"query_error": None, "kernel_log": {"source": "journal", "read_error": None, "xid": []},
                            "gpus": [{**healthy_gpu(n), "bus_id": bus} for n, bus in enumerate(BUS)]},
             "gpu_diag": {"level": level, "busy": list(busy), "ran": installed and not busy, "installed": installed,
-                         "dcgm_version": "4.2.3", "error": error, "results": list(results)}}
+                         "exit_status": exit_status if installed and not busy else None, "dcgm_version": "4.2.3", "error": error, "results": list(results)}}
 
 
 DBE = ("Detected 2 volatile double-bit ECC error(s) in GPU 3.", 2)
@@ -225,6 +225,16 @@ SCENARIOS = [
      [("GPU_DIAG_NOT_RUN", WARNING, ["not installed"], ["datacenter-gpu-manager-4"])]),
     ("unread", node(error="DCGM 3.3.9 wrote it: this release reads the diagnostic of DCGM 4 only"), (),
      [("GPU_DIAG_UNREAD", WARNING, ["could not be read", "DCGM 3.3.9"], [])]),
+    ("unread, dcgmi says a test failed: a failure", node(error="dcgmi exited 226 without a JSON answer",
+                                                         exit_status=226), (),
+     [("GPU_DIAG_FAILED", BLOCKER, ["exited 226 (DCGM_ST_NVVS_ERROR", "which GPU and test failed is not known"],
+       ["dcgmi diag -r 2"])]),
+    ("unread, dcgmi says isolate: a failure", node(error="no JSON", exit_status=205), (),
+     [("GPU_DIAG_FAILED", BLOCKER, ["DCGM_ST_NVVS_ISOLATE_ERROR"], [])]),
+    ("unread failure, accepted", node(error="no JSON", exit_status=226), ("GPU_DIAG_FAILED",),
+     [("GPU_DIAG_FAILED", WARNING, ["accepted by gpu_health_accept GPU_DIAG_FAILED"], [])]),
+    ("unread, another diagnostic running", node(error="no JSON", exit_status=217), (),
+     [("GPU_DIAG_UNREAD", WARNING, ["exit 217: DCGM_ST_DIAG_ALREADY_RUNNING"], [])]),
 ]
 
 
