@@ -163,17 +163,42 @@ printable() {
     LC_ALL=C tr -c '\n\t -~' '?'
 }
 
+# The most a bounded tool may write (ulimit -f: 512-byte blocks in dash, 1024 in bash): 32
+# or 64 MiB, past which the kernel stops it (SIGXFSZ) rather than fill the disk.
+RPW_BLOCKS=65536
+
 run_program_within() {
     # run_program_within SECONDS FILE ARG...: run_program, stopped after SECONDS (killed 5 s
     # later; exit status 124): a driver tool stuck on a lost GPU (nvidia-smi on one that fell
-    # off the bus) must not hold the probe, nor validate.
+    # off the bus) must not hold the probe, nor validate. Its output is spooled to files
+    # (at most RPW_BLOCKS 512-byte blocks each) and sent on when it exits, not read from a
+    # pipe: a child it detached (setsid) would hold a pipe open past the bound, and
+    # timeout stops the tool's process group only.
     # timeout is the probe shell's own (as its grep and awk are), by its full path: the clean
     # PATH may be the service's, whose directories root does not vouch for.
     rpw_seconds=$1
     shift
     rp_verdict=$(root_may_run "$1") || [ -n "$rp_verdict" ] || rp_verdict="nobody $1"
+    if rpw_out=$(mktemp 2>/dev/null); then
+        if rpw_err=$(mktemp 2>/dev/null); then
+            (ulimit -f "$RPW_BLOCKS" 2>/dev/null; rpw_bounded "$rpw_seconds" "$@") >"$rpw_out" 2>"$rpw_err"
+            rpw_rc=$?
+            cat "$rpw_out"
+            cat "$rpw_err" >&2
+            rm -f "$rpw_out" "$rpw_err"
+            return "$rpw_rc"
+        fi
+        rm -f "$rpw_out"
+    fi
+    rpw_bounded "$rpw_seconds" "$@"
+}
+
+rpw_bounded() {
+    # rpw_bounded SECONDS FILE ARG...: FILE as rp_verdict names its user, under timeout.
+    rpw_bound=$1
+    shift
     if rpw_timeout=$(command -v timeout) && [ "${rpw_timeout#/}" != "$rpw_timeout" ]; then
-        as_user "${rp_verdict%%" "*}" "$rpw_timeout" -k 5 "$rpw_seconds" "$@"
+        as_user "${rp_verdict%%" "*}" "$rpw_timeout" -k 5 "$rpw_bound" "$@"
     else
         as_user "${rp_verdict%%" "*}" "$@"
     fi

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -352,3 +353,20 @@ def test_a_test_failed_as_a_whole_is_a_failure():
     diag_findings(node(results), Config(), found.append)
     assert [(f.code, f.severity) for f in found] == [("GPU_DIAG_FAILED", BLOCKER)]
     assert found[0].message.startswith("the test as a whole: ") and "CUDA library" in found[0].message
+
+
+def test_a_child_the_tool_detaches_does_not_hold_the_probe(tmp_path):
+    """A dcgmi that leaves a detached child (setsid) holding its output open: the probe reads
+    the tool's answer when the tool exits (run_program_within spools it to files), not when
+    the last holder of a pipe lets go."""
+    bin_dir = tmp_path / "bin"
+    idle_node(bin_dir)
+    answer = tmp_path / "answer.json"
+    answer.write_text(sample("diag-r1-pass.json"))
+    setsid, sleep, cat = (shutil.which(tool) for tool in ("setsid", "sleep", "cat"))
+    standin(bin_dir, "dcgmi", f"{setsid} {sleep} 61 &\n{cat} {answer}\n")
+    started = time.monotonic()
+    _, diag = run_diag_probe(tmp_path)
+    assert time.monotonic() - started < 30, "the probe waited on the detached child"
+    assert diag["error"] is None and diag["exit_status"] == 0 and len(diag["results"]) == 4, diag
+    subprocess.run(["pkill", "-f", f"^{sleep} 61$"], check=False)
