@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -353,16 +354,50 @@ def foreign_owner(path):
     return None
 
 
-def run_as(path):
+def venv_owner(venv):
+    """As ``foreign_owner`` for what ``venv``'s python loads, not only the interpreter
+    its ``bin/python`` links to (root's /usr/bin/python3 in most venvs): the venv and
+    the directories above it, then everything in it (pyvenv.cfg, site-packages, its
+    ``.pth`` files, torch), unfollowed, and where each link in it leads.
+
+    >>> venv_owner("/nonexistent")
+    """
+    import pwd
+
+    owner = foreign_owner(Path(venv) / "bin" / "python") or foreign_owner(venv)
+    if owner or not Path(venv).is_dir():
+        return owner
+    for top, dirs, files in os.walk(venv):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            status = os.lstat(path)
+            if status.st_uid != 0:
+                try:
+                    return pwd.getpwuid(status.st_uid).pw_name
+                except KeyError:
+                    return str(status.st_uid)
+            if stat.S_ISLNK(status.st_mode):
+                owner = foreign_owner(path)
+                if owner:
+                    return owner
+            elif status.st_mode & 0o022 and not (stat.S_ISDIR(status.st_mode) and status.st_mode & 0o1000):
+                return "others"
+    return None
+
+
+def run_as(path, venv=None):
     """The command prefix that runs the program ``path`` as files/probe.d/lib.sh's run_program
-    would: as is, unless we are root and another user can change it; then as its owner
-    (``runuser``), or as nobody for one of root's that others may write (root never
-    executes what another user owns or can write).
+    would: as is, unless we are root and another user can change it (for a venv's python,
+    anything in ``venv``: ``venv_owner``); then as its owner (``runuser``), or as nobody
+    for one of root's that others may write (root never executes what another user owns
+    or can write).
 
     >>> run_as("/nonexistent/python")
     []
     """
-    owner = foreign_owner(path) if os.geteuid() == 0 else None
+    if os.geteuid() != 0:
+        return []
+    owner = venv_owner(venv) if venv is not None else foreign_owner(path)
     if not owner:
         return []
     return ["runuser", "-u", "nobody" if owner == "others" else owner, "--"]
@@ -453,7 +488,7 @@ class Proof:
 
     def cuda(self):
         python = self.torch_venv / "bin" / "python"
-        result = run([*run_as(python), str(python), "-c", CUDA_SCRIPT], 90)
+        result = run([*run_as(python, self.torch_venv), str(python), "-c", CUDA_SCRIPT], 90)
         answer = parse_cuda_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"
@@ -518,7 +553,7 @@ class Proof:
             return FAIL, f"not run: {PROOF_SECONDS} s of the proof spent before it (its bound: {bound} s)"
         python = self.torch_venv / "bin" / "python"
         script = comm_script(p2p_seconds=seconds, all_reduce_seconds=seconds)
-        result = run([*run_as(python), str(python), "-c", script, step], seconds + COMM_START_SECONDS)
+        result = run([*run_as(python, self.torch_venv), str(python), "-c", script, step], seconds + COMM_START_SECONDS)
         answer = parse_comm_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"

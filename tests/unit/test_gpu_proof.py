@@ -147,6 +147,32 @@ def test_root_runs_no_program_another_user_can_change(tmp_path):
     assert gpu_proof.run_as(program) == (["runuser", "-u", "nobody", "--"] if root else [])
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="what root runs: only root drops to another user")
+def test_root_runs_no_venv_another_user_can_change(tmp_path):
+    # A venv's bin/python links to root's interpreter; what it loads (pyvenv.cfg,
+    # site-packages, a .pth) is the venv's: root must not run it when another user owns
+    # or may write any of it.
+    venv = tmp_path / "venv"
+    packages = venv / "lib" / "python3" / "site-packages"
+    packages.mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    hook = packages / "zz.pth"
+    hook.write_text("import os\n")
+    tmp_path.chmod(0o755)
+    python = venv / "bin" / "python"
+    assert gpu_proof.run_as(python, venv) == []
+    os.chown(hook, 65534, 65534)
+    assert gpu_proof.run_as(python, venv) == ["runuser", "-u", pwd.getpwuid(65534).pw_name, "--"]
+    os.chown(hook, 0, 0)
+    hook.chmod(0o664)
+    assert gpu_proof.run_as(python, venv) == ["runuser", "-u", "nobody", "--"]
+    hook.chmod(0o644)
+    os.lchown(python, 65534, 65534)
+    assert gpu_proof.run_as(python, venv) == ["runuser", "-u", pwd.getpwuid(65534).pw_name, "--"]
+
+
 def recorded_machine(monkeypatch, kernel_sm="10.0"):
     """The programs past the gate answer as on an HGX B200 machine (torch's CUDA script,
     nvcc, the built kernel): recorded answers in place of gpu_proof.run; the planner
