@@ -36,6 +36,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -405,13 +406,24 @@ def run_as(path, venv=None):
 
 def run(command, timeout, **kwargs):
     """A subprocess's CompletedProcess, or one with rc 124 and the reason when it overran
-    or could not start."""
+    or could not start. It runs in a session of its own, and at the bound the whole
+    session is killed: runuser's child, and every process that one started (the
+    communication script's ranks), not only the program started here."""
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(command, 124, "", f"timed out after {timeout} s")
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, **kwargs)
     except OSError as error:
         return subprocess.CompletedProcess(command, 127, "", f"{error.strerror}: {error.filename}")
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return subprocess.CompletedProcess(command, 124, "", f"timed out after {timeout} s")
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def last_line(result):

@@ -11,6 +11,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,28 @@ def test_the_gpu_to_gpu_steps_keep_to_the_proofs_five_minutes(tmp_path, monkeypa
     proof.started = gpu_proof.time.monotonic() - (gpu_proof.PROOF_SECONDS - 130)  # 130 s left
     proof.step("all-reduce", proof.all_reduce)
     assert 95 <= bounds[-1] <= 130, bounds  # what is left, not the step's own 150 + 30
+
+
+def test_a_program_past_its_bound_leaves_no_process_behind(tmp_path):
+    # What runuser or the communication script started (the ranks) is killed with it: a
+    # hung all-reduce must not keep GPUs busy after the proof gave up on it.
+    pid_file = tmp_path / "grandchild"
+    script = ("import subprocess, sys, time; child = subprocess.Popen(['sleep', '300']); "
+              f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(300)")
+    started = time.monotonic()
+    result = gpu_proof.run(["sh", "-c", f"{sys.executable} -c \"{script}\"; sleep 300"], 2)
+    assert result.returncode == 124 and time.monotonic() - started < 30
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        state = Path(f"/proc/{grandchild}/stat").read_text().split(") ")[-1][0] if Path(
+            f"/proc/{grandchild}").exists() else "X"
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(grandchild, 9)
+        raise AssertionError(f"pid {grandchild} (sleep 300) still runs after the bound")
