@@ -123,22 +123,42 @@ mode = sys.argv[1] if len(sys.argv) > 1 else "all"
 out = {}
 def why(error):
     return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+def worker_lines(stdout):
+    # A child's answers, wherever NCCL's own output (NCCL_DEBUG) landed around them.
+    found = []
+    for line in stdout.splitlines():
+        at = line.find("@@comm-worker ")
+        if at < 0:
+            continue
+        try:
+            found.append(json.JSONDecoder().raw_decode(line, at + len("@@comm-worker "))[0])
+        except ValueError:
+            continue
+    return found
 def children(commands, bound):
-    # Each child's worker lines, and the ones still running at the bound (killed).
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, *command], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for command in commands]
+    # Each child's worker lines, and the ones still running at the bound (killed). Their
+    # output goes to unnamed files, not pipes read one child after another: a rank that
+    # writes more than a pipe holds (NCCL_DEBUG=INFO in the service env) must not block
+    # while the ring waits for it.
+    outputs = [(tempfile.TemporaryFile("w+", errors="replace"), tempfile.TemporaryFile("w+", errors="replace"))
+               for _ in commands]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, *command], stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=err, text=True) for command, (out, err) in zip(commands, outputs)]
     deadline, overran, lines, errors = time.monotonic() + bound, [], [], []
     for index, proc in enumerate(procs):
         try:
-            stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             # Every child still running at the bound is killed, and named as overrun.
             overran += [other_index for other_index, other in enumerate(procs) if other.poll() is None]
             for other in procs:
                 if other.poll() is None:
                     other.kill()
-            stdout, stderr = proc.communicate()
-        lines += [json.loads(line.split(" ", 1)[1]) for line in stdout.splitlines() if line.startswith("@@comm-worker ")]
+            proc.wait()
+        for stream in outputs[index]:
+            stream.seek(0)
+        stdout, stderr = (stream.read() for stream in outputs[index])
+        lines += [found for found in worker_lines(stdout) if isinstance(found, dict)]
         if proc.returncode != 0 and index not in overran:
             errors.append(f"child {index} exit {proc.returncode}: {(stderr.strip().splitlines() or [''])[-1][:300]}")
     return lines, sorted(set(overran)), errors

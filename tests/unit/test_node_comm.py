@@ -196,3 +196,12 @@ def test_a_peer_copy_that_hangs_or_corrupts_is_named_and_bounded():
     assert "0->2 PIX: peer copy has 16777216 wrong value(s)" in verdict, verdict
     assert "1->2 PIX: peer copy no answer within 3 s (hung)" in verdict, verdict
     assert "0-1 SYS: no P2P (CUDA)" in seen, seen
+
+
+def test_ranks_that_print_more_than_a_pipe_holds_do_not_hang():
+    # NCCL_DEBUG=INFO in the service env: every rank prints its channels and rings, far
+    # more than a pipe's 64 KiB; a healthy ring must not stall on a rank blocked writing.
+    answer, seconds = run_script("all-reduce", 4, all_reduce_seconds=20, noise="4000")
+    verdict, measured = all_reduce_verdict(4, answer, full(4, "PIX"))
+    assert verdict == "" and "busbw" in measured, verdict
+    assert seconds < 15, seconds
