@@ -217,15 +217,22 @@ COMM_SCRIPT = comm_script()
 
 
 def parse_comm_output(stdout):
-    """The JSON line COMM_SCRIPT prints, or None.
+    """The JSON line COMM_SCRIPT prints, or None: also when there is more than one (what
+    else printed one, a ``sitecustomize`` or a ``.pth`` in the venv at start or at exit,
+    must not stand in for the script's own answer).
 
     >>> parse_comm_output('noise\\n@@comm {"error": "RuntimeError: no driver"}\\n')
     {'error': 'RuntimeError: no driver'}
+    >>> parse_comm_output('@@comm {"count": 8}\\n@@comm {"error": "RuntimeError: no driver"}\\n')
     """
-    for line in (stdout or "").splitlines():
-        if line.startswith("@@comm "):
-            return json.loads(line[len("@@comm "):])
-    return None
+    found = [line for line in (stdout or "").splitlines() if line.startswith("@@comm ")]
+    if len(found) != 1:
+        return None
+    try:
+        answer = json.loads(found[0][len("@@comm "):])
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def bus_bandwidth(size, seconds, world):

@@ -32,7 +32,9 @@ def comm(host, expected):
                                 as_service_user=True)
     answer = parse_comm_output(result.stdout)
     if answer is None:
-        return {"venv_error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
+        said = result.stdout.count("@@comm ")
+        return {"venv_error": f"{python} exit {result.rc}, {said} '@@comm' line(s) where the script prints one: "
+                              f"{(result.stderr or result.stdout).strip()[-300:]}"}
     return answer
 
 

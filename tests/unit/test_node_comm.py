@@ -4,6 +4,7 @@ answers; and the script itself (its parent and child processes, its bounds) run 
 a stand-in torch (tests/fixtures/fake_torch: symbolic tensors, an all-reduce through
 files), since this machine has no GPU and no torch."""
 
+import json
 import os
 import subprocess
 import sys
@@ -205,3 +206,19 @@ def test_ranks_that_print_more_than_a_pipe_holds_do_not_hang():
     verdict, measured = all_reduce_verdict(4, answer, full(4, "PIX"))
     assert verdict == "" and "busbw" in measured, verdict
     assert seconds < 15, seconds
+
+
+def test_an_answer_printed_by_something_else_in_the_venv_is_no_answer(tmp_path):
+    # A sitecustomize (or a .pth) that prints a passing '@@comm' line before the script's
+    # own, on a node where CUDA does not start: that node must not pass either check.
+    ranks = {str(rank): {"rank": rank, "wrong": 0, "seconds": 0.04, "iters": 20} for rank in range(2)}
+    fake = {"count": 2, "all_reduce": {"world": 2, "bytes": ALL_REDUCE_BYTES, "ranks": ranks, "overran": [],
+                                       "errors": [], "bound": 150},
+            "p2p": {"access": {"0,1": True, "1,0": True}, "errors": [],
+                    "copies": {"0,1": {"wrong": 0, "seconds": 0.002}, "1,0": {"wrong": 0, "seconds": 0.002}}}}
+    (tmp_path / "sitecustomize.py").write_text(f"print('@@comm ' + {json.dumps(json.dumps(fake))}, flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{FAKE_TORCH}", "FAKE_TORCH_GPUS": "0"}
+    result = subprocess.run([sys.executable, "-c", comm_script(), "all"], capture_output=True, text=True, env=env,
+                            timeout=60, check=False)
+    assert result.stdout.count("@@comm ") == 2, result.stdout
+    assert parse_comm_output(result.stdout) is None
