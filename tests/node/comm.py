@@ -18,6 +18,7 @@ reduce, and no bandwidth is claimed or judged.
 
 import json
 import re
+import shlex
 
 # What COMM_SCRIPT's parts do, and their bounds (seconds, each part in its own child
 # processes; the node suite's run of both stays under 3.5 minutes even when both hang).
@@ -214,6 +215,20 @@ def comm_script(p2p_seconds=P2P_SECONDS, all_reduce_seconds=ALL_REDUCE_SECONDS):
 
 
 COMM_SCRIPT = comm_script()
+# The whole run's bound in the node suite (the parts' bounds, plus python, torch's import
+# and CUDA's start in the parent, which nothing else bounds: a wedged GPU can hang
+# cuInit), under the 300 s every snippet gets where systemd does not run the node.
+RUN_SECONDS = P2P_SECONDS + ALL_REDUCE_SECONDS + 60
+
+
+def comm_command(python, seconds=RUN_SECONDS, script=COMM_SCRIPT):
+    """The shell command the node suite runs: COMM_SCRIPT in ``python``, its process group
+    (the parent and every rank) killed at ``seconds`` by coreutils' ``timeout``.
+
+    >>> comm_command("/v/bin/python").startswith("timeout -k 10 270 /v/bin/python -c ")
+    True
+    """
+    return f"timeout -k 10 {int(seconds)} {shlex.quote(python)} -c {shlex.quote(script)} all"
 
 
 def parse_comm_output(stdout):

@@ -13,7 +13,7 @@ import shlex
 
 import pytest
 
-from tests.node.comm import COMM_SCRIPT, all_reduce_verdict, p2p_verdict, parse_comm_output
+from tests.node.comm import all_reduce_verdict, comm_command, p2p_verdict, parse_comm_output
 from tests.node.remote import fail, run_in_service_env, stand_in
 
 ALL_REDUCE = "NCCL all-reduce across the GPUs (torch.distributed, as the service user with the service env)"
@@ -28,8 +28,7 @@ def comm(host, expected):
     python = expected.venv_python
     if host.run(f"test -x {shlex.quote(python)}").rc != 0:
         return {"venv_error": f"no {python} (the venv is not built)"}
-    result = run_in_service_env(host, expected, f"{shlex.quote(python)} -c {shlex.quote(COMM_SCRIPT)} all",
-                                as_service_user=True)
+    result = run_in_service_env(host, expected, comm_command(python), as_service_user=True)
     answer = parse_comm_output(result.stdout)
     if answer is None:
         said = result.stdout.count("@@comm ")

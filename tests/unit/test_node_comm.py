@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.node.comm import (
-    ALL_REDUCE_BYTES, all_reduce_verdict, bandwidth_floor, bus_bandwidth, comm_script, p2p_verdict, parse_comm_output,
+    ALL_REDUCE_BYTES, all_reduce_verdict, bandwidth_floor, bus_bandwidth, comm_command, comm_script, p2p_verdict,
+    parse_comm_output,
 )
 
 FAKE_TORCH = Path(__file__).resolve().parent.parent / "fixtures" / "fake_torch"
@@ -222,3 +223,38 @@ def test_an_answer_printed_by_something_else_in_the_venv_is_no_answer(tmp_path):
                             timeout=60, check=False)
     assert result.stdout.count("@@comm ") == 2, result.stdout
     assert parse_comm_output(result.stdout) is None
+
+
+def _marked(mark):
+    # Processes whose environment carries ``mark`` (this test's script and its ranks).
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark.encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().rsplit(") ", 1)[-1][0]
+                found += [] if state == "Z" else [int(entry.name)]
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("fake", [{"FAKE_TORCH_INIT_SLEEP": "60"}, {"FAKE_TORCH_AR_SLEEP": "60"}],
+                         ids=["cuda-init-hangs", "all-reduce-hangs-past-the-run"])
+def test_the_node_suites_command_is_bounded_and_leaves_no_rank_behind(fake):
+    # The parent's own start (cuInit on a wedged GPU) has no bound in the script; the
+    # node suite's command bounds the whole run, ranks included (systemd-run --wait has
+    # no bound of its own).
+    mark = f"COMM_TEST_MARK={os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "PYTHONPATH": str(FAKE_TORCH), "FAKE_TORCH_GPUS": "2", mark.split("=")[0]: mark, **fake}
+    started = time.monotonic()
+    result = subprocess.run(["sh", "-c", comm_command(sys.executable, seconds=3)], capture_output=True, text=True,
+                            env=env, timeout=60, check=False)
+    assert result.returncode in (124, 137) and time.monotonic() - started < 20, (result.returncode, result.stderr)
+    for _ in range(50):
+        left = _marked(mark)
+        if not left:
+            break
+        time.sleep(0.1)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"still running after the bound: {left}"
