@@ -500,7 +500,9 @@ class Proof:
 
     def cuda(self):
         python = self.torch_venv / "bin" / "python"
-        result = run([*run_as(python, self.torch_venv), str(python), "-c", CUDA_SCRIPT], 90)
+        # From /: "python -c" puts the working directory first on sys.path, and a module
+        # another user left there (tempfile.py, torch/) would be root's import.
+        result = run([*run_as(python, self.torch_venv), str(python), "-c", CUDA_SCRIPT], 90, cwd="/")
         answer = parse_cuda_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"
@@ -565,7 +567,8 @@ class Proof:
             return FAIL, f"not run: {PROOF_SECONDS} s of the proof spent before it (its bound: {bound} s)"
         python = self.torch_venv / "bin" / "python"
         script = comm_script(p2p_seconds=seconds, all_reduce_seconds=seconds)
-        result = run([*run_as(python, self.torch_venv), str(python), "-c", script, step], seconds + COMM_START_SECONDS)
+        result = run([*run_as(python, self.torch_venv), str(python), "-c", script, step], seconds + COMM_START_SECONDS,
+                     cwd="/")  # as the cuda step: nothing imported from the working directory
         answer = parse_comm_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"

@@ -283,7 +283,7 @@ def test_the_gpu_to_gpu_steps_keep_to_the_proofs_five_minutes(tmp_path, monkeypa
     assert proof.step("all-reduce", proof.all_reduce) == gpu_proof.FAIL
     assert proof.rows[-1]["evidence"] == "not run: 300 s of the proof spent before it (its bound: 150 s)"
     bounds = []
-    monkeypatch.setattr(gpu_proof, "run", lambda command, timeout: bounds.append(timeout) or
+    monkeypatch.setattr(gpu_proof, "run", lambda command, timeout, **kwargs: bounds.append(timeout) or
                         subprocess.CompletedProcess(command, 0, '@@comm {"error": "RuntimeError: x"}', ""))
     proof.started = gpu_proof.time.monotonic() - (gpu_proof.PROOF_SECONDS - 130)  # 130 s left
     proof.step("all-reduce", proof.all_reduce)
@@ -313,3 +313,22 @@ def test_a_program_past_its_bound_leaves_no_process_behind(tmp_path):
     else:
         os.kill(grandchild, 9)
         raise AssertionError(f"pid {grandchild} (sleep 300) still runs after the bound")
+
+
+def test_the_python_steps_import_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    # "python -c" puts the working directory first on sys.path: run as root from a
+    # directory another user can write (/tmp, their home), a tempfile.py there would be
+    # root's import before the stdlib's.
+    here = tmp_path / "cwd"
+    here.mkdir()
+    marker = tmp_path / "imported"
+    (here / "tempfile.py").write_text(f"open({str(marker)!r}, 'w').close()\nfrom tempfile import *\n")
+    (here / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(here)
+    proof = gpu_proof.Proof(torch_venv(tmp_path, 2), tmp_path, [])
+    proof.facts = b200_node()
+    proof.facts["gpus"] = proof.facts["gpus"][:2]
+    proof.facts["driver_layer"]["topology"] = [{"a": 0, "b": 1, "link": "SYS"}]
+    assert proof.step("p2p", proof.p2p) == "pass", proof.rows
+    proof.step("cuda", proof.cuda)
+    assert not marker.exists()
