@@ -41,7 +41,9 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -362,16 +364,50 @@ def foreign_owner(path):
     return None
 
 
-def run_as(path):
+def venv_owner(venv):
+    """As ``foreign_owner`` for what ``venv``'s python loads, not only the interpreter
+    its ``bin/python`` links to (root's /usr/bin/python3 in most venvs): the venv and
+    the directories above it, then everything in it (pyvenv.cfg, site-packages, its
+    ``.pth`` files, torch), unfollowed, and where each link in it leads.
+
+    >>> venv_owner("/nonexistent")
+    """
+    import pwd
+
+    owner = foreign_owner(Path(venv) / "bin" / "python") or foreign_owner(venv)
+    if owner or not Path(venv).is_dir():
+        return owner
+    for top, dirs, files in os.walk(venv):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            status = os.lstat(path)
+            if status.st_uid != 0:
+                try:
+                    return pwd.getpwuid(status.st_uid).pw_name
+                except KeyError:
+                    return str(status.st_uid)
+            if stat.S_ISLNK(status.st_mode):
+                owner = foreign_owner(path)
+                if owner:
+                    return owner
+            elif status.st_mode & 0o022 and not (stat.S_ISDIR(status.st_mode) and status.st_mode & 0o1000):
+                return "others"
+    return None
+
+
+def run_as(path, venv=None):
     """The command prefix that runs the program ``path`` as files/probe.d/lib.sh's run_program
-    would: as is, unless we are root and another user can change it; then as its owner
-    (``runuser``), or as nobody for one of root's that others may write (root never
-    executes what another user owns or can write).
+    would: as is, unless we are root and another user can change it (for a venv's python,
+    anything in ``venv``: ``venv_owner``); then as its owner (``runuser``), or as nobody
+    for one of root's that others may write (root never executes what another user owns
+    or can write).
 
     >>> run_as("/nonexistent/python")
     []
     """
-    owner = foreign_owner(path) if os.geteuid() == 0 else None
+    if os.geteuid() != 0:
+        return []
+    owner = venv_owner(venv) if venv is not None else foreign_owner(path)
     if not owner:
         return []
     return ["runuser", "-u", "nobody" if owner == "others" else owner, "--"]
@@ -379,13 +415,24 @@ def run_as(path):
 
 def run(command, timeout, **kwargs):
     """A subprocess's CompletedProcess, or one with rc 124 and the reason when it overran
-    or could not start."""
+    or could not start. It runs in a session of its own, and at the bound the whole
+    session is killed: runuser's child, and every process that one started (the
+    communication script's ranks), not only the program started here."""
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(command, 124, "", f"timed out after {timeout} s")
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, **kwargs)
     except OSError as error:
         return subprocess.CompletedProcess(command, 127, "", f"{error.strerror}: {error.filename}")
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return subprocess.CompletedProcess(command, 124, "", f"timed out after {timeout} s")
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def last_line(result):
@@ -501,7 +548,9 @@ class Proof:
 
     def cuda(self):
         python = self.torch_venv / "bin" / "python"
-        result = run([*run_as(python), str(python), "-c", CUDA_SCRIPT], 90)
+        # From /: "python -c" puts the working directory first on sys.path, and a module
+        # another user left there (tempfile.py, torch/) would be root's import.
+        result = run([*run_as(python, self.torch_venv), str(python), "-c", CUDA_SCRIPT], 90, cwd="/")
         answer = parse_cuda_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"
@@ -566,7 +615,8 @@ class Proof:
             return FAIL, f"not run: {PROOF_SECONDS} s of the proof spent before it (its bound: {bound} s)"
         python = self.torch_venv / "bin" / "python"
         script = comm_script(p2p_seconds=seconds, all_reduce_seconds=seconds)
-        result = run([*run_as(python), str(python), "-c", script, step], seconds + COMM_START_SECONDS)
+        result = run([*run_as(python, self.torch_venv), str(python), "-c", script, step], seconds + COMM_START_SECONDS,
+                     cwd="/")  # as the cuda step: nothing imported from the working directory
         answer = parse_comm_output(result.stdout)
         if answer is None:
             return FAIL, f"{python} {last_line(result)}"

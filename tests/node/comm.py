@@ -18,6 +18,7 @@ reduce, and no bandwidth is claimed or judged.
 
 import json
 import re
+import shlex
 
 # What COMM_SCRIPT's parts do, and their bounds (seconds, each part in its own child
 # processes; the node suite's run of both stays under 3.5 minutes even when both hang).
@@ -123,22 +124,42 @@ mode = sys.argv[1] if len(sys.argv) > 1 else "all"
 out = {}
 def why(error):
     return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+def worker_lines(stdout):
+    # A child's answers, wherever NCCL's own output (NCCL_DEBUG) landed around them.
+    found = []
+    for line in stdout.splitlines():
+        at = line.find("@@comm-worker ")
+        if at < 0:
+            continue
+        try:
+            found.append(json.JSONDecoder().raw_decode(line, at + len("@@comm-worker "))[0])
+        except ValueError:
+            continue
+    return found
 def children(commands, bound):
-    # Each child's worker lines, and the ones still running at the bound (killed).
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, *command], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for command in commands]
+    # Each child's worker lines, and the ones still running at the bound (killed). Their
+    # output goes to unnamed files, not pipes read one child after another: a rank that
+    # writes more than a pipe holds (NCCL_DEBUG=INFO in the service env) must not block
+    # while the ring waits for it.
+    outputs = [(tempfile.TemporaryFile("w+", errors="replace"), tempfile.TemporaryFile("w+", errors="replace"))
+               for _ in commands]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, *command], stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=err, text=True) for command, (out, err) in zip(commands, outputs)]
     deadline, overran, lines, errors = time.monotonic() + bound, [], [], []
     for index, proc in enumerate(procs):
         try:
-            stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             # Every child still running at the bound is killed, and named as overrun.
             overran += [other_index for other_index, other in enumerate(procs) if other.poll() is None]
             for other in procs:
                 if other.poll() is None:
                     other.kill()
-            stdout, stderr = proc.communicate()
-        lines += [json.loads(line.split(" ", 1)[1]) for line in stdout.splitlines() if line.startswith("@@comm-worker ")]
+            proc.wait()
+        for stream in outputs[index]:
+            stream.seek(0)
+        stdout, stderr = (stream.read() for stream in outputs[index])
+        lines += [found for found in worker_lines(stdout) if isinstance(found, dict)]
         if proc.returncode != 0 and index not in overran:
             errors.append(f"child {index} exit {proc.returncode}: {(stderr.strip().splitlines() or [''])[-1][:300]}")
     return lines, sorted(set(overran)), errors
@@ -194,18 +215,39 @@ def comm_script(p2p_seconds=P2P_SECONDS, all_reduce_seconds=ALL_REDUCE_SECONDS):
 
 
 COMM_SCRIPT = comm_script()
+# The whole run's bound in the node suite (the parts' bounds, plus python, torch's import
+# and CUDA's start in the parent, which nothing else bounds: a wedged GPU can hang
+# cuInit), under the 300 s every snippet gets where systemd does not run the node.
+RUN_SECONDS = P2P_SECONDS + ALL_REDUCE_SECONDS + 60
+
+
+def comm_command(python, seconds=RUN_SECONDS, script=COMM_SCRIPT):
+    """The shell command the node suite runs: COMM_SCRIPT in ``python``, its process group
+    (the parent and every rank) killed at ``seconds`` by coreutils' ``timeout``.
+
+    >>> comm_command("/v/bin/python").startswith("timeout -k 10 270 /v/bin/python -c ")
+    True
+    """
+    return f"timeout -k 10 {int(seconds)} {shlex.quote(python)} -c {shlex.quote(script)} all"
 
 
 def parse_comm_output(stdout):
-    """The JSON line COMM_SCRIPT prints, or None.
+    """The JSON line COMM_SCRIPT prints, or None: also when there is more than one (what
+    else printed one, a ``sitecustomize`` or a ``.pth`` in the venv at start or at exit,
+    must not stand in for the script's own answer).
 
     >>> parse_comm_output('noise\\n@@comm {"error": "RuntimeError: no driver"}\\n')
     {'error': 'RuntimeError: no driver'}
+    >>> parse_comm_output('@@comm {"count": 8}\\n@@comm {"error": "RuntimeError: no driver"}\\n')
     """
-    for line in (stdout or "").splitlines():
-        if line.startswith("@@comm "):
-            return json.loads(line[len("@@comm "):])
-    return None
+    found = [line for line in (stdout or "").splitlines() if line.startswith("@@comm ")]
+    if len(found) != 1:
+        return None
+    try:
+        answer = json.loads(found[0][len("@@comm "):])
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def bus_bandwidth(size, seconds, world):

@@ -2,6 +2,7 @@
 answers: pure functions, tested without a node (tests/unit/test_node_cuda.py)."""
 
 import json
+import shlex
 
 # One remote python run: CUDA's start (torch's first line of why not), the devices it
 # sees, and per device a kernel whose result has come back (synchronised).
@@ -27,16 +28,37 @@ except Exception as error:
 print("@@cuda " + json.dumps(out))
 """
 
+# The node suite's bound on the whole run (a wedged GPU hangs CUDA's start): coreutils'
+# timeout stops the python's process group.
+CUDA_SECONDS = 120
+
+
+def cuda_command(python, seconds=CUDA_SECONDS):
+    """The shell command the node suite runs: CUDA_SCRIPT in ``python``, stopped at ``seconds``.
+
+    >>> cuda_command("/v/bin/python").startswith("timeout -k 10 120 /v/bin/python -c ")
+    True
+    """
+    return f"timeout -k 10 {int(seconds)} {shlex.quote(python)} -c {shlex.quote(CUDA_SCRIPT)}"
+
+
 def parse_cuda_output(stdout):
-    """The JSON line CUDA_SCRIPT prints, or None.
+    """The JSON object CUDA_SCRIPT prints, or None: also when more than one line claims to
+    be it (a ``sitecustomize`` or ``.pth`` of the venv printing one must not stand in for
+    the script's own answer) or it is not an object.
 
     >>> parse_cuda_output('noise\\n@@cuda {"count": 1, "kernels": {"0": 2.0}}\\n')
     {'count': 1, 'kernels': {'0': 2.0}}
+    >>> parse_cuda_output('@@cuda {"count": 1, "kernels": {"0": 2.0}}\\n@@cuda {"error": "no driver"}\\n')
     """
-    for line in stdout.splitlines():
-        if line.startswith("@@cuda "):
-            return json.loads(line[len("@@cuda "):])
-    return None
+    found = [line for line in (stdout or "").splitlines() if line.startswith("@@cuda ")]
+    if len(found) != 1:
+        return None
+    try:
+        answer = json.loads(found[0][len("@@cuda "):])
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def cuda_verdict(listed, cuda):

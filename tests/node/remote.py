@@ -128,17 +128,20 @@ def run_in_service_env(host, expected, command, as_service_user=False):
     return host.run(service_command(env, command, user, strict=as_service_user))
 
 
-def venv_script_answer(host, expected, script, parse, arguments=""):
-    """``script`` run by the venv's python as the service user with the service's
+def venv_script_answer(host, expected, command, parse, marker):
+    """The venv's python running ``command(python)`` as the service user with the service's
     environment, its answer as ``parse`` reads the output (``{"error": why}`` is the
     script's own, for CUDA that does not start), or ``{"venv_error": why}`` when it could
-    not run: no venv is a failure on any node, stand-in or not."""
+    not run or did not answer with exactly one ``marker`` line (something else in the venv,
+    a sitecustomize, printing one would be taken for the script's): no venv is a failure
+    on any node, stand-in or not."""
     python = expected.venv_python
     if host.run(f"test -x {shlex.quote(python)}").rc != 0:
         return {"venv_error": f"no {python} (the venv is not built)"}
-    command = f"{shlex.quote(python)} -c {shlex.quote(script)}" + (f" {arguments}" if arguments else "")
-    result = run_in_service_env(host, expected, command, as_service_user=True)
+    result = run_in_service_env(host, expected, command(python), as_service_user=True)
     answer = parse(result.stdout)
     if answer is None:
-        return {"venv_error": f"{python} exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"}
+        said = sum(line.startswith(marker) for line in result.stdout.splitlines())
+        return {"venv_error": f"{python} exit {result.rc}, {said} {marker.strip()!r} line(s) where the script prints "
+                              f"one: {(result.stderr or result.stdout).strip()[-300:]}"}
     return answer

@@ -11,7 +11,7 @@ declaration that is a failure, as for test_cuda.py.
 
 import pytest
 
-from tests.node.comm import COMM_SCRIPT, all_reduce_verdict, p2p_verdict, parse_comm_output
+from tests.node.comm import all_reduce_verdict, comm_command, p2p_verdict, parse_comm_output
 from tests.node.remote import fail, stand_in, venv_script_answer
 
 ALL_REDUCE = "NCCL all-reduce across the GPUs (torch.distributed, as the service user with the service env)"
@@ -23,7 +23,7 @@ def comm(host, expected):
     """COMM_SCRIPT's answer in the venv as the service user with the service's
     environment (``{"error": why}`` when CUDA does not start), or ``{"venv_error": why}``
     when it could not run."""
-    return venv_script_answer(host, expected, COMM_SCRIPT, parse_comm_output, "all")
+    return venv_script_answer(host, expected, comm_command, parse_comm_output, "@@comm ")
 
 
 def _judge(expected, comm, record_property, what, want, verdict):

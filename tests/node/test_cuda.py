@@ -10,7 +10,7 @@ the declaration that is a failure, whatever the node is.
 
 import pytest
 
-from tests.node.cuda import CUDA_SCRIPT, cuda_verdict, fabric_verdict, parse_cuda_output
+from tests.node.cuda import cuda_command, cuda_verdict, fabric_verdict, parse_cuda_output
 from tests.node.remote import fail, stand_in, venv_script_answer
 
 WHAT = "CUDA in the venv (torch, as the service user with the service env)"
@@ -22,7 +22,7 @@ def cuda(host, expected):
     """CUDA_SCRIPT's answer in the venv, run as the service user with the service's
     environment (``{"error": why}`` when CUDA does not start), or ``{"venv_error": why}``
     when it could not run: no venv is a failure on any node, stand-in or not."""
-    return venv_script_answer(host, expected, CUDA_SCRIPT, parse_cuda_output)
+    return venv_script_answer(host, expected, cuda_command, parse_cuda_output, "@@cuda ")
 
 
 def test_cuda_runs_on_every_gpu(host, expected, cuda, record_property):

@@ -11,6 +11,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,32 @@ def test_root_runs_no_program_another_user_can_change(tmp_path):
     assert gpu_proof.run_as(program) == (["runuser", "-u", "nobody", "--"] if root else [])
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="what root runs: only root drops to another user")
+def test_root_runs_no_venv_another_user_can_change(tmp_path):
+    # A venv's bin/python links to root's interpreter; what it loads (pyvenv.cfg,
+    # site-packages, a .pth) is the venv's: root must not run it when another user owns
+    # or may write any of it.
+    venv = tmp_path / "venv"
+    packages = venv / "lib" / "python3" / "site-packages"
+    packages.mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    hook = packages / "zz.pth"
+    hook.write_text("import os\n")
+    tmp_path.chmod(0o755)
+    python = venv / "bin" / "python"
+    assert gpu_proof.run_as(python, venv) == []
+    os.chown(hook, 65534, 65534)
+    assert gpu_proof.run_as(python, venv) == ["runuser", "-u", pwd.getpwuid(65534).pw_name, "--"]
+    os.chown(hook, 0, 0)
+    hook.chmod(0o664)
+    assert gpu_proof.run_as(python, venv) == ["runuser", "-u", "nobody", "--"]
+    hook.chmod(0o644)
+    os.lchown(python, 65534, 65534)
+    assert gpu_proof.run_as(python, venv) == ["runuser", "-u", pwd.getpwuid(65534).pw_name, "--"]
+
+
 def recorded_machine(monkeypatch, kernel_sm="10.0"):
     """The programs past the gate answer as on an HGX B200 machine (torch's CUDA script,
     nvcc, the built kernel): recorded answers in place of gpu_proof.run; the planner
@@ -256,7 +283,7 @@ def test_the_gpu_to_gpu_steps_keep_to_the_proofs_five_minutes(tmp_path, monkeypa
     assert proof.step("all-reduce", proof.all_reduce) == gpu_proof.FAIL
     assert proof.rows[-1]["evidence"] == "not run: 300 s of the proof spent before it (its bound: 150 s)"
     bounds = []
-    monkeypatch.setattr(gpu_proof, "run", lambda command, timeout: bounds.append(timeout) or
+    monkeypatch.setattr(gpu_proof, "run", lambda command, timeout, **kwargs: bounds.append(timeout) or
                         subprocess.CompletedProcess(command, 0, '@@comm {"error": "RuntimeError: x"}', ""))
     proof.started = gpu_proof.time.monotonic() - (gpu_proof.PROOF_SECONDS - 130)  # 130 s left
     proof.step("all-reduce", proof.all_reduce)
@@ -307,3 +334,47 @@ def test_the_dcgm_step_reads_the_probe_s_own_diag_section(monkeypatch, tmp_path,
     assert proof.step("dcgm diag", proof.dcgm_diag) == result, proof.rows[-1]
     assert said in proof.rows[-1]["evidence"], proof.rows[-1]
     assert "PROBE_GPU_DIAG=1" in asked[0]
+
+
+def test_a_program_past_its_bound_leaves_no_process_behind(tmp_path):
+    # What runuser or the communication script started (the ranks) is killed with it: a
+    # hung all-reduce must not keep GPUs busy after the proof gave up on it.
+    pid_file = tmp_path / "grandchild"
+    script = ("import subprocess, sys, time; child = subprocess.Popen(['sleep', '300']); "
+              f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(300)")
+    started = time.monotonic()
+    result = gpu_proof.run(["sh", "-c", f"{sys.executable} -c \"{script}\"; sleep 300"], 2)
+    assert result.returncode == 124 and time.monotonic() - started < 30
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        state = Path(f"/proc/{grandchild}/stat").read_text().split(") ")[-1][0] if Path(
+            f"/proc/{grandchild}").exists() else "X"
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(grandchild, 9)
+        raise AssertionError(f"pid {grandchild} (sleep 300) still runs after the bound")
+
+
+def test_the_python_steps_import_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    # "python -c" puts the working directory first on sys.path: run as root from a
+    # directory another user can write (/tmp, their home), a tempfile.py there would be
+    # root's import before the stdlib's.
+    here = tmp_path / "cwd"
+    here.mkdir()
+    marker = tmp_path / "imported"
+    (here / "tempfile.py").write_text(f"open({str(marker)!r}, 'w').close()\nfrom tempfile import *\n")
+    (here / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(here)
+    proof = gpu_proof.Proof(torch_venv(tmp_path, 2), tmp_path, [])
+    proof.facts = b200_node()
+    proof.facts["gpus"] = proof.facts["gpus"][:2]
+    proof.facts["driver_layer"]["topology"] = [{"a": 0, "b": 1, "link": "SYS"}]
+    assert proof.step("p2p", proof.p2p) == "pass", proof.rows
+    proof.step("cuda", proof.cuda)
+    assert not marker.exists()

@@ -4,6 +4,7 @@ answers; and the script itself (its parent and child processes, its bounds) run 
 a stand-in torch (tests/fixtures/fake_torch: symbolic tensors, an all-reduce through
 files), since this machine has no GPU and no torch."""
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.node.comm import (
-    ALL_REDUCE_BYTES, all_reduce_verdict, bandwidth_floor, bus_bandwidth, comm_script, p2p_verdict, parse_comm_output,
+    ALL_REDUCE_BYTES, all_reduce_verdict, bandwidth_floor, bus_bandwidth, comm_command, comm_script, p2p_verdict,
+    parse_comm_output,
 )
 
 FAKE_TORCH = Path(__file__).resolve().parent.parent / "fixtures" / "fake_torch"
@@ -196,3 +198,63 @@ def test_a_peer_copy_that_hangs_or_corrupts_is_named_and_bounded():
     assert "0->2 PIX: peer copy has 16777216 wrong value(s)" in verdict, verdict
     assert "1->2 PIX: peer copy no answer within 3 s (hung)" in verdict, verdict
     assert "0-1 SYS: no P2P (CUDA)" in seen, seen
+
+
+def test_ranks_that_print_more_than_a_pipe_holds_do_not_hang():
+    # NCCL_DEBUG=INFO in the service env: every rank prints its channels and rings, far
+    # more than a pipe's 64 KiB; a healthy ring must not stall on a rank blocked writing.
+    answer, seconds = run_script("all-reduce", 4, all_reduce_seconds=20, noise="4000")
+    verdict, measured = all_reduce_verdict(4, answer, full(4, "PIX"))
+    assert verdict == "" and "busbw" in measured, verdict
+    assert seconds < 15, seconds
+
+
+def test_an_answer_printed_by_something_else_in_the_venv_is_no_answer(tmp_path):
+    # A sitecustomize (or a .pth) that prints a passing '@@comm' line before the script's
+    # own, on a node where CUDA does not start: that node must not pass either check.
+    ranks = {str(rank): {"rank": rank, "wrong": 0, "seconds": 0.04, "iters": 20} for rank in range(2)}
+    fake = {"count": 2, "all_reduce": {"world": 2, "bytes": ALL_REDUCE_BYTES, "ranks": ranks, "overran": [],
+                                       "errors": [], "bound": 150},
+            "p2p": {"access": {"0,1": True, "1,0": True}, "errors": [],
+                    "copies": {"0,1": {"wrong": 0, "seconds": 0.002}, "1,0": {"wrong": 0, "seconds": 0.002}}}}
+    (tmp_path / "sitecustomize.py").write_text(f"print('@@comm ' + {json.dumps(json.dumps(fake))}, flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{FAKE_TORCH}", "FAKE_TORCH_GPUS": "0"}
+    result = subprocess.run([sys.executable, "-c", comm_script(), "all"], capture_output=True, text=True, env=env,
+                            timeout=60, check=False)
+    assert result.stdout.count("@@comm ") == 2, result.stdout
+    assert parse_comm_output(result.stdout) is None
+
+
+def _marked(mark):
+    # Processes whose environment carries ``mark`` (this test's script and its ranks).
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark.encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().rsplit(") ", 1)[-1][0]
+                found += [] if state == "Z" else [int(entry.name)]
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("fake", [{"FAKE_TORCH_INIT_SLEEP": "60"}, {"FAKE_TORCH_AR_SLEEP": "60"}],
+                         ids=["cuda-init-hangs", "all-reduce-hangs-past-the-run"])
+def test_the_node_suites_command_is_bounded_and_leaves_no_rank_behind(fake):
+    # The parent's own start (cuInit on a wedged GPU) has no bound in the script; the
+    # node suite's command bounds the whole run, ranks included (systemd-run --wait has
+    # no bound of its own).
+    mark = f"COMM_TEST_MARK={os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "PYTHONPATH": str(FAKE_TORCH), "FAKE_TORCH_GPUS": "2", mark.split("=")[0]: mark, **fake}
+    started = time.monotonic()
+    result = subprocess.run(["sh", "-c", comm_command(sys.executable, seconds=3)], capture_output=True, text=True,
+                            env=env, timeout=60, check=False)
+    assert result.returncode in (124, 137) and time.monotonic() - started < 20, (result.returncode, result.stderr)
+    for _ in range(50):
+        left = _marked(mark)
+        if not left:
+            break
+        time.sleep(0.1)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"still running after the bound: {left}"
