@@ -37,11 +37,14 @@ PATTERN = 1024  # values 0..1023 repeat: every sum stays an exact float32 intege
 # link down, or P2P detoured through an ACS-redirected root complex, without a false
 # alarm on a busy (serving) or older node. Raise it only with measurements to cite.
 FLOOR_FRACTION = 0.25
-# One NVLink link per direction: 25 GB/s for NVLink 2, 3 and 4 (V100: 300 GB/s over 6
-# links, A100: 600 GB/s over 12, H100: 900 GB/s over 18, each total bidirectional:
-# NVIDIA's V100, A100 and H100 datasheets / nvidia.com/en-us/data-center/nvlink/);
-# NVLink 5 (B200: 1.8 TB/s over 18) has 50, so 25 is the lowest of every generation.
-NVLINK_LINK_GBPS = 25.0
+# One NVLink link per direction, the slowest of the boards nvidia-smi shows `NV#` for: the
+# GA102 bridge (RTX A6000, RTX 3090: 112.5 GB/s total bidirectional over 4 links, NVIDIA's
+# RTX A6000 datasheet) is 14.0625; NVLink 1 (P100: 160 GB/s over 4) 20; NVLink 2, 3 and 4
+# 25 (V100: 300 GB/s over 6, A100: 600 over 12, H100: 900 over 18: NVIDIA's datasheets,
+# nvidia.com/en-us/data-center/nvlink/); NVLink 5 (B200: 1.8 TB/s over 18) 50. The topology
+# names the links, not their generation, so the floor counts the slowest: on an HGX it is
+# below a quarter of its own links, conservative as the fraction above.
+NVLINK_LINK_GBPS = 14.0625
 # PCIe 3.0 x16 per direction: 8 GT/s x 16 lanes, 128b/130b coding = 15.75 GB/s (PCI-SIG,
 # PCI Express Base Specification 3.0). The lowest generation a current GPU trains at
 # under load; Gen4/Gen5 boards (31.5 / 63 GB/s) pass it with room to spare.
@@ -268,7 +271,7 @@ def bandwidth_floor(topology, count):
     busbw is 0 by definition and nothing is judged.
 
     >>> bandwidth_floor([{"a": 0, "b": 1, "link": "NV18"}], 2)
-    (112.5, 'NVLink: NV18 on every pair, 25% of 18 x 25 GB/s')
+    (63.28, 'NVLink: NV18 on every pair, 25% of 18 x 14.0625 GB/s')
     >>> bandwidth_floor([{"a": 0, "b": 1, "link": "NV4"}, {"a": 0, "b": 2, "link": "SYS"},
     ...                  {"a": 1, "b": 2, "link": "PIX"}], 3)[1]
     'PCIe: a pair without NVLink (0-2 SYS), 25% of PCIe 3.0 x16 (15.75 GB/s)'
@@ -306,9 +309,9 @@ def all_reduce_verdict(listed, answer, topology):
     ...     return {"count": 8, "all_reduce": {"world": 8, "bytes": 256 * 2**20, "ranks": ranks, "overran": [],
     ...             "errors": []}}
     >>> all_reduce_verdict(8, run(0.002), [{"a": 0, "b": 1, "link": "NV18"}] * 28)[1]
-    'busbw 234.9 GB/s (algbw 134.2 GB/s, 8 ranks, 256 MiB, 20 iterations); floor 112.5 GB/s (NVLink: NV18 on every pair, 25% of 18 x 25 GB/s)'
+    'busbw 234.9 GB/s (algbw 134.2 GB/s, 8 ranks, 256 MiB, 20 iterations); floor 63.28 GB/s (NVLink: NV18 on every pair, 25% of 18 x 14.0625 GB/s)'
     >>> all_reduce_verdict(8, run(0.02), [{"a": 0, "b": 1, "link": "NV18"}] * 28)[0]
-    'busbw 23.5 GB/s (algbw 13.4 GB/s, 8 ranks, 256 MiB, 20 iterations) below the floor 112.5 GB/s (NVLink: NV18 on every pair, 25% of 18 x 25 GB/s)'
+    'busbw 23.5 GB/s (algbw 13.4 GB/s, 8 ranks, 256 MiB, 20 iterations) below the floor 63.28 GB/s (NVLink: NV18 on every pair, 25% of 18 x 14.0625 GB/s)'
     """
     if "error" in answer:
         return f"CUDA does not start: {answer['error']}", ""

@@ -35,10 +35,10 @@ def test_bus_bandwidth_is_nccl_tests_formula():
 
 # topology, GPUs -> floor (GB/s), a fragment of its source
 FLOORS = [
-    (full(8, "NV18"), 8, 112.5, "NVLink: NV18 on every pair, 25% of 18 x 25 GB/s"),  # HGX H100/H200/B200
-    (full(8, "NV12"), 8, 75.0, "NV12 on every pair"),  # HGX A100
-    (full(2, "NV4"), 2, 25.0, "NV4"),  # an NVLink bridge
-    (full(4, "NV12")[:-1] + [{"a": 2, "b": 3, "link": "NV6"}], 4, 37.5, "NV6 on the narrowest pair"),
+    (full(8, "NV18"), 8, 63.28, "NVLink: NV18 on every pair, 25% of 18 x 14.0625 GB/s"),  # HGX H100/H200/B200
+    (full(8, "NV12"), 8, 42.19, "NV12 on every pair"),  # HGX A100
+    (full(2, "NV4"), 2, 14.06, "NV4"),  # an NVLink bridge (GA102's: its links are the slowest)
+    (full(4, "NV12")[:-1] + [{"a": 2, "b": 3, "link": "NV6"}], 4, 21.09, "NV6 on the narrowest pair"),
     (full(8, "SYS"), 8, 3.94, "PCIe: a pair without NVLink (0-1 SYS), 25% of PCIe 3.0 x16 (15.75 GB/s)"),
     (full(4, "PIX"), 4, 3.94, "0-1 PIX"),
     ([{"a": 0, "b": 1, "link": "NV4"}, {"a": 0, "b": 2, "link": "NODE"}, {"a": 1, "b": 2, "link": "PHB"}], 3, 3.94,
@@ -70,12 +70,12 @@ def reduced(world, lines=None, overran=(), errors=()):
 
 # GPUs listed, the script's answer, topology -> a fragment of what is wrong ("" when nothing)
 ALL_REDUCE = [
-    (8, reduced(8), full(8, "NV18"), ""),  # 234.9 GB/s busbw over NV18's 112.5 floor
+    (8, reduced(8), full(8, "NV18"), ""),  # 234.9 GB/s busbw over NV18's 63.28 floor
     (8, reduced(8, ranks(8, seconds=0.02)), full(8, "NV18"), "busbw 23.5 GB/s (algbw 13.4 GB/s, 8 ranks"),
     (8, reduced(8, ranks(8, seconds=0.02)), full(8, "SYS"), ""),  # the same on PCIe passes its floor
     (8, reduced(8, ranks(8, seconds=0.2)), full(8, "SYS"), "below the floor 3.94 GB/s (PCIe"),
     # The slowest rank's time counts.
-    (2, reduced(2, ranks(2, r1={"wrong": 0, "seconds": 0.05 * 20, "iters": 20})), full(2, "NV4"), "below the floor 25.0"),
+    (2, reduced(2, ranks(2, r1={"wrong": 0, "seconds": 0.05 * 20, "iters": 20})), full(2, "NV4"), "below the floor 14.06"),
     (1, reduced(1), [], ""),  # one GPU: reduced right, no floor
     (1, reduced(1, ranks(1, seconds=10)), [], ""),  # however slow: nothing is claimed of a bandwidth
     (1, reduced(1, ranks(1, r0={"wrong": 3, "seconds": 0.04, "iters": 20})), [], "rank 0: 3 wrong value(s)"),
