@@ -65,7 +65,7 @@ def version_packages(version: str, machine: str) -> list[DriverPkg]:
         description="NVIDIA Datacenter GPU Manager, CUDA 13 diagnostics (SANDBOX STAND-IN)\n"
                     + STANDIN.format(name=CUDA13),
         depends=(f"{CORE} (= {deb})",),
-        texts=((f"usr/share/datacenter-gpu-manager-4/cuda13/SANDBOX-STAND-IN",
+        texts=(("usr/share/datacenter-gpu-manager-4/cuda13/SANDBOX-STAND-IN",
                 "SANDBOX STAND-IN: no diagnostic plugin here (sandbox/aptrepo/dcgm_debs.py).\n", 0o644),))
     return [core, cuda13]
 
