@@ -33,7 +33,7 @@ DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 # together): two fit this project's 2-core, 24 GiB CI machine and its disk budget.
 TEST_WORKERS := 2
 
-.PHONY: setup control-deps sandbox-deps host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver
+.PHONY: setup control-deps sandbox-deps host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver lock-dcgm
 
 control-deps:
 	$(call apt_install_missing,$(CONTROL_PACKAGES))
@@ -104,13 +104,14 @@ gpu-proof:
 # Regenerate files/locks/ from its .in files (control/locks.py): the venv locks for
 # every supported CPython and CPU (uv pip compile, PyPI), then the toolkit locks from
 # CUDA_REPO_URL's Packages index for CUDA_PLATFORMS (<distro>-<machine>,... or all), and
-# the driver locks (files/locks/driver-<branch>.in) from the same index.
+# the driver locks (files/locks/driver-<branch>.in) and the DCGM locks (files/locks/dcgm-<major>.in)
+# from the same index.
 # CUDA_REPO_URL=sandbox reads the sandbox's apt repository (the platforms it serves):
 # its own CLI builds it and hands control.locks its file:// URL and signing key.
 # Nothing changes when the inputs and indexes did not.
 CUDA_REPO_URL ?= https://developer.download.nvidia.com/compute/cuda/repos
 CUDA_PLATFORMS ?= all
-lock: lock-venv lock-cuda lock-driver
+lock: lock-venv lock-cuda lock-driver lock-dcgm
 
 lock-venv: sandbox-deps
 	$(PY) -m control.locks venv
@@ -127,4 +128,11 @@ ifeq ($(CUDA_REPO_URL),sandbox)
 	$(PY) -m sandbox.aptrepo lock --kind driver --platforms '$(CUDA_PLATFORMS)'
 else
 	$(PY) -m control.locks driver --repo-url '$(CUDA_REPO_URL)' --platforms '$(CUDA_PLATFORMS)'
+endif
+
+lock-dcgm: sandbox-deps
+ifeq ($(CUDA_REPO_URL),sandbox)
+	$(PY) -m sandbox.aptrepo lock --kind dcgm --platforms '$(CUDA_PLATFORMS)'
+else
+	$(PY) -m control.locks dcgm --repo-url '$(CUDA_REPO_URL)' --platforms '$(CUDA_PLATFORMS)'
 endif

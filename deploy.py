@@ -14,6 +14,7 @@ from tasks.apt_locks import apt_locks
 from tasks.cuda_env import cuda_environment
 from tasks.cuda_repo import cuda_repository
 from tasks.cuda_toolkit import cuda_toolkit
+from tasks.dcgm import nvidia_dcgm
 from tasks.deploy_lock import deploy_lock, deploy_lock_check, deploy_lock_release
 from tasks.driver import nvidia_driver, nvidia_driver_outcome
 from tasks.locks_served import locked_packages_served
@@ -49,6 +50,10 @@ if node:
     if node.runs("toolkit"):
         deploy_lock_check("toolkit")
         cuda_toolkit(node)
+    # DCGM's host engine reads the GPUs through the driver: after it, once it is loaded.
+    if node.runs("dcgm") and loaded:
+        deploy_lock_check("dcgm")
+        nvidia_dcgm(node)
     # Before the first step that can change the env file, the unit or the venv: what the
     # service runs is recorded (once), so that a rollback can put it back.
     if node.venv.managed and node.service.enable and any(node.runs(step) for step in ("env", "venv", "service")):

@@ -158,6 +158,11 @@ CODES = {
                         "process holds a GPU (it needs idle GPUs), or DCGM's dcgmi is not installed.",
     "GPU_DIAG_UNREAD": "NVIDIA's diagnostic ran but its answer could not be read (no JSON, a DCGM major version this "
                        "release does not parse, DCGM's own runtime error, or it ran past its time).",
+    # The DCGM step (gpu_diag_install; bringup/plan/dcgm.py).
+    "DCGM_LOCK_MISSING": "gpu_diag_install is set but there is no DCGM lock for the distro and CPU (or it cannot be "
+                         "read, or lacks a package of files/locks/dcgm-4.in): nothing of DCGM is installed.",
+    "DCGM_INSTALL": "gpu_diag_install: deploy installs NVIDIA's DCGM at its lock's versions and starts "
+                    "nvidia-dcgm (dcgmi is not on the node yet).",
     # The driver step (bringup/plan/driver_step.py).
     "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",

@@ -33,7 +33,7 @@ TABLE = f"{LOCKS_DIR}/evidence.yaml"
 BEGIN = "<!-- lock evidence: generated from files/locks/evidence.yaml by python -m bringup.lock_evidence -->"
 END = "<!-- end of the lock evidence -->"
 KINDS = ("pin", "served")
-LOCK_NAME = re.compile(r"(?P<kind>cuda|driver)-(?P<release>[\d.]+)-(?P<distro>[a-z]+\d+)-(?P<machine>x86_64|aarch64)\.txt")
+LOCK_NAME = re.compile(r"(?P<kind>cuda|driver|dcgm)-(?P<release>[\d.]+)-(?P<distro>[a-z]+\d+)-(?P<machine>x86_64|aarch64)\.txt")
 REPO = re.compile(r"(?:debian|ubuntu)\d+/(?:x86_64|sbsa)")
 
 
@@ -124,7 +124,7 @@ def parse_table(text):
 
 
 def read_locks(root=ROOT):
-    """Every shipped toolkit and driver lock under ``root``'s files/locks, by name.
+    """Every shipped toolkit, driver and DCGM lock under ``root``'s files/locks, by name.
 
     >>> read_locks()["cuda-13.0-debian12-aarch64.txt"].repo
     'debian12/sbsa'
@@ -135,7 +135,7 @@ def read_locks(root=ROOT):
         if not match:
             continue
         text = path.read_text(encoding="utf-8")
-        pins = parse_toolkit_lock(text) if match["kind"] == "cuda" else parse_driver_lock(text).pins(*DRIVER_ROLES)
+        pins = parse_toolkit_lock(text) if match["kind"] in ("cuda", "dcgm") else parse_driver_lock(text).pins(*DRIVER_ROLES)
         found[path.name] = Lock(path.name, match["distro"], f"{match['distro']}/{REPO_ARCH[match['machine']][0]}",
                                 tuple(f"{name}={version}" for name, version in pins.items()))
     return found

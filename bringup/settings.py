@@ -420,6 +420,13 @@ SETTINGS = declare([
                     "on a GPU is a finding (`GPU_DIAG_FAILED`, a blocker unless `gpu_health_accept` accepts it). It "
                     "needs idle GPUs: it is not run while the service's unit is active or a process holds a GPU "
                     "(`GPU_DIAG_NOT_RUN` says why); `off`: nothing runs"),
+    Setting("gpu_diag_install", checks.Bool(), False,
+            meaning="the DCGM step: deploy installs NVIDIA's DCGM (`datacenter-gpu-manager-4-core` and "
+                    "`datacenter-gpu-manager-4-cuda13`, what `dcgmi diag` and so `gpu_diag` need) from the CUDA "
+                    "repository the repo step configures, at the versions of its lock "
+                    "(`files/locks/dcgm-4-<distro>-<machine>.txt`, `make lock-dcgm`), and enables and starts its "
+                    "host engine (`nvidia-dcgm.service`); a platform without a lock is a blocker (`DCGM_LOCK_MISSING`)"
+                    "; `false`: no DCGM package is installed"),
     Setting("driver_manage", checks.Bool(), False,
             meaning="the driver step: deploy installs NVIDIA's driver of `driver_branch` from NVIDIA's repository at "
                     "the version of its lock (`files/locks/driver-<branch>-<distro>-<machine>.txt`, `make lock`), the"

@@ -9,7 +9,7 @@ of the plan (a module of bringup/plan/, its plan class in bringup/plan/model.py,
 from ``bringup.plan.plan``).
 
     >>> DEPLOY_STEPS[:3], APT_STEPS
-    (('repo', 'driver', 'toolkit'), ('repo', 'driver', 'toolkit', 'venv'))
+    (('repo', 'driver', 'toolkit'), ('repo', 'driver', 'toolkit', 'dcgm', 'venv'))
     >>> STEP_OF_TASK["DeepGEMM pre-compile"]
     'prewarm'
 """
@@ -30,6 +30,8 @@ STEPS = (
     Step("repo", ("NVIDIA CUDA apt repository",), apt=True),
     Step("driver", ("NVIDIA driver",), apt=True),
     Step("toolkit", ("CUDA toolkit",), apt=True),
+    # DCGM (gpu_diag_install): NVIDIA's diagnostic's packages and host engine.
+    Step("dcgm", ("NVIDIA DCGM",), apt=True),
     Step("env", ("CUDA environment",)),
     Step("account", ("Service account and helpers",)),
     Step("venv", ("SGLang venv",), apt=True),

@@ -3,6 +3,7 @@
     python -m control.locks venv                 # every venv lock: each input x CPython x CPU
     python -m control.locks cuda --repo-url URL [--platforms debian12-x86_64,...] [--fingerprint FPR]
     python -m control.locks driver --repo-url URL [--platforms ...] [--fingerprint FPR]
+    python -m control.locks dcgm --repo-url URL [--platforms ...] [--fingerprint FPR]
     python -m control.locks new-sglang VERSION   # files/locks/sglang-VERSION.in from the newest one there
 
 ``new-sglang``: the first step of an upgrade (docs/upgrades.md): writes
@@ -31,6 +32,10 @@ kernel module flavour's packages (bringup/driver_packages.py's roots, the family
 names) with everything of the repository they depend on, at the driver's version, and
 Fabric Manager's, NVLSM's and the pinning package's (bringup.driver_locks.resolve_driver).
 
+``dcgm``: for each ``dcgm-<major>.in`` (DCGM's packages, the toolkit release's format)
+and each platform, the same signed index gives ``dcgm-<major>-<distro>-<machine>.txt``
+(bringup/dcgm_locks.py; resolved as the toolkit's: exactly the packages listed).
+
 A lock is written (whole, then renamed) only when its content changes. Errors are one
 line naming the lock, the input and the fix.
 """
@@ -47,7 +52,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from bringup import deb_index, driver_locks, driver_packages, locks, toolkit_locks, venv_locks
+from bringup import dcgm_locks, deb_index, driver_locks, driver_packages, locks, toolkit_locks, venv_locks
 from bringup.plan import MIN_PYTHON
 from bringup.platforms import DISTRIBUTIONS, REPO_ARCH, dpkg_arch, repo_arch, repo_location, supported_pythons
 from bringup.config import Config
@@ -63,7 +68,8 @@ DEFAULT_FINGERPRINT = Config().cuda_repo_fingerprint
 def python_inputs(root=ROOT):
     """The Python inputs under files/locks (every ``.in`` that is not a toolkit release)."""
     return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in")
-                  if not toolkit_locks.is_toolkit_input(path.name) and not driver_locks.is_driver_input(path.name))
+                  if not toolkit_locks.is_toolkit_input(path.name) and not driver_locks.is_driver_input(path.name)
+                  and not dcgm_locks.is_dcgm_input(path.name))
 
 
 def toolkit_inputs(root=ROOT):
@@ -72,6 +78,10 @@ def toolkit_inputs(root=ROOT):
 
 def driver_inputs(root=ROOT):
     return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if driver_locks.is_driver_input(path.name))
+
+
+def dcgm_inputs(root=ROOT):
+    return sorted(path for path in (root / locks.LOCKS_DIR).glob("*.in") if dcgm_locks.is_dcgm_input(path.name))
 
 
 def compile_venv_lock(uv, source, stem, python, machine, target):
@@ -208,10 +218,33 @@ def driver(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, co
     return changed
 
 
+def dcgm(repo_url, platforms, root=ROOT, log=sys.stderr, fetch=fetch_index, compare=dpkg_compare,
+         fingerprint=DEFAULT_FINGERPRINT, key_url=""):
+    changed = 0
+    for source in dcgm_inputs(root):
+        major = dcgm_locks.DCGM_INPUT.fullmatch(source.name)["major"]
+        data = source.read_bytes()
+        wanted = toolkit_locks.parse_toolkit_input(data.decode(), source.name)
+        for distro, machine in platforms:
+            name = dcgm_locks.dcgm_lock_name(distro, machine, major)
+            try:
+                text, where = fetch(repo_location(repo_url, distro, repo_arch(machine)), fingerprint, key_url)
+                index = deb_index.parse_index(text)
+                pins = toolkit_locks.resolve_toolkit(wanted, index, dpkg_arch(machine), compare, where)
+            except locks.LockError as error:
+                raise locks.LockError(f"{name} from {source.name}: {error}") from None
+            header = dcgm_locks.dcgm_lock_header(major, data, distro, dpkg_arch(machine), shown_url(where, root))
+            wrote = write_if_changed(root / name, toolkit_locks.toolkit_lock_text(header, pins))
+            changed += wrote
+            print(f"make lock: {name}: {'written' if wrote else 'unchanged'}", file=log, flush=True)
+    return changed
+
+
 # The repository-index locks: subcommand -> (help, writer).
 INDEX_LOCKS = {"cuda": ("the toolkit locks (a CUDA repository's Packages index)", cuda),
                "driver": ("the driver locks (the same index: each flavour's packages at the branch's version)",
-                          driver)}
+                          driver),
+               "dcgm": ("the DCGM locks (the same index: gpu_diag_install's packages)", dcgm)}
 
 
 SGLANG_PIN = re.compile(r"^(?P<name>sglang(?:\[[^\]]*\])?)\s*==\s*(?P<version>\S+)", re.MULTILINE)

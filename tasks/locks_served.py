@@ -1,4 +1,4 @@
-"""Before the driver or toolkit step installs anything: apt's lists fresh, and every
+"""Before the driver, toolkit or DCGM step installs anything: apt's lists fresh, and every
 locked version they will install served by the node's repository."""
 
 from pyinfra import host
@@ -16,13 +16,14 @@ def locked_packages_served(node, repo_changes):
     be installed, then fail the host, nothing installed, when they do not serve a
     locked version (the driver and toolkit steps install from these lists).
 
-    + node: the NodePlan (``driver``, ``toolkit``, ``repo``)
+    + node: the NodePlan (``driver``, ``toolkit``, ``dcgm``, ``repo``)
     + repo_changes: operations whose change makes apt's lists stale
     """
     # Every package these steps install (a toolkit without a lock names bare packages):
     # the lists are refreshed for them; the locked versions among them are checked.
     wanted = [*(node.driver.install if node.runs("driver") and node.driver.manage else ()),
-              *(node.toolkit.pins if node.runs("toolkit") else ())]
+              *(node.toolkit.pins if node.runs("toolkit") else ()),
+              *(node.dcgm.pins if node.runs("dcgm") and node.dcgm.install else ())]
     if not wanted:
         return
     stale = any_changed(*repo_changes)

@@ -12,6 +12,7 @@ concern is a module of its own, its decisions pure functions of one ``PlanContex
 
 - model.py: the NodePlan, the plan of each step, the planner's constants
 - repository.py: NVIDIA's apt repository, the node's sources and keyrings, apt's locks
+- dcgm.py: the DCGM step (gpu_diag_install): NVIDIA's DCGM at its lock, its host engine started
 - driver_step.py: the driver step (driver_manage): NVIDIA's driver at its lock, and the
   driver layer's findings (driver.py) as the fixes it makes
 - gpus.py: the SMs, the driver's floors, FlashInfer's arch list
@@ -32,7 +33,7 @@ from bringup import facts_schema
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.locks import LockFiles
 from bringup.planned_env import OFFLINE_KEY
-from bringup.plan import (account, diag, driver_step, gpus, health, model_source, paths, prewarm, repository, service,
+from bringup.plan import (account, dcgm, diag, driver_step, gpus, health, model_source, paths, prewarm, repository, service,
                           toolkit, venv)
 from bringup.plan.driver import driver_layer_findings
 from bringup.plan.account import service_account_problem
@@ -89,6 +90,7 @@ def plan(facts, config, locks=None):
     driver_layer_findings(context.facts, context.config, context.add)
     # And the hardware under both: a GPU that needs a reset or a replacement blocks.
     health.health_findings(context.facts, context.config, context.add)
+    node.dcgm = dcgm.dcgm_plan(context, node.repo)
     diag.diag_findings(context.facts, context.config, context.add)
     context = replace(context, targets=gpus.arch_targets(context))
     node.arch_list = " ".join(context.targets)

@@ -98,8 +98,9 @@ def check_not_run(diag, add):
     elif diag.get("installed") is False:
         add(Finding("GPU_DIAG_NOT_RUN", WARNING,
                     f"gpu_diag asked for NVIDIA's diagnostic (`dcgmi diag -r {level}`) and DCGM's dcgmi is not "
-                    "installed on the node", "install NVIDIA's DCGM (`datacenter-gpu-manager-4-cuda<major>` from "
-                    "NVIDIA's repository) and start its host engine (`systemctl enable --now nvidia-dcgm`), or set "
+                    "installed on the node", "set gpu_diag_install: true (deploy installs NVIDIA's DCGM at its lock's "
+                    "versions and starts nvidia-dcgm), or install `datacenter-gpu-manager-4-cuda<major>` from "
+                    "NVIDIA's repository and start its host engine (`systemctl enable --now nvidia-dcgm`), or set "
                     "gpu_diag: off"))
 
 

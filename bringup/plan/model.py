@@ -279,6 +279,18 @@ class DriverPlan:
     canonical_reason: str = ""
 
 
+@dataclass(frozen=True)
+class DcgmPlan:
+    """NVIDIA's DCGM as deploy installs it (``gpu_diag_install``; docs/deploy.md, "The DCGM
+    step"); ``install`` False: the DCGM step touches nothing. ``pins`` are the lock's
+    ``name=version`` lines, ``unit`` the host engine's unit deploy enables and starts."""
+
+    install: bool
+    lock: str = ""
+    pins: tuple = ()
+    unit: str = ""
+
+
 @dataclass
 class NodePlan:
     """What a node needs. ``ok`` is False when any finding is a blocker."""
@@ -306,6 +318,7 @@ class NodePlan:
     # now, also where an interrupted take-back left it naming a key the file no longer holds.
     env_settled: bool = False
     driver: DriverPlan = field(default_factory=lambda: DriverPlan(manage=False))
+    dcgm: DcgmPlan = field(default_factory=lambda: DcgmPlan(install=False))
     manage_alternative: bool = True
     steps: tuple = ()
     # Who held apt's locks when the node was probed, how long deploy waits for them, and
@@ -325,7 +338,8 @@ class NodePlan:
 
     def locked_pins(self):
         """``{lock file: [name=version, ...]}`` of the steps deploy runs here that install
-        NVIDIA's packages at a lock's versions (the driver step only with ``driver_manage``).
+        NVIDIA's packages at a lock's versions (the driver step only with ``driver_manage``, the DCGM
+        step only with ``gpu_diag_install``).
 
         >>> node = NodePlan(steps=("toolkit",), toolkit=ToolkitPlan("13.0", "/opt/toolkit", (), lock="t.txt",
         ...                                                         pins=("cuda-nvcc-13-0=13.0.88-1",)),
@@ -338,6 +352,8 @@ class NodePlan:
             locks[self.driver.lock] = [pin for pin in self.driver.install if "=" in pin]
         if self.runs("toolkit") and self.toolkit is not None and self.toolkit.lock:
             locks[self.toolkit.lock] = [pin for pin in self.toolkit.pins if "=" in pin]
+        if self.runs("dcgm") and self.dcgm.install and self.dcgm.lock:
+            locks[self.dcgm.lock] = [pin for pin in self.dcgm.pins if "=" in pin]
         return {lock: pins for lock, pins in locks.items() if pins}
 
     @property
@@ -377,6 +393,7 @@ class NodePlan:
             "env_owned": dict(self.env_owned),
             "env_drop": dict(self.env_drop),
             "driver": asdict(self.driver) if self.driver else {},
+            "dcgm": asdict(self.dcgm) if self.dcgm else {},
             "steps": list(self.steps),
             "apt_locks": list(self.apt_locks),
             "apt_lock_timeout": self.apt_lock_timeout,

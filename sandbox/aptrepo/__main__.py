@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("wheels", help="download the locked wheels into the cache (hash-checked)")
     lk = sub.add_parser("lock", help="make lock CUDA_REPO_URL=sandbox: the toolkit (or driver) locks from this "
                                      "repository (python -m control.locks with its file:// URL and key)")
-    lk.add_argument("--kind", choices=("cuda", "driver"), default="cuda", help="which locks (default: cuda)")
+    lk.add_argument("--kind", choices=("cuda", "driver", "dcgm"), default="cuda", help="which locks (default: cuda)")
     lk.add_argument("--platforms", default="all", help="all (the platforms it serves), or <distro>-<machine>[,...]")
     args = ap.parse_args(argv)
     try:

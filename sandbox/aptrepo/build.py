@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from control.atomic import atomic_write
-from sandbox.aptrepo import debs, driver_debs
+from sandbox.aptrepo import dcgm_debs, debs, driver_debs
 from sandbox.aptrepo.sign import GnuPG
 from sandbox.aptrepo.wheels import LOCKS, ensure_wheels, read_lock
 from sandbox.fsutil import file_lock, link_or_copy, swap_in
@@ -216,7 +216,7 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
     stale, wanted, digest, own = [], {}, "", {}
     if HOME_DIR in looked_at:
         ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=url)
-        packages = [*debs.all_packages(read_lock()), *driver_debs.packages("x86_64")]
+        packages = [*debs.all_packages(read_lock()), *driver_debs.packages("x86_64"), *dcgm_debs.packages("x86_64")]
         wanted = _wanted(packages, ctx)
         digest = _digest(wanted, fpr, armored)
         if force or old.get("digest") != digest or not complete(REPO_DIR, wanted):
@@ -236,7 +236,8 @@ def _build_locked(url: str | None, force: bool, log, dirs=()) -> dict:
             continue
         arm_ctx = debs.Context(fingerprint=fpr, public_key=public_key, repo_url=distro_url(url, distro, "sbsa"))
         arm_packages = [*debs.all_packages(read_lock(LOCKS["aarch64"]), "aarch64", distro_keyring(distro, "sbsa")),
-                        *driver_debs.packages("aarch64", family=driver_debs.family_of(distro))]
+                        *driver_debs.packages("aarch64", family=driver_debs.family_of(distro)),
+                        *dcgm_debs.packages("aarch64")]
         arm_wanted = _wanted(arm_packages, arm_ctx)
         arm_digest = _digest(arm_wanted, fpr, armored)
         if force or read_distro_manifest(distro, "sbsa").get("digest") != arm_digest or not complete(

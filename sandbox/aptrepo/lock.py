@@ -2,7 +2,7 @@
 repository, the way ``python -m control.locks`` reads any mirror: a plain ``--repo-url``
 (this repository's directory as a ``file://`` URL) and ``--fingerprint`` (its own signing key).
 
-    python -m sandbox.aptrepo lock [--kind cuda|driver] [--platforms all|<distro>-<machine>,...]
+    python -m sandbox.aptrepo lock [--kind cuda|driver|dcgm] [--platforms all|<distro>-<machine>,...]
 
 Builds the repository first (a no-op when built); ``all`` means the platforms it serves.
 """
@@ -49,6 +49,6 @@ def lock_arguments(url: str, fingerprint: str, platforms: str, served, kind: str
 
 
 def lock(platforms: str = "all", log=sys.stderr, kind: str = "cuda") -> int:
-    """Build, then run control.locks (``kind``: cuda or driver) on this repository; its exit status."""
+    """Build, then run control.locks (``kind``: cuda, driver or dcgm) on this repository; its exit status."""
     url, fingerprint = lock_source(log)
     return lockgen.main(lock_arguments(url, fingerprint, platforms, served_platforms(REPOS_DIR), kind))

@@ -7,7 +7,10 @@ state's NVRM Xid lines in the node's journal, ``--state kernel-log``).
 For each health state validate names the finding with the GPU's index and bus id and
 NVIDIA's action; where that action is a GPU reset, a reboot or a replacement, deploy
 refuses (exit 1) and the node is as it was; ``gpu_health_accept`` lets it through; the
-healthy node reports no health finding. Only the GPU driver is a stand-in."""
+healthy node reports no health finding. NVIDIA's diagnostic (``gpu_diag``) runs on the
+dcgmi stand-in, installed by the stand-in control or by deploy from the sandbox's repository
+(``gpu_diag_install``: the declared stand-in DCGM packages at the lock's versions). Only the
+GPU driver and DCGM are stand-ins."""
 
 import subprocess
 import sys
@@ -15,7 +18,9 @@ import sys
 import pytest
 
 from bringup.findings import BLOCKER, INFO, WARNING
-from tests.sandbox_fixtures import REPO_ROOT, pyinfra_cli, run_ssh, validate
+from bringup.dcgm_locks import dcgm_lock_name
+from bringup.toolkit_locks import parse_toolkit_lock
+from tests.sandbox_fixtures import REPO_ROOT, changed_operations, pyinfra_cli, run_ssh, validate
 
 pytestmark = pytest.mark.sandbox
 
@@ -157,4 +162,42 @@ def test_nvidias_diagnostic_runs_only_when_asked_on_idle_gpus_and_a_failure_bloc
         assert "process 4242, python3, 00000000:18:00.0" in not_run["GPU_DIAG_NOT_RUN"]["message"], not_run
     finally:
         set_health("gpu-idle")
+        set_health("dcgm-none")
+
+
+def test_gpu_diag_install_installs_dcgm_at_its_lock_and_validate_runs_the_diagnostic(node):
+    """gpu_diag_install through the real CLI: deploy (the repo and dcgm steps) installs DCGM's
+    packages at the lock's exact versions from the sandbox's repository (declared stand-ins,
+    sandbox/aptrepo/dcgm_debs.py) and starts nvidia-dcgm; a second deploy changes nothing;
+    validate with gpu_diag=1 then runs the diagnostic through the installed dcgmi."""
+    from sandbox import aptrepo
+
+    aptrepo.ensure_served()
+    set_health("healthy")
+    set_health("gpu-idle")
+    set_health("dcgm-none")
+    data = ("deploy_steps=repo,dcgm", "gpu_diag_install=true")
+    lock = parse_toolkit_lock((REPO_ROOT / dcgm_lock_name("debian12", "x86_64")).read_text())
+    try:
+        # Before: no dcgmi; validate says deploy installs it.
+        _, report = validate(NAME, data=(*data, "gpu_diag=1"))
+        fixes = {f["code"]: f for f in report["plan"]["findings"] if f["code"].startswith("DCGM_")}
+        assert list(fixes) == ["DCGM_INSTALL"] and fixes["DCGM_INSTALL"]["severity"] == "fix", fixes
+        assert report["plan"]["dcgm"]["pins"] == [f"{name}={version}" for name, version in lock.items()]
+        deployed = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
+        assert deployed.returncode == 0, deployed.output[-4000:]
+        installed = run_ssh(node, "dpkg-query -W -f '${Package}=${Version}\\n' 'datacenter-gpu-manager-4-*'").stdout
+        assert sorted(installed.split()) == sorted(f"{name}={version}" for name, version in lock.items()), installed
+        assert run_ssh(node, "systemctl is-enabled nvidia-dcgm; systemctl is-active nvidia-dcgm").stdout.split() == [
+            "enabled", "active"]
+        again = pyinfra_cli("--json", "inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
+        assert again.returncode == 0 and changed_operations(again) == [], changed_operations(again)
+        # The diagnostic, through the installed dcgmi and its running host engine.
+        _, report = validate(NAME, data=(*data, "gpu_diag=1"))
+        assert dcgm_runs(node) == ["diag -r 1 -j"], dcgm_runs(node)
+        assert report["facts"]["gpu_diag"]["ran"] is True and not diag_findings(report), report["facts"]["gpu_diag"]
+        assert not [f for f in report["plan"]["findings"] if f["code"].startswith("DCGM_")]
+    finally:
+        run_ssh(node, "systemctl disable --now nvidia-dcgm; DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "
+                      "'datacenter-gpu-manager-4-*'; rm -f /var/lib/sandbox-gpu/dcgm-runs", check=False)
         set_health("dcgm-none")

@@ -24,7 +24,7 @@ def lines(lock, status):
 
 def test_every_nvidia_lock_is_read():
     assert set(LOCKS) == {path.name for path in (ROOT / "files" / "locks").glob("*.txt")
-                          if path.name.startswith(("cuda-", "driver-"))}
+                          if path.name.startswith(("cuda-", "driver-", "dcgm-"))}
     assert ROWS
 
 

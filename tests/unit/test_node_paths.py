@@ -37,6 +37,8 @@ ALLOWED = {
         "systemd's own mark that it runs the node (sd_booted(3)): no unit is started without it",
     ("tasks/driver.py", "/run/systemd/system"):
         "systemd's own mark that it runs the node (sd_booted(3)): the driver's units start only under it",
+    ("tasks/dcgm.py", "/run/systemd/system"):
+        "systemd's own mark that it runs the node (sd_booted(3)): DCGM's host engine starts only under it",
     ("facts/dpkg.py", "/var/lib/dpkg/updates"):
         "dpkg's journal of an interrupted run (dpkg --audit misses a half-written one): dpkg's, not ours",
 }

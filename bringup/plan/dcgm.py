@@ -1,0 +1,62 @@
+"""The DCGM step (``gpu_diag_install``): NVIDIA's DCGM, what ``dcgmi diag`` (the
+``gpu_diag`` setting) needs, installed from the CUDA repository the repo step configures at
+the versions of its lock (``files/locks/dcgm-4-<distro>-<machine>.txt``,
+bringup/dcgm_locks.py), its host engine's unit enabled and started.
+
+NVIDIA's DCGM installation guide (docs.nvidia.com/datacenter/dcgm/latest/installation.html)
+installs ``datacenter-gpu-manager-4-cuda<major>`` (CUDA 13 here: the toolkit and driver
+this project installs) from that repository and starts the host engine with
+``systemctl --now enable nvidia-dcgm``; the lock names every package at one version
+(``datacenter-gpu-manager-4-core`` and the cuda13 plugins), so apt takes nothing newer.
+
+    >>> from bringup.config import Config
+    >>> from bringup.plan.context import PlanContext
+    >>> dcgm_plan(PlanContext.of({}, Config(), None, print), None)
+    DcgmPlan(install=False, lock='', pins=(), unit='')
+"""
+
+from bringup.dcgm_locks import DCGM_UNIT, dcgm_input_name, dcgm_lock_name
+from bringup.findings import BLOCKER, FIX, Finding
+from bringup.locks import LockError
+from bringup.plan.model import DcgmPlan
+from bringup.toolkit_locks import parse_toolkit_lock
+
+# The package the guide installs for CUDA 13: a lock without it installs no diagnostic.
+DCGM_ROOT = "datacenter-gpu-manager-4-cuda13"
+
+
+def dcgm_plan(context, repo):
+    """The DCGM step's plan (``install`` False without ``gpu_diag_install``, or when deploy
+    runs no ``dcgm`` step); a lock that is missing, unreadable or without DCGM's CUDA 13
+    package is DCGM_LOCK_MISSING (a blocker naming ``make lock-dcgm``).
+
+    + context: the PlanContext (``config``, ``facts``, ``locks``, ``machine``, ``add``)
+    + repo: the RepoPlan (None on an unsupported OS: its own blocker says so)
+    """
+    config, add = context.config, context.add
+    if not config.gpu_diag_install or "dcgm" not in config.deploy_steps or repo is None:
+        return DcgmPlan(install=False)
+    name = dcgm_lock_name(repo.distro, context.machine)
+    regenerate = (f"make lock-dcgm CUDA_REPO_URL=<NVIDIA's repos or your mirror> CUDA_PLATFORMS={repo.distro}-"
+                  f"{context.machine} (the release is {dcgm_input_name()})")
+    text = context.locks.read(name)
+    problem = None if text is not None else f"there is no DCGM lock {name}"
+    if problem is None:
+        try:
+            pins = parse_toolkit_lock(text)
+        except LockError as error:
+            problem = f"{name} cannot be read: {error}"
+        else:
+            if DCGM_ROOT not in pins:
+                problem = f"{name} holds no version of {DCGM_ROOT}"
+    if problem:
+        add(Finding("DCGM_LOCK_MISSING", BLOCKER, f"gpu_diag_install: {problem}: nothing of DCGM is installed",
+                    f"generate it: {regenerate}, or set gpu_diag_install: false"))
+        return DcgmPlan(install=False, lock=name)
+    plan = DcgmPlan(install=True, lock=name, pins=tuple(f"{package}={version}" for package, version in pins.items()),
+                    unit=DCGM_UNIT)
+    if (context.facts.get("gpu_diag") or {}).get("installed") is False:
+        add(Finding("DCGM_INSTALL", FIX, f"DCGM's dcgmi is not on the node: deploy installs {', '.join(plan.pins)} "
+                                         f"({name}) and starts {DCGM_UNIT}", "deploy"))
+    return plan
+
