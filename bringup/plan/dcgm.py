@@ -55,7 +55,16 @@ def dcgm_plan(context, repo):
         return DcgmPlan(install=False, lock=name)
     plan = DcgmPlan(install=True, lock=name, pins=tuple(f"{package}={version}" for package, version in pins.items()),
                     unit=DCGM_UNIT)
-    if (context.facts.get("gpu_diag") or {}).get("installed") is False:
+    installed = context.facts.get("cuda_packages")
+    if installed is not None:
+        # The probe lists NVIDIA's repository packages (DCGM's too): validate names every
+        # install deploy makes, whether or not the diagnostic was asked for.
+        drift = [f"{package} {installed[package]}" if package in installed else f"{package} not installed"
+                 for package, version in pins.items() if installed.get(package) != version]
+        if drift:
+            add(Finding("DCGM_INSTALL", FIX, f"DCGM's packages differ from {name} ({', '.join(drift)}): deploy "
+                                             f"installs {', '.join(plan.pins)} and starts {DCGM_UNIT}", "deploy"))
+    elif (context.facts.get("gpu_diag") or {}).get("installed") is False:
         add(Finding("DCGM_INSTALL", FIX, f"DCGM's dcgmi is not on the node: deploy installs {', '.join(plan.pins)} "
                                          f"({name}) and starts {DCGM_UNIT}", "deploy"))
     return plan

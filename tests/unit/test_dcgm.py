@@ -209,3 +209,22 @@ def test_the_sandbox_stand_ins_say_so_and_carry_what_the_lock_names(machine):
     assert {"usr/bin/dcgmi", "usr/bin/nv-hostengine", "lib/systemd/system/nvidia-dcgm.service"} <= paths
     cuda13 = next(pkg for pkg in pkgs if pkg.name == dcgm_debs.CUDA13 and pkg.version == "4.4.1-1")
     assert cuda13.depends == ("datacenter-gpu-manager-4-core (= 4.4.1-1)",)
+
+
+# review3: validate names what deploy's DCGM step installs from the probe's packages, not
+# only when the diagnostic (gpu_diag, off by default) happened to look for dcgmi.
+@pytest.mark.parametrize("installed,codes", [
+    ({}, [("DCGM_INSTALL", "fix")]),
+    ({"datacenter-gpu-manager-4-core": "4.4.2-1", "datacenter-gpu-manager-4-cuda13": "4.4.2-1"},
+     [("DCGM_INSTALL", "fix")]),
+    ({"datacenter-gpu-manager-4-core": "4.4.1-1", "datacenter-gpu-manager-4-cuda13": "4.4.1-1"}, []),
+], ids=["not installed", "another version", "at the lock"])
+def test_validate_names_the_install_without_the_diagnostic(installed, codes):
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: GOOD}, {"cuda_packages": installed})
+    assert planned.install
+    assert [(finding.code, finding.severity) for finding in found] == codes
+
+
+def test_the_probe_lists_dcgm_packages():
+    script = (ROOT / "files" / "probe.d" / "packages.sh").read_text()
+    assert "'datacenter-gpu-manager-*'" in script
