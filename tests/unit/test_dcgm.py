@@ -228,3 +228,35 @@ def test_validate_names_the_install_without_the_diagnostic(installed, codes):
 def test_the_probe_lists_dcgm_packages():
     script = (ROOT / "files" / "probe.d" / "packages.sh").read_text()
     assert "'datacenter-gpu-manager-*'" in script
+
+
+# review3: the lock is checked against its release (dcgm-4.in) and by shape before any of it
+# reaches apt: the finding's own text promised "lacks a package of files/locks/dcgm-4.in".
+RELEASE = (ROOT / "files/locks/dcgm-4.in").read_text()
+
+
+@pytest.mark.parametrize("lock,says", [
+    (GOOD + "nvidia-driver-open=570.1-1\n", "holds nvidia-driver-open, which files/locks/dcgm-4.in does not list"),
+    ("datacenter-gpu-manager-4-cuda13=4.4.1-1\n", "lacks datacenter-gpu-manager-4-core of files/locks/dcgm-4.in"),
+    (GOOD.replace("cuda13=4.4.1-1", "cuda13=4.4.2-1"), "is not files/locks/dcgm-4.in's release"),
+    (GOOD + "-oAPT::Get::AllowUnauthenticated=true=1\n", "is not a Debian package=version"),
+    (GOOD.replace("core=4.4.1-1", "core=4.4.1-1 --allow-downgrades"), "is not a Debian package=version"),
+], ids=["a package the release does not list", "a package of the release missing", "another release",
+        "an apt option as a name", "a space in a version"])
+def test_a_lock_that_is_not_the_release_blocks(lock, says):
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: lock, "files/locks/dcgm-4.in": RELEASE})
+    assert planned == DcgmPlan(install=False, lock=LOCK)
+    assert [(finding.code, finding.severity) for finding in found] == [("DCGM_LOCK_MISSING", "blocker")]
+    assert says in found[0].message
+
+
+def test_the_shipped_release_and_lock_plan_an_install():
+    planned, found = decide({"gpu_diag_install": True},
+                            {LOCK: (ROOT / LOCK).read_text(), "files/locks/dcgm-4.in": RELEASE})
+    assert planned.install and planned.pins == PINS and found == []
+
+
+def test_an_epoch_version_is_the_release():
+    lock = GOOD.replace("=4.4.1-1", "=1:4.4.1-1")
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: lock, "files/locks/dcgm-4.in": RELEASE})
+    assert planned.install and found == []
