@@ -260,3 +260,56 @@ def test_an_epoch_version_is_the_release():
     lock = GOOD.replace("=4.4.1-1", "=1:4.4.1-1")
     planned, found = decide({"gpu_diag_install": True}, {LOCK: lock, "files/locks/dcgm-4.in": RELEASE})
     assert planned.install and found == []
+
+
+class _Op:
+    def __init__(self, changed):
+        self.changed = changed
+
+    def did_change(self):
+        return self.changed
+
+
+@pytest.mark.parametrize("install_changed,start_changed,restarts", [
+    (True, False, True), (True, True, False), (False, False, False)],
+    ids=["packages moved, engine was running: restarted", "first install: started once", "nothing changed"])
+def test_a_running_host_engine_is_restarted_when_its_packages_change(monkeypatch, install_changed, start_changed,
+                                                                    restarts):
+    """review3: NVIDIA's postinst restarts nothing: a lock moved to another DCGM release left
+    the old nv-hostengine running (systemd.service running=True saw it running)."""
+    import tasks.dcgm as step
+
+    declared = []
+
+    class Apt:
+        @staticmethod
+        def packages(**kwargs):
+            declared.append(("install", kwargs))
+            return _Op(install_changed)
+
+    class Systemd:
+        @staticmethod
+        def daemon_reload(**kwargs):
+            declared.append(("reload", kwargs))
+            return _Op(False)
+
+        @staticmethod
+        def service(**kwargs):
+            declared.append(("service", kwargs))
+            return _Op(start_changed)
+
+    class Host:
+        @staticmethod
+        def get_fact(*args, **kwargs):
+            return {"mode": 755}
+
+    monkeypatch.setattr(step, "apt", Apt)
+    monkeypatch.setattr(step, "systemd", Systemd)
+    monkeypatch.setattr(step, "host", Host)
+    monkeypatch.setattr(step, "finish_interrupted_dpkg", lambda **kwargs: _Op(False))
+    node = NodePlan(steps=("dcgm",))
+    node.dcgm = DcgmPlan(install=True, lock=LOCK, pins=PINS, unit="nvidia-dcgm")
+    step.nvidia_dcgm.__wrapped__(node)
+    restart = [kwargs for kind, kwargs in declared if kind == "service" and kwargs.get("restarted")]
+    assert len(restart) == 1, declared
+    assert restart[0]["_if"]() is restarts
