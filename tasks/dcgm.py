@@ -24,9 +24,16 @@ def nvidia_dcgm(node):
         return
     finish_interrupted_dpkg(name="Finish an interrupted dpkg run", packages=[pin.partition("=")[0] for pin in dcgm.pins])
     # Exactly the lock's packages: recommends would pull packages the lock does not pin.
-    apt.packages(name=f"Install NVIDIA DCGM at {dcgm.lock}'s versions", packages=list(dcgm.pins),
-                 no_recommends=True, allow_downgrades=True,
-                 extra_install_args=lock_timeout_option(node.apt_lock_timeout), _env=APT_ENV)
+    installed = apt.packages(name=f"Install NVIDIA DCGM at {dcgm.lock}'s versions", packages=list(dcgm.pins),
+                             no_recommends=True, allow_downgrades=True,
+                             extra_install_args=lock_timeout_option(node.apt_lock_timeout), _env=APT_ENV)
     if not host.get_fact(Directory, path="/run/systemd/system"):
         return  # no systemd here (an image build): the unit starts at the node's boot
-    systemd.service(name=f"Enable and start {dcgm.unit}", service=f"{dcgm.unit}.service", enabled=True, running=True)
+    # NVIDIA's packages restart nothing when they are upgraded or downgraded (their postinst
+    # only adds the service user): a host engine started before keeps running the old
+    # binaries until it is restarted, so a lock moved to another release restarts it.
+    systemd.daemon_reload(name="Reload systemd (DCGM's packages changed)", _if=installed.did_change)
+    started = systemd.service(name=f"Enable and start {dcgm.unit}", service=f"{dcgm.unit}.service", enabled=True,
+                              running=True)
+    systemd.service(name=f"Restart {dcgm.unit} (its packages changed)", service=f"{dcgm.unit}.service",
+                    restarted=True, _if=lambda: installed.did_change() and not started.did_change())

@@ -15,14 +15,53 @@ this project installs) from that repository and starts the host engine with
     DcgmPlan(install=False, lock='', pins=(), unit='')
 """
 
+import re
+
 from bringup.dcgm_locks import DCGM_UNIT, dcgm_input_name, dcgm_lock_name
+from bringup.deb_index import upstream_version
 from bringup.findings import BLOCKER, FIX, Finding
 from bringup.locks import LockError
 from bringup.plan.model import DcgmPlan
-from bringup.toolkit_locks import parse_toolkit_lock
+from bringup.toolkit_locks import parse_toolkit_input, parse_toolkit_lock
 
 # The package the guide installs for CUDA 13: a lock without it installs no diagnostic.
 DCGM_ROOT = "datacenter-gpu-manager-4-cuda13"
+# A Debian package name and version (Debian policy 5.6.1, 5.6.12): a lock line of any other
+# shape never reaches apt's command line (a name starting with "-" is an apt option).
+PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]+")
+DEBIAN_VERSION = re.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*")
+
+
+def lock_problem(name, pins, wanted):
+    """Why a DCGM lock's pins cannot be installed ("" when they can).
+
+    + name: the lock's path, for messages
+    + pins: ``parse_toolkit_lock`` of it
+    + wanted: ``parse_toolkit_input`` of the release (dcgm-4.in), or None when it is not there
+
+    >>> lock_problem("l", {"-oX": "1-1"}, None)
+    "l: '-oX=1-1' is not a Debian package=version"
+    >>> lock_problem("l", {DCGM_ROOT: "4.4.1-1", "nvidia-driver": "580.1-1"}, {DCGM_ROOT: "4.4.1"})
+    'l holds nvidia-driver, which files/locks/dcgm-4.in does not list'
+    """
+    for package, version in pins.items():
+        if not PACKAGE_NAME.fullmatch(package) or not DEBIAN_VERSION.fullmatch(version):
+            return f"{name}: {f'{package}={version}'!r} is not a Debian package=version"
+    if DCGM_ROOT not in pins:
+        return f"{name} holds no version of {DCGM_ROOT}"
+    if wanted is None:
+        return ""
+    extra = sorted(set(pins) - set(wanted))
+    if extra:
+        return f"{name} holds {', '.join(extra)}, which {dcgm_input_name()} does not list"
+    lacking = sorted(set(wanted) - set(pins))
+    if lacking:
+        return f"{name} lacks {', '.join(lacking)} of {dcgm_input_name()}"
+    other = sorted(f"{package} {pins[package]} (the release: {version})" for package, version in wanted.items()
+                   if upstream_version(pins[package]) != version)
+    if other:
+        return f"{name} is not {dcgm_input_name()}'s release: {', '.join(other)}"
+    return ""
 
 
 def dcgm_plan(context, repo):
@@ -47,15 +86,29 @@ def dcgm_plan(context, repo):
         except LockError as error:
             problem = f"{name} cannot be read: {error}"
         else:
-            if DCGM_ROOT not in pins:
-                problem = f"{name} holds no version of {DCGM_ROOT}"
+            release = context.locks.read(dcgm_input_name())
+            try:
+                wanted = None if release is None else parse_toolkit_input(release, dcgm_input_name())
+            except LockError as error:
+                problem = f"{dcgm_input_name()} cannot be read: {error}"
+            else:
+                problem = lock_problem(name, pins, wanted) or None
     if problem:
         add(Finding("DCGM_LOCK_MISSING", BLOCKER, f"gpu_diag_install: {problem}: nothing of DCGM is installed",
                     f"generate it: {regenerate}, or set gpu_diag_install: false"))
         return DcgmPlan(install=False, lock=name)
     plan = DcgmPlan(install=True, lock=name, pins=tuple(f"{package}={version}" for package, version in pins.items()),
                     unit=DCGM_UNIT)
-    if (context.facts.get("gpu_diag") or {}).get("installed") is False:
+    installed = context.facts.get("cuda_packages")
+    if installed is not None:
+        # The probe lists NVIDIA's repository packages (DCGM's too): validate names every
+        # install deploy makes, whether or not the diagnostic was asked for.
+        drift = [f"{package} {installed[package]}" if package in installed else f"{package} not installed"
+                 for package, version in pins.items() if installed.get(package) != version]
+        if drift:
+            add(Finding("DCGM_INSTALL", FIX, f"DCGM's packages differ from {name} ({', '.join(drift)}): deploy "
+                                             f"installs {', '.join(plan.pins)} and starts {DCGM_UNIT}", "deploy"))
+    elif (context.facts.get("gpu_diag") or {}).get("installed") is False:
         add(Finding("DCGM_INSTALL", FIX, f"DCGM's dcgmi is not on the node: deploy installs {', '.join(plan.pins)} "
                                          f"({name}) and starts {DCGM_UNIT}", "deploy"))
     return plan

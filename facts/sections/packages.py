@@ -35,8 +35,9 @@ SECTION = ProbeSection(
             parse=lambda by_name: deb_packages(by_name.get("deb-packages")),
             schema=Optional(Values(STR)),
             meaning=(
-                "installed (`ii`, or `hi` when held) packages named `cuda-*`, `libcu*-X-Y` or `libnvvm-X-Y` "
-                "(NVIDIA's repository names), as `{name: Debian version}` from `dpkg-query`; null without dpkg"
+                "installed (`ii`, or `hi` when held) packages named `cuda-*`, `libcu*-X-Y`, `libnvvm-X-Y` or "
+                "`datacenter-gpu-manager-*` (NVIDIA's repository names), as `{name: Debian version}` from "
+                "`dpkg-query`; null without dpkg"
             ),
             example={"cuda-nvcc-13-0": "13.0.88-1", "libcublas-dev-13-0": "13.0.2.14-1"},
         ),

@@ -2,10 +2,11 @@
 # (the document's keys: `cuda_packages`; docs/facts.md).
 probe_packages() {
     # Installed CUDA repository packages (cuda-*, libcublas-13-0, libnvvm-13-0 ...: the toolkit
-    # lock's names; CUDA 13 names NVVM libnvvm-X-Y).
+    # lock's names; CUDA 13 names NVVM libnvvm-X-Y), and DCGM's (datacenter-gpu-manager-4-core ...: the
+    # DCGM lock's names).
     if command -v dpkg-query >/dev/null 2>&1; then
         emit deb-packages 0 "$(dpkg-query -W -f='${db:Status-Abbrev}|${Package}|${Version}\n' 'cuda-*' 'libcu*-[0-9]*-[0-9]*' \
-            'libnvvm-[0-9]*-[0-9]*' 2>/dev/null)"
+            'libnvvm-[0-9]*-[0-9]*' 'datacenter-gpu-manager-*' 2>/dev/null)"
     else
         emit deb-packages 127 ""
     fi

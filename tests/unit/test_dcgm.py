@@ -209,3 +209,107 @@ def test_the_sandbox_stand_ins_say_so_and_carry_what_the_lock_names(machine):
     assert {"usr/bin/dcgmi", "usr/bin/nv-hostengine", "lib/systemd/system/nvidia-dcgm.service"} <= paths
     cuda13 = next(pkg for pkg in pkgs if pkg.name == dcgm_debs.CUDA13 and pkg.version == "4.4.1-1")
     assert cuda13.depends == ("datacenter-gpu-manager-4-core (= 4.4.1-1)",)
+
+
+# review3: validate names what deploy's DCGM step installs from the probe's packages, not
+# only when the diagnostic (gpu_diag, off by default) happened to look for dcgmi.
+@pytest.mark.parametrize("installed,codes", [
+    ({}, [("DCGM_INSTALL", "fix")]),
+    ({"datacenter-gpu-manager-4-core": "4.4.2-1", "datacenter-gpu-manager-4-cuda13": "4.4.2-1"},
+     [("DCGM_INSTALL", "fix")]),
+    ({"datacenter-gpu-manager-4-core": "4.4.1-1", "datacenter-gpu-manager-4-cuda13": "4.4.1-1"}, []),
+], ids=["not installed", "another version", "at the lock"])
+def test_validate_names_the_install_without_the_diagnostic(installed, codes):
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: GOOD}, {"cuda_packages": installed})
+    assert planned.install
+    assert [(finding.code, finding.severity) for finding in found] == codes
+
+
+def test_the_probe_lists_dcgm_packages():
+    script = (ROOT / "files" / "probe.d" / "packages.sh").read_text()
+    assert "'datacenter-gpu-manager-*'" in script
+
+
+# review3: the lock is checked against its release (dcgm-4.in) and by shape before any of it
+# reaches apt: the finding's own text promised "lacks a package of files/locks/dcgm-4.in".
+RELEASE = (ROOT / "files/locks/dcgm-4.in").read_text()
+
+
+@pytest.mark.parametrize("lock,says", [
+    (GOOD + "nvidia-driver-open=570.1-1\n", "holds nvidia-driver-open, which files/locks/dcgm-4.in does not list"),
+    ("datacenter-gpu-manager-4-cuda13=4.4.1-1\n", "lacks datacenter-gpu-manager-4-core of files/locks/dcgm-4.in"),
+    (GOOD.replace("cuda13=4.4.1-1", "cuda13=4.4.2-1"), "is not files/locks/dcgm-4.in's release"),
+    (GOOD + "-oAPT::Get::AllowUnauthenticated=true=1\n", "is not a Debian package=version"),
+    (GOOD.replace("core=4.4.1-1", "core=4.4.1-1 --allow-downgrades"), "is not a Debian package=version"),
+], ids=["a package the release does not list", "a package of the release missing", "another release",
+        "an apt option as a name", "a space in a version"])
+def test_a_lock_that_is_not_the_release_blocks(lock, says):
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: lock, "files/locks/dcgm-4.in": RELEASE})
+    assert planned == DcgmPlan(install=False, lock=LOCK)
+    assert [(finding.code, finding.severity) for finding in found] == [("DCGM_LOCK_MISSING", "blocker")]
+    assert says in found[0].message
+
+
+def test_the_shipped_release_and_lock_plan_an_install():
+    planned, found = decide({"gpu_diag_install": True},
+                            {LOCK: (ROOT / LOCK).read_text(), "files/locks/dcgm-4.in": RELEASE})
+    assert planned.install and planned.pins == PINS and found == []
+
+
+def test_an_epoch_version_is_the_release():
+    lock = GOOD.replace("=4.4.1-1", "=1:4.4.1-1")
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: lock, "files/locks/dcgm-4.in": RELEASE})
+    assert planned.install and found == []
+
+
+class _Op:
+    def __init__(self, changed):
+        self.changed = changed
+
+    def did_change(self):
+        return self.changed
+
+
+@pytest.mark.parametrize("install_changed,start_changed,restarts", [
+    (True, False, True), (True, True, False), (False, False, False)],
+    ids=["packages moved, engine was running: restarted", "first install: started once", "nothing changed"])
+def test_a_running_host_engine_is_restarted_when_its_packages_change(monkeypatch, install_changed, start_changed,
+                                                                    restarts):
+    """review3: NVIDIA's postinst restarts nothing: a lock moved to another DCGM release left
+    the old nv-hostengine running (systemd.service running=True saw it running)."""
+    import tasks.dcgm as step
+
+    declared = []
+
+    class Apt:
+        @staticmethod
+        def packages(**kwargs):
+            declared.append(("install", kwargs))
+            return _Op(install_changed)
+
+    class Systemd:
+        @staticmethod
+        def daemon_reload(**kwargs):
+            declared.append(("reload", kwargs))
+            return _Op(False)
+
+        @staticmethod
+        def service(**kwargs):
+            declared.append(("service", kwargs))
+            return _Op(start_changed)
+
+    class Host:
+        @staticmethod
+        def get_fact(*args, **kwargs):
+            return {"mode": 755}
+
+    monkeypatch.setattr(step, "apt", Apt)
+    monkeypatch.setattr(step, "systemd", Systemd)
+    monkeypatch.setattr(step, "host", Host)
+    monkeypatch.setattr(step, "finish_interrupted_dpkg", lambda **kwargs: _Op(False))
+    node = NodePlan(steps=("dcgm",))
+    node.dcgm = DcgmPlan(install=True, lock=LOCK, pins=PINS, unit="nvidia-dcgm")
+    step.nvidia_dcgm.__wrapped__(node)
+    restart = [kwargs for kind, kwargs in declared if kind == "service" and kwargs.get("restarted")]
+    assert len(restart) == 1, declared
+    assert restart[0]["_if"]() is restarts
