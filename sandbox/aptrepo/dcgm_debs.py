@@ -7,10 +7,9 @@ host engine with ``systemctl --now enable nvidia-dcgm``. DCGM 4 is split
 (``datacenter-gpu-manager-4-core``: the host engine ``nv-hostengine``, ``dcgmi`` and the
 ``nvidia-dcgm`` unit; ``datacenter-gpu-manager-4-cuda13``: the diagnostic's CUDA 13
 plugins, depending on the core at its version). NVIDIA's Debian versions carry the epoch
-``1`` (``1:4.4.1-1``, as public Dockerfiles pin ``datacenter-gpu-manager-4-core=1:4.4.0-1``);
-these stand-ins are ``4.4.1-1`` without it, since the repository's pool names files
-``<name>_<version>_<arch>.deb`` and a ``:`` in a served file name is what NVIDIA's own pool
-avoids too (docs/contributing.md says so). Two versions are served: 4.4.1 (the one the
+``1`` (``1:4.4.1-1``, as public Dockerfiles pin ``datacenter-gpu-manager-4-core=1:4.4.0-1``),
+and so do these stand-ins (the pool's file names leave the epoch out, as Debian's do:
+sandbox/aptrepo/debs.py deb_filename), so a lock made here has NVIDIA's form. Two versions are served: 4.4.1 (the one the
 sandbox's locks take) and 4.4.2 (newer: what an unpinned install would take).
 
 Their contents are stand-ins, and each package's description says so: the core ships
@@ -20,9 +19,9 @@ answer), a stand-in ``nv-hostengine`` and the ``nvidia-dcgm`` unit running it; t
 package ships a marker where the plugins would be.
 
     >>> sorted((p.name, p.version) for p in packages("x86_64"))[:2]
-    [('datacenter-gpu-manager-4-core', '4.4.1-1'), ('datacenter-gpu-manager-4-core', '4.4.2-1')]
+    [('datacenter-gpu-manager-4-core', '1:4.4.1-1'), ('datacenter-gpu-manager-4-core', '1:4.4.2-1')]
     >>> [p.depends for p in packages("x86_64") if p.name.endswith("cuda13")][0]
-    ('datacenter-gpu-manager-4-core (= 4.4.1-1)',)
+    ('datacenter-gpu-manager-4-core (= 1:4.4.1-1)',)
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "dcgm"
 # The answers the dcgmi stand-in reads (sandbox/gpu_health_states.py DCGM_SAMPLES's).
 ANSWERS = {"pass": "diag-r1-pass.json", "fail": "diag-r2-fail.json"}
 VERSIONS = ("4.4.1", "4.4.2")
-REVISION = "1"
+REVISION, EPOCH = "1", "1"
 CORE, CUDA13 = "datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13"
 STANDIN = ("SANDBOX STAND-IN for NVIDIA's {name}: built by the gpu-bringup sandbox\n"
            "(sandbox/aptrepo/dcgm_debs.py) under NVIDIA's name and dependencies; its\n"
@@ -51,7 +50,7 @@ BUILDER = hashlib.sha256(b"".join(p.read_bytes() for p in (Path(__file__), *sort
 
 def version_packages(version: str, machine: str) -> list[DriverPkg]:
     """DCGM's two stand-in packages at upstream *version* for *machine*'s CPU."""
-    arch, deb = cpus.dpkg_arch(machine), f"{version}-{REVISION}"
+    arch, deb = cpus.dpkg_arch(machine), f"{EPOCH}:{version}-{REVISION}"
     core = DriverPkg(
         name=CORE, version=deb, arch=arch, section="multiverse/utils", builder=BUILDER,
         description="NVIDIA Datacenter GPU Manager, core (SANDBOX STAND-IN)\n" + STANDIN.format(name=CORE),

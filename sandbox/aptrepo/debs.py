@@ -438,7 +438,14 @@ class Context:
 
 
 def deb_filename(pkg: Pkg) -> str:
-    return f"{pkg.name}_{pkg.version}_{pkg.arch}.deb"
+    """The pool's file name: ``<name>_<version>_<arch>.deb``, the version without its epoch
+    (as dpkg-name and Debian's pools write it: no ``:`` in a served file name).
+
+    >>> from types import SimpleNamespace
+    >>> deb_filename(SimpleNamespace(name="datacenter-gpu-manager-4-core", version="1:4.4.1-1", arch="amd64"))
+    'datacenter-gpu-manager-4-core_4.4.1-1_amd64.deb'
+    """
+    return f"{pkg.name}_{pkg.version.split(':', 1)[-1]}_{pkg.arch}.deb"
 
 
 def check_layout(wheels: dict[LockedWheel, Path], packages: list[Pkg]) -> None:

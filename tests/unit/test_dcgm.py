@@ -23,11 +23,11 @@ from tests.unit.test_locks import SERVED, signed_repo, signer  # noqa: F401 (a f
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = "files/locks/dcgm-4-debian12-x86_64.txt"
-GOOD = ("# target: debian12 amd64\ndatacenter-gpu-manager-4-core=4.4.1-1\n"
-        "datacenter-gpu-manager-4-cuda13=4.4.1-1\n")
+GOOD = ("# target: debian12 amd64\ndatacenter-gpu-manager-4-core=1:4.4.1-1\n"
+        "datacenter-gpu-manager-4-cuda13=1:4.4.1-1\n")
 REPO = RepoPlan(url="http://r/debian12/x86_64/", key_url="", fingerprint="", distro="debian12", arch="x86_64",
                 keyring="", source_file="", preference_file="", pin_origin="")
-PINS = ("datacenter-gpu-manager-4-core=4.4.1-1", "datacenter-gpu-manager-4-cuda13=4.4.1-1")
+PINS = ("datacenter-gpu-manager-4-core=1:4.4.1-1", "datacenter-gpu-manager-4-cuda13=1:4.4.1-1")
 
 
 def decide(settings, files, facts=None, repo=REPO):
@@ -50,7 +50,7 @@ def decide(settings, files, facts=None, repo=REPO):
     ("on, an unreadable lock", {"gpu_diag_install": True}, {LOCK: "datacenter-gpu-manager-4-core\n"}, None, REPO,
      DcgmPlan(install=False, lock=LOCK), [("DCGM_LOCK_MISSING", "blocker")]),
     ("on, a lock without the cuda13 package", {"gpu_diag_install": True},
-     {LOCK: "datacenter-gpu-manager-4-core=4.4.1-1\n"}, None, REPO,
+     {LOCK: "datacenter-gpu-manager-4-core=1:4.4.1-1\n"}, None, REPO,
      DcgmPlan(install=False, lock=LOCK), [("DCGM_LOCK_MISSING", "blocker")]),
     ("on, the diagnostic asked and dcgmi missing: deploy installs it", {"gpu_diag_install": True}, {LOCK: GOOD},
      {"gpu_diag": {"level": 1, "installed": False, "busy": [], "ran": False}}, REPO,
@@ -204,20 +204,20 @@ def test_the_sandbox_stand_ins_say_so_and_carry_what_the_lock_names(machine):
     served = {(pkg.name, pkg.version) for pkg in pkgs}
     for pin in PINS:
         assert tuple(pin.split("=")) in served
-    core = next(pkg for pkg in pkgs if pkg.name == dcgm_debs.CORE and pkg.version == "4.4.1-1")
+    core = next(pkg for pkg in pkgs if pkg.name == dcgm_debs.CORE and pkg.version == "1:4.4.1-1")
     paths = {path for path, _, _ in core.texts}
     assert {"usr/bin/dcgmi", "usr/bin/nv-hostengine", "lib/systemd/system/nvidia-dcgm.service"} <= paths
-    cuda13 = next(pkg for pkg in pkgs if pkg.name == dcgm_debs.CUDA13 and pkg.version == "4.4.1-1")
-    assert cuda13.depends == ("datacenter-gpu-manager-4-core (= 4.4.1-1)",)
+    cuda13 = next(pkg for pkg in pkgs if pkg.name == dcgm_debs.CUDA13 and pkg.version == "1:4.4.1-1")
+    assert cuda13.depends == ("datacenter-gpu-manager-4-core (= 1:4.4.1-1)",)
 
 
 # review3: validate names what deploy's DCGM step installs from the probe's packages, not
 # only when the diagnostic (gpu_diag, off by default) happened to look for dcgmi.
 @pytest.mark.parametrize("installed,codes", [
     ({}, [("DCGM_INSTALL", "fix")]),
-    ({"datacenter-gpu-manager-4-core": "4.4.2-1", "datacenter-gpu-manager-4-cuda13": "4.4.2-1"},
+    ({"datacenter-gpu-manager-4-core": "1:4.4.2-1", "datacenter-gpu-manager-4-cuda13": "1:4.4.2-1"},
      [("DCGM_INSTALL", "fix")]),
-    ({"datacenter-gpu-manager-4-core": "4.4.1-1", "datacenter-gpu-manager-4-cuda13": "4.4.1-1"}, []),
+    ({"datacenter-gpu-manager-4-core": "1:4.4.1-1", "datacenter-gpu-manager-4-cuda13": "1:4.4.1-1"}, []),
 ], ids=["not installed", "another version", "at the lock"])
 def test_validate_names_the_install_without_the_diagnostic(installed, codes):
     planned, found = decide({"gpu_diag_install": True}, {LOCK: GOOD}, {"cuda_packages": installed})
@@ -237,10 +237,10 @@ RELEASE = (ROOT / "files/locks/dcgm-4.in").read_text()
 
 @pytest.mark.parametrize("lock,says", [
     (GOOD + "nvidia-driver-open=570.1-1\n", "holds nvidia-driver-open, which files/locks/dcgm-4.in does not list"),
-    ("datacenter-gpu-manager-4-cuda13=4.4.1-1\n", "lacks datacenter-gpu-manager-4-core of files/locks/dcgm-4.in"),
-    (GOOD.replace("cuda13=4.4.1-1", "cuda13=4.4.2-1"), "is not files/locks/dcgm-4.in's release"),
+    ("datacenter-gpu-manager-4-cuda13=1:4.4.1-1\n", "lacks datacenter-gpu-manager-4-core of files/locks/dcgm-4.in"),
+    (GOOD.replace("cuda13=1:4.4.1-1", "cuda13=1:4.4.2-1"), "is not files/locks/dcgm-4.in's release"),
     (GOOD + "-oAPT::Get::AllowUnauthenticated=true=1\n", "is not a Debian package=version"),
-    (GOOD.replace("core=4.4.1-1", "core=4.4.1-1 --allow-downgrades"), "is not a Debian package=version"),
+    (GOOD.replace("core=1:4.4.1-1", "core=1:4.4.1-1 --allow-downgrades"), "is not a Debian package=version"),
 ], ids=["a package the release does not list", "a package of the release missing", "another release",
         "an apt option as a name", "a space in a version"])
 def test_a_lock_that_is_not_the_release_blocks(lock, says):
