@@ -12,7 +12,7 @@ this project installs) from that repository and starts the host engine with
     >>> from bringup.config import Config
     >>> from bringup.plan.context import PlanContext
     >>> dcgm_plan(PlanContext.of({}, Config(), None, print), None)
-    DcgmPlan(install=False, lock='', pins=(), unit='')
+    DcgmPlan(install=False, lock='', pins=(), unit='', restart=False)
 """
 
 import re
@@ -97,8 +97,11 @@ def dcgm_plan(context, repo):
         add(Finding("DCGM_LOCK_MISSING", BLOCKER, f"gpu_diag_install: {problem}: nothing of DCGM is installed",
                     f"generate it: {regenerate}, or set gpu_diag_install: false"))
         return DcgmPlan(install=False, lock=name)
+    engine = context.facts.get("dcgm") or {}
+    unit = engine.get("unit")
+    restart = bool(engine.get("engine_predates_packages")) and (unit or {}).get("active_state") == "active"
     plan = DcgmPlan(install=True, lock=name, pins=tuple(f"{package}={version}" for package, version in pins.items()),
-                    unit=DCGM_UNIT)
+                    unit=DCGM_UNIT, restart=restart)
     installed = context.facts.get("cuda_packages")
     if installed is not None:
         # The probe lists NVIDIA's repository packages (DCGM's too): validate names every
@@ -108,8 +111,20 @@ def dcgm_plan(context, repo):
         if drift:
             add(Finding("DCGM_INSTALL", FIX, f"DCGM's packages differ from {name} ({', '.join(drift)}): deploy "
                                              f"installs {', '.join(plan.pins)} and starts {DCGM_UNIT}", "deploy"))
+            return plan
     elif (context.facts.get("gpu_diag") or {}).get("installed") is False:
         add(Finding("DCGM_INSTALL", FIX, f"DCGM's dcgmi is not on the node: deploy installs {', '.join(plan.pins)} "
                                          f"({name}) and starts {DCGM_UNIT}", "deploy"))
+        return plan
+    # The packages are at the lock: what deploy still does to the host engine (the probe's
+    # dcgm section; None where systemd does not run, or from an older probe).
+    if unit is not None and unit.get("load_state") == "loaded":
+        off = [state for state, wanted in (("active_state", "active"), ("unit_file_state", "enabled"))
+               if unit.get(state) != wanted]
+        if off:
+            add(Finding("DCGM_INSTALL", FIX, f"{DCGM_UNIT} is {', '.join(unit.get(state) or '?' for state in off)}: "
+                                             f"deploy enables and starts it", "deploy"))
+        elif restart:
+            add(Finding("DCGM_INSTALL", FIX, f"{DCGM_UNIT}'s host engine started before DCGM's packages were last "
+                                             "installed, so it runs the replaced ones: deploy restarts it", "deploy"))
     return plan
-
