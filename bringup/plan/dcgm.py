@@ -38,9 +38,12 @@ def lock_problem(name, pins, wanted):
     + name: the lock's path, for messages
     + pins: ``parse_toolkit_lock`` of it
     + wanted: ``parse_toolkit_input`` of the release (dcgm-4.in), or None when it is not there
+      (then nothing tells which packages the lock may hold: it is not installed)
 
     >>> lock_problem("l", {"-oX": "1-1"}, None)
     "l: '-oX=1-1' is not a Debian package=version"
+    >>> lock_problem("l", {DCGM_ROOT: "1:4.4.1-1", "nvidia-driver": "580.1-1"}, None)
+    'there is no files/locks/dcgm-4.in, the release l must hold'
     >>> lock_problem("l", {DCGM_ROOT: "4.4.1-1", "nvidia-driver": "580.1-1"}, {DCGM_ROOT: "4.4.1"})
     'l holds nvidia-driver, which files/locks/dcgm-4.in does not list'
     """
@@ -50,7 +53,7 @@ def lock_problem(name, pins, wanted):
     if DCGM_ROOT not in pins:
         return f"{name} holds no version of {DCGM_ROOT}"
     if wanted is None:
-        return ""
+        return f"there is no {dcgm_input_name()}, the release {name} must hold"
     extra = sorted(set(pins) - set(wanted))
     if extra:
         return f"{name} holds {', '.join(extra)}, which {dcgm_input_name()} does not list"

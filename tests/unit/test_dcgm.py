@@ -30,8 +30,12 @@ REPO = RepoPlan(url="http://r/debian12/x86_64/", key_url="", fingerprint="", dis
 PINS = ("datacenter-gpu-manager-4-core=1:4.4.1-1", "datacenter-gpu-manager-4-cuda13=1:4.4.1-1")
 
 
-def decide(settings, files, facts=None, repo=REPO):
+RELEASE = (ROOT / "files/locks/dcgm-4.in").read_text()
+
+
+def decide(settings, files, facts=None, repo=REPO, release=True):
     found = []
+    files = {**({"files/locks/dcgm-4.in": RELEASE} if release else {}), **files}
     context = PlanContext.of({"os": {"arch": "x86_64"}, **(facts or {})}, Config(**settings), LockFiles.of(files),
                              found.append)
     return dcgm_plan(context, repo), found
@@ -232,7 +236,6 @@ def test_the_probe_lists_dcgm_packages():
 
 # review3: the lock is checked against its release (dcgm-4.in) and by shape before any of it
 # reaches apt: the finding's own text promised "lacks a package of files/locks/dcgm-4.in".
-RELEASE = (ROOT / "files/locks/dcgm-4.in").read_text()
 
 
 @pytest.mark.parametrize("lock,says", [
@@ -394,3 +397,12 @@ def test_the_restart_follows_the_engine_not_only_this_run(monkeypatch, install_c
     step.nvidia_dcgm.__wrapped__(node)
     restart = [kwargs for kwargs in declared if kwargs.get("restarted")]
     assert len(restart) == 1 and restart[0]["_if"]() is restarts, declared
+
+
+# review5: without files/locks/dcgm-4.in the lock was checked by shape alone, so a lock line
+# naming any other package (a driver) was installed as given.
+def test_a_lock_without_its_release_blocks():
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: GOOD + "nvidia-driver-open=570.1-1\n"}, release=False)
+    assert planned == DcgmPlan(install=False, lock=LOCK)
+    assert [(finding.code, finding.severity) for finding in found] == [("DCGM_LOCK_MISSING", "blocker")]
+    assert "there is no files/locks/dcgm-4.in" in found[0].message
