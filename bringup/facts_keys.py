@@ -146,6 +146,11 @@ SCHEMA = {
         "channels_registered": BOOL,
         "channels": Items(STR),
     }),
+    # facts/sections/dcgm.py
+    "dcgm": Optional({
+        "unit": Optional({"load_state": STR, "active_state": STR, "unit_file_state": STR}),
+        "engine_predates_packages": BOOL,
+    }),
     # facts/sections/gpu_health.py
     "gpu_health": Optional({
         "query_error": OPT_STR,

@@ -161,8 +161,8 @@ CODES = {
     # The DCGM step (gpu_diag_install; bringup/plan/dcgm.py).
     "DCGM_LOCK_MISSING": "gpu_diag_install is set but there is no DCGM lock for the distro and CPU (or it cannot be "
                          "read, or lacks a package of files/locks/dcgm-4.in): nothing of DCGM is installed.",
-    "DCGM_INSTALL": "gpu_diag_install: deploy installs NVIDIA's DCGM at its lock's versions and starts "
-                    "nvidia-dcgm (dcgmi is not on the node yet).",
+    "DCGM_INSTALL": "gpu_diag_install: deploy installs NVIDIA's DCGM at its lock's versions, or enables, starts or "
+                    "restarts nvidia-dcgm (stopped, disabled, or running packages dpkg has since replaced).",
     # The driver step (bringup/plan/driver_step.py).
     "DRIVER_REBOOT_NEEDED": "driver_manage installs a kernel module that loads only at the next boot: deploy "
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",

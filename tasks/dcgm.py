@@ -31,9 +31,12 @@ def nvidia_dcgm(node):
         return  # no systemd here (an image build): the unit starts at the node's boot
     # NVIDIA's packages restart nothing when they are upgraded or downgraded (their postinst
     # only adds the service user): a host engine started before keeps running the old
-    # binaries until it is restarted, so a lock moved to another release restarts it.
+    # binaries until it is restarted, so a lock moved to another release restarts it, and so
+    # does an engine the probe found older than the installed packages (a run stopped between
+    # apt and the restart: on the re-run apt changes nothing). Enabling and starting are two
+    # operations: a running engine whose unit was disabled is enabled and still restarted.
     systemd.daemon_reload(name="Reload systemd (DCGM's packages changed)", _if=installed.did_change)
-    started = systemd.service(name=f"Enable and start {dcgm.unit}", service=f"{dcgm.unit}.service", enabled=True,
-                              running=True)
+    systemd.service(name=f"Enable {dcgm.unit}", service=f"{dcgm.unit}.service", enabled=True)
+    started = systemd.service(name=f"Start {dcgm.unit}", service=f"{dcgm.unit}.service", running=True)
     systemd.service(name=f"Restart {dcgm.unit} (its packages changed)", service=f"{dcgm.unit}.service",
-                    restarted=True, _if=lambda: installed.did_change() and not started.did_change())
+                    restarted=True, _if=lambda: (dcgm.restart or installed.did_change()) and not started.did_change())

@@ -12,7 +12,7 @@ this project installs) from that repository and starts the host engine with
     >>> from bringup.config import Config
     >>> from bringup.plan.context import PlanContext
     >>> dcgm_plan(PlanContext.of({}, Config(), None, print), None)
-    DcgmPlan(install=False, lock='', pins=(), unit='')
+    DcgmPlan(install=False, lock='', pins=(), unit='', restart=False)
 """
 
 import re
@@ -38,9 +38,12 @@ def lock_problem(name, pins, wanted):
     + name: the lock's path, for messages
     + pins: ``parse_toolkit_lock`` of it
     + wanted: ``parse_toolkit_input`` of the release (dcgm-4.in), or None when it is not there
+      (then nothing tells which packages the lock may hold: it is not installed)
 
     >>> lock_problem("l", {"-oX": "1-1"}, None)
     "l: '-oX=1-1' is not a Debian package=version"
+    >>> lock_problem("l", {DCGM_ROOT: "1:4.4.1-1", "nvidia-driver": "580.1-1"}, None)
+    'there is no files/locks/dcgm-4.in, the release l must hold'
     >>> lock_problem("l", {DCGM_ROOT: "4.4.1-1", "nvidia-driver": "580.1-1"}, {DCGM_ROOT: "4.4.1"})
     'l holds nvidia-driver, which files/locks/dcgm-4.in does not list'
     """
@@ -50,7 +53,7 @@ def lock_problem(name, pins, wanted):
     if DCGM_ROOT not in pins:
         return f"{name} holds no version of {DCGM_ROOT}"
     if wanted is None:
-        return ""
+        return f"there is no {dcgm_input_name()}, the release {name} must hold"
     extra = sorted(set(pins) - set(wanted))
     if extra:
         return f"{name} holds {', '.join(extra)}, which {dcgm_input_name()} does not list"
@@ -97,8 +100,11 @@ def dcgm_plan(context, repo):
         add(Finding("DCGM_LOCK_MISSING", BLOCKER, f"gpu_diag_install: {problem}: nothing of DCGM is installed",
                     f"generate it: {regenerate}, or set gpu_diag_install: false"))
         return DcgmPlan(install=False, lock=name)
+    engine = context.facts.get("dcgm") or {}
+    unit = engine.get("unit")
+    restart = bool(engine.get("engine_predates_packages")) and (unit or {}).get("active_state") == "active"
     plan = DcgmPlan(install=True, lock=name, pins=tuple(f"{package}={version}" for package, version in pins.items()),
-                    unit=DCGM_UNIT)
+                    unit=DCGM_UNIT, restart=restart)
     installed = context.facts.get("cuda_packages")
     if installed is not None:
         # The probe lists NVIDIA's repository packages (DCGM's too): validate names every
@@ -108,8 +114,20 @@ def dcgm_plan(context, repo):
         if drift:
             add(Finding("DCGM_INSTALL", FIX, f"DCGM's packages differ from {name} ({', '.join(drift)}): deploy "
                                              f"installs {', '.join(plan.pins)} and starts {DCGM_UNIT}", "deploy"))
+            return plan
     elif (context.facts.get("gpu_diag") or {}).get("installed") is False:
         add(Finding("DCGM_INSTALL", FIX, f"DCGM's dcgmi is not on the node: deploy installs {', '.join(plan.pins)} "
                                          f"({name}) and starts {DCGM_UNIT}", "deploy"))
+        return plan
+    # The packages are at the lock: what deploy still does to the host engine (the probe's
+    # dcgm section; None where systemd does not run, or from an older probe).
+    if unit is not None and unit.get("load_state") == "loaded":
+        off = [state for state, wanted in (("active_state", "active"), ("unit_file_state", "enabled"))
+               if unit.get(state) != wanted]
+        if off:
+            add(Finding("DCGM_INSTALL", FIX, f"{DCGM_UNIT} is {', '.join(unit.get(state) or '?' for state in off)}: "
+                                             f"deploy enables and starts it", "deploy"))
+        elif restart:
+            add(Finding("DCGM_INSTALL", FIX, f"{DCGM_UNIT}'s host engine started before DCGM's packages were last "
+                                             "installed, so it runs the replaced ones: deploy restarts it", "deploy"))
     return plan
-

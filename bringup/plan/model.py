@@ -283,12 +283,15 @@ class DriverPlan:
 class DcgmPlan:
     """NVIDIA's DCGM as deploy installs it (``gpu_diag_install``; docs/deploy.md, "The DCGM
     step"); ``install`` False: the DCGM step touches nothing. ``pins`` are the lock's
-    ``name=version`` lines, ``unit`` the host engine's unit deploy enables and starts."""
+    ``name=version`` lines, ``unit`` the host engine's unit deploy enables and starts;
+    ``restart``: the running engine predates DCGM's installed packages (a run stopped
+    between apt and the restart), so deploy restarts it even when apt changes nothing."""
 
     install: bool
     lock: str = ""
     pins: tuple = ()
     unit: str = ""
+    restart: bool = False
 
 
 @dataclass

@@ -16,6 +16,7 @@ from facts.sections import (
     account,
     apt,
     apt_locks,
+    dcgm,
     driver_layer,
     entry_point,
     gpu_diag,
@@ -39,6 +40,6 @@ from facts.sections import (
 
 # In the facts document's order (a section's keys in the order it declares them).
 MODULES = (os_release, gpus, pci, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
-           apt_locks, account, driver_layer, imex, gpu_health, gpu_diag,
+           apt_locks, account, driver_layer, imex, dcgm, gpu_health, gpu_diag,
            model, prewarm, jit_cache)
 SECTIONS = tuple(module.SECTION for module in MODULES)

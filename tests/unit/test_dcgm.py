@@ -30,8 +30,12 @@ REPO = RepoPlan(url="http://r/debian12/x86_64/", key_url="", fingerprint="", dis
 PINS = ("datacenter-gpu-manager-4-core=1:4.4.1-1", "datacenter-gpu-manager-4-cuda13=1:4.4.1-1")
 
 
-def decide(settings, files, facts=None, repo=REPO):
+RELEASE = (ROOT / "files/locks/dcgm-4.in").read_text()
+
+
+def decide(settings, files, facts=None, repo=REPO, release=True):
     found = []
+    files = {**({"files/locks/dcgm-4.in": RELEASE} if release else {}), **files}
     context = PlanContext.of({"os": {"arch": "x86_64"}, **(facts or {})}, Config(**settings), LockFiles.of(files),
                              found.append)
     return dcgm_plan(context, repo), found
@@ -232,7 +236,6 @@ def test_the_probe_lists_dcgm_packages():
 
 # review3: the lock is checked against its release (dcgm-4.in) and by shape before any of it
 # reaches apt: the finding's own text promised "lacks a package of files/locks/dcgm-4.in".
-RELEASE = (ROOT / "files/locks/dcgm-4.in").read_text()
 
 
 @pytest.mark.parametrize("lock,says", [
@@ -313,3 +316,93 @@ def test_a_running_host_engine_is_restarted_when_its_packages_change(monkeypatch
     restart = [kwargs for kind, kwargs in declared if kind == "service" and kwargs.get("restarted")]
     assert len(restart) == 1, declared
     assert restart[0]["_if"]() is restarts
+
+
+# review5: whether the host engine is restarted or started was decided from this run's apt
+# alone: a run stopped between apt and the restart left the old nv-hostengine running for
+# good (the re-run's apt changed nothing), a running engine whose unit was disabled was only
+# enabled after a package change, and validate never named starting a stopped nvidia-dcgm.
+AT_LOCK = {"datacenter-gpu-manager-4-core": "1:4.4.1-1", "datacenter-gpu-manager-4-cuda13": "1:4.4.1-1"}
+
+
+def engine(active="active", enabled="enabled", predates=False):
+    return {"unit": {"load_state": "loaded", "active_state": active, "unit_file_state": enabled},
+            "engine_predates_packages": predates}
+
+
+@pytest.mark.parametrize("dcgm,restart,says", [
+    (engine(), False, None),
+    (engine(predates=True), True, "started before DCGM's packages were last installed"),
+    (engine(active="inactive", enabled="disabled"), False, "nvidia-dcgm is inactive, disabled: deploy enables and "
+                                                           "starts it"),
+    (engine(active="failed"), False, "nvidia-dcgm is failed: deploy enables and starts it"),
+    (engine(enabled="disabled"), False, "nvidia-dcgm is disabled"),
+    (None, False, None),
+    ({"unit": None, "engine_predates_packages": False}, False, None),
+], ids=["running, newer than its packages", "running the replaced packages", "stopped and disabled", "failed",
+        "running, disabled", "an older probe", "no systemd"])
+def test_validate_names_what_deploy_does_to_the_host_engine(dcgm, restart, says):
+    facts = {"cuda_packages": AT_LOCK, **({"dcgm": dcgm} if dcgm is not None else {})}
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: GOOD}, facts)
+    assert planned.install and planned.restart is restart
+    if says is None:
+        assert found == []
+    else:
+        assert [(finding.code, finding.severity) for finding in found] == [("DCGM_INSTALL", "fix")]
+        assert says in found[0].message, found[0].message
+
+
+@pytest.mark.parametrize("install_changed,enable_changed,start_changed,planned_restart,restarts", [
+    (True, True, False, False, True),
+    (False, False, False, True, True),
+    (False, False, True, True, False),
+    (False, True, False, False, False),
+], ids=["packages moved, engine running but disabled: enabled and restarted",
+        "re-run after a stop between apt and the restart: the probe's stale engine restarted",
+        "stale engine found stopped: started once", "only enabled: no restart"])
+def test_the_restart_follows_the_engine_not_only_this_run(monkeypatch, install_changed, enable_changed, start_changed,
+                                                          planned_restart, restarts):
+    import tasks.dcgm as step
+
+    declared = []
+
+    class Apt:
+        @staticmethod
+        def packages(**kwargs):
+            return _Op(install_changed)
+
+    class Systemd:
+        @staticmethod
+        def daemon_reload(**kwargs):
+            return _Op(False)
+
+        @staticmethod
+        def service(**kwargs):
+            declared.append(kwargs)
+            if kwargs.get("running"):
+                return _Op(start_changed)
+            return _Op(enable_changed if kwargs.get("enabled") else False)
+
+    class Host:
+        @staticmethod
+        def get_fact(*args, **kwargs):
+            return {"mode": 755}
+
+    monkeypatch.setattr(step, "apt", Apt)
+    monkeypatch.setattr(step, "systemd", Systemd)
+    monkeypatch.setattr(step, "host", Host)
+    monkeypatch.setattr(step, "finish_interrupted_dpkg", lambda **kwargs: _Op(False))
+    node = NodePlan(steps=("dcgm",))
+    node.dcgm = DcgmPlan(install=True, lock=LOCK, pins=PINS, unit="nvidia-dcgm", restart=planned_restart)
+    step.nvidia_dcgm.__wrapped__(node)
+    restart = [kwargs for kwargs in declared if kwargs.get("restarted")]
+    assert len(restart) == 1 and restart[0]["_if"]() is restarts, declared
+
+
+# review5: without files/locks/dcgm-4.in the lock was checked by shape alone, so a lock line
+# naming any other package (a driver) was installed as given.
+def test_a_lock_without_its_release_blocks():
+    planned, found = decide({"gpu_diag_install": True}, {LOCK: GOOD + "nvidia-driver-open=570.1-1\n"}, release=False)
+    assert planned == DcgmPlan(install=False, lock=LOCK)
+    assert [(finding.code, finding.severity) for finding in found] == [("DCGM_LOCK_MISSING", "blocker")]
+    assert "there is no files/locks/dcgm-4.in" in found[0].message

@@ -203,6 +203,17 @@ peers=18
 @@ imex-channels rc=0
 registered=yes
 channel=channel0
+@@ dcgm-unit rc=0
+Id=nvidia-dcgm.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+MainPID=4242
+@@ dcgm-engine rc=0
+started_ticks=100000
+btime=1700000000
+hz=100
+unpacked=1700000100
 @@ health-query rc=0
 0, 00000000:18:00.0, 0, 0, [N/A], 1, 5, 16, 16, Active, Not Active, Not Active, Not Active, Not Active, 32, 55
 @@ health-xid rc=0 source=journal
