@@ -22,6 +22,7 @@ from facts.sections import (
     gpu_health,
     gpus,
     imex,
+    infiniband,
     jit_cache,
     login,
     model,
@@ -38,7 +39,7 @@ from facts.sections import (
 )
 
 # In the facts document's order (a section's keys in the order it declares them).
-MODULES = (os_release, gpus, pci, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
+MODULES = (os_release, gpus, pci, infiniband, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
            apt_locks, account, driver_layer, imex, gpu_health, gpu_diag,
            model, prewarm, jit_cache)
 SECTIONS = tuple(module.SECTION for module in MODULES)

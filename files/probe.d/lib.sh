@@ -276,5 +276,6 @@ path_chain() {
 
 # The root the driver layer's and the PCI section's files are read under: the node's own
 # (PROBE_FS_ROOT unset). Only the tests set PROBE_FS_ROOT, to a scratch root
-# (tests/unit/test_probe_driver.py); the control side's inputs never name it.
+# (tests/unit/test_probe_driver.py); the control side's inputs never name it. The RDMA devices
+# (files/probe.d/infiniband.sh) are read under it too.
 DRIVER_FS_ROOT=${PROBE_FS_ROOT:-}
