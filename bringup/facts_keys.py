@@ -31,6 +31,16 @@ SCHEMA = {
         }),
         "nvidia_peermem": BOOL,
     }),
+    # facts/sections/route.py
+    "route": Optional({
+        "to": STR,
+        "address": OPT_STR,
+        "interface": OPT_STR,
+        "source": OPT_STR,
+        "gateway": OPT_STR,
+        "local": BOOL,
+        "error": OPT_STR,
+    }),
     # facts/sections/toolkits.py
     "toolkits": Items({"home": STR, "version": OPT_VERSION, "nvcc_ok": BOOL}),
     "cuda_symlink": OPT_STR,

@@ -32,6 +32,7 @@ from facts.sections import (
     pci,
     prewarm,
     python,
+    route,
     service,
     toolkits,
     unit,
@@ -39,7 +40,7 @@ from facts.sections import (
 )
 
 # In the facts document's order (a section's keys in the order it declares them).
-MODULES = (os_release, gpus, pci, infiniband, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
+MODULES = (os_release, gpus, pci, infiniband, route, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
            apt_locks, account, driver_layer, imex, gpu_health, gpu_diag,
            model, prewarm, jit_cache)
 SECTIONS = tuple(module.SECTION for module in MODULES)

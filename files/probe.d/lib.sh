@@ -36,6 +36,7 @@
 #   PROBE_MODEL_ENV_<KEY> service_env's HF_* settings the model section uses (HF_HOME, HF_ENDPOINT...)
 #   PROBE_VENV_PYTHON   the operator's CPython the venv is built with (venv_python; "" for the distribution's)
 #   PROBE_GPU_DIAG      the level of `dcgmi diag` to run (gpu_diag: 1 or 2; "" runs none)
+#   PROBE_ROUTE_TO      the address or host name whose route to report (a serving group's head; "" none)
 #   PROBE_FS_ROOT       tests only: the scratch root the driver layer and PCI sections read under (empty: /)
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 # The command (facts/probe_script.py probe_command) sets or unsets every one of these: none

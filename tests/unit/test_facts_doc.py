@@ -200,6 +200,10 @@ link_layer|mlx5_0|1|InfiniBand
 net|mlx5_0||ibp24s0
 @@ nvidia-peermem rc=0
 loaded=yes
+@@ route-address rc=0 to=gpu-head-01
+10.20.0.11
+@@ route rc=0 format=json
+[{"dst":"10.20.0.11","gateway":"10.20.0.1","dev":"ens1f0np0","prefsrc":"10.20.0.12","flags":[],"uid":0,"cache":[]}]
 @@ imex-unit rc=0
 Id=nvidia-imex.service
 LoadState=loaded
