@@ -16,6 +16,31 @@ SCHEMA = {
     "gpus": Items({"index": INT, "name": STR, "compute_cap": STR, "memory_total_mib": Optional(INT)}),
     # facts/sections/pci.py
     "pci_gpus": Optional(Items({"bus_id": STR, "vendor": STR, "device": STR, "class": STR})),
+    # facts/sections/infiniband.py
+    "infiniband": Optional({
+        "devices": Items({
+            "name": STR,
+            "ports": Items({
+                "port": STR,
+                "state": OPT_STR,
+                "phys_state": OPT_STR,
+                "rate": OPT_STR,
+                "link_layer": OPT_STR,
+            }),
+            "net_devices": Items(STR),
+        }),
+        "nvidia_peermem": BOOL,
+    }),
+    # facts/sections/route.py
+    "route": Optional({
+        "to": STR,
+        "address": OPT_STR,
+        "interface": OPT_STR,
+        "source": OPT_STR,
+        "gateway": OPT_STR,
+        "local": BOOL,
+        "error": OPT_STR,
+    }),
     # facts/sections/toolkits.py
     "toolkits": Items({"home": STR, "version": OPT_VERSION, "nvcc_ok": BOOL}),
     "cuda_symlink": OPT_STR,

@@ -15,7 +15,9 @@ Sources for the paths that are not ours:
 - pam_env(8): ``/etc/environment`` is read for every PAM session (SSH included).
 """
 
+import ipaddress
 import posixpath
+import re
 from dataclasses import asdict, dataclass
 
 # Defaults of the three settings that place the stack (bringup.config uses them).
@@ -330,6 +332,35 @@ def hub_cache_path(value):
     return "$" not in value and (value.startswith("/") or value == "~" or value.startswith("~/"))
 
 
+# A host name as RFC 1123 (section 2.1) allows one: dot-separated labels of letters, digits and
+# hyphens, none starting or ending with a hyphen, each at most 63 characters, 253 in all.
+HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def probe_address(value):
+    """``value`` as the probe may be given it to look a route up (``PROBE_ROUTE_TO``): an IP
+    address (v4 or v6, written as ``ipaddress`` writes it) or a host name; ValueError naming
+    the value and the fix for anything else. Nothing else ever reaches the probe's shell.
+
+    >>> probe_address("10.20.0.11"), probe_address("gpu-head-01.example.internal"), probe_address("fe80::1")
+    ('10.20.0.11', 'gpu-head-01.example.internal', 'fe80::1')
+    >>> probe_address("10.0.0.1; reboot")
+    Traceback (most recent call last):
+    ...
+    ValueError: '10.0.0.1; reboot' is neither an IP address nor a host name: give the address (10.20.0.11) or the DNS name (gpu-head-01) the node reaches it by
+    """
+    text = str(value)
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.rstrip(".").split(".")
+    if 0 < len(text) <= 253 and all(HOST_LABEL.match(label) for label in labels) and not text.replace(".", "").isdigit():
+        return text
+    raise ValueError(f"{text!r} is neither an IP address nor a host name: give the address (10.20.0.11) or the DNS "
+                     "name (gpu-head-01) the node reaches it by")
+
+
 @dataclass(frozen=True)
 class ProbeInputs:
     """One node's probe inputs, ready: the layout the probe (files/probe.d/) looks at and the env
@@ -359,6 +390,13 @@ class ProbeInputs:
     venv_python: str = ""
     # The level of NVIDIA's diagnostic to run (gpu_diag: "1" or "2"); empty: none.
     gpu_diag: str = ""
+    # The address or host name whose route the probe reports (a serving group's head); empty:
+    # none. Checked here (probe_address): nothing but an address or a name reaches the shell.
+    route_to: str = ""
+
+    def __post_init__(self):
+        if self.route_to:
+            object.__setattr__(self, "route_to", probe_address(self.route_to))
 
     @classmethod
     def defaults(cls):
@@ -374,7 +412,8 @@ class ProbeInputs:
                 **({"PROBE_MODEL": self.model} if self.model else {}),
                 **{f"PROBE_MODEL_ENV_{key}": value for key, value in self.model_env if key in MODEL_ENV_KEYS},
                 **({"PROBE_VENV_PYTHON": self.venv_python} if self.venv_python else {}),
-                **({"PROBE_GPU_DIAG": self.gpu_diag} if self.gpu_diag else {})}
+                **({"PROBE_GPU_DIAG": self.gpu_diag} if self.gpu_diag else {}),
+                **({"PROBE_ROUTE_TO": self.route_to} if self.route_to else {})}
 
     def __str__(self):
         # pyinfra names a fact's arguments by str() (its log lines, and the operation
@@ -385,8 +424,9 @@ class ProbeInputs:
         model = f", model={self.model}" if self.model else ""
         python = f", venv_python={self.venv_python}" if self.venv_python else ""
         diag = f", gpu_diag={self.gpu_diag}" if self.gpu_diag else ""
+        route = f", route_to={self.route_to}" if self.route_to else ""
         return (f"venv={layout.venv} ({managed}), env_file={layout.env_file}, cache_dir={layout.cache_dir}, "
-                f"service_user={layout.service_user}{keys}{model}{python}{diag}")
+                f"service_user={layout.service_user}{keys}{model}{python}{diag}{route}")
 
 
 DEFAULT_LAYOUT = NodeLayout.for_settings(DEFAULT_VENV, DEFAULT_ENV_FILE, DEFAULT_CACHE_DIR, DEFAULT_SERVICE_USER)

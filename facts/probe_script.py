@@ -26,10 +26,11 @@ TORCH_INFO = FILES / "torch_info.py"
 # unless the inputs give them, so none comes from the remote session's environment (pam_env's
 # /etc/environment, sshd's AcceptEnv): PROBE_FS_ROOT and APT_LOCK_FILES are the tests' scratch
 # files; an inherited PROBE_ENV_KEYS would have the service section print those env-file
-# values (HF_TOKEN's); an inherited PROBE_GPU_DIAG would start a diagnostic no one asked for.
+# values (HF_TOKEN's); an inherited PROBE_GPU_DIAG would start a diagnostic no one asked for, an
+# inherited PROBE_ROUTE_TO a route look-up no one asked for.
 # PROBE_MODEL_ENV_<KEY> counts when set even empty: unset instead.
 PINNED = {"PROBE_FS_ROOT": "", "PROBE_SECTIONS": "", "PROBE_ENV_KEYS": "", "PROBE_MODEL": "", "PROBE_VENV_PYTHON": "",
-          "PROBE_GPU_DIAG": "", "APT_LOCK_FILES": ""}
+          "PROBE_GPU_DIAG": "", "PROBE_ROUTE_TO": "", "APT_LOCK_FILES": ""}
 
 
 def runner(sections=SECTIONS):

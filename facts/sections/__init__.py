@@ -23,6 +23,7 @@ from facts.sections import (
     gpu_health,
     gpus,
     imex,
+    infiniband,
     jit_cache,
     login,
     model,
@@ -32,6 +33,7 @@ from facts.sections import (
     pci,
     prewarm,
     python,
+    route,
     service,
     toolkits,
     unit,
@@ -39,7 +41,7 @@ from facts.sections import (
 )
 
 # In the facts document's order (a section's keys in the order it declares them).
-MODULES = (os_release, gpus, pci, toolkits, login, service, python, packages, venv, entry_point, paths, apt, unit,
-           apt_locks, account, driver_layer, imex, dcgm, gpu_health, gpu_diag,
+MODULES = (os_release, gpus, pci, infiniband, route, toolkits, login, service, python, packages, venv, entry_point,
+           paths, apt, unit, apt_locks, account, driver_layer, imex, dcgm, gpu_health, gpu_diag,
            model, prewarm, jit_cache)
 SECTIONS = tuple(module.SECTION for module in MODULES)

@@ -36,6 +36,7 @@
 #   PROBE_MODEL_ENV_<KEY> service_env's HF_* settings the model section uses (HF_HOME, HF_ENDPOINT...)
 #   PROBE_VENV_PYTHON   the operator's CPython the venv is built with (venv_python; "" for the distribution's)
 #   PROBE_GPU_DIAG      the level of `dcgmi diag` to run (gpu_diag: 1 or 2; "" runs none)
+#   PROBE_ROUTE_TO      the address or host name whose route to report (a serving group's head; "" none)
 #   PROBE_FS_ROOT       tests only: the scratch root the driver layer and PCI sections read under (empty: /)
 #   TORCH_INFO          files/torch_info.py's source (facts/node.py sets it before this script)
 # The command (facts/probe_script.py probe_command) sets or unsets every one of these: none
@@ -276,5 +277,6 @@ path_chain() {
 
 # The root the driver layer's and the PCI section's files are read under: the node's own
 # (PROBE_FS_ROOT unset). Only the tests set PROBE_FS_ROOT, to a scratch root
-# (tests/unit/test_probe_driver.py); the control side's inputs never name it.
+# (tests/unit/test_probe_driver.py); the control side's inputs never name it. The RDMA devices
+# (files/probe.d/infiniband.sh) are read under it too.
 DRIVER_FS_ROOT=${PROBE_FS_ROOT:-}

@@ -191,6 +191,19 @@ iommu=pt
 0000:18:00.0 0000:15:01.0 0000:17:00.0
 @@ driver-acs rc=0
 0000:17:00.0 SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
+@@ infiniband rc=0
+device|mlx5_0||
+state|mlx5_0|1|4: ACTIVE
+phys_state|mlx5_0|1|5: LinkUp
+rate|mlx5_0|1|400 Gb/sec (4X NDR)
+link_layer|mlx5_0|1|InfiniBand
+net|mlx5_0||ibp24s0
+@@ nvidia-peermem rc=0
+loaded=yes
+@@ route-address rc=0 to=gpu-head-01
+10.20.0.11
+@@ route rc=0 format=json
+[{"dst":"10.20.0.11","gateway":"10.20.0.1","dev":"ens1f0np0","prefsrc":"10.20.0.12","flags":[],"uid":0,"cache":[]}]
 @@ imex-unit rc=0
 Id=nvidia-imex.service
 LoadState=loaded
