@@ -34,7 +34,10 @@ def cuda_repository(node):
                                       src=f"{TEMPLATES}/nvidia-cuda.sources.j2", dest=repo.source_file,
                                       url=repo.url, distro=repo.distro, arch=repo.arch, keyring=repo.keyring))
     held = [pin.split("=", 1) for pin in node.toolkit.pins if "=" in pin]
+    # DCGM comes from the same repository: held as the toolkit is, or `apt-get upgrade` moves
+    # it past its lock and every later deploy moves it back and restarts its host engine.
+    dcgm_held = [pin.split("=", 1) for pin in node.dcgm.pins if "=" in pin]
     changes.append(whole_template(name="Pin CUDA packages to the repository's origin and the toolkit lock",
                                   src=f"{TEMPLATES}/nvidia-cuda.pref.j2", dest=repo.preference_file,
-                                  origin=repo.pin_origin, held=held))
+                                  origin=repo.pin_origin, held=held, dcgm_held=dcgm_held))
     return changes

@@ -190,6 +190,11 @@ def test_gpu_diag_install_installs_dcgm_at_its_lock_and_validate_runs_the_diagno
         assert sorted(installed.split()) == sorted(f"{name}={version}" for name, version in lock.items()), installed
         assert run_ssh(node, "systemctl is-enabled nvidia-dcgm; systemctl is-active nvidia-dcgm").stdout.split() == [
             "enabled", "active"]
+        # Held at the lock as the toolkit is: the newer 1:4.4.2-1 served stays a candidate apt
+        # does not take (`apt-get upgrade` would otherwise move it past the lock).
+        policy = run_ssh(node, "apt-cache policy datacenter-gpu-manager-4-core").stdout
+        core = lock["datacenter-gpu-manager-4-core"]
+        assert f"Candidate: {core}" in policy and f"*** {core} 990" in policy and "1:4.4.2-1" in policy, policy
         again = pyinfra_cli("--json", "inventory/gpu.py", "--limit", NAME, "deploy.py", data=data)
         assert again.returncode == 0 and changed_operations(again) == [], changed_operations(again)
         # The diagnostic, through the installed dcgmi and its running host engine.

@@ -406,3 +406,22 @@ def test_a_lock_without_its_release_blocks():
     assert planned == DcgmPlan(install=False, lock=LOCK)
     assert [(finding.code, finding.severity) for finding in found] == [("DCGM_LOCK_MISSING", "blocker")]
     assert "there is no files/locks/dcgm-4.in" in found[0].message
+
+
+# review5: DCGM comes from the toolkit's repository but was not held as the toolkit is, so an
+# `apt-get upgrade` moved it past its lock and every later deploy moved it back.
+@pytest.mark.parametrize("dcgm_held", [[], [["datacenter-gpu-manager-4-core", "1:4.4.1-1"]]], ids=["off", "on"])
+def test_the_repository_preference_holds_dcgm_at_its_lock(dcgm_held):
+    """The preference file holds DCGM's locked versions at 990 beside the toolkit's; without
+    gpu_diag_install it is byte for byte the file it was before."""
+    import jinja2
+
+    template = jinja2.Template((ROOT / "files/templates/nvidia-cuda.pref.j2").read_text())
+    args = {"origin": "developer.download.nvidia.com", "held": [["cuda-nvcc-13-0", "13.0.48-1"]]}
+    text = template.render(**args, dcgm_held=dcgm_held)
+    assert ("Package: cuda-nvcc-13-0\nPin: version 13.0.48-1\nPin-Priority: 990" in text)
+    pinned = "Package: datacenter-gpu-manager-4-core\nPin: version 1:4.4.1-1\nPin-Priority: 990"
+    assert (pinned in text) == bool(dcgm_held)
+    if not dcgm_held:
+        assert text == template.render(**args, dcgm_held=())
+        assert "DCGM" not in text
