@@ -39,7 +39,7 @@ def member_summary(facts, config, node, digests):
 
     >>> from bringup.config import Config
     >>> from bringup.plan.model import NodePlan, ToolkitPlan
-    >>> node = NodePlan(torch_cuda="13.0", toolkit=ToolkitPlan("13.0", "/usr/local/cuda-13.0", (), lock="t.txt"))
+    >>> node = NodePlan(torch_cuda="13.0", toolkit=ToolkitPlan("13.0", "/opt/toolkit", (), lock="t.txt"))
     >>> summary = member_summary({"gpus": [{}] * 8, "driver": {"version": "580.95.05"}}, Config(service_model="m"),
     ...                          node, {"t.txt": "ab" * 32})
     >>> summary["stack"], summary["driver"], summary["gpus"]

@@ -223,7 +223,8 @@ def guarded(work, *args):
 def _plan_recorded(purpose, config, member=None, route_to=""):
     """(facts, NodePlan) of this host for ``config``, the plan recorded for the fleet
     summary and its metrics; (facts, None) when the probe gave nothing."""
-    facts, node = gather(config, member, route_to)
+    # A host serving alone is gathered exactly as before groups (tests stand in for gather(config)).
+    facts, node = gather(config) if member is None else gather(config, member, route_to)
     if node is not None:
         fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict(),
                      stacks=metrics.stacks(facts, config, node.as_dict()))
