@@ -14,6 +14,7 @@ from packaging.version import Version
 from bringup import envfile, redact
 from bringup import setting_checks as checks
 from bringup.api_key import KEY_FILE_NAME
+from bringup.group import GROUP_ENV_KEYS
 from bringup.layout import DEFAULT_CACHE_DIR, DEFAULT_ENV_FILE, DEFAULT_VENV, HUB_CACHE_KEYS, NodeLayout, hub_cache_path
 from bringup.venv_locks import venv_lock_target
 from bringup.planned_env import PLANNED_ENV_KEYS
@@ -128,6 +129,10 @@ the service and the pre-warm never run as root
                                  "without $: huggingface_hub would read an empty or relative one under the "
                                  "service's working directory, and expand $VARIABLES and ~user where the probe "
                                  "and the model fetch cannot follow"))
+            if key in GROUP_ENV_KEYS and values.get("service_group"):
+                problems.append(("service_env", data["service_env"], f"{key} is decided for a serving group's "
+                                 "member (from the interface that routes to the head and the RDMA ports found); "
+                                 "remove it, and name the interface with service_group_interface"))
             if key in PLANNED_ENV_KEYS:
                 problems.append(("service_env", data["service_env"], f"{key} is decided by the plan; set only "
                                  "variables of your own (the plan manages "

@@ -168,6 +168,20 @@ CODES = {
                             "reboots the host (driver_reboot: if-needed) or leaves it `needs reboot`.",
     "DRIVER_LOCK_MISSING": "driver_manage is set but there is no driver lock for the branch, distro and CPU "
                            "(or it lacks the flavour).",
+    # Serving groups (issue 38): a member's own (bringup/plan/serving_group.py), then the group's
+    # preflight over every member's plan (bringup/group_preflight.py).
+    "GROUP_DEPLOY_NOT_BUILT": "The host is a member of a serving group, and deploy of serving groups is not built "
+                              "yet: deploy changes nothing on it.",
+    "GROUP_NO_ROUTE": "The member does not resolve or route to the group's peer (the head), or that address is its "
+                      "own.",
+    "GROUP_INTERFACE_UNDECIDED": "The interface NCCL and Gloo should use could not be named from the route: they "
+                                 "pick one themselves.",
+    "GROUP_PEERMEM_MISSING": "RDMA ports are active and nvidia_peermem is not loaded: GPUDirect RDMA is off.",
+    "GROUP_MEMBERS_MISSING": "The run plans only part of a serving group (--limit, unreachable or refused members).",
+    "GROUP_STACK_DIFFERS": "The members of a serving group plan different stacks (locks, driver branch, CUDA).",
+    "GROUP_MODEL_SOURCE_DIFFERS": "The members of a serving group take the model from different sources.",
+    "GROUP_GPUS_MISMATCH": "GPUs per member times members do not match the parallelism service_args asks for.",
+    "GROUP_RDMA_MIXED": "Some members of a serving group have active InfiniBand/RoCE ports and others none.",
 }
 
 

@@ -42,6 +42,12 @@ MULTI_NODE_OPTIONS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-ini
 # SGLang's spellings of the tensor-parallel size (ServerArgs.tp_size: --tp-size, alias
 # --tensor-parallel-size; --tp is argparse's unambiguous prefix of --tp-size).
 TP_OPTIONS = ("--tp-size", "--tensor-parallel-size", "--tp")
+# SGLang's spellings of the pipeline-parallel size (ServerArgs.pp_size: --pp-size, alias
+# --pipeline-parallel-size): a group's GPUs are tp_size x pp_size.
+PP_OPTIONS = ("--pp-size", "--pipeline-parallel-size")
+# The environment keys a member's unit gets from the group (group_environment): the plan's own on a
+# member, so service_env may not set them there.
+GROUP_ENV_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
 # The settings every member must hold alike: one model, one command, one rendezvous, one stack.
 GROUP_SETTINGS = ("service_model", "service_args", "service_group_port", "stack_sglang")
 
@@ -97,17 +103,20 @@ class Member:
         return ("--nnodes", str(self.nnodes), "--node-rank", str(self.rank), "--dist-init-addr", self.dist_init_addr)
 
 
-def tp_size(service_args):
-    """The tensor-parallel size ``service_args`` gives SGLang (its default, 1, when none).
+def tp_size(service_args, options=TP_OPTIONS):
+    """The tensor-parallel size ``service_args`` gives SGLang (its default, 1, when none); with
+    ``options=PP_OPTIONS`` the pipeline-parallel size.
 
     >>> tp_size("--tp 16"), tp_size("--tensor-parallel-size=8 --dp 2"), tp_size(""), tp_size("--tp x")
     (16, 8, 1, None)
+    >>> tp_size("--tp 8 --pp-size 2", PP_OPTIONS)
+    2
     """
     words = shlex.split(service_args or "")
     size = "1"
     for index, word in enumerate(words):
         option, equals, value = word.partition("=")
-        if option in TP_OPTIONS:
+        if option in options:
             size = value if equals else (words[index + 1] if index + 1 < len(words) else "")
     return int(size) if size.isdigit() else None
 
@@ -123,18 +132,21 @@ def _member_settings(host, settings):
 
 
 def head_address(host, settings):
-    """The address members reach the head by: its ``ssh_hostname`` (pyinfra's), else its inventory
-    name; checked as probe_address checks it (it reaches the probe and the unit).
+    """The address members reach the head by: its ``service_group_address`` (the serving network's,
+    where SSH comes in by another), else its ``ssh_hostname`` (pyinfra's), else its inventory name;
+    checked as probe_address checks it (it reaches the probe and the unit).
 
     >>> head_address("gpu-a", {"ssh_hostname": "10.20.0.11"}), head_address("gpu-a.lan", {})
     ('10.20.0.11', 'gpu-a.lan')
+    >>> head_address("gpu-a", {"ssh_hostname": "10.20.0.11", "service_group_address": "192.168.100.11"})
+    '192.168.100.11'
     """
-    value = settings.get("ssh_hostname") or host
+    value = settings.get("service_group_address") or settings.get("ssh_hostname") or host
     try:
         return probe_address(value)
     except ValueError:
         raise GroupError(f"{host}: the head's address {value!r} is neither an IP address nor a host name: set its "
-                         "ssh_hostname to the address the group's members reach it by") from None
+                         "service_group_address to the address the group's members reach it by") from None
 
 
 def serving_groups(hosts):
@@ -172,9 +184,11 @@ def serving_groups(hosts):
                              f"{size} that {len(members)} nodes cannot share (SGLang: tp_size must be divisible by the"
                              f" number of nodes); set --tp to a multiple of {len(members)} (the GPUs of all members)")
         address = head_address(head, hosts[head])
-        port = settings[head]["service_group_port"]
-        if not isinstance(port, int) or not 0 < port < 65536:
-            raise GroupError(f"{head}: service_group_port {port!r} is no TCP port: set it (1 to 65535) to a port free "
+        # The setting's check gives the text of a port ("29500"); an inventory read alone, a number.
+        given = settings[head]["service_group_port"]
+        port = int(given) if str(given).isdigit() and 0 < int(given) < 65536 else None
+        if port is None:
+            raise GroupError(f"{head}: service_group_port {given!r} is no TCP port: set it (1 to 65535) to a port free "
                              "on the head and open to the group's members")
         result[group] = tuple(Member(host, group, rank, tuple(members), address, port)
                               for rank, host in enumerate(members))

@@ -97,6 +97,9 @@ def render(host, facts, node):
     if venv and venv.managed:
         lines.append(f"  venv      : {venv.lock or 'no lock'} with {venv.python} "
                      f"(CPython {venv.python_version or '-'}), uv from {venv.uv_lock or '-'}")
+    group = getattr(node, "group", None)
+    if group:
+        lines += _group_lines(group)
     ordered = sorted(node.findings, key=lambda finding: SEVERITIES.index(finding.severity))
     for finding in ordered:
         lines.append(f"  [{MARKS[finding.severity]:7}] {finding.code}: {finding.message}")
@@ -124,6 +127,24 @@ def _fact_lines(facts, node):
         restarts = f", {unit['restarts']} automatic restart(s)" if unit.get("restarts") else ""
         lines.append(f"  service   : {unit['name']} {state}{restarts}")
     return lines
+
+
+def _group_lines(group):
+    """A serving group's member: its place and what the group adds to its unit and env file.
+
+    >>> from bringup.plan.model import GroupPlan
+    >>> for line in _group_lines(GroupPlan("llama", 1, ("gpu-a", "gpu-b"), "10.0.0.1:29500",
+    ...                                    ("--nnodes", "2"), {"NCCL_SOCKET_IFNAME": "=ib0"})):
+    ...     print(line)
+      group     : llama, rank 1 of 2 (head gpu-a at 10.0.0.1:29500; members gpu-a, gpu-b)
+      group unit: --nnodes 2; env NCCL_SOCKET_IFNAME==ib0
+    """
+    env = group.env if isinstance(group.env, dict) else vars(group.env)
+    members = list(group.members)
+    return [f"  group     : {group.name}, rank {group.rank} of {len(members)} (head {members[0]} at "
+            f"{group.dist_init_addr}; members {', '.join(members)})",
+            f"  group unit: {' '.join(group.args)}; env "
+            + (" ".join(f"{key}={value}" for key, value in env.items()) or "none")]
 
 
 def _namespace(value):

@@ -454,3 +454,20 @@ class Assignments(Check):
                               "pyinfra's command lines; put the assignment with its credentials into the env file "
                               "yourself (service_env_file, root's, mode 0600), which deploy keeps and never shows")
         return tuple(pairs)
+
+
+class ControlPath(Check):
+    """A path on the control machine (the one pyinfra runs on), absolute or relative to
+    the directory pyinfra runs in; empty: not set.
+
+    >>> ControlPath()("/var/lib/node_exporter/textfile")
+    '/var/lib/node_exporter/textfile'
+    >>> ControlPath()("")
+    ''
+    """
+
+    def parse(self, value):
+        value = text(value)
+        if len(value) > 1024:
+            raise Invalid("use a path of at most 1024 characters")
+        return value

@@ -245,24 +245,6 @@ class KeylessArguments(checks.Arguments):
         return value
 
 
-
-class ControlPath(checks.Check):
-    """A path on the control machine (the one pyinfra runs on), absolute or relative to
-    the directory pyinfra runs in; empty: not set.
-
-    >>> ControlPath()("/var/lib/node_exporter/textfile")
-    '/var/lib/node_exporter/textfile'
-    >>> ControlPath()("")
-    ''
-    """
-
-    def parse(self, value):
-        value = checks.text(value)
-        if len(value) > 1024:
-            raise checks.Invalid("use a path of at most 1024 characters")
-        return value
-
-
 # Every setting: Config's fields in this order (bringup/config.py), docs/settings.md's rows.
 SETTINGS = declare([
     Setting("stack_sglang", checks.Release(), "0.5.23",
@@ -348,7 +330,7 @@ SETTINGS = declare([
                     "the node already: validate refuses it (`API_KEY_FILE_UNUSABLE`) when missing, a link, not "
                     "`root:<service_user>`, readable by others or unreadable to the service user; `--api-key` in "
                     "`service_args` is refused"),
-    Setting("service_api_key_source", ControlPath(), "",
+    Setting("service_api_key_source", checks.ControlPath(), "",
             shown="(empty: none)",
             meaning="a file on the control machine (absolute, or relative to where pyinfra runs) holding `api-key: "
                     "<key>`: deploy uploads it to `service_api_key_file` whole, `root:<service_user>` 0640, after the"
@@ -368,6 +350,27 @@ SETTINGS = declare([
                     'with the unit and env file that went with it: the same as `rollback.py`, docs/deploy.md "Rolling'
                     ' back"), waits for it to serve, and fails the host with the verdict `rolled back` and the gate\'s'
                     " cause (exit status 1: the change did not serve). A managed venv only (`venv_managed: true`)"),
+    Setting("service_group", checks.Pattern(r"^[a-z0-9][a-z0-9._-]{0,62}$", "use a group name of lower-case letters, "
+                                             "digits and . _ - (at most 63), or leave it empty to serve alone",
+                                             optional=True), "",
+            shown="(empty: serves alone)",
+            meaning="the serving group this host serves one model with (SGLang across nodes, `--nnodes`): hosts that "
+                    "share the name are its members, ranked by inventory name (the first is the head); their "
+                    "`service_model`, `service_args`, `service_group_port` and `stack_sglang` must be alike "
+                    "([fleets](fleets.md#serving-groups)). Deploy refuses a member for now"),
+    Setting("service_group_port", checks.Port(), "29500",
+            meaning="the head's rendezvous port (`--dist-init-addr <head>:<port>`), open to the group's members"),
+    Setting("service_group_address", checks.Pattern(r"^[0-9A-Za-z.:-]{1,253}$", "use the IP address or host name the "
+                                                    "group's members reach this host by", optional=True), "",
+            shown="(empty: `ssh_hostname`, else the inventory name)",
+            meaning="the address the members of this host's group reach it by, when it is the head: the serving "
+                    "network's, where SSH comes in by another"),
+    Setting("service_group_interface", checks.Pattern(r"^[A-Za-z0-9_.:-]{1,15}$", "use a network interface's name "
+                                                      "(ip link: at most 15 characters), or leave it empty",
+                                                      optional=True), "",
+            shown="(empty: the one that routes to the head)",
+            meaning="the interface NCCL and Gloo use for a group member (`NCCL_SOCKET_IFNAME==<name>`, "
+                    "`GLOO_SOCKET_IFNAME`); empty: the one the probe found routing to the head"),
     Setting("prewarm_modules", checks.ListOf(PrewarmModule()), ("sampling", "rope", "norm", "activation:silu", "activation:gelu",
                               "page", "cascade", "prefill", "decode", "sglang-activation"),
             meaning="JIT modules compiled before the service starts (`files/prewarm.py`): FlashInfer's, and SGLang's "
@@ -467,7 +470,7 @@ SETTINGS = declare([
     Setting("report_detail", checks.Bool(), False,
             meaning="print the host's full report as it is planned (as `pyinfra -v` does for every host), not only "
                     "its row of the fleet summary"),
-    Setting("metrics_textfile_dir", ControlPath(), "",
+    Setting("metrics_textfile_dir", checks.ControlPath(), "",
             shown="(empty: none)",
             meaning="a directory on the control machine (node_exporter's `--collector.textfile.directory`) where each"
                     " run writes `gpu_bringup_<host>.prom`: the host's verdict, findings by severity and code, the "

@@ -27,7 +27,8 @@ from bringup.layout import MODEL_ENV_KEYS, ProbeInputs
 from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
 from bringup.summary import purpose_from_argv
-from control import api_key, fleet, locks_served, metrics, reports
+from bringup.group import GroupError
+from control import api_key, fleet, groups, locks_served, metrics, reports
 from control.sudo import sudo_refusal
 from facts.node import NodeFacts
 
@@ -85,10 +86,11 @@ def load_config(purpose):
         return None
 
 
-def probe_inputs(config):
+def probe_inputs(config, route_to=""):
     """What the probe is given for this host's settings: their layout, the env file keys
     the plan manages (whose values it reports as the service sees them), the
-    operator's CPython (venv_python) and the level of NVIDIA's diagnostic (gpu_diag).
+    operator's CPython (venv_python), the level of NVIDIA's diagnostic (gpu_diag) and, for a
+    serving group's member, the address whose route it reports (``route_to``: the head's).
 
     >>> from bringup.config import Config
     >>> inputs = probe_inputs(Config.from_data({"venv_path": "/srv/venv", "venv_managed": False}))
@@ -100,16 +102,18 @@ def probe_inputs(config):
     planned = service_env(config, "", "")
     return ProbeInputs(config.layout, tuple(managed_env_keys(config)), model=config.service_model,
                        venv_python=config.venv_python, gpu_diag="" if config.gpu_diag == "off" else config.gpu_diag,
-                       model_env=tuple((key, planned[key]) for key in MODEL_ENV_KEYS if key in planned))
+                       model_env=tuple((key, planned[key]) for key in MODEL_ENV_KEYS if key in planned),
+                       route_to=route_to)
 
 
-def gather(config):
+def gather(config, member=None, route_to=""):
     """Run the probe once and plan: returns (facts, node_plan), or (None, None) when
-    the probe gave nothing (pyinfra has then failed the host already)."""
-    facts = host.get_fact(NodeFacts, inputs=probe_inputs(config))
+    the probe gave nothing (pyinfra has then failed the host already). ``member``: the
+    host's place in its serving group (control/groups.py), ``route_to`` its peer's address."""
+    facts = host.get_fact(NodeFacts, inputs=probe_inputs(config, route_to))
     if facts is None:
         return None, None
-    node = plan(facts, config)
+    node = plan(facts, config, member=member)
     # The API key's files, on the control machine and the node: before anything changes.
     node.findings += api_key.key_findings(config, node)
     # The locked versions deploy would install, where the node's lists can say already.
@@ -170,7 +174,18 @@ def planned_host(purpose, blocking=None):
         print(f"== {host.name}: PLANNING FAILED\n  {line}", file=sys.stderr)
         fleet.record(host.name, purpose, plan_error=line)
         refuse(line)
+    _, error = guarded(_arrived_unplanned, purpose)
+    if error is not None:  # the group's preflight failed: its members are refused already
+        logger.debug(f"{host.name}: serving group preflight: {type(error).__name__}: {error}")
     return node
+
+
+def _arrived_unplanned(purpose):
+    """A serving group's member refused before its plan still arrives (control/groups.py), so
+    that its group's preflight runs, naming it as missing."""
+    group = host.data.get("service_group") or ""
+    if group and host.name not in groups.ARRIVALS.entries.get(group, {}):
+        groups.arrive(state, purpose, host.name, group, groups.missing_entry(fleet.RUN.records.get(host.name, {})))
 
 
 def replanned_host(purpose):
@@ -205,10 +220,11 @@ def guarded(work, *args):
         return None, error
 
 
-def _plan_recorded(purpose, config):
+def _plan_recorded(purpose, config, member=None, route_to=""):
     """(facts, NodePlan) of this host for ``config``, the plan recorded for the fleet
     summary and its metrics; (facts, None) when the probe gave nothing."""
-    facts, node = gather(config)
+    # A host serving alone is gathered exactly as before groups (tests stand in for gather(config)).
+    facts, node = gather(config) if member is None else gather(config, member, route_to)
     if node is not None:
         fleet.record(host.name, purpose, facts=summary_facts(facts), plan=node.as_dict(),
                      stacks=metrics.stacks(facts, config, node.as_dict()))
@@ -233,10 +249,21 @@ def _planned_host(purpose, blocking=None):
         fleet.record(host.name, purpose, settings_error=asked)
         refuse(asked)
         return None
-    facts, node = _plan_recorded(purpose, config)
+    try:
+        member, route_to = groups.membership(state, host.name, config)
+    except GroupError as error:
+        print(f"== {host.name}: INVALID SERVING GROUP\n  {error}", file=sys.stderr)
+        fleet.record(host.name, purpose, settings_error=str(error))
+        refuse(str(error))
+        return None
+    facts, node = _plan_recorded(purpose, config, member, route_to)
     if node is None:
         fleet.record(host.name, purpose, probe_failed=True)
         return None
+    if member is not None:
+        # The group's preflight, when this member completes it: its findings join this plan.
+        if groups.arrive(state, purpose, host.name, member.group, groups.summary_entry(facts, config, node)):
+            fleet.record(host.name, purpose, plan=node.as_dict())
     if config.report_detail or fleet.verbose(state):
         # stderr, beside pyinfra's own log: stdout stays pure JSON under --json.
         print(render(host.name, facts, node), file=sys.stderr, flush=True)

@@ -25,6 +25,7 @@ concern is a module of its own, its decisions pure functions of one ``PlanContex
 - service.py: the service's env file, unit and exposure, a failing unit's cause
 - model_source.py: where service_model comes from; HF_HUB_OFFLINE, the model's fetch
 - prewarm.py: FlashInfer's JIT pre-warm, DeepGEMM's kernels
+- serving_group.py: a serving group's member (issue 38): its multi-node arguments, NCCL/Gloo env
 """
 
 from dataclasses import replace
@@ -34,7 +35,7 @@ from bringup.layout import SERVICE_BASE_PATH
 from bringup.locks import LockFiles
 from bringup.planned_env import OFFLINE_KEY
 from bringup.plan import (account, dcgm, diag, driver_step, gpus, health, model_source, paths, prewarm, repository, service,
-                          toolkit, venv)
+                          serving_group, toolkit, venv)
 from bringup.plan.driver import driver_layer_findings
 from bringup.plan.account import service_account_problem
 from bringup.plan.cli import load_facts, load_settings, main
@@ -55,13 +56,15 @@ __all__ = [
 ]
 
 
-def plan(facts, config, locks=None):
+def plan(facts, config, locks=None, member=None):
     """Decide what a node needs.
 
     + facts: the facts document (docs/facts.md)
     + config: a validated ``Config``
     + locks: where the control side's lock files are read (``bringup.locks.LockFiles``;
       default: the current directory, the repository root)
+    + member: the node's place in its serving group (``bringup.group.Member``; None: it
+      serves alone, and nothing of groups enters its plan)
 
     >>> from bringup.config import Config
     >>> facts = {"os": {"id": "debian", "version_id": "12", "arch": "x86_64"}, "gpus": [],
@@ -75,7 +78,7 @@ def plan(facts, config, locks=None):
                     apt_locks=list(facts.get("apt_locks") or []), apt_lock_timeout=config.deploy_apt_lock_timeout,
                     deploy_lock_timeout=config.deploy_lock_timeout)
     context = PlanContext.of(facts, config, locks if locks is not None else LockFiles(),
-                             node.findings.append)
+                             node.findings.append, member=member)
     node.torch_cuda = str(context.torch_cuda)
     repository.check_apt_locks(context)
     node.repo = repository.repo(context)
@@ -108,6 +111,9 @@ def plan(facts, config, locks=None):
     # SSH sessions get the toolkit but not the venv; the service gets both.
     node.session_path = f"{context.home}/bin:{SERVICE_BASE_PATH}"
     node.env = service_env(config, context.home, node.arch_list)
+    node.group = serving_group.group_plan(context)
+    if node.group is not None:
+        node.env = {**node.env, **node.group.env}
     service.check_service_env(context, node.env)
     source = model_source.check_model_source(context)
     if source is not None and source.offline:

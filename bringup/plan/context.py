@@ -45,12 +45,15 @@ class PlanContext:
     # The SMs built for (the GPUs', else target_sms) and FlashInfer's arch target of each.
     sms: tuple = ()
     targets: tuple = ()
+    # This node's place in its serving group (bringup.group.Member), None when it serves alone.
+    member: object = None
 
     @classmethod
-    def of(cls, facts, config, locks, add):
+    def of(cls, facts, config, locks, add, member=None):
         torch_cuda = _torch_cuda(facts, config)
         return cls(facts=facts, config=config, locks=locks, add=add, layout=config.layout,
-                   machine=(facts.get("os") or {}).get("arch"), torch_cuda=torch_cuda, home=toolkit_home(torch_cuda))
+                   machine=(facts.get("os") or {}).get("arch"), torch_cuda=torch_cuda, home=toolkit_home(torch_cuda),
+                   member=member)
 
 
 def _torch_cuda(facts, config):

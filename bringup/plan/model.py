@@ -294,6 +294,20 @@ class DcgmPlan:
     restart: bool = False
 
 
+@dataclass(frozen=True)
+class GroupPlan:
+    """This node's place in its serving group (issue 38, bringup/group.py): the group's name,
+    its rank (0: the head), every member in rank order, the head's rendezvous address, the
+    arguments appended to the unit's command and the environment the group puts in its env file."""
+
+    name: str
+    rank: int
+    members: tuple
+    dist_init_addr: str
+    args: tuple
+    env: dict = field(default_factory=dict)
+
+
 @dataclass
 class NodePlan:
     """What a node needs. ``ok`` is False when any finding is a blocker."""
@@ -329,6 +343,8 @@ class NodePlan:
     apt_locks: list = field(default_factory=list)
     apt_lock_timeout: int = 300
     deploy_lock_timeout: int = 600
+    # A serving group's member: its place and what the group decides for it; None serves alone.
+    group: GroupPlan = None
 
     def runs(self, step):
         """Whether deploy.py runs ``step`` (bringup.steps.DEPLOY_STEPS) on this node."""
@@ -401,4 +417,7 @@ class NodePlan:
             "apt_locks": list(self.apt_locks),
             "apt_lock_timeout": self.apt_lock_timeout,
             "deploy_lock_timeout": self.deploy_lock_timeout,
+            # Only a member's: the plan of a host serving alone is what it was before groups.
+            # Its env values are interface and HCA names from the probe, never secrets.
+            **({"group": asdict(self.group)} if self.group else {}),
         })

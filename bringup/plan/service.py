@@ -18,6 +18,7 @@ import shlex
 from bringup import explain, redact, systemd
 from bringup.caches import cache_env
 from bringup.findings import BLOCKER, FIX, WARNING, Finding
+from bringup.group import GROUP_ENV_KEYS
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.plan.model import HOST_CXX, ServicePlan
 
@@ -55,7 +56,10 @@ def managed_env_keys(config):
     (('CUDA_HOME', 'PATH', 'FLASHINFER_CUDA_ARCH_LIST'), False)
     """
     operators = dict(config.service_env)
-    return tuple(key for key in service_env(config, "", "") if key not in operators)
+    # A serving group's member: the NCCL/Gloo keys the group decides (the config refuses them in
+    # service_env there); a host serving alone keeps exactly the keys it had.
+    group = GROUP_ENV_KEYS if config.service_group else ()
+    return tuple(key for key in service_env(config, "", "") if key not in operators) + group
 
 
 def check_service_env(context, env):
@@ -116,8 +120,11 @@ def service_plan(context, env):
     # The API key comes in a YAML file SGLang reads itself (--config): never the key
     # on the command line, which systemctl show and ps print to every user.
     key = ("--config", config.service_api_key_file) if config.service_api_key_file else ()
+    # A serving group's member: SGLang's multi-node arguments last (bringup/group.py; service_args
+    # may not carry them), the same command on every member otherwise.
+    group = context.member.args if context.member is not None else ()
     exec_start = (layout.entry_point, "serve", "--model-type", "llm", *model, "--host", config.service_host,
-                  "--port", config.service_port, *key, *shlex.split(config.service_args))
+                  "--port", config.service_port, *key, *shlex.split(config.service_args), *group)
     return ServicePlan(user=config.service_user, home=layout.service_home, env_file=layout.env_file, env=env,
                        unit=layout.unit, exec_start=exec_start, exec_line=systemd.exec_line(exec_start),
                        description=f"SGLang server ({config.service_model or 'no model configured'})",

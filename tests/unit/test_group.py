@@ -78,7 +78,10 @@ BAD = [
     ("the old alias too", {"gpu-a": host(), "gpu-b": host(service_args="--tp 16 --nccl-init-addr=x:1")},
      "gpu-b: service_args '--tp 16 --nccl-init-addr=x:1' sets --nccl-init-addr", "remove it"),
     ("a head address that is no address", {"gpu-a": host(address="10.0.0.1; reboot"), "gpu-b": host()},
-     "gpu-a: the head's address '10.0.0.1; reboot' is neither an IP address nor a host name", "ssh_hostname"),
+     "gpu-a: the head's address '10.0.0.1; reboot' is neither an IP address nor a host name", "service_group_address"),
+    ("a port of the setting's text, out of range", {"gpu-a": host(service_group_port="70000"),
+                                                    "gpu-b": host(service_group_port="70000")},
+     "gpu-a: service_group_port '70000' is no TCP port", "1 to 65535"),
     ("no port", {"gpu-a": host(service_group_port=None), "gpu-b": host(service_group_port=None)},
      "gpu-a: service_group_port None is no TCP port", "1 to 65535"),
 ]

@@ -1,0 +1,96 @@
+"""A serving group's member (issue 38): its place in the group, SGLang's multi-node arguments for
+its unit, the NCCL and Gloo environment of its env file, and what this node alone shows of the
+group (the route to the head, RDMA without GPUDirect). The checks that compare members live in
+bringup/group_preflight.py; ranks and arguments are bringup/group.py's.
+
+Deploy of serving groups (members changed, restarted and gated as one) is not built yet, so a
+member's plan carries GROUP_DEPLOY_NOT_BUILT, a blocker: deploy refuses it before anything
+changes, and no node is left half-configured as a member; validate shows the whole plan.
+
+    >>> from bringup.config import Config
+    >>> from bringup.group import Member
+    >>> from bringup.plan.context import PlanContext
+    >>> found = []
+    >>> member = Member("gpu-b", "llama", 1, ("gpu-a", "gpu-b"), "10.0.0.1", 29500)
+    >>> facts = {"route": {"to": "10.0.0.1", "interface": "ens1f0np0", "local": False, "error": None}}
+    >>> context = PlanContext.of(facts, Config(service_group="llama"), None, found.append, member=member)
+    >>> plan = group_plan(context)
+    >>> plan.rank, plan.args[-1], plan.env["NCCL_SOCKET_IFNAME"], [f.code for f in found]
+    (1, '10.0.0.1:29500', '=ens1f0np0', ['GROUP_DEPLOY_NOT_BUILT'])
+"""
+
+from bringup.findings import BLOCKER, WARNING, Finding
+from bringup.group import active_hcas, group_environment
+from bringup.plan.model import GroupPlan
+
+
+def group_plan(context):
+    """This member's GroupPlan (None for a node serving alone), its findings reported."""
+    member = context.member
+    if member is None:
+        return None
+    env, problems = group_environment(context.facts, context.config.service_group_interface)
+    check_route(context, problems)
+    check_peermem(context)
+    context.add(deploy_not_built(member))
+    return GroupPlan(name=member.group, rank=member.rank, members=member.members,
+                     dist_init_addr=member.dist_init_addr, args=member.args, env=env)
+
+
+def deploy_not_built(member):
+    """The blocker every member carries until deploy brings a group up as one.
+
+    >>> from bringup.group import Member
+    >>> deploy_not_built(Member("gpu-a", "llama", 0, ("gpu-a", "gpu-b"), "10.0.0.1", 29500)).message[:60]
+    "gpu-a is rank 0 (the head) of serving group 'llama' (2 membe"
+    """
+    role = "the head" if member.rank == 0 else f"head {member.head}"
+    return Finding("GROUP_DEPLOY_NOT_BUILT", BLOCKER,
+                   f"{member.host} is rank {member.rank} ({role}) of serving group {member.group!r} ({member.nnodes} "
+                   f"members: {', '.join(member.members)}): deploy of serving groups (members changed, restarted and "
+                   "gated as one) is not built yet, so deploy changes nothing on a member",
+                   "validate shows the group's plan (each member's arguments and environment) and its preflight; to "
+                   "serve now, leave service_group empty and serve the model on one node")
+
+
+def check_route(context, problems):
+    """The route the probe found to the group's peer (the head; the head's: rank 1's). No route,
+    or one to this node's own address, is a blocker: the rendezvous cannot happen. An interface
+    that could not be named otherwise is a warning: NCCL and Gloo then pick one themselves."""
+    route, member = context.facts.get("route") or {}, context.member
+    peer = f"the head {member.head}" if member.rank else f"rank 1 ({member.members[1]})"
+    fix_address = ("set the head's service_group_address to the address its members reach it by"
+                   if member.rank else f"set {member.members[1]}'s service_group_address (or ssh_hostname) to its "
+                   "address on the serving network")
+    if route.get("error"):
+        context.add(Finding("GROUP_NO_ROUTE", BLOCKER, f"{peer} at {route.get('to')}: {route['error']}",
+                            f"{fix_address}; check that this node resolves and routes to it (ip route get)"))
+    elif route.get("local"):
+        context.add(Finding("GROUP_NO_ROUTE", BLOCKER, f"{peer} at {route.get('to')} is this node's own address",
+                            f"{fix_address}: each member needs an address of its own"))
+    elif problems:
+        context.add(Finding("GROUP_INTERFACE_UNDECIDED", WARNING,
+                            f"NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are left out: {'; '.join(problems)}",
+                            "set service_group_interface to the interface of the serving network (ip -br addr)"))
+
+
+def check_peermem(context):
+    """RDMA ports active and ``nvidia_peermem`` not loaded: NCCL runs over InfiniBand/RoCE without
+    GPUDirect RDMA, every transfer staged through host memory, and says so only at NCCL_DEBUG=INFO.
+
+    >>> from bringup.config import Config
+    >>> from bringup.plan.context import PlanContext
+    >>> ib = {"devices": [{"name": "mlx5_0", "ports": [{"port": "1", "state": "ACTIVE"}]}], "nvidia_peermem": False}
+    >>> found = []
+    >>> check_peermem(PlanContext.of({"infiniband": ib}, Config(), None, found.append))
+    >>> [f.code for f in found]
+    ['GROUP_PEERMEM_MISSING']
+    """
+    infiniband = context.facts.get("infiniband") or {}
+    hcas = active_hcas(infiniband)
+    if hcas and not infiniband.get("nvidia_peermem"):
+        context.add(Finding("GROUP_PEERMEM_MISSING", WARNING,
+                            f"RDMA ports {', '.join(hcas)} are active and nvidia_peermem is not loaded: NCCL's "
+                            "transfers between nodes go through host memory (GPUDirect RDMA off)",
+                            "load it (modprobe nvidia_peermem) and keep it loaded at boot "
+                            "(echo nvidia_peermem > /etc/modules-load.d/nvidia-peermem.conf)"))

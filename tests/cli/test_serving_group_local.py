@@ -1,0 +1,85 @@
+"""Serving groups through the real pyinfra CLI (issue 38): a group of two hosts without SSH,
+@local and @chroot// (pyinfra's chroot connector on "/", the same machine, as
+tests/cli/test_bad_input.py runs two hosts), GPU-less builders (target_sms). validate plans each
+member (its unit's multi-node arguments, its route to the head asked of its own probe), runs the
+group's preflight once both are planned, and refuses both (GROUP_DEPLOY_NOT_BUILT); --limit on
+one member names the other as left out; deploy refuses a member, nothing run; a member whose
+group cannot be made is refused in one line before its probe."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+GROUP = {"target_sms": "12.0", "service_group": "llama", "service_model": "/models/none", "service_args": "--tp 2"}
+# "@chroot//" sorts before "@local": it is the head (rank 0). 192.0.2.7 (TEST-NET-1) stands for the
+# head's serving address: the member's probe asks the kernel for its route (ip route get sends
+# nothing); the head's own probe asks for rank 1's, @local's 127.0.0.1: its own address here.
+HOSTS = [("@local", {**GROUP, "service_group_address": "127.0.0.1"}),
+         ("@chroot//", {**GROUP, "service_group_address": "192.0.2.7"})]
+
+
+def run(tmp_path, *args, hosts=HOSTS, deploy_file="validate.py"):
+    inventory = tmp_path / "group.py"
+    inventory.write_text(f"hosts = {hosts!r}\n")
+    reports = tmp_path / "reports"
+    result = subprocess.run([PYINFRA, "-y", *args, str(inventory), deploy_file], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "GPU_BRINGUP_REPORTS": str(reports)})
+    result.output = result.stdout + result.stderr
+    assert "Traceback" not in result.output, result.output[-3000:]
+    summary = json.loads((reports / "summary.json").read_text())
+    return result, {row["host"]: row for row in summary["hosts"]}, reports
+
+
+def codes(report):
+    return {finding["code"] for finding in report["plan"]["findings"]}
+
+
+def test_validate_plans_the_group_and_runs_its_preflight(tmp_path):
+    result, rows, reports = run(tmp_path)
+    assert result.returncode == 1, result.output[-3000:]
+    member = json.loads((reports / "@local.json").read_text())
+    head = json.loads((reports / "@chroot//.json").read_text())  # reports/<host>.json of the name "@chroot//"
+    group = member["plan"]["group"]
+    assert (group["rank"], group["members"], group["dist_init_addr"]) == (1, ["@chroot//", "@local"], "192.0.2.7:29500")
+    assert member["plan"]["service"]["exec_line"].endswith(
+        "--tp 2 --nnodes 2 --node-rank 1 --dist-init-addr 192.0.2.7:29500")
+    assert member["facts"]["route"]["to"] == "192.0.2.7" and head["facts"]["route"]["to"] == "127.0.0.1"
+    assert head["plan"]["group"]["rank"] == 0
+    # Each member's own findings, and the preflight's in both reports (GPU-less builders: 0 GPUs
+    # where --tp 2 over 2 members asks for 1 on each).
+    assert {"GROUP_DEPLOY_NOT_BUILT", "GROUP_GPUS_MISMATCH"} <= codes(member) & codes(head)
+    assert "GROUP_NO_ROUTE" in codes(head)  # rank 1's address is its own here
+    assert "== serving group 'llama': preflight of 2 members" in result.stderr
+    assert rows["@local"]["verdict"] == rows["@chroot//"]["verdict"] == "blocked", rows
+    assert "GROUP_GPUS_MISMATCH" in result.stderr.split("== fleet summary")[1]
+
+
+def test_a_limit_that_takes_part_of_the_group_names_the_members_left_out(tmp_path):
+    result, rows, reports = run(tmp_path, "--limit", "@local")
+    assert list(rows) == ["@local"] and rows["@local"]["verdict"] == "blocked", rows
+    [finding] = [f for f in json.loads((reports / "@local.json").read_text())["plan"]["findings"]
+                 if f["code"] == "GROUP_MEMBERS_MISSING"]
+    assert "left out @chroot// (outside --limit)" in finding["message"], finding
+
+
+def test_deploy_refuses_a_member_and_runs_nothing(tmp_path):
+    result, rows, _ = run(tmp_path, "--limit", "@local", deploy_file="deploy.py")
+    assert result.returncode == 1
+    assert "deploy refused, nothing changed" in result.output and "GROUP_DEPLOY_NOT_BUILT" in result.output
+    assert rows["@local"]["verdict"] == "blocked", rows
+    assert all(op["name"].startswith("Refuse ") or op["status"] != "changed"
+               for op in rows["@local"].get("operations") or []), rows
+
+
+def test_a_group_that_cannot_be_made_is_one_line_before_any_probe(tmp_path):
+    hosts = [(name, {**data, "service_args": "--tp 3"}) for name, data in HOSTS]
+    result, rows, reports = run(tmp_path, hosts=hosts)
+    assert result.returncode == 1
+    assert ("@chroot//: service_args '--tp 3' gives a tensor-parallel size 3 that 2 nodes cannot share"
+            in result.output), result.output[-3000:]
+    assert rows["@local"]["verdict"] == "failed" and not (reports / "@local.json").exists(), rows
