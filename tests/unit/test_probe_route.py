@@ -126,7 +126,9 @@ def test_probe_address_takes_addresses_and_host_names(value, expected):
 
 
 @pytest.mark.parametrize("value", ["", "10.0.0.256", "-j", "a b", "$(id)", "head_0", "-head", "a..b", "x" * 64,
-                                   "10.0.0.1:5000", "'quoted'"])
+                                   "10.0.0.1:5000", "'quoted'",
+                                   # ipaddress takes any zone after '%'; '$' matched before a final newline
+                                   "fe80::1%eth0", "fe80::1%$(reboot)", "fd00::1%a b", "gpu-head-01\n", "10.0.0.1\n"])
 def test_probe_address_refuses_anything_else_in_one_line(value):
     with pytest.raises(ValueError) as error:
         probe_address(value)
