@@ -131,10 +131,11 @@ def _member_settings(host, settings):
     return {key: settings.get(key) for key in GROUP_SETTINGS}
 
 
-def head_address(host, settings):
+def head_address(host, settings, head=True):
     """The address members reach the head by: its ``service_group_address`` (the serving network's,
     where SSH comes in by another), else its ``ssh_hostname`` (pyinfra's), else its inventory name;
-    checked as probe_address checks it (it reaches the probe and the unit).
+    checked as probe_address checks it (it reaches the probe and the unit). ``head=False``: the
+    address of rank 1, whose route the head's probe asks about (route_target), named so.
 
     >>> head_address("gpu-a", {"ssh_hostname": "10.20.0.11"}), head_address("gpu-a.lan", {})
     ('10.20.0.11', 'gpu-a.lan')
@@ -145,7 +146,8 @@ def head_address(host, settings):
     try:
         return probe_address(value)
     except ValueError:
-        raise GroupError(f"{host}: the head's address {value!r} is neither an IP address nor a host name: set its "
+        whose = "the head's address" if head else "its address (rank 1, whose route the head's probe asks for)"
+        raise GroupError(f"{host}: {whose} {value!r} is neither an IP address nor a host name: set its "
                          "service_group_address to the address the group's members reach it by") from None
 
 
@@ -208,7 +210,7 @@ def route_target(member, hosts):
     if member.rank:
         return member.head_address
     peer = member.members[1]
-    return head_address(peer, hosts.get(peer, {}))
+    return head_address(peer, hosts.get(peer, {}), head=False)
 
 
 def active_hcas(infiniband):

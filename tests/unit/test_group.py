@@ -111,6 +111,17 @@ def test_route_target_is_the_head_for_a_member_and_rank_1_for_the_head():
     assert [route_target(member, hosts) for member in members] == ["10.0.0.2", "10.0.0.1", "10.0.0.1"]
 
 
+def test_a_bad_rank_1_address_is_named_as_rank_1_s_not_as_the_head_s():
+    """The head's probe asks for rank 1's route: its bad address is refused naming rank 1 and its own
+    role (it was named 'the head's address', on a host that is not the head)."""
+    hosts = {"gpu-a": host(address="10.0.0.1"), "gpu-b": host(address="fe80::1%eth0")}
+    head = serving_groups(hosts)["llama"][0]
+    with pytest.raises(GroupError) as error:
+        route_target(head, hosts)
+    assert str(error.value).startswith("gpu-b: its address (rank 1, whose route the head's probe asks for) "
+                                       "'fe80::1%eth0' is neither"), error.value
+
+
 IB = {"devices": [
     {"name": "mlx5_1", "ports": [{"port": "1", "state": "ACTIVE", "link_layer": "Ethernet"}]},
     {"name": "mlx5_0", "ports": [{"port": "1", "state": "ACTIVE", "link_layer": "InfiniBand"},
