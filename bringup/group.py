@@ -32,6 +32,7 @@ Pure: no I/O; bad input is a ``GroupError``, one line naming the host, the value
 """
 
 import ipaddress
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -48,6 +49,11 @@ PP_OPTIONS = ("--pp-size", "--pipeline-parallel-size")
 # The environment keys a member's unit gets from the group (group_environment): the plan's own on a
 # member, so service_env may not set them there.
 GROUP_ENV_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
+# The interface name the route may give before it enters a member's env file (the setting
+# service_group_interface's shape): ip's answer is a program's output on the node (one the service
+# user may own, run as that user), and a newline or a quote in it would break the env file's line;
+# anything else is left out, said as a problem.
+INTERFACE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 # The settings every member must hold alike: one model, one command, one rendezvous, one stack.
 GROUP_SETTINGS = ("service_model", "service_args", "service_group_port", "stack_sglang")
 
@@ -250,6 +256,8 @@ def group_environment(facts, interface=""):
             problems.append(f"no route to {route.get('to')}: {route['error']}")
         elif route.get("local") or route.get("interface") in (None, "lo"):
             problems.append(f"{route.get('to')} is this node's own address: the route names no interface")
+        elif not INTERFACE_NAME.fullmatch(route["interface"]):
+            problems.append(f"the route names the interface {route['interface']!r}, which is no plain interface name")
         else:
             interface = route["interface"]
     if interface:

@@ -144,6 +144,9 @@ ENVIRONMENTS = [
      {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1"}, ["no route to 10.0.0.1: ip route get 10.0.0.1 exited 2"]),
     ("the peer's address is this node's", {"route": {**ROUTED, "interface": "lo", "local": True}, "infiniband": None},
      "", {}, ["10.0.0.1 is this node's own address: the route names no interface"]),
+    ("an interface name that is no plain name (the node's text: a newline would break the env file's line)",
+     {"route": {**ROUTED, "interface": "eth0\nLD_PRELOAD=/tmp/x.so"}, "infiniband": None}, "", {},
+     ["the route names the interface 'eth0\\nLD_PRELOAD=/tmp/x.so', which is no plain interface name"]),
     ("not asked", {"route": None, "infiniband": None}, "", {},
      ["the probe was not asked for the route to the group's peer"]),
 ]
