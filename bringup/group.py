@@ -32,6 +32,7 @@ Pure: no I/O; bad input is a ``GroupError``, one line naming the host, the value
 """
 
 import ipaddress
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -48,6 +49,11 @@ PP_OPTIONS = ("--pp-size", "--pipeline-parallel-size")
 # The environment keys a member's unit gets from the group (group_environment): the plan's own on a
 # member, so service_env may not set them there.
 GROUP_ENV_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
+# The interface name the route may give before it enters a member's env file (the setting
+# service_group_interface's shape): ip's answer is a program's output on the node (one the service
+# user may own, run as that user), and a newline or a quote in it would break the env file's line;
+# anything else is left out, said as a problem.
+INTERFACE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 # The settings every member must hold alike: one model, one command, one rendezvous, one stack.
 GROUP_SETTINGS = ("service_model", "service_args", "service_group_port", "stack_sglang")
 
@@ -131,10 +137,11 @@ def _member_settings(host, settings):
     return {key: settings.get(key) for key in GROUP_SETTINGS}
 
 
-def head_address(host, settings):
+def head_address(host, settings, head=True):
     """The address members reach the head by: its ``service_group_address`` (the serving network's,
     where SSH comes in by another), else its ``ssh_hostname`` (pyinfra's), else its inventory name;
-    checked as probe_address checks it (it reaches the probe and the unit).
+    checked as probe_address checks it (it reaches the probe and the unit). ``head=False``: the
+    address of rank 1, whose route the head's probe asks about (route_target), named so.
 
     >>> head_address("gpu-a", {"ssh_hostname": "10.20.0.11"}), head_address("gpu-a.lan", {})
     ('10.20.0.11', 'gpu-a.lan')
@@ -145,7 +152,8 @@ def head_address(host, settings):
     try:
         return probe_address(value)
     except ValueError:
-        raise GroupError(f"{host}: the head's address {value!r} is neither an IP address nor a host name: set its "
+        whose = "the head's address" if head else "its address (rank 1, whose route the head's probe asks for)"
+        raise GroupError(f"{host}: {whose} {value!r} is neither an IP address nor a host name: set its "
                          "service_group_address to the address the group's members reach it by") from None
 
 
@@ -208,7 +216,7 @@ def route_target(member, hosts):
     if member.rank:
         return member.head_address
     peer = member.members[1]
-    return head_address(peer, hosts.get(peer, {}))
+    return head_address(peer, hosts.get(peer, {}), head=False)
 
 
 def active_hcas(infiniband):
@@ -248,6 +256,8 @@ def group_environment(facts, interface=""):
             problems.append(f"no route to {route.get('to')}: {route['error']}")
         elif route.get("local") or route.get("interface") in (None, "lo"):
             problems.append(f"{route.get('to')} is this node's own address: the route names no interface")
+        elif not INTERFACE_NAME.fullmatch(route["interface"]):
+            problems.append(f"the route names the interface {route['interface']!r}, which is no plain interface name")
         else:
             interface = route["interface"]
     if interface:

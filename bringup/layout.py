@@ -334,7 +334,8 @@ def hub_cache_path(value):
 
 # A host name as RFC 1123 (section 2.1) allows one: dot-separated labels of letters, digits and
 # hyphens, none starting or ending with a hyphen, each at most 63 characters, 253 in all.
-HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+# Matched whole (fullmatch): a "$" would also match before a trailing newline.
+HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 def probe_address(value):
@@ -348,14 +349,20 @@ def probe_address(value):
     Traceback (most recent call last):
     ...
     ValueError: '10.0.0.1; reboot' is neither an IP address nor a host name: give the address (10.20.0.11) or the DNS name (gpu-head-01) the node reaches it by
+
+    An IPv6 zone (``fe80::1%eth0``) is refused: ``ipaddress`` takes any text after the ``%``
+    (blanks, ``$(...)``, a newline), and a zone names an interface of one node only.
     """
     text = str(value)
     try:
-        return str(ipaddress.ip_address(text))
+        address = ipaddress.ip_address(text)
     except ValueError:
-        pass
+        address = None
+    if address is not None and "%" not in text:
+        return str(address)
     labels = text.rstrip(".").split(".")
-    if 0 < len(text) <= 253 and all(HOST_LABEL.match(label) for label in labels) and not text.replace(".", "").isdigit():
+    if (0 < len(text) <= 253 and all(HOST_LABEL.fullmatch(label) for label in labels)
+            and not text.replace(".", "").isdigit()):
         return text
     raise ValueError(f"{text!r} is neither an IP address nor a host name: give the address (10.20.0.11) or the DNS "
                      "name (gpu-head-01) the node reaches it by")

@@ -44,14 +44,24 @@ class Arrivals:
 ARRIVALS = Arrivals()
 
 
+def group_name(value):
+    """A raw ``service_group`` as its setting reads it (the text of the value: YAML's ``405`` is
+    ``"405"``), so that hosts are grouped as their validated settings group them.
+
+    >>> group_name(405), group_name("405"), group_name(None), group_name(0)
+    ('405', '405', '', '0')
+    """
+    return "" if value is None else str(value)
+
+
 def inventory_settings(inventory, name):
-    """Every inventory host sharing ``name``'s raw ``service_group``: host -> its group settings
+    """Every inventory host sharing ``name``'s ``service_group``: host -> its group settings
     (validated) and ``ssh_hostname``. A member whose settings are invalid is a GroupError here."""
     data = {host.name: host.data.dict() for host in inventory}
-    group = data[name].get("service_group") or ""
+    group = group_name(data[name].get("service_group"))
     hosts = {}
     for other, values in data.items():
-        if group and (values.get("service_group") or "") == group:
+        if group and group_name(values.get("service_group")) == group:
             try:
                 config = Config.from_data(values, host=other)
             except ConfigError:

@@ -183,7 +183,7 @@ def planned_host(purpose, blocking=None):
 def _arrived_unplanned(purpose):
     """A serving group's member refused before its plan still arrives (control/groups.py), so
     that its group's preflight runs, naming it as missing."""
-    group = host.data.get("service_group") or ""
+    group = groups.group_name(host.data.get("service_group"))
     if group and host.name not in groups.ARRIVALS.entries.get(group, {}):
         groups.arrive(state, purpose, host.name, group, groups.missing_entry(fleet.RUN.records.get(host.name, {})))
 

@@ -21,6 +21,9 @@ from facts.probe_framing import Key, ProbeSection
 ERROR_LIMIT = 200
 # The words of the text form that take a value (iproute2 ip/iproute.c print_route).
 VALUED = {"via": "gateway", "dev": "dev", "src": "prefsrc"}
+# Route types of an address that is no host's (rtnetlink's RTN_BROADCAST, RTN_MULTICAST,
+# RTN_ANYCAST as iproute2 names them): `ip route get` answers them with rc 0 and an interface.
+NO_HOST = ("broadcast", "multicast", "anycast")
 
 
 def route_json(text):
@@ -99,6 +102,11 @@ def route(by_name):
         said = " ".join(answer.text.split())[:ERROR_LIMIT]
         fact["error"] = ("ip is not on the node" if answer.rc == 127 else
                          f"ip route get {fact['address']} exited {answer.rc}" + (f": {said}" if said else ""))
+        return fact
+    if found["type"] in NO_HOST:
+        # The kernel answers these with a route (rc 0) through an interface: the address is a
+        # network's broadcast or a multicast group, no member's.
+        fact["error"] = f"{fact['address']} is a {found['type']} address, not a host's"
         return fact
     fact.update(interface=found["dev"], source=found["prefsrc"], gateway=found["gateway"],
                 local=found["type"] == "local")

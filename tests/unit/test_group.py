@@ -79,6 +79,9 @@ BAD = [
      "gpu-b: service_args '--tp 16 --nccl-init-addr=x:1' sets --nccl-init-addr", "remove it"),
     ("a head address that is no address", {"gpu-a": host(address="10.0.0.1; reboot"), "gpu-b": host()},
      "gpu-a: the head's address '10.0.0.1; reboot' is neither an IP address nor a host name", "service_group_address"),
+    ("an IPv6 head with a zone (ssh_hostname, checked by no setting): refused, not sent to the unit and the probe",
+     {"gpu-a": host(address="fe80::1%eth0 x"), "gpu-b": host()},
+     "gpu-a: the head's address 'fe80::1%eth0 x' is neither an IP address nor a host name", "service_group_address"),
     ("a port of the setting's text, out of range", {"gpu-a": host(service_group_port="70000"),
                                                     "gpu-b": host(service_group_port="70000")},
      "gpu-a: service_group_port '70000' is no TCP port", "1 to 65535"),
@@ -108,6 +111,17 @@ def test_route_target_is_the_head_for_a_member_and_rank_1_for_the_head():
     assert [route_target(member, hosts) for member in members] == ["10.0.0.2", "10.0.0.1", "10.0.0.1"]
 
 
+def test_a_bad_rank_1_address_is_named_as_rank_1_s_not_as_the_head_s():
+    """The head's probe asks for rank 1's route: its bad address is refused naming rank 1 and its own
+    role (it was named 'the head's address', on a host that is not the head)."""
+    hosts = {"gpu-a": host(address="10.0.0.1"), "gpu-b": host(address="fe80::1%eth0")}
+    head = serving_groups(hosts)["llama"][0]
+    with pytest.raises(GroupError) as error:
+        route_target(head, hosts)
+    assert str(error.value).startswith("gpu-b: its address (rank 1, whose route the head's probe asks for) "
+                                       "'fe80::1%eth0' is neither"), error.value
+
+
 IB = {"devices": [
     {"name": "mlx5_1", "ports": [{"port": "1", "state": "ACTIVE", "link_layer": "Ethernet"}]},
     {"name": "mlx5_0", "ports": [{"port": "1", "state": "ACTIVE", "link_layer": "InfiniBand"},
@@ -130,6 +144,9 @@ ENVIRONMENTS = [
      {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1"}, ["no route to 10.0.0.1: ip route get 10.0.0.1 exited 2"]),
     ("the peer's address is this node's", {"route": {**ROUTED, "interface": "lo", "local": True}, "infiniband": None},
      "", {}, ["10.0.0.1 is this node's own address: the route names no interface"]),
+    ("an interface name that is no plain name (the node's text: a newline would break the env file's line)",
+     {"route": {**ROUTED, "interface": "eth0\nLD_PRELOAD=/tmp/x.so"}, "infiniband": None}, "", {},
+     ["the route names the interface 'eth0\\nLD_PRELOAD=/tmp/x.so', which is no plain interface name"]),
     ("not asked", {"route": None, "infiniband": None}, "", {},
      ["the probe was not asked for the route to the group's peer"]),
 ]

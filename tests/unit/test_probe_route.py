@@ -126,7 +126,9 @@ def test_probe_address_takes_addresses_and_host_names(value, expected):
 
 
 @pytest.mark.parametrize("value", ["", "10.0.0.256", "-j", "a b", "$(id)", "head_0", "-head", "a..b", "x" * 64,
-                                   "10.0.0.1:5000", "'quoted'"])
+                                   "10.0.0.1:5000", "'quoted'",
+                                   # ipaddress takes any zone after '%'; '$' matched before a final newline
+                                   "fe80::1%eth0", "fe80::1%$(reboot)", "fd00::1%a b", "gpu-head-01\n", "10.0.0.1\n"])
 def test_probe_address_refuses_anything_else_in_one_line(value):
     with pytest.raises(ValueError) as error:
         probe_address(value)
@@ -141,3 +143,23 @@ def test_the_command_carries_the_input_quoted_and_pins_it_otherwise():
                                                                       route_to="gpu-head-01"))
     with pytest.raises(ValueError):
         ProbeInputs(ProbeInputs.defaults().layout, route_to="x;reboot")
+
+
+# iproute2 6.1.0's answers on Debian 12 (a network namespace with 10.1.0.2/24 on a veth), unedited.
+BROADCAST_JSON = ('[{"type":"broadcast","dst":"10.1.0.255","dev":"v0","prefsrc":"10.1.0.2","flags":[],"uid":0,'
+                  '"cache":["local","brd"]}]')
+MULTICAST_TEXT = "multicast 224.0.0.1 dev v0 src 10.1.0.2 rt_offload_failed uid 0 \n    cache <local,mc> "
+
+
+@pytest.mark.parametrize("address, attr, lines, kind", [
+    ("10.1.0.255", ("format", "json"), [BROADCAST_JSON], "broadcast"),
+    ("224.0.0.1", ("format", "text"), MULTICAST_TEXT.splitlines(), "multicast"),
+])
+def test_a_broadcast_or_multicast_address_is_no_route_to_a_host(address, attr, lines, kind):
+    """The kernel answers a network's broadcast address and a multicast group with rc 0 and an
+    interface; they were taken as the route to the head (its interface for NCCL and Gloo)."""
+    from facts.probe_framing import Section
+    from facts.sections.route import route
+    fact = route({"route-address": Section("route-address", 0, ("to", address), [address]),
+                  "route": Section("route", 0, attr, lines)})
+    assert fact["error"] == f"{address} is a {kind} address, not a host's" and fact["interface"] is None, fact
