@@ -16,9 +16,10 @@ whatever n is. With one GPU 2(n-1)/n is 0: the all-reduce is proven to initialis
 reduce, and no bandwidth is claimed or judged.
 """
 
-import json
 import re
 import shlex
+
+from tests.node.script_answer import marked_answer
 
 # What COMM_SCRIPT's parts do, and their bounds (seconds, each part in its own child
 # processes; the node suite's run of both stays under 3.5 minutes even when both hang).
@@ -243,14 +244,7 @@ def parse_comm_output(stdout):
     {'error': 'RuntimeError: no driver'}
     >>> parse_comm_output('@@comm {"count": 8}\\n@@comm {"error": "RuntimeError: no driver"}\\n')
     """
-    found = [line for line in (stdout or "").splitlines() if line.startswith("@@comm ")]
-    if len(found) != 1:
-        return None
-    try:
-        answer = json.loads(found[0][len("@@comm "):])
-    except ValueError:
-        return None
-    return answer if isinstance(answer, dict) else None
+    return marked_answer(stdout, "@@comm ")
 
 
 def bus_bandwidth(size, seconds, world):

@@ -1,8 +1,9 @@
 """What the CUDA checks (tests/node/test_cuda.py) run on a node and how they judge the
 answers: pure functions, tested without a node (tests/unit/test_node_cuda.py)."""
 
-import json
 import shlex
+
+from tests.node.script_answer import marked_answer
 
 # One remote python run: CUDA's start (torch's first line of why not), the devices it
 # sees, and per device a kernel whose result has come back (synchronised).
@@ -51,14 +52,7 @@ def parse_cuda_output(stdout):
     {'count': 1, 'kernels': {'0': 2.0}}
     >>> parse_cuda_output('@@cuda {"count": 1, "kernels": {"0": 2.0}}\\n@@cuda {"error": "no driver"}\\n')
     """
-    found = [line for line in (stdout or "").splitlines() if line.startswith("@@cuda ")]
-    if len(found) != 1:
-        return None
-    try:
-        answer = json.loads(found[0][len("@@cuda "):])
-    except ValueError:
-        return None
-    return answer if isinstance(answer, dict) else None
+    return marked_answer(stdout, "@@cuda ")
 
 
 def cuda_verdict(listed, cuda):
