@@ -9,6 +9,10 @@ import re
 from bringup.deb_index import resolve_packages
 from bringup.locks import LOCKS_DIR, LockError, sha256
 
+# A Debian package name and version (Debian policy 5.6.1, 5.6.12): what a lock line holds.
+PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]+")
+DEBIAN_VERSION = re.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*")
+
 
 def is_toolkit_input(name):
     """Whether an ``.in`` under files/locks is a toolkit release (``cuda-X.Y.in``).
@@ -72,10 +76,15 @@ def parse_toolkit_input(text, name="cuda.in"):
 
 
 def parse_toolkit_lock(text):
-    """A toolkit lock -> {package: Debian version}.
+    """A toolkit (or DCGM) lock -> {package: Debian version}. A line of any other shape is a
+    LockError: each pin reaches apt-get's command line, where a name starting with "-" is
+    an option.
 
     >>> parse_toolkit_lock("# x\\ncuda-nvcc-13-0=13.0.88-1\\n")
     {'cuda-nvcc-13-0': '13.0.88-1'}
+    >>> parse_toolkit_lock("-oAPT::Get::AllowUnauthenticated=true=1\\n")
+    Traceback (most recent call last):
+    bringup.locks.LockError: '-oAPT::Get::AllowUnauthenticated=true=1' is not a Debian package=version
     """
     pins = {}
     for line in text.splitlines():
@@ -84,6 +93,8 @@ def parse_toolkit_lock(text):
             name, sep, version = line.partition("=")
             if not sep or not name or not version:
                 raise LockError(f"not a package=version line: {line!r}")
+            if not PACKAGE_NAME.fullmatch(name) or not DEBIAN_VERSION.fullmatch(version):
+                raise LockError(f"{line!r} is not a Debian package=version")
             pins[name] = version
     return pins
 

@@ -314,6 +314,17 @@ def test_bad_release_lines_are_named(text, error):
         toolkit_locks.parse_toolkit_input(text, "cuda-13.0.in")
 
 
+# Each pin of a toolkit or DCGM lock reaches apt-get's command line: one parser refuses a
+# line of any other shape for both (the DCGM plan held its own copy of this check).
+@pytest.mark.parametrize("line", ["-oAPT::Get::AllowUnauthenticated=true=1", "cuda-nvcc-13-0=13.0.88-1 --allow-downgrades",
+                                  "cuda-nvcc-13-0=$(reboot)", "Cuda-Nvcc=13.0.88-1", "cuda-nvcc-13-0=v13"])
+def test_a_lock_line_that_is_not_a_debian_pin_is_refused(line):
+    with pytest.raises(locks.LockError, match="is not a Debian package=version"):
+        toolkit_locks.parse_toolkit_lock(f"# lock\ncuda-cudart-13-0=13.0.96-1\n{line}\n")
+    assert toolkit_locks.parse_toolkit_lock("datacenter-gpu-manager-4-core=1:4.4.1-1\n") == {
+        "datacenter-gpu-manager-4-core": "1:4.4.1-1"}
+
+
 def test_platforms_argument():
     assert lockgen.parse_platforms("debian12-x86_64, ubuntu2404-aarch64") == [("debian12", "x86_64"),
                                                                                ("ubuntu2404", "aarch64")]
