@@ -170,8 +170,6 @@ CODES = {
                            "(or it lacks the flavour).",
     # Serving groups (issue 38): a member's own (bringup/plan/serving_group.py), then the group's
     # preflight over every member's plan (bringup/group_preflight.py).
-    "GROUP_DEPLOY_NOT_BUILT": "The host is a member of a serving group, and deploy of serving groups is not built "
-                              "yet: deploy changes nothing on it.",
     "GROUP_NO_ROUTE": "The member does not resolve or route to the group's peer (the head), or that address is its "
                       "own.",
     "GROUP_INTERFACE_UNDECIDED": "The interface NCCL and Gloo should use could not be named from the route: they "
@@ -180,6 +178,9 @@ CODES = {
     "GROUP_MEMBERS_MISSING": "The run plans only part of a serving group (--limit, unreachable or refused members).",
     "GROUP_STACK_DIFFERS": "The members of a serving group plan different stacks (locks, driver branch, CUDA).",
     "GROUP_MODEL_SOURCE_DIFFERS": "The members of a serving group take the model from different sources.",
+    "GROUP_RENDEZVOUS_CLOSED": "A member does not reach the head's rendezvous port (SGLang's --dist-init-addr) "
+                               "while the head listens on it.",
+    "GROUP_RENDEZVOUS_UNCHECKED": "The head could not listen on its rendezvous port to let the members try it.",
     "GROUP_GPUS_MISMATCH": "GPUs per member times members do not match the parallelism service_args asks for.",
     "GROUP_RDMA_MIXED": "Some members of a serving group have active InfiniBand/RoCE ports and others none.",
 }

@@ -266,3 +266,31 @@ def group_environment(facts, interface=""):
     if hcas:
         env["NCCL_IB_HCA"] = "=" + ",".join(hcas)
     return env, problems
+
+
+def group_verdict(members, gates, failed):
+    """Whether a serving group serves as one, and why not ("" when it does): every member's own
+    readiness gate found it serving. ``members``: the group's hosts in rank order; ``gates``: host ->
+    (serving, why) of its gate (bringup.serving.serving_of); ``failed``: host -> why a member failed
+    in this run before its gate. A member with neither is left out: its service step is not in this
+run, and it serves on as it did.
+
+    >>> ok = (True, "")
+    >>> group_verdict(("gpu-a", "gpu-b"), {"gpu-a": ok, "gpu-b": ok}, {})
+    (True, '')
+    >>> group_verdict(("gpu-a", "gpu-b"), {"gpu-a": (False, "timed out: not serving after 60 s"),
+    ...                                     "gpu-b": (False, "timed out: not serving after 60 s")}, {})[1]
+    'gpu-a (the head): timed out: not serving after 60 s; gpu-b: timed out: not serving after 60 s'
+    >>> group_verdict(("gpu-a", "gpu-b"), {"gpu-a": ok}, {"gpu-b": "Install the venv: pip failed"})
+    (False, 'gpu-b: failed before its gate (Install the venv: pip failed)')
+    """
+    reasons = []
+    for rank, name in enumerate(members):
+        if name in failed:
+            why = f"failed before its gate ({failed[name]})"
+        elif name in gates and not gates[name][0]:
+            why = gates[name][1]
+        else:
+            continue
+        reasons.append(f"{name}{' (the head)' if rank == 0 else ''}: {why}")
+    return not reasons, "; ".join(reasons)

@@ -9,8 +9,9 @@ by their digest; the same driver branch; the same CUDA), the same model from the
 (``--tp`` times ``--pp-size``: SGLang starts that many ranks, the same number on every node),
 InfiniBand/RoCE on every member or on none (NCCL's transport is chosen per pair of ranks: a
 member without RDMA makes its peers fall back or fail), and every member in the run.
-Not checked yet: that each member reaches the head's rendezvous port (a bounded connect from
-each member); the probe's route to the head is each member's own finding (serving_group.py).
+And that each member reaches the head's rendezvous port: the head listens on it while the others
+connect (``rendezvous_findings``, over what control/rendezvous.py found); the probe's route to the
+head is each member's own finding (serving_group.py).
 
 Every finding is the group's: the same blockers go on every member, naming the members and
 their values.
@@ -24,7 +25,7 @@ their values.
     ['GROUP_GPUS_MISMATCH']
 """
 
-from bringup.findings import BLOCKER, Finding
+from bringup.findings import BLOCKER, WARNING, Finding
 from bringup.group import PP_OPTIONS, active_hcas, tp_size
 
 
@@ -135,3 +136,34 @@ def preflight(members, service_args, summaries, missing):
                              "bring the RDMA ports up on every member (ibstat, the subnet manager), or serve the "
                              "group over Ethernet on all of them (NCCL_IB_DISABLE=1 in each member's service_env)"))
     return found
+
+
+def rendezvous_findings(members, listen, reach):
+    """What the try of the rendezvous port found (control/rendezvous.py): ``listen``, the head's
+    listener; ``reach``, host -> ``{"reached", "why"}`` of every other member.
+
+    >>> from bringup.group import Member
+    >>> members = tuple(Member(h, "llama", r, ("gpu-a", "gpu-b"), "10.0.0.1", 29500) for r, h in enumerate(("gpu-a", "gpu-b")))
+    >>> listening = {"listening": True, "in_use": False, "error": ""}
+    >>> rendezvous_findings(members, listening, {"gpu-b": {"reached": True, "why": ""}})
+    []
+    >>> [f.message for f in rendezvous_findings(members, listening, {"gpu-b": {"reached": False, "why": "timed out"}})]
+    ["gpu-b does not reach the head gpu-a at 10.0.0.1:29500 (SGLang's --dist-init-addr): timed out"]
+    >>> [f.code for f in rendezvous_findings(members, {"listening": False, "in_use": False, "error": "no python3"}, {})]
+    ['GROUP_RENDEZVOUS_UNCHECKED']
+    """
+    head = members[0]
+    if not (listen.get("listening") or listen.get("in_use")):
+        return [Finding("GROUP_RENDEZVOUS_UNCHECKED", WARNING,
+                        f"the head {head.host} could not listen on port {head.port} to let its members try it: "
+                        f"{listen.get('error') or 'no answer'}",
+                        f"check that {head.host} has /usr/bin/python3 and that port {head.port} is free on it, "
+                        "then validate again")]
+    closed = [f"{host} does not reach the head {head.host} at {head.dist_init_addr} (SGLang's --dist-init-addr): "
+              f"{outcome['why']}" for host, outcome in reach.items() if not outcome.get("reached")]
+    if not closed:
+        return []
+    return [Finding("GROUP_RENDEZVOUS_CLOSED", BLOCKER, "; ".join(closed),
+                    f"open TCP port {head.port} on {head.host} to the members (its firewall, a security group), or "
+                    "set service_group_port to a port that is open, or the head's service_group_address to its "
+                    "address on the serving network")]

@@ -15,7 +15,8 @@ UNCHANGED, AS_BEFORE, MIXED, UNKNOWN = "unchanged", "as-before", "mixed", "unkno
 # the paths it writes (the venv link's, the env file's, the records'). The others (a
 # model that cannot be had, a GPU the new stack does not support) are about the change,
 # not about the release it goes back to.
-ROLLBACK_BLOCKERS = ("UNSAFE_PATH",)
+# A rollback also needs its whole serving group in the run: part of a group put back alone breaks it.
+ROLLBACK_BLOCKERS = ("UNSAFE_PATH", "GROUP_MEMBERS_MISSING")
 
 
 def parse_look(lines):

@@ -11,8 +11,9 @@ second time, and connect to hosts ``--limit`` left out. pyinfra loads the deploy
 host before it executes any operation (pyinfra_cli/util.py ``_parallel_load_hosts``), and no
 arrival waits for another (a ``--parallel 1`` run loads hosts one by one), so the preflight runs
 before anything changes. Its findings go into each member's saved report and its fleet record,
-and a member still active is failed; today every member is refused by its own plan anyway
-(GROUP_DEPLOY_NOT_BUILT).
+and a member still active is failed when they block it (rollback.py: only GROUP_MEMBERS_MISSING
+among them, bringup/release.py ROLLBACK_BLOCKERS). What happens once the run executes is
+control/group_gate.py's.
 """
 
 import hashlib
@@ -23,9 +24,10 @@ from pyinfra.api.exceptions import PyinfraError
 
 from bringup.config import Config, ConfigError
 from bringup.group import GroupError, route_target, serving_groups
-from bringup.group_preflight import member_summary, preflight
+from bringup.group_preflight import member_summary, preflight, rendezvous_findings
+from bringup.release import rollback_blockers
 from bringup.setting_checks import cut
-from control import fleet, reports
+from control import fleet, rendezvous, reports
 
 # The inventory's settings serving_groups reads (bringup/group.py).
 MEMBER_KEYS = ("service_group", "service_group_port", "service_group_address", "service_model", "service_args",
@@ -134,6 +136,9 @@ def arrive(state, purpose, name, group, entry):
     missing.update({host: value["missing"] for host, value in entries.items() if "missing" in value})
     summaries = {host: value["summary"] for host, value in entries.items() if "summary" in value}
     findings = preflight(members, entries_args(entries), summaries, missing)
+    if not missing:
+        # Every member is planned and connected: the head listens while the others try its port.
+        findings += rendezvous_findings(members, *rendezvous.check(state, members))
     if findings:
         print(f"== serving group {group!r}: preflight of {len(members)} members\n"
               + "\n".join(f"  {f.code}: {f.message}; fix: {f.fix}" for f in findings), file=sys.stderr, flush=True)
@@ -161,6 +166,8 @@ def settle(state, purpose, host, value, findings):
     reports.save_host_report(host, value["facts"], value["config"].as_dict(), node.as_dict())
     fleet.record(host, purpose, plan=node.as_dict())
     blockers = [f for f in findings if f.severity == "blocker"]
+    if purpose == "rollback":
+        blockers = rollback_blockers(blockers)
     target = state.inventory.get_host(host)
     if blockers and target in state.active_hosts:
         target.log_styled(f"{purpose} refused, nothing changed: {', '.join(f.code for f in blockers)}",

@@ -28,7 +28,7 @@ from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
 from bringup.summary import purpose_from_argv
 from bringup.group import GroupError
-from control import api_key, fleet, groups, locks_served, metrics, reports
+from control import api_key, fleet, group_gate, groups, locks_served, metrics, reports
 from control.sudo import sudo_refusal
 from facts.node import NodeFacts
 
@@ -251,6 +251,9 @@ def _planned_host(purpose, blocking=None):
         return None
     try:
         member, route_to = groups.membership(state, host.name, config)
+        problem = member and group_gate.run_problem(purpose, sys.argv, state.config.PARALLEL, member.members)
+        if problem:
+            raise GroupError(f"{host.name}: serving group {member.group!r}: {problem}")
     except GroupError as error:
         print(f"== {host.name}: INVALID SERVING GROUP\n  {error}", file=sys.stderr)
         fleet.record(host.name, purpose, settings_error=str(error))

@@ -6,7 +6,9 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
+from control import group_gate
 from facts.release import release_command
+from tasks.operations.group import NOT_ROLLED_BACK, group_release_checked, group_stopped
 from tasks.operations.release import ROLLED_BACK, release_restored, rollback_state
 from tasks.operations.serving import service_serving
 
@@ -26,8 +28,23 @@ def sglang_rollback(node, purpose="rollback", when=None):
     + purpose: "rollback" (rollback.py) or "deploy" (after deploy's gate failed)
     + when: a callable: roll back only if it says so when the run gets there (deploy:
       the gate failed); None: always
+
+    A serving group's member goes back only with every other member (control/group_gate.py).
     """
     layout, unit_name = node.layout, node.layout.unit_name
+    group = node.group
+    if group is not None:
+        # A serving group goes back whole or not at all: every member looks first (rollback.py's
+        # members looked as they were planned), and none goes back while one cannot.
+        group_gate.join(group, host.name)
+        asked = when or (lambda: True)
+        if purpose == "deploy":
+            group_release_checked(name="Look whether this member can go back (the group goes back whole)",
+                                  layout=layout, _if=asked)
+        group_stopped(name="The serving group goes back whole or not at all", group=group.name,
+                      stage=NOT_ROLLED_BACK, purpose=purpose,
+                      _if=lambda: asked() and bool(group_gate.rollback_problems(host.name)))
+        when = lambda: asked() and not group_gate.rollback_problems(host.name)  # noqa: E731
     release_restored(name="Put the previous release back", layout=layout, unit_name=unit_name, purpose=purpose,
                      **({"_if": when} if when else {}))
     # systemd's own restart, always: the unit file changed under it, and a unit that

@@ -1,18 +1,20 @@
 """The SGLang systemd unit: written everywhere; enabled, started and restarted on change
 where systemd runs and a model is set."""
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import deploy
 from pyinfra.facts.files import Directory
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
 from bringup.release import pending
+from control import group_gate
 from facts.release import ReleaseLook, release_paths
 from tasks.operations.files import api_key_file_checked, api_key_put, directory_if_missing, whole_template
 from tasks.operations.model import model_fetched
 from tasks.operations.release import release_promoted, release_recorded, rolled_back_outcome
-from tasks.operations.serving import host_serving, service_serving
+from tasks.operations.group import HELD, NOT_SERVING, group_stopped
+from tasks.operations.serving import gate_serving, host_serving, service_serving
 from tasks.rollback import rolled_back, sglang_rollback
 
 
@@ -26,6 +28,9 @@ def sglang_service(node, changes=()):
     release it ran is kept as the rollback (files/release.sh); with ``service_rollback:
     on-failure`` a host whose gate fails is put back on it (tasks/rollback.py) and fails,
     ``rolled back``. Drop-ins (sglang.service.d/) are the operator's and stay as they are.
+    A serving group's members do all of it as one (control/group_gate.py): every member
+    restarts when any changed, none while one failed earlier in the run, the group serves
+    when every member's gate passed, and it goes back whole or not at all.
 
     + node: the NodePlan (``service``, ``layout``)
     + changes: operations of this run whose change the running service must pick up
@@ -55,6 +60,14 @@ def sglang_service(node, changes=()):
     changed_here = any_changed(unit, *changes, *([key] if key else []))
     live_not_started = releases and pending(host.get_fact(ReleaseLook, **release_paths(node.layout)))
     changed = (lambda: True) if live_not_started else changed_here
+    group = node.group
+    if group is not None:
+        # A serving group restarts as one, whichever member changed, or not at all while a member
+        # failed earlier in this run or does not reach this step (control/group_gate.py).
+        group_gate.join(group, host.name, changed)
+        changed = lambda: group_gate.changed(group.name)  # noqa: E731 - the _if of several operations
+        group_stopped(name="Hold the serving group (a member cannot restart with it)", group=group.name, stage=HELD,
+                      _if=lambda: bool(group_gate.held(state, group.name)))
     if releases:
         release_promoted(name="Keep the release sglang ran as the rollback", layout=node.layout, _if=changed)
     started = systemd.service(name="Enable and start sglang", service=unit_name, enabled=True, running=True)
@@ -65,6 +78,9 @@ def sglang_service(node, changes=()):
                          _if=lambda: changed() or started.did_change())
     on_failure = releases and service.rollback == "on-failure"
     service_serving(name="Wait for sglang to serve", service=service, unit_name=unit_name, fail_host=not on_failure)
+    if group is not None and not on_failure:
+        group_stopped(name="The serving group serves as one", group=group.name, stage=NOT_SERVING,
+                      _if=lambda: gate_serving(host.name)[0] and not host_serving(host.name)[0])
     if on_failure:
         sglang_rollback(node, purpose="deploy", when=lambda: not host_serving(host.name)[0])
         rolled_back_outcome(name="Rolled back: the change did not serve", unit_name=unit_name,

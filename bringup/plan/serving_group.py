@@ -3,9 +3,7 @@ its unit, the NCCL and Gloo environment of its env file, and what this node alon
 group (the route to the head, RDMA without GPUDirect). The checks that compare members live in
 bringup/group_preflight.py; ranks and arguments are bringup/group.py's.
 
-Deploy of serving groups (members changed, restarted and gated as one) is not built yet, so a
-member's plan carries GROUP_DEPLOY_NOT_BUILT, a blocker: deploy refuses it before anything
-changes, and no node is left half-configured as a member; validate shows the whole plan.
+Deploy changes, restarts and gates a group's members as one (control/group_gate.py).
 
     >>> from bringup.config import Config
     >>> from bringup.group import Member
@@ -16,7 +14,7 @@ changes, and no node is left half-configured as a member; validate shows the who
     >>> context = PlanContext.of(facts, Config(service_group="llama"), None, found.append, member=member)
     >>> plan = group_plan(context)
     >>> plan.rank, plan.args[-1], plan.env["NCCL_SOCKET_IFNAME"], [f.code for f in found]
-    (1, '10.0.0.1:29500', '=ens1f0np0', ['GROUP_DEPLOY_NOT_BUILT'])
+    (1, '10.0.0.1:29500', '=ens1f0np0', [])
 """
 
 from bringup.findings import BLOCKER, WARNING, Finding
@@ -32,25 +30,8 @@ def group_plan(context):
     env, problems = group_environment(context.facts, context.config.service_group_interface)
     check_route(context, problems)
     check_peermem(context)
-    context.add(deploy_not_built(member))
     return GroupPlan(name=member.group, rank=member.rank, members=member.members,
                      dist_init_addr=member.dist_init_addr, args=member.args, env=env)
-
-
-def deploy_not_built(member):
-    """The blocker every member carries until deploy brings a group up as one.
-
-    >>> from bringup.group import Member
-    >>> deploy_not_built(Member("gpu-a", "llama", 0, ("gpu-a", "gpu-b"), "10.0.0.1", 29500)).message[:60]
-    "gpu-a is rank 0 (the head) of serving group 'llama' (2 membe"
-    """
-    role = "the head" if member.rank == 0 else f"head {member.head}"
-    return Finding("GROUP_DEPLOY_NOT_BUILT", BLOCKER,
-                   f"{member.host} is rank {member.rank} ({role}) of serving group {member.group!r} ({member.nnodes} "
-                   f"members: {', '.join(member.members)}): deploy of serving groups (members changed, restarted and "
-                   "gated as one) is not built yet, so deploy changes nothing on a member",
-                   "validate shows the group's plan (each member's arguments and environment) and its preflight; to "
-                   "serve now, leave service_group empty and serve the model on one node")
 
 
 def check_route(context, problems):

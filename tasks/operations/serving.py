@@ -13,7 +13,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
 from bringup import serving
 from bringup.plan import ServicePlan
-from control import fleet
+from control import fleet, group_gate
 from facts.serving import ServiceLook, journal_since, look_command, parse_look
 from tasks.operations.sglang import as_plan
 
@@ -132,5 +132,13 @@ def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
 
 def host_serving(name):
     """Whether deploy's gate found ``name`` serving in this run, and why not ("" when it
-    does): ``bringup.serving.serving_of`` of what the gate recorded (for a rollback)."""
+    does): ``bringup.serving.serving_of`` of what the gate recorded (for a rollback). A
+    serving group's member serves only when its whole group does (control/group_gate.py):
+    the why then names each member that does not, with its cause."""
+    group = group_gate.verdict(state, name)
+    return group if group is not None else gate_serving(name)
+
+
+def gate_serving(name):
+    """(serving, why) of ``name``'s own gate in this run, its group aside."""
     return serving.serving_of(fleet.recorded(name, "service_serving"))

@@ -2,15 +2,18 @@
 @local and @chroot// (pyinfra's chroot connector on "/", the same machine, as
 tests/cli/test_bad_input.py runs two hosts), GPU-less builders (target_sms). validate plans each
 member (its unit's multi-node arguments, its route to the head asked of its own probe), runs the
-group's preflight once both are planned, and refuses both (GROUP_DEPLOY_NOT_BUILT); --limit on
-one member names the other as left out; deploy refuses a member, nothing run; a member whose
-group cannot be made is refused in one line before its probe."""
+group's preflight once both are planned, and refuses both (GPU-less builders: the GPUs do not
+match --tp); --limit on one member names the other as left out, and deploy and rollback.py refuse
+it, nothing run; --serial and a --parallel below the group's size refuse every member before its
+probe; a member whose group cannot be made is refused in one line before its probe."""
 
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
@@ -52,7 +55,11 @@ def test_validate_plans_the_group_and_runs_its_preflight(tmp_path):
     assert head["plan"]["group"]["rank"] == 0
     # Each member's own findings, and the preflight's in both reports (GPU-less builders: 0 GPUs
     # where --tp 2 over 2 members asks for 1 on each).
-    assert {"GROUP_DEPLOY_NOT_BUILT", "GROUP_GPUS_MISMATCH"} <= codes(member) & codes(head)
+    assert "GROUP_GPUS_MISMATCH" in codes(member) & codes(head)
+    # The head listened on its rendezvous port while the member tried the head's address there:
+    # 192.0.2.7 is no address of this machine's, so nothing answers.
+    [closed] = [f for f in member["plan"]["findings"] if f["code"] == "GROUP_RENDEZVOUS_CLOSED"]
+    assert closed["message"].startswith("@local does not reach the head @chroot// at 192.0.2.7:29500"), closed
     assert "GROUP_NO_ROUTE" in codes(head)  # rank 1's address is its own here
     assert "== serving group 'llama': preflight of 2 members" in result.stderr
     assert rows["@local"]["verdict"] == rows["@chroot//"]["verdict"] == "blocked", rows
@@ -67,13 +74,25 @@ def test_a_limit_that_takes_part_of_the_group_names_the_members_left_out(tmp_pat
     assert "left out @chroot// (outside --limit)" in finding["message"], finding
 
 
-def test_deploy_refuses_a_member_and_runs_nothing(tmp_path):
-    result, rows, _ = run(tmp_path, "--limit", "@local", deploy_file="deploy.py")
+@pytest.mark.parametrize("deploy_file", ["deploy.py", "rollback.py"])
+def test_deploy_and_rollback_refuse_part_of_a_group_and_run_nothing(tmp_path, deploy_file):
+    result, rows, _ = run(tmp_path, "--limit", "@local", deploy_file=deploy_file)
     assert result.returncode == 1
-    assert "deploy refused, nothing changed" in result.output and "GROUP_DEPLOY_NOT_BUILT" in result.output
+    purpose = deploy_file.removesuffix(".py")
+    assert f"{purpose} refused, nothing changed" in result.output and "GROUP_MEMBERS_MISSING" in result.output
     assert rows["@local"]["verdict"] == "blocked", rows
     assert all(op["name"].startswith("Refuse ") or op["status"] != "changed"
                for op in rows["@local"].get("operations") or []), rows
+
+
+@pytest.mark.parametrize("flags, said", [(("--serial",), "deploy runs each host on its own (--serial)"),
+                                         (("--parallel", "1"), "deploy runs 1 host(s) at a time (--parallel 1)")])
+def test_a_run_that_cannot_restart_the_group_together_refuses_every_member(tmp_path, flags, said):
+    result, rows, reports = run(tmp_path, *flags, deploy_file="deploy.py")
+    assert result.returncode == 1
+    assert f"@local: serving group 'llama': {said}" in result.output, result.output[-3000:]
+    assert not (reports / "@local.json").exists() and not (reports / "@chroot//.json").exists()
+    assert {row["verdict"] for row in rows.values()} == {"failed"}, rows
 
 
 def test_a_group_that_cannot_be_made_is_one_line_before_any_probe(tmp_path):
@@ -83,3 +102,20 @@ def test_a_group_that_cannot_be_made_is_one_line_before_any_probe(tmp_path):
     assert ("@chroot//: service_args '--tp 3' gives a tensor-parallel size 3 that 2 nodes cannot share"
             in result.output), result.output[-3000:]
     assert rows["@local"]["verdict"] == "failed" and not (reports / "@local.json").exists(), rows
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["the head listens", "the port is held (the running head)"])
+def test_a_member_that_reaches_the_heads_rendezvous_port_passes(tmp_path, held):
+    import socket
+
+    hosts = [(name, {**data, "service_group_address": "127.0.0.1", "service_group_port": 29517})
+             for name, data in HOSTS]
+    holder = socket.create_server(("127.0.0.1", 29517)) if held else None
+    try:
+        result, _, reports = run(tmp_path, hosts=hosts)
+    finally:
+        if holder is not None:
+            holder.close()
+    member = json.loads((reports / "@local.json").read_text())
+    assert "GROUP_GPUS_MISMATCH" in codes(member), result.output[-3000:]  # the preflight ran
+    assert not codes(member) & {"GROUP_RENDEZVOUS_CLOSED", "GROUP_RENDEZVOUS_UNCHECKED"}, member["plan"]["findings"]

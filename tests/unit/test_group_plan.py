@@ -50,19 +50,19 @@ def test_a_host_serving_alone_is_planned_as_before(path):
 # (case, member, facts added, settings added, group findings, env of the group)
 MEMBERS = [
     ("a member routed to the head, RDMA with GPUDirect", MEMBER, {"route": ROUTED, "infiniband": IB}, {},
-     ["GROUP_DEPLOY_NOT_BUILT:blocker"],
+     [],
      {"NCCL_SOCKET_IFNAME": "=ens1f0np0", "GLOO_SOCKET_IFNAME": "ens1f0np0", "NCCL_IB_HCA": "=mlx5_0:1"}),
     ("RDMA without nvidia_peermem", MEMBER, {"route": ROUTED, "infiniband": {**IB, "nvidia_peermem": False}}, {},
-     ["GROUP_DEPLOY_NOT_BUILT:blocker", "GROUP_PEERMEM_MISSING:warning"],
+     ["GROUP_PEERMEM_MISSING:warning"],
      {"NCCL_SOCKET_IFNAME": "=ens1f0np0", "GLOO_SOCKET_IFNAME": "ens1f0np0", "NCCL_IB_HCA": "=mlx5_0:1"}),
     ("no route to the head", MEMBER, {"route": {**ROUTED, "interface": None, "error": "the node does not resolve x"}},
-     {}, ["GROUP_DEPLOY_NOT_BUILT:blocker", "GROUP_NO_ROUTE:blocker"], {}),
+     {}, ["GROUP_NO_ROUTE:blocker"], {}),
     ("the head's route to rank 1 is its own address", HEAD, {"route": {**ROUTED, "interface": "lo", "local": True}},
-     {}, ["GROUP_DEPLOY_NOT_BUILT:blocker", "GROUP_NO_ROUTE:blocker"], {}),
+     {}, ["GROUP_NO_ROUTE:blocker"], {}),
     ("the route names no interface: NCCL would pick one", MEMBER, {"route": {**ROUTED, "interface": None}}, {},
-     ["GROUP_DEPLOY_NOT_BUILT:blocker", "GROUP_INTERFACE_UNDECIDED:warning"], {}),
+     ["GROUP_INTERFACE_UNDECIDED:warning"], {}),
     ("the operator's interface", MEMBER, {"route": {**ROUTED, "interface": None}},
-     {"service_group_interface": "bond0"}, ["GROUP_DEPLOY_NOT_BUILT:blocker"],
+     {"service_group_interface": "bond0"}, [],
      {"NCCL_SOCKET_IFNAME": "=bond0", "GLOO_SOCKET_IFNAME": "bond0"}),
 ]
 
