@@ -278,7 +278,8 @@ FAKE_SGLANG_DROP_IN = "/etc/systemd/system/sglang.service.d/fake-sglang.conf"
 def plant_fake_sglang(entry: dict, knob: str, model: str, hub_cache: bool = True) -> None:
     """The test double of SGLang's HTTP server (tests/fixtures/serving/fake_sglang.py) on
     the node, run by an operator's drop-in in place of the unit's ExecStart, listening on
-    the node's own address (nodes share this machine's network), with ``knob`` in
+    the node's own address (loopback nodes share this machine's network; a bridged node's
+    is on its own eth0), with ``knob`` in
     Environment= (quoted: systemd splits it at spaces); /etc/sglang/sglang.env exists.
     No product path holds it: deploy leaves sglang.service.d/ as it finds it.
 
