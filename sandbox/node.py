@@ -18,7 +18,8 @@ the node's sshd, which listens on the node's address. Its network (sandbox.netwo
                         and entered by its boot loop (``nsenter --net``), so it outlives the
                         node's reboots; ``eth0`` at its address in 198.18.0.0/24 on this
                         machine's bridge ``gbsbx0`` (198.18.0.1, where the sandbox's mirrors
-                        also listen), port 22; ``down`` removes namespace and veth pair
+                        also listen; /etc/pip.conf trusts it), port 22; ``down`` removes
+                        namespace and veth pair
 
 Why namespaces: killing the namespace's first process makes the kernel kill
 every process of the node and drop every mount it made, so neither ``down``
@@ -483,8 +484,9 @@ def _run(cmd: list[str]) -> None:
 
 def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path,
                    lowers: list[Path], machine: str, driver: bool = True, states: tuple = (),
-                   os_name: str = image.DEFAULT_OS) -> None:
-    """Write the node's own files into its overlay upper layer (*lowers*: top first, base last)."""
+                   os_name: str = image.DEFAULT_OS, bridged: bool = False) -> None:
+    """Write the node's own files into its overlay upper layer (*lowers*: top first, base last);
+    a *bridged* node's also get the site's pip configuration for the mirror on the bridge."""
     upper = node_dir(name) / "upper"
     st = os.stat(base)
     os.chmod(upper, st.st_mode & 0o7777)
@@ -519,9 +521,18 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
         os.chown(user_ssh / "authorized_keys", 1000, 1000)
         os.chown(user_ssh, 1000, 1000)
         os.chmod(user_ssh, 0o700)
+    if bridged:
+        write_file(etc / "pip.conf", PIP_CONF, 0o644)
     gpu_standin.install_driver(upper, lowers, gpu, machine, driver=driver)
     gpu_standin.install_pci(upper, lowers, gpu)
     gpu_standin.install_toolkit(upper, lowers, toolkit)
+
+
+# A site whose wheel mirror is plain HTTP on an address other than loopback tells pip to
+# trust it (pip ignores such a find-links page otherwise; uv takes it as it is).
+PIP_CONF = ("# The site's pip configuration (the sandbox's, for a bridged node): the wheel mirror is\n"
+            f"# plain HTTP on the bridge, {networks.GATEWAY}.\n"
+            f"[global]\ntrusted-host = {networks.GATEWAY}\n")
 
 
 def _sshd_config(addr: str, port: int) -> str:
@@ -711,7 +722,8 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
         extra = {"os": os_name, "machine": machine, "layers": [layer.key for layer in layers]}
         try:
             _prepare_upper(name, addr, port, gpu, toolkit, base, lowers, machine,
-                           driver="no-driver" not in states, states=tuple(states), os_name=os_name)
+                           driver="no-driver" not in states, states=tuple(states), os_name=os_name,
+                           bridged=bridged)
             if bridged:
                 try:
                     networks.ensure_bridge()

@@ -22,6 +22,7 @@ import yaml
 
 from sandbox import network, node, registration
 from tests.sandbox_fixtures import (
+    OPERATOR_LOCK,
     REPO_ROOT,
     close_port,
     open_port,
@@ -140,6 +141,13 @@ def test_a_bridged_node_fetches_from_the_mirrors_its_registration_names(pair):
     assert "BEGIN PGP PUBLIC KEY BLOCK" in fetch(key).stdout
     # The loopback URL is the node's own loopback: nothing of this machine's answers there.
     assert fetch(published["all"]["venv_find_links"][0]).returncode != 0
+    # pip takes a wheel from it as a venv build does: plain HTTP beyond loopback, trusted by
+    # the site's /etc/pip.conf the node has (pip would ignore the page otherwise).
+    pin = next(line.split()[0] for line in (REPO_ROOT / OPERATOR_LOCK).read_text().splitlines()
+               if line[:1].isalnum())
+    got = run_ssh(a, f"python3 -m pip download -q --disable-pip-version-check --no-deps --no-index -d /tmp/wheels "
+                     f"--find-links {wheels} {pin} && ls /tmp/wheels", check=False, timeout=120)
+    assert got.returncode == 0 and ".whl" in got.stdout, got.stdout + got.stderr
 
 
 def test_an_address_held_by_another_state_directorys_node_is_refused(pair, tmp_path):
