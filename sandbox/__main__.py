@@ -13,20 +13,21 @@ import time
 
 import yaml
 
-from sandbox import cpus, field_states, gpu_health_states, gpu_standin, image, layers, node, platforms, registration
+from sandbox import cpus, field_states, gpu_health_states, gpu_standin, image, layers, network, node, platforms, registration
 
 
 def _parser() -> argparse.ArgumentParser:
     """Build the argparse tree."""
     parser = argparse.ArgumentParser(
         prog="python3 -m sandbox",
-        description="Throwaway Debian 'GPU nodes' reachable over real SSH on loopback.",
+        description="Throwaway Debian 'GPU nodes' reachable over real SSH, on loopback or a bridge.",
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
 
     p_up = sub.add_parser("up", help="start (or restart from clean) a node")
     p_up.add_argument("name", help="node name, e.g. gpu1")
-    p_up.add_argument("--addr", required=True, help="loopback address, e.g. 127.0.0.11")
+    p_up.add_argument("--addr", required=True,
+                      help="loopback address, e.g. 127.0.0.11; with --network bridge one of 198.18.0.2-254")
     p_up.add_argument("--gpu", required=True, metavar="PROFILE",
                       help=f"GPU profile: {', '.join(gpu_standin.profiles())}")
     p_up.add_argument("--toolkit", default="none", choices=gpu_standin.TOOLKITS,
@@ -40,7 +41,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="CPU of the node (default: this machine's); a foreign one runs through QEMU "
                            "(qemu-user-static; its binfmt_misc handler is registered when missing)")
     p_up.add_argument("--port", type=int, default=None,
-                      help="SSH port (default: 22, or the first free of 2222-2299)")
+                      help="SSH port (default: 22, or the first free of 2222-2299; bridged: 22)")
+    p_up.add_argument("--network", default=network.LOOPBACK, choices=network.MODES,
+                      help="loopback (default): this machine's network, the node on its own 127.x address; "
+                           "bridge: a network namespace of its own, eth0 on the bridge gbsbx0 (198.18.0.0/24), "
+                           "kept across reboots (sandbox/network.py)")
 
     p_down = sub.add_parser("down", help="stop nodes and delete them")
     p_down.add_argument("names", nargs="*", metavar="NAME")
@@ -80,7 +85,8 @@ def _cmd_up(args) -> int:
     """`up`: start a node and print its registry entry."""
     started = time.monotonic()
     entry = node.up(args.name, args.addr, args.gpu, args.toolkit, args.port,
-                    states=field_states.parse(args.state), os_name=args.os, machine=cpus.machine_of(args.arch))
+                    states=field_states.parse(args.state), os_name=args.os, machine=cpus.machine_of(args.arch),
+                    network=args.network)
     print(yaml.safe_dump({args.name: entry}, sort_keys=False), end="")
     print(f"sandbox: {args.name} up in {time.monotonic() - started:.1f} s "
           f"(registry {node.registry_path()}; inventory/gpu.py reads it from {registration.registered_file()})",
@@ -196,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                "destroy": _cmd_destroy}[args.cmd]
     try:
         return handler(args)
-    except (node.SandboxError, layers.LayerBuildError, cpus.BinfmtError, ValueError) as exc:
+    except (node.SandboxError, layers.LayerBuildError, cpus.BinfmtError, network.NetworkError, ValueError) as exc:
         print(f"sandbox: error: {exc}", file=sys.stderr)
         return 1
 

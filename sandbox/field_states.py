@@ -19,6 +19,7 @@ expanded and put in one canonical order, so ``incident,operator`` and
 | operator | /etc/sglang/sglang.env with operator variables, Ubuntu's /etc/environment, an old venv directory at /opt/sglang/venv |
 | incident | nvidia-repo + cuda-12.8 + handbuilt-venv: the seeds' node |
 | operator-python | (Ubuntu 22.04) the operator's CPython 3.11.2 at /opt/cpython-3.11, root's: built from Debian's signed source package (sandbox/operator_python.py), what ``venv_python`` names; not a stand-in |
+| iproute2 | the distribution's ``iproute2`` (``ip``), as a server image has it: the serving groups' route probe needs it, and a bridged node (sandbox.network) shows its own eth0 and routes with it |
 
 The driver states are stand-ins for the GPU driver only, like the GPU
 profiles (sandbox/gpu_standin.py): files under /var/lib/sandbox-gpu that node-init.sh
@@ -132,6 +133,8 @@ STATES = {
     # systemd-journal-remote from the distribution's archive: the GPU health states' Xid
     # lines reach the journal through it (sandbox/gpu_health_states.py).
     "kernel-log": State("kernel-log"),
+    # iproute2 from the distribution's archive (the minbase image has no `ip`).
+    "iproute2": State("iproute2"),
     # Nothing to build: the node's own files leave the driver out (sandbox/node.py).
     "no-driver": State("no-driver", has_script=False),
     # Ubuntu's cloud images: unattended-upgrades at first boot (a stand-in).

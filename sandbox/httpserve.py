@@ -1,14 +1,22 @@
 """Serve a directory over HTTP on the loopback, in the background: the sandbox's apt
 repository and its wheel mirror, each a site mirror stand-in that nodes reach.
 
-    python -m sandbox.httpserve --root DIR --state FILE [--host H] [--port P] [--or-any-port]
+    python -m sandbox.httpserve --root DIR --state FILE [--host H] [--port P] [--or-any-port] [--bridge ADDR]
 
 runs the server itself; ``StaticServer`` starts, finds and stops one. The server
 writes its state file (JSON: ``pid``, ``url``, ``host``, ``port``, ``root``,
-``started_at``) once it listens, so the port is known even for ``--port 0``. The
+``started_at``, ``bridge``) once it listens, so the port is known even for ``--port 0``. The
 file is the server's lease: when it disappears or names another pid, the server
 exits, so no orphan keeps a port. A state file is trusted only while its pid is
 alive, is such a server, and answers HTTP; otherwise it is stale and removed.
+
+``--bridge ADDR`` (``StaticServer.start`` passes the sandbox's bridge, 198.18.0.1:
+sandbox.network): the server also listens on ADDR, at the same port, as soon as this
+machine has that address (checked at start, then every half second: the bridge is made
+when the first bridged node starts, maybe after the server), so bridged nodes, which do
+not share this machine's loopback, reach it there. ``bridge`` in the state names ADDR
+(sandbox.network.via_bridge gives the URLs on it); nothing listens beyond loopback and the
+bridge.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from control.atomic import atomic_write
+from sandbox.network import GATEWAY
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MARKER = "sandbox.httpserve"
@@ -53,6 +62,11 @@ def _is_server(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return MARKER in cmdline
+
+
+def alive(info: dict | None) -> bool:
+    """Whether the state ``info`` names a live server of this module (HTTP not asked)."""
+    return bool(info) and _is_server(int(info.get("pid", 0)))
 
 
 def read_state(path: Path) -> dict | None:
@@ -84,13 +98,15 @@ class StaticServer:
         return info
 
     def start(self, host: str = "127.0.0.1", port: int = 0, any_port_if_busy: bool = False,
-              timeout: float = 15.0) -> dict:
-        """Start a server (the caller checked ``running()``); returns its state."""
+              timeout: float = 15.0, bridge: str | None = GATEWAY) -> dict:
+        """Start a server (the caller checked ``running()``); returns its state. It also
+        listens on *bridge* (the bridged nodes' gateway) whenever this machine has it."""
         self.state.parent.mkdir(parents=True, exist_ok=True)
         self.state.unlink(missing_ok=True)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
         command = [sys.executable, "-m", MARKER, "--root", str(self.root), "--state", str(self.state),
-                   "--host", host, "--port", str(port), *(["--or-any-port"] if any_port_if_busy else [])]
+                   "--host", host, "--port", str(port), *(["--or-any-port"] if any_port_if_busy else []),
+                   *(["--bridge", bridge] if bridge else [])]
         with open(self.log, "ab") as log:
             process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=log, start_new_session=True, close_fds=True)
@@ -143,8 +159,48 @@ def _hold_lease(state: Path, interval: float = 0.5) -> None:
             return
 
 
-def serve_forever(root: Path, state: Path, host: str, port: int, any_port_if_busy: bool) -> None:
-    """The server process: serve ``root`` until stopped or the lease is gone."""
+def _listen(host: str, port: int, handler) -> ThreadingHTTPServer | None:
+    """A server of ``handler`` on host:port, or None while this machine has no such address."""
+    try:
+        httpd = ThreadingHTTPServer((host, port), handler)
+    except OSError as error:
+        if error.errno == errno.EADDRNOTAVAIL:
+            return None
+        raise
+    httpd.daemon_threads = True
+    return httpd
+
+
+def _bridge_listener(bridge: str, port: int, handler, warned: list) -> ThreadingHTTPServer | None:
+    """One try at listening on bridge:port (None while this machine has no such address; a
+    port taken there by something else is said once)."""
+    try:
+        return _listen(bridge, port, handler)
+    except OSError as error:
+        if not warned:
+            print(f"httpserve: cannot listen on {bridge}:{port} yet: {error}", file=sys.stderr, flush=True)
+            warned.append(error)
+        return None
+
+
+def _follow_bridge(httpd: ThreadingHTTPServer | None, bridge: str, port: int, handler,
+                   interval: float = 0.5) -> None:
+    """Serve on bridge:port too: *httpd* when the start could listen there already, else from
+    the moment this machine has the address (once bound, the socket keeps answering even if
+    the bridge is made again)."""
+    warned: list = []
+    while httpd is None:
+        time.sleep(interval)
+        httpd = _bridge_listener(bridge, port, handler, warned)
+    print(f"httpserve: also serving at http://{bridge}:{port}/ (the bridged nodes' gateway)",
+          file=sys.stderr, flush=True)
+    httpd.serve_forever(poll_interval=0.2)
+
+
+def serve_forever(root: Path, state: Path, host: str, port: int, any_port_if_busy: bool,
+                  bridge: str | None = None) -> None:
+    """The server process: serve ``root`` until stopped or the lease is gone; also on
+    ``bridge`` once this machine has that address."""
     root.mkdir(parents=True, exist_ok=True)
     handler = functools.partial(_Handler, directory=str(root))
     try:
@@ -155,9 +211,15 @@ def serve_forever(root: Path, state: Path, host: str, port: int, any_port_if_bus
         httpd = ThreadingHTTPServer((host, 0), handler)
     httpd.daemon_threads = True
     port = httpd.server_address[1]
+    bridge = bridge if bridge != host else None
+    if bridge:
+        # Bound before the state file is written when the bridge is there already.
+        first = _bridge_listener(bridge, port, handler, [])
+        threading.Thread(target=_follow_bridge, args=(first, bridge, port, handler), daemon=True).start()
     atomic_write(state, json.dumps({
         "pid": os.getpid(), "url": f"http://{host}:{port}/", "host": host, "port": port, "root": str(root),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **({"bridge": bridge} if bridge else {}),
     }, indent=2) + "\n")
 
     def _term(signum, frame):
@@ -184,8 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--or-any-port", action="store_true")
+    parser.add_argument("--bridge", default=None, help="also listen on this address, once this machine has it")
     args = parser.parse_args(argv)
-    serve_forever(args.root, args.state, args.host, args.port, args.or_any_port)
+    serve_forever(args.root, args.state, args.host, args.port, args.or_any_port, args.bridge)
     return 0
 
 

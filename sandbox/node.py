@@ -1,4 +1,4 @@
-"""Sandbox nodes: throwaway Debian hosts reached over real SSH on loopback.
+"""Sandbox nodes: throwaway Debian hosts reached over real SSH, on loopback or a bridge.
 
 A node is the cached base image of its OS and CPU (sandbox.image: Debian 12 or 13,
 amd64, or arm64 run through QEMU: sandbox.cpus),
@@ -8,8 +8,18 @@ mount, PID, UTS, IPC, cgroup and time namespaces (``unshare --fork``), which the
 becomes the node's systemd (PID 1, the overlay as its root). ``files/node-boot.sh``
 starts it, and starts it again in fresh namespaces when the node reboots (``reboot``
 in the node, or ``reboot()`` here): the same overlay, address, port and host keys. systemd starts
-the node's sshd, which listens on the node's loopback address (127.0.0.0/8 is
-all loopback on Linux, nothing is added to any interface).
+the node's sshd, which listens on the node's address. Its network (sandbox.network):
+
+    loopback (default)  this machine's network namespace; the address is one of 127.0.0.0/8
+                        (all loopback on Linux, nothing is added to any interface), the port
+                        22 unless taken there (then 2222-2299)
+    bridge              (``up(..., network="bridge")``, ``--network bridge``) a named network
+                        namespace of its own (``gbsbx-NAME-TAG``), made before the node boots
+                        and entered by its boot loop (``nsenter --net``), so it outlives the
+                        node's reboots; ``eth0`` at its address in 198.18.0.0/24 on this
+                        machine's bridge ``gbsbx0`` (198.18.0.1, where the sandbox's mirrors
+                        also listen; /etc/pip.conf trusts it), port 22; ``down`` removes
+                        namespace and veth pair
 
 Why namespaces: killing the namespace's first process makes the kernel kill
 every process of the node and drop every mount it made, so neither ``down``
@@ -24,14 +34,13 @@ State, under the state directory (repo/.sandbox, or $SANDBOX_STATE_DIR):
     ssh/id_ed25519[.pub]  the one client keypair of the sandbox
     ssh/known_hosts       host keys of the running nodes (strict checking)
     nodes/NAME/           upper/ work/ root/ (overlay), node.log, state.json (with
-                          the node's OS and the keys of its layers)
+                          the node's OS, the keys of its layers and a bridged node's network)
     .lock                 serialises up/down/destroy
 """
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
+import contextlib
 import json
 import os
 import re
@@ -45,9 +54,11 @@ from pathlib import Path
 import yaml
 
 from sandbox import cpus, field_states, gpu_standin, image, platforms, registration
+from sandbox import network as networks
 from control.atomic import atomic_write
 from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
-from sandbox.statedir import read_registry, registry_path, state_dir
+from sandbox.httpserve import alive, answers, read_state
+from sandbox.statedir import APTREPO_SERVER_JSON, PYPIMIRROR_JSON, read_registry, registry_path, state_dir
 
 INIT_SCRIPT = Path(__file__).resolve().parent / "files" / "node-init.sh"
 # The node's power switch: boots INIT_SCRIPT in fresh namespaces, again after a reboot.
@@ -61,6 +72,8 @@ READY_TIMEOUT_S = 30.0
 # more beside a busy test run on two cores.
 FOREIGN_READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
+# A mirror server picks the bridge up within half a second of its making (sandbox.httpserve).
+MIRROR_BRIDGE_TIMEOUT_S = 5.0
 # A reboot: systemd stops the node's units (each within its stop timeout) and boots again.
 REBOOT_TIMEOUT_S = 120.0
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
@@ -112,8 +125,19 @@ def node_cgroup(name: str) -> Path:
     Named after the node directory too, so nodes of the same name in two
     state directories do not share it.
     """
-    tag = hashlib.sha256(str(node_dir(name)).encode()).hexdigest()[:8]
+    tag = networks.short_hash(str(node_dir(name)))
     return _cgroup2_mount() / CGROUP_PARENT / f"{name}-{tag}"
+
+
+def node_netns(name: str) -> str:
+    """The named network namespace a bridged node *name* runs in (``ip netns exec`` takes
+    it), tagged by its directory as its cgroup is (sandbox.network.netns_name)."""
+    return networks.netns_name(name, str(node_dir(name)))
+
+
+def node_veth(name: str) -> str:
+    """This machine's end of bridged node *name*'s veth pair (a port of the bridge)."""
+    return networks.veth_name(str(node_dir(name)))
 
 
 # --------------------------------------------------------------------------
@@ -134,9 +158,11 @@ def _write_registry(nodes: dict[str, dict]) -> None:
 
 
 def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str, os_name: str,
-                    states: list[str], machine: str) -> dict:
+                    states: list[str], machine: str, net: str = networks.LOOPBACK) -> dict:
     """One node's registry entry, keys in the documented order (the host list registered for
-    inventory/gpu.py takes the ssh_* ones)."""
+    inventory/gpu.py takes the ssh_* ones); a bridged node's ends with ``network: bridge``
+    and its ``netns``, a loopback node's has neither."""
+    bridged = {"network": net, "netns": node_netns(name)} if net == networks.BRIDGE else {}
     return {
         "ssh_hostname": addr,
         "ssh_port": port,
@@ -148,6 +174,7 @@ def _registry_entry(name: str, addr: str, port: int, gpu: str, toolkit: str, os_
         "os": os_name,
         "arch": cpus.dpkg_arch(machine),
         "states": states,
+        **bridged,
     }
 
 
@@ -358,8 +385,10 @@ def _wait_gone(pids: list[int], timeout: float) -> bool:
 
 
 def _remove_node(name: str) -> None:
-    """Stop node *name*, delete its directory and drop it from the registry."""
+    """Stop node *name*, delete its network namespace and veth pair (a bridged node's),
+    its directory, and drop it from the registry."""
     _kill_node(name)
+    networks.remove(node_netns(name), node_veth(name))
     ndir = node_dir(name)
     if mounts_under(ndir):
         # Only possible if someone mounted into the node from the host.
@@ -373,16 +402,15 @@ def _remove_node(name: str) -> None:
 
 
 def _validate(name: str, addr: str, gpu: str, toolkit: str, os_name: str, states: list[str],
-              machine: str) -> None:
-    """Reject bad names, non-loopback addresses, unknown profiles, OSes, CPUs and states early."""
+              machine: str, net: str = networks.LOOPBACK) -> None:
+    """Reject bad names, addresses outside the network's (127.0.0.0/8 on loopback,
+    198.18.0.2-254 bridged: sandbox.network.address_problem), unknown profiles, OSes, CPUs
+    and states early."""
     if not NAME_RE.match(name):
         raise SandboxError(f"bad node name {name!r}: use [a-z0-9-], at most 31 characters")
-    try:
-        ip = ipaddress.IPv4Address(addr)
-    except ValueError:
-        raise SandboxError(f"bad address {addr!r}: need an IPv4 address in 127.0.0.0/8") from None
-    if not ip.is_loopback:
-        raise SandboxError(f"address {addr} is not in 127.0.0.0/8 (nodes live on loopback only)")
+    problem = networks.address_problem(addr, net)
+    if problem:
+        raise SandboxError(problem)
     if gpu not in gpu_standin.profiles():
         raise SandboxError(f"unknown GPU profile {gpu!r}; known: {', '.join(gpu_standin.profiles())}")
     if toolkit not in gpu_standin.TOOLKITS:
@@ -414,8 +442,12 @@ def _port_free(addr: str, port: int) -> bool:
     return True
 
 
-def _choose_port(addr: str, port: int | None) -> int:
-    """Port 22 unless taken on *addr* (then the first free of 2222-2299)."""
+def _choose_port(addr: str, port: int | None, net: str = networks.LOOPBACK) -> int:
+    """Port 22 unless taken on *addr* (then the first free of 2222-2299); a bridged node's
+    is 22 (or *port*) as it is: its address is in its own namespace, not this machine's,
+    and nothing else listens there."""
+    if net == networks.BRIDGE:
+        return DEFAULT_PORT if port is None else port
     if port is not None:
         if not _port_free(addr, port):
             raise SandboxError(f"{addr}:{port} is already in use")
@@ -452,8 +484,9 @@ def _run(cmd: list[str]) -> None:
 
 def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base: Path,
                    lowers: list[Path], machine: str, driver: bool = True, states: tuple = (),
-                   os_name: str = image.DEFAULT_OS) -> None:
-    """Write the node's own files into its overlay upper layer (*lowers*: top first, base last)."""
+                   os_name: str = image.DEFAULT_OS, bridged: bool = False) -> None:
+    """Write the node's own files into its overlay upper layer (*lowers*: top first, base last);
+    a *bridged* node's also get the site's pip configuration for the mirror on the bridge."""
     upper = node_dir(name) / "upper"
     st = os.stat(base)
     os.chmod(upper, st.st_mode & 0o7777)
@@ -488,9 +521,18 @@ def _prepare_upper(name: str, addr: str, port: int, gpu: str, toolkit: str, base
         os.chown(user_ssh / "authorized_keys", 1000, 1000)
         os.chown(user_ssh, 1000, 1000)
         os.chmod(user_ssh, 0o700)
+    if bridged:
+        write_file(etc / "pip.conf", PIP_CONF, 0o644)
     gpu_standin.install_driver(upper, lowers, gpu, machine, driver=driver)
     gpu_standin.install_pci(upper, lowers, gpu)
     gpu_standin.install_toolkit(upper, lowers, toolkit)
+
+
+# A site whose wheel mirror is plain HTTP on an address other than loopback tells pip to
+# trust it (pip ignores such a find-links page otherwise; uv takes it as it is).
+PIP_CONF = ("# The site's pip configuration (the sandbox's, for a bridged node): the wheel mirror is\n"
+            f"# plain HTTP on the bridge, {networks.GATEWAY}.\n"
+            f"[global]\ntrusted-host = {networks.GATEWAY}\n")
 
 
 def _sshd_config(addr: str, port: int) -> str:
@@ -501,16 +543,18 @@ def _sshd_config(addr: str, port: int) -> str:
             "PermitRootLogin prohibit-password\n")
 
 
-def _spawn(name: str, addr: str, port: int, lower: str, extra: dict) -> dict:
+def _spawn(name: str, addr: str, port: int, lower: str, extra: dict, netns: str | None = None) -> dict:
     """Start the node's namespaces detached from us; return its state record.
 
     *lower* is the overlay's lowerdir (layers, then the base); *extra* goes
-    into state.json as is (the node's OS and layers).
+    into state.json as is (the node's OS and layers). With *netns* (a bridged node) the
+    boot loop runs in that named network namespace (nsenter), so every boot does.
     """
     ndir = node_dir(name)
     log = ndir / "node.log"
+    enter = ["nsenter", f"--net={networks.netns_path(netns)}"] if netns else []
     cmd = [
-        "setsid", "/bin/sh", str(BOOT_SCRIPT), lower, str(ndir), name,
+        "setsid", *enter, "/bin/sh", str(BOOT_SCRIPT), lower, str(ndir), name,
     ]
     # The node's cgroup namespace is rooted at the cgroup the launcher is in
     # when it unshares: a fresh one per node, for its systemd to manage.
@@ -602,13 +646,36 @@ def _ensure_inotify_instances(log=None) -> None:
           "(systemd in each node needs some)", file=log or sys.stderr)
 
 
+def _mirrors_on_bridge(log=None) -> None:
+    """Wait until the running mirror servers (the apt repository, the wheel mirror) answer
+    on the bridge too, so the host list registered next gives bridged nodes URLs that
+    answer; a server that names no bridge (started by an older sandbox) is said, not waited
+    for: restarted, it listens there."""
+    deadline = time.monotonic() + MIRROR_BRIDGE_TIMEOUT_S
+    for path in (APTREPO_SERVER_JSON, PYPIMIRROR_JSON):
+        info = read_state(path)
+        if not alive(info):
+            continue
+        bridged = networks.via_bridge(info)
+        if bridged is None:
+            print(f"sandbox: the server of {path} does not listen on the bridge: bridged nodes cannot reach "
+                  f"{info.get('url')}; stop it and serve again", file=log or sys.stderr)
+            continue
+        while not answers(bridged["url"], timeout=1.0):
+            if time.monotonic() > deadline:
+                raise SandboxError(f"the server of {path} does not answer on the bridge at {bridged['url']}")
+            time.sleep(0.1)
+
+
 def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None = None,
        states: list[str] | tuple[str, ...] = (), os_name: str = image.DEFAULT_OS, log=None,
-       machine: str | None = None) -> dict:
+       machine: str | None = None, network: str = networks.LOOPBACK) -> dict:
     """Start node *name* from a clean overlay and return its registry entry.
 
     *machine* is the node's CPU as ``uname -m`` prints it (default: this machine's); a
     foreign one (``aarch64`` on x86_64) runs its programs through QEMU (sandbox.cpus).
+    *network* ``bridge`` gives the node a network namespace of its own on the bridge
+    (sandbox.network; *addr* one of 198.18.0.2-254) instead of this machine's loopback.
 
     What the node's platform needs from the apt repository and the wheel mirror is built
     and fetched first, once per machine (sandbox.platforms).
@@ -618,7 +685,8 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
     so ``up`` always yields a fresh node.
     """
     machine = machine or cpus.host_machine()
-    _validate(name, addr, gpu, toolkit, os_name, list(states), machine)
+    _validate(name, addr, gpu, toolkit, os_name, list(states), machine, network)
+    bridged = network == networks.BRIDGE
     # The platform's apt directory and wheels, fetched on first use (no other platform's).
     platforms.ensure(os_name, machine, states, log or sys.stderr)
     _ensure_inotify_instances(log)
@@ -638,25 +706,43 @@ def up(name: str, addr: str, gpu: str, toolkit: str = "none", port: int | None =
         if clash:
             raise SandboxError(f"address {addr} is already used by node {clash[0]}")
         _remove_node(name)
-        port = _choose_port(addr, port)
+        netns = node_netns(name) if bridged else None
+        if bridged:
+            # The bridge is this machine's: a node of another state directory may hold the address.
+            holder = networks.address_holder(addr, exclude=netns)
+            if holder:
+                raise SandboxError(f"address {addr} is already used by the bridged node of network namespace {holder}")
+        port = _choose_port(addr, port, network)
         ndir = node_dir(name)
         _mkdir(ndir.parent, 0o755)
         _mkdir(ndir, 0o700)
         for sub in ("upper", "work", "root"):
             _mkdir(ndir / sub, 0o755)
         write_file(ndir / "node.log", "", 0o644)
+        extra = {"os": os_name, "machine": machine, "layers": [layer.key for layer in layers]}
         try:
             _prepare_upper(name, addr, port, gpu, toolkit, base, lowers, machine,
-                           driver="no-driver" not in states, states=tuple(states), os_name=os_name)
-            state = _spawn(name, addr, port, ":".join(map(str, lowers)),
-                           {"os": os_name, "machine": machine, "layers": [layer.key for layer in layers]})
+                           driver="no-driver" not in states, states=tuple(states), os_name=os_name,
+                           bridged=bridged)
+            if bridged:
+                try:
+                    networks.ensure_bridge()
+                    networks.create(netns, node_veth(name), addr)
+                except networks.NetworkError as error:
+                    raise SandboxError(f"{name}: {error}") from None
+                extra |= {"network": network, "netns": netns}
+            state = _spawn(name, addr, port, ":".join(map(str, lowers)), extra, netns=netns)
             _wait_ready(name, state)
+            if bridged:
+                _mirrors_on_bridge(log)
         except BaseException:
-            # Leave nothing running; keep the directory (and its node.log) for
-            # a look, the next up or down of this name deletes it.
+            # Leave nothing running (nor a namespace); keep the directory (and its
+            # node.log) for a look, the next up or down of this name deletes it.
             _kill_node(name)
+            with contextlib.suppress(networks.NetworkError):
+                networks.remove(node_netns(name), node_veth(name))
             raise
-        entry = _registry_entry(name, addr, port, gpu, toolkit, os_name, states, machine)
+        entry = _registry_entry(name, addr, port, gpu, toolkit, os_name, states, machine, network)
         nodes = read_registry()
         nodes[name] = entry
         _write_registry(nodes)
@@ -669,7 +755,9 @@ def reboot(name: str, timeout: float = REBOOT_TIMEOUT_S) -> dict:
     its state. The node's systemd gets Ctrl-Alt-Del (SIGINT: reboot.target, every unit
     stopped in order), ends in reboot(2), and files/node-boot.sh boots the same overlay
     again: what the node wrote stays, /run and what the boot mounts are new, and the
-    module installed for the kernel is the one loaded (files/node-init.sh)."""
+    module installed for the kernel is the one loaded (files/node-init.sh). A bridged
+    node boots again in the same network namespace (its boot loop runs there): the same
+    eth0, address and firewall rules."""
     with _state_lock():
         if name not in read_registry():
             raise SandboxError(f"{name}: no such node (python -m sandbox status lists them)")
@@ -717,8 +805,10 @@ def status() -> list[dict]:
 
 
 def destroy() -> None:
-    """Remove every node, the client keys and the cached base image."""
+    """Remove every node, the client keys and the cached base image, and the bridge once no
+    node (of any state directory) is on it."""
     down(None)
+    networks.remove_bridge_if_unused()
     with _state_lock():
         safe_rmtree(ssh_dir())
         safe_rmtree(state_dir() / "nodes")

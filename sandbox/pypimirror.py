@@ -1,5 +1,6 @@
 """A site PyPI mirror for sandbox nodes: the wheels of the venv locks, served as a
-find-links page over loopback HTTP (the way a site serves a wheelhouse).
+find-links page over loopback HTTP (the way a site serves a wheelhouse), and on the
+bridge's 198.18.0.1 for bridged nodes (sandbox.httpserve, sandbox.network).
 
     python -m sandbox.pypimirror serve     # serve what is downloaded
     python -m sandbox.pypimirror build     # download (once) every lock's wheels
@@ -175,7 +176,8 @@ def running():
 
 def serve(locks=(), port=DEFAULT_PORT):
     """Download *locks*' wheels if needed and serve the cache on 127.0.0.1 (what it holds:
-    a find-links page lists the files there); returns the server's state."""
+    a find-links page lists the files there), and on the bridge once it exists; returns the
+    server's state."""
     if locks:
         build(locks)
     # One start at a time per state directory: two callers that both found no server (the

@@ -10,7 +10,10 @@ in the directory inventory/gpu.py reads registered hosts from (inventory/sources
                 and _sudo: sandbox.field_states, sandbox.image.cloud_login_user), and gpu_standin: true
                 where its GPU driver is the sandbox's stand-in (sandbox/gpu_standin.py:
                 a recorded nvidia-smi, no device), so deploy's pre-warm and the node
-                suite know it from the node's settings, never from CUDA failing
+                suite know it from the node's settings, never from CUDA failing; a bridged
+                node (sandbox.network: its own network namespace, 198.18.0.0/24) also
+                gets the mirrors' settings with their URLs on the bridge, 198.18.0.1,
+                since this machine's loopback is not its own (node_settings)
 
 The product reads it as it reads an operator's file and knows nothing of the sandbox.
 The file is rewritten whole (write, then rename) after every change of what it is made
@@ -29,7 +32,7 @@ import yaml
 
 from control.atomic import atomic_write
 from inventory.sources import HOSTS_DIR
-from sandbox import statedir
+from sandbox import network, statedir
 from sandbox.fsutil import file_lock
 from sandbox.gpu_standin import NO_GPU
 from sandbox.httpserve import read_state
@@ -76,14 +79,34 @@ def host_data(entry: dict) -> dict:
     return data | ({"gpu_standin": True} if entry.get("gpu_profile", NO_GPU) != NO_GPU else {})
 
 
+def node_settings(entry: dict, repo: dict | None, pypi: dict | None) -> dict:
+    """The mirrors' settings a node needs over those under ``all:``: none for a loopback
+    node (it shares this machine's loopback, where the mirrors listen); for a bridged one
+    (``network: bridge`` in its entry) their URLs on the bridge, where the servers also
+    listen (sandbox.network.via_bridge; a server that names no bridge gives none).
+
+    >>> pypi = {"url": "http://127.0.0.1:8914/", "bridge": "198.18.0.1"}
+    >>> node_settings({"ssh_hostname": "198.18.0.5", "network": "bridge"}, None, pypi)["venv_find_links"]
+    ['http://198.18.0.1:8914/']
+    >>> node_settings({"ssh_hostname": "127.0.0.11"}, None, pypi)
+    {}
+    """
+    if entry.get("network") != network.BRIDGE:
+        return {}
+    return mirror_settings(network.via_bridge(repo), network.via_bridge(pypi))
+
+
 def inventory_document(nodes: dict[str, dict], repo: dict | None = None, pypi: dict | None = None) -> dict:
     """The host list of ``nodes`` (the node registry's entries, by name): each one's
-    host_data under the mirrors' settings.
+    host_data (and node_settings) under the mirrors' settings.
 
     >>> inventory_document({"gpu1": {"ssh_hostname": "127.0.0.11", "ssh_port": 22, "gpu_profile": "b200-x8"}})
     {'all': {}, 'hosts': {'gpu1': {'ssh_hostname': '127.0.0.11', 'ssh_port': 22, 'gpu_standin': True}}}
+    >>> inventory_document({"n1": {"ssh_hostname": "198.18.0.5", "network": "bridge", "gpu_profile": "none"}},
+    ...                    pypi={"url": "http://127.0.0.1:8914/", "bridge": "198.18.0.1"})["hosts"]["n1"]
+    {'ssh_hostname': '198.18.0.5', 'venv_find_links': ['http://198.18.0.1:8914/'], 'venv_no_index': True}
     """
-    hosts = {str(name): host_data(entry) for name, entry in nodes.items()}
+    hosts = {str(name): host_data(entry) | node_settings(entry, repo, pypi) for name, entry in nodes.items()}
     return {"all": mirror_settings(repo, pypi), "hosts": hosts}
 
 

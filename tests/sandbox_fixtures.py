@@ -14,7 +14,12 @@ session.
 
 Engineers sharing one machine keep their nodes apart with SANDBOX_TEST_NET:
 ``SANDBOX_TEST_NET=127.0.5`` moves every test node's address into 127.0.5.0/24
-(the last octet stays; see ``node_addr``).
+(the last octet stays; see ``node_addr``). Bridged nodes (``network="bridge"``: a network
+namespace of their own on the machine's one bridge, sandbox/network.py) keep their
+198.18.0.x addresses: a second run of their suite at the same time is refused by ``up``,
+which names the namespace holding the address.
+
+A firewall rule inside a bridged node: ``close_port(entry, port)`` / ``open_port(entry, port)``.
 """
 
 from __future__ import annotations
@@ -139,21 +144,25 @@ MODULE_NODES: list[str] = []
 @pytest.fixture(scope="session")
 def sandbox_node(sandbox_host):
     """Factory `start_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="incident", port=None,
-    states=(), os_name="debian12", log=None, machine=None) -> dict`.
+    states=(), os_name="debian12", log=None, machine=None, network="loopback") -> dict`.
 
     Starts (or restarts from clean) a node in the default registry, at
     ``node_addr(addr)``, and returns its registry entry (ssh_hostname, ssh_port,
     ssh_user, ssh_key, ssh_known_hosts_file, gpu_profile, toolkit, os, arch, states).
     *machine* is the node's CPU (``aarch64``: an arm64 node run through QEMU).
+    *network* ``bridge``: a network namespace of the node's own on the bridge, *addr* one
+    of 198.18.0.2-254 as it is (the entry then ends with ``network`` and ``netns``).
     Every node started through it is taken down at the end of the session.
     """
     started: list[str] = []
 
     def start_node(name: str, addr: str, gpu: str = "rtx-pro-6000-x8",
                    toolkit: str = "incident", port: int | None = None, states=(),
-                   os_name: str = "debian12", log=None, machine: str | None = None) -> dict:
-        entry = node.up(name, node_addr(addr), gpu, toolkit, port, states=states, os_name=os_name, log=log,
-                        machine=machine)
+                   os_name: str = "debian12", log=None, machine: str | None = None,
+                   network: str = "loopback") -> dict:
+        where = addr if network == "bridge" else node_addr(addr)
+        entry = node.up(name, where, gpu, toolkit, port, states=states, os_name=os_name, log=log,
+                        machine=machine, network=network)
         if name not in started:
             started.append(name)
         if name not in MODULE_NODES:
@@ -269,7 +278,8 @@ FAKE_SGLANG_DROP_IN = "/etc/systemd/system/sglang.service.d/fake-sglang.conf"
 def plant_fake_sglang(entry: dict, knob: str, model: str, hub_cache: bool = True) -> None:
     """The test double of SGLang's HTTP server (tests/fixtures/serving/fake_sglang.py) on
     the node, run by an operator's drop-in in place of the unit's ExecStart, listening on
-    the node's own address (nodes share this machine's network), with ``knob`` in
+    the node's own address (loopback nodes share this machine's network; a bridged node's
+    is on its own eth0), with ``knob`` in
     Environment= (quoted: systemd splits it at spaces); /etc/sglang/sglang.env exists.
     No product path holds it: deploy leaves sglang.service.d/ as it finds it.
 
@@ -291,31 +301,95 @@ OPERATOR_LOCK = "sandbox/locks/operator-venv-cp311-x86_64.txt"
 
 
 @contextlib.contextmanager
-def registered_serving_node(sandbox_node, name: str, addr: str, reports: Path, *prepare: str):
+def registered_serving_node(sandbox_node, name: str, addr: str, reports: Path, *prepare: str, **options):
     """A light serving node for a module (no toolkit; the fake SGLang ready after 2 s,
     ``prepare``'s shell commands run after it), named in a registered host list under
     ``reports`` (the mirrors' addresses, ``service_host`` the node's), which the pyinfra
     runs in the block read (GPU_BRINGUP_HOSTS, GPU_BRINGUP_REPORTS). Yields the node's
-    entry and the registered document."""
+    entry and the registered document. ``options``: registered_serving_nodes' (``network="bridge"``:
+    the node in a network namespace of its own)."""
+    with registered_serving_nodes(sandbox_node, {name: addr}, reports, *prepare, **options) as (entries, registered):
+        yield entries[name], registered
+
+
+@contextlib.contextmanager
+def registered_serving_nodes(sandbox_node, nodes: dict, reports: Path, *prepare: str, network: str = "loopback",
+                             gpu: str = "rtx-pro-6000-x8", states=()):
+    """Several light serving nodes (``nodes``: name -> address, started in that order) in
+    one registered host list, as registered_serving_node makes one: ``prepare`` runs on
+    each. ``network="bridge"``: each in a network namespace of its own on the bridge
+    (addresses 198.18.0.2-254), its host data naming the wheel mirror on the bridge
+    (sandbox.registration), so they can be one serving group whose members reach each other
+    by address, and a firewall rule closes a port of one of them (close_port). ``states``
+    go to every node (a serving group's route probe needs ``ip``: ``("iproute2",)``).
+    Yields the entries by name and the registered document."""
     from sandbox import aptrepo, pypimirror
     from sandbox.registration import inventory_document
 
     aptrepo.ensure_served()
     pypimirror.serve([REPO_ROOT / OPERATOR_LOCK])
-    entry = sandbox_node(name, addr, gpu="rtx-pro-6000-x8", toolkit="none")
-    plant_fake_sglang(entry, "FAKE_SGLANG_READY_AFTER=2", "fake/model")
-    for command in prepare:
-        run_ssh(entry, command)
-    registered = inventory_document({name: node.read_registry()[name]}, pypi=pypimirror.running())
-    hosts = {host: {**data, "service_host": entry["ssh_hostname"]} for host, data in registered["hosts"].items()}
+    entries = {}
+    for name, addr in nodes.items():
+        entries[name] = sandbox_node(name, addr, gpu=gpu, toolkit="none", states=states, network=network)
+        plant_fake_sglang(entries[name], "FAKE_SGLANG_READY_AFTER=2", "fake/model")
+        for command in prepare:
+            run_ssh(entries[name], command)
+    registry = node.read_registry()
+    registered = inventory_document({name: registry[name] for name in nodes}, pypi=pypimirror.running())
+    hosts = {host: {**data, "service_host": entries[host]["ssh_hostname"]} for host, data in registered["hosts"].items()}
     reports.mkdir(parents=True, exist_ok=True)
     hosts_file = reports / "hosts.yml"
     hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
     os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(reports))
     try:
-        yield entry, registered
+        yield entries, registered
     finally:
         os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
+
+
+def firewall_script(port: int, closed: bool) -> str:
+    """The nft script that closes (``closed``) or opens again ``port`` of a node: a table
+    of its own per port (``inet sandbox-closed-PORT``) whose input chain drops every TCP
+    packet to the port that does not come in on ``lo``, made afresh or removed (a table
+    added then deleted first: idempotent either way, nft 1.0.6 has no ``destroy``).
+
+    >>> print(firewall_script(29500, closed=False))
+    add table inet sandbox-closed-29500
+    delete table inet sandbox-closed-29500
+    >>> firewall_script(29500, closed=True).splitlines()[-1]
+    'add rule inet sandbox-closed-29500 input iifname != "lo" tcp dport 29500 drop'
+    """
+    table = f"inet sandbox-closed-{int(port)}"
+    script = [f"add table {table}", f"delete table {table}"]
+    if closed:
+        script += [f"add table {table}",
+                   f"add chain {table} input {{ type filter hook input priority 0; policy accept; }}",
+                   f'add rule {table} input iifname != "lo" tcp dport {int(port)} drop']
+    return "\n".join(script)
+
+
+def _nft_in_node(entry: dict, script: str) -> None:
+    """Run an nft script in a bridged node's network namespace, from this machine."""
+    if "netns" not in entry:
+        raise AssertionError(f"{entry['ssh_hostname']} is a loopback node: its firewall would be this machine's; "
+                             "start it with network='bridge'")
+    proc = subprocess.run(["ip", "netns", "exec", entry["netns"], "nft", "-f", "-"], input=script + "\n",
+                          capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise AssertionError(f"nft in {entry['netns']} exited {proc.returncode}:\n{script}\n{proc.stderr}")
+
+
+def close_port(entry: dict, port: int) -> None:
+    """A firewall rule inside that node: nftables in the bridged node's own network
+    namespace (run from this machine with ``ip netns exec``) drops inbound TCP to ``port``
+    from the network, so a connect from another node times out (DROP, not refused); the
+    node's own connections over ``lo`` still pass, and no other node's port is touched."""
+    _nft_in_node(entry, firewall_script(port, closed=True))
+
+
+def open_port(entry: dict, port: int) -> None:
+    """Take close_port's rule for ``port`` out of the node's firewall (nothing there: nothing to do)."""
+    _nft_in_node(entry, firewall_script(port, closed=False))
 
 
 # The operator's hub cache plant_fake_sglang puts the double's model in, named by a line

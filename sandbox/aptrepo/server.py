@@ -1,7 +1,8 @@
 """Serve .sandbox/aptrepo/ over HTTP on the loopback, in the background
-(sandbox.httpserve). server.json is the server's state and lease, plus what a node
-needs to use the repository: ``url`` (the repos base, like NVIDIA's
-``.../compute/cuda/repos/``), ``repo_url``, ``key_url`` and ``fingerprint``.
+(sandbox.httpserve), and on the bridge's 198.18.0.1 for bridged nodes once it exists
+(``bridge``: sandbox.network.via_bridge gives their URLs). server.json is the server's
+state and lease, plus what a node needs to use the repository: ``url`` (the repos base,
+like NVIDIA's ``.../compute/cuda/repos/``), ``repo_url``, ``key_url`` and ``fingerprint``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ mount -t overlay overlay \
 
 mount_node_fs "$root"
 # /proc/sys read-only, as systemd-nspawn does: the node shares the host's
-# kernel and network namespace, its systemd-sysctl must not retune them.
+# kernel and (a loopback node) network namespace, its systemd-sysctl must not retune
+# them. A bridged node's boot loop runs in the node's own network namespace
+# (sandbox/network.py), which this process and systemd inherit: its eth0 and routes.
 mount --bind "$root/proc/sys" "$root/proc/sys"
 mount -o remount,bind,ro "$root/proc/sys"
 # The node's cgroup (its own cgroup namespace): systemd tracks services there.
