@@ -233,7 +233,9 @@ def _plan_recorded(purpose, config, member=None, route_to=""):
 
 def _replanned(purpose):
     config = Config.from_data(host.data.dict(), host=host.name)
-    facts, node = _plan_recorded(purpose, config)
+    # A serving group's member is planned as one again: its place, its route to the peer.
+    member, route_to = groups.membership(state, host.name, config)
+    facts, node = _plan_recorded(purpose, config, member, route_to)
     if node is not None:
         write_report(facts, config, node)
     return facts, node

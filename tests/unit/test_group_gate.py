@@ -103,3 +103,21 @@ def test_the_held_line_names_the_member_that_failed():
     line = group_ops.stop_line("gpu-c", "llama", group_ops.HELD, run_state(failed=("gpu-b",)))
     assert line == ("gpu-c: serving group 'llama' is not restarted, nothing restarted here: gpu-b: failed (Install "
                     "the venv: pip: no matching distribution); fix that member, then deploy the whole group again")
+
+
+def test_a_member_planned_again_after_its_driver_reboot_is_planned_as_a_member(monkeypatch):
+    """The re-plan after the driver step's reboot (control/host_plan.py replanned_host) takes the
+    host's place in its group and its route target, as the first plan did: its report keeps the
+    group's plan."""
+    from bringup.group import Member
+    from control import groups, host_plan
+
+    member = Member("gpu-b", "llama", 1, ("gpu-a", "gpu-b"), "10.0.0.1", 29500)
+    asked = {}
+    monkeypatch.setattr(host_plan, "host", SimpleNamespace(name="gpu-b", data=SimpleNamespace(
+        dict=lambda: {"service_group": "llama", "service_model": "m", "service_args": "--tp 16"})))
+    monkeypatch.setattr(groups, "membership", lambda state, name, config: (member, "10.0.0.1"))
+    monkeypatch.setattr(host_plan, "_plan_recorded",
+                        lambda purpose, config, *place: asked.update(place=place) or ({}, None))
+    assert host_plan.replanned_host("deploy") == ({}, None, None)
+    assert asked["place"] == (member, "10.0.0.1")
