@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_serving import until as serving_until
+
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fixtures" / "serving" / "fake_sglang.py"
 # The units run it with the system's python3, isolated: standard library only.
@@ -42,13 +44,7 @@ def health(port, path="/health"):
 
 
 def until(check, timeout=4.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("not within the time")
+    return serving_until(check, timeout, step=0.05)
 
 
 class Node:

@@ -115,13 +115,14 @@ def fake(tmp_path):
         proc.wait()
 
 
-def until(check, timeout=20):
+def until(check, timeout=20, step=0.2):
+    """``check()``'s first true answer within ``timeout`` seconds, asked every ``step``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
-        time.sleep(0.2)
+        time.sleep(step)
     raise AssertionError("not within the time")
 
 
