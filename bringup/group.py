@@ -55,7 +55,8 @@ GROUP_ENV_KEYS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
 # anything else is left out, said as a problem.
 INTERFACE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 # The settings every member must hold alike: one model, one command, one rendezvous, one stack.
-GROUP_SETTINGS = ("service_model", "service_args", "service_group_port", "stack_sglang")
+# service_rollback too: the group goes back whole, so every member must mean to.
+GROUP_SETTINGS = ("service_model", "service_args", "service_group_port", "stack_sglang", "service_rollback")
 
 
 class GroupError(ValueError):
@@ -134,6 +135,10 @@ def _member_settings(host, settings):
         if word.partition("=")[0] in MULTI_NODE_OPTIONS:
             raise GroupError(f"{host}: service_args {args!r} sets {word.partition('=')[0]}: a serving group decides "
                              "--nnodes, --node-rank and --dist-init-addr itself; remove it from service_args")
+    if settings.get("venv_managed") is False:
+        raise GroupError(f"{host}: venv_managed is false: a serving group's members need the venv deploy manages, "
+                         "whose releases let a held or failed group restart and go back as one; set venv_managed: "
+                         "true, or leave service_group empty to serve alone")
     return {key: settings.get(key) for key in GROUP_SETTINGS}
 
 

@@ -93,7 +93,7 @@ def _values(summaries, key):
 def preflight(members, service_args, summaries, missing):
     """The group's findings. ``members``: its Members in rank order; ``service_args``: the group's;
     ``summaries``: host -> ``member_summary`` of each member planned; ``missing``: host -> why a
-    member is not planned in this run (outside --limit, unreachable, refused before its plan)."""
+    member is not planned in this run (outside --limit/--exclude, unreachable, refused before its plan)."""
     group = members[0].group
     found = []
     if missing:
@@ -140,30 +140,55 @@ def preflight(members, service_args, summaries, missing):
 
 def rendezvous_findings(members, listen, reach):
     """What the try of the rendezvous port found (control/rendezvous.py): ``listen``, the head's
-    listener; ``reach``, host -> ``{"reached", "why"}`` of every other member.
+    listener (None: it could not run; ``in_use``: the port was held, ``service`` when by the head's
+    own service); ``reach``, host -> ``{"reached", "why"}`` of every other member (None: its try
+    could not run). A member that connected while the head's listener saw fewer connections than
+    members connected reached something else at that address (a NAT, another host).
 
     >>> from bringup.group import Member
     >>> members = tuple(Member(h, "llama", r, ("gpu-a", "gpu-b"), "10.0.0.1", 29500) for r, h in enumerate(("gpu-a", "gpu-b")))
-    >>> listening = {"listening": True, "in_use": False, "error": ""}
+    >>> listening = {"listening": True, "in_use": False, "accepted": 1, "error": ""}
     >>> rendezvous_findings(members, listening, {"gpu-b": {"reached": True, "why": ""}})
     []
     >>> [f.message for f in rendezvous_findings(members, listening, {"gpu-b": {"reached": False, "why": "timed out"}})]
     ["gpu-b does not reach the head gpu-a at 10.0.0.1:29500 (SGLang's --dist-init-addr): timed out"]
-    >>> [f.code for f in rendezvous_findings(members, {"listening": False, "in_use": False, "error": "no python3"}, {})]
+    >>> [f.code for f in rendezvous_findings(members, None, {"gpu-b": None})]
     ['GROUP_RENDEZVOUS_UNCHECKED']
+    >>> [f.code for f in rendezvous_findings(members, {**listening, "accepted": 0}, {"gpu-b": {"reached": True}})]
+    ['GROUP_RENDEZVOUS_CLOSED']
     """
-    head = members[0]
-    if not (listen.get("listening") or listen.get("in_use")):
-        return [Finding("GROUP_RENDEZVOUS_UNCHECKED", WARNING,
-                        f"the head {head.host} could not listen on port {head.port} to let its members try it: "
-                        f"{listen.get('error') or 'no answer'}",
-                        f"check that {head.host} has /usr/bin/python3 and that port {head.port} is free on it, "
-                        "then validate again")]
-    closed = [f"{host} does not reach the head {head.host} at {head.dist_init_addr} (SGLang's --dist-init-addr): "
-              f"{outcome['why']}" for host, outcome in reach.items() if not outcome.get("reached")]
-    if not closed:
-        return []
-    return [Finding("GROUP_RENDEZVOUS_CLOSED", BLOCKER, "; ".join(closed),
-                    f"open TCP port {head.port} on {head.host} to the members (its firewall, a security group), or "
-                    "set service_group_port to a port that is open, or the head's service_group_address to its "
-                    "address on the serving network")]
+    head, found = members[0], []
+    where = f"the head {head.host} at {head.dist_init_addr} (SGLang's --dist-init-addr)"
+    unchecked = [f"{host}: its try could not run" for host, outcome in reach.items() if outcome is None]
+    if listen is None:
+        unchecked.insert(0, f"the head {head.host}: its listener could not run")
+    elif not (listen.get("listening") or listen.get("in_use")):
+        unchecked.insert(0, f"the head {head.host} could not listen on port {head.port}: "
+                            f"{listen.get('error') or 'no answer'}")
+    tried = {host: outcome for host, outcome in reach.items() if outcome is not None}
+    closed = [f"{host} does not reach {where}: {outcome['why']}" for host, outcome in tried.items()
+              if not outcome.get("reached")]
+    if listen and listen.get("in_use") and listen.get("service"):
+        # The head's service holds the port: a member refused is one that tried while it was not listening.
+        refused = [line for line in closed if line.endswith("connection refused")]
+        closed = [line for line in closed if line not in refused]
+        unchecked += [f"{line} (the head's service is {listen['service']}: try again once it serves)"
+                      for line in refused]
+    if listen and listen.get("in_use") and not listen.get("service"):
+        closed.append(f"port {head.port} on {head.host} is held by another process while its SGLang service is not "
+                      "running: the head's rendezvous could not listen there")
+    reached = [host for host, outcome in tried.items() if outcome.get("reached")]
+    if listen and listen.get("listening") and len(reached) > (listen.get("accepted") or 0):
+        closed.append(f"{len(reached)} member(s) ({', '.join(reached)}) connected to {head.dist_init_addr} and the "
+                      f"head's listener saw {listen.get('accepted') or 0}: something else answers at that address "
+                      "(a NAT, another host)")
+    if closed:
+        found.append(Finding("GROUP_RENDEZVOUS_CLOSED", BLOCKER, "; ".join(closed),
+                             f"open TCP port {head.port} on {head.host} to the members (its firewall, a security "
+                             "group), or set service_group_port to a port that is open, or the head's "
+                             "service_group_address to its address on the serving network"))
+    if unchecked:
+        found.append(Finding("GROUP_RENDEZVOUS_UNCHECKED", WARNING, "; ".join(unchecked),
+                             "see what each names (validate -v, pyinfra --debug for a command that failed), then "
+                             "validate again"))
+    return found

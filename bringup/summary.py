@@ -202,6 +202,10 @@ def verdict(outcome, executed=True):
         # Rebooted, and planned again with the driver loaded, it had more to do than this run
         # planned (a bare HGX node's Fabric Manager): healthy, stopped there; the next run converges.
         return STOPPED, reboot.get("reason", "")
+    stopped = outcome.get("group_stopped") or {}
+    if failed and stopped.get("reason"):
+        # Failed for its serving group's sake: the line names the member at fault and its cause.
+        return FAILED, f"{failed['name']}: {stopped['reason']}"
     if failed:
         return FAILED, f"{failed['name']}: {failed.get('error') or 'failed (see the log above)'}"
     if outcome.get("purpose") == "rollback":

@@ -30,12 +30,20 @@ class GroupRun:
 RUN = GroupRun()
 
 
-def join(group, name, changed=None):
-    """Register member ``name`` of ``group`` (a GroupPlan) for this run; ``changed``: a callable
-    saying, while the run executes, whether its own change asks for a restart."""
+def join(group, name, changes=None, pending=False):
+    """Register member ``name`` of ``group`` (a GroupPlan) for this run. ``changes``: the operations
+    (pyinfra OperationMeta) whose change asks its service to restart; ``pending``: it asks for a
+    (re)start whatever they do (a change live on the node that was not started, its unit not
+    running). None: the member does not restart in this run (rollback.py)."""
     RUN.members[group.name] = tuple(group.members)
-    if changed is not None:
-        RUN.changes.setdefault(group.name, {})[name] = changed
+    if changes is not None:
+        RUN.changes.setdefault(group.name, {})[name] = (tuple(changes), pending)
+
+
+def _asks(changes, pending):
+    """Whether a member asks for a restart: its operations that ran and changed something (one
+    that did not run, its host failed before it, says nothing), or ``pending``."""
+    return pending or any(meta.is_complete() and meta.did_change() for meta in changes)
 
 
 def group_of(name):
@@ -46,7 +54,7 @@ def group_of(name):
 def changed(group):
     """Whether any member's change asks for a restart: then every member restarts (a member
     restarted alone breaks the group's collectives, and the others' processes fail with it)."""
-    return any(asks() for asks in RUN.changes.get(group, {}).values())
+    return any(_asks(*asked) for asked in RUN.changes.get(group, {}).values())
 
 
 def failures(state, group):
@@ -55,8 +63,8 @@ def failures(state, group):
     for host in state.inventory:
         if host.name in RUN.members.get(group, ()) and host in state.failed_hosts:
             errors = [op for op in fleet.operations_of(state, host) if op["status"] == ERROR]
-            found[host.name] = (f"{errors[0]['name']}: {errors[0]['error']}" if errors
-                                else "refused or unreachable")
+            found[host.name] = (": ".join(part for part in (errors[0]["name"], errors[0]["error"]) if part)
+                                if errors else "refused or unreachable")
     return found
 
 
@@ -95,26 +103,35 @@ def note_rollback_problem(name, problem):
         RUN.problems.setdefault(group, {})[name] = problem
 
 
-def rollback_problems(name):
+def rollback_problems(state, name):
     """``host: why`` of each member of ``name``'s group that cannot go back, "" when every member
-    can (or ``name`` is in no group): a group goes back whole or not at all."""
+    can (or ``name`` is in no group): a group goes back whole or not at all. A member failed in
+    this run, or that never looked (refused before its rollback, not in the run), cannot."""
     group = group_of(name)
     if group is None:
         return ""
-    problems = RUN.problems.get(group, {})
-    return "; ".join(f"{member}: {problems[member]}" for member in RUN.members[group] if problems.get(member))
+    problems, failed = RUN.problems.get(group, {}), failures(state, group)
+    lines = []
+    for member in RUN.members[group]:
+        if member in failed:
+            lines.append(f"{member}: failed in this run ({failed[member]})")
+        elif member not in problems:
+            lines.append(f"{member}: did not look (not in this rollback)")
+        elif problems[member]:
+            lines.append(f"{member}: {problems[member]}")
+    return "; ".join(lines)
 
 
-def run_problem(purpose, argv, parallel, members):
-    """Why this run cannot change a group of ``members`` as one ("" when it can): ``--serial`` and
-    ``--no-wait`` run a host's operations apart from the others', and ``--parallel`` below the
-    group's size runs its gate on some members after the others' gates ended.
+def run_problem(purpose, argv):
+    """Why this run cannot change a serving group as one ("" when it can): ``--serial`` and
+    ``--no-wait`` run a host's operations apart from the others' (a member restarted and gated
+    alone). ``--parallel`` below the group's size is no problem: pyinfra still runs each
+    operation on every batch before the next operation, so every member is restarted before any
+    gate waits.
 
-    >>> run_problem("deploy", ["pyinfra", "inv.py", "deploy.py", "--serial"], 10, ("a", "b"))[:43]
+    >>> run_problem("deploy", ["pyinfra", "inv.py", "deploy.py", "--serial"])[:43]
     'deploy runs each host on its own (--serial)'
-    >>> run_problem("deploy", ["pyinfra"], 1, ("a", "b"))[:40]
-    'deploy runs 1 host(s) at a time (--paral'
-    >>> run_problem("validate", ["pyinfra", "--serial"], 1, ("a", "b")), run_problem("rollback", [], 2, ("a", "b"))
+    >>> run_problem("validate", ["pyinfra", "--serial"]), run_problem("rollback", ["--parallel", "1"])
     ('', '')
     """
     if purpose not in ("deploy", "rollback"):
@@ -123,8 +140,4 @@ def run_problem(purpose, argv, parallel, members):
         if flag in argv:
             return (f"{purpose} runs each host on its own ({flag}), and a serving group's members are restarted "
                     f"and gated together: run {purpose} without {flag}")
-    if parallel and parallel < len(members):
-        return (f"{purpose} runs {parallel} host(s) at a time (--parallel {parallel}), fewer than the group's "
-                f"{len(members)} members, which are restarted and gated together: leave --parallel out, or set it "
-                f"to {len(members)} or more")
     return ""

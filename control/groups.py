@@ -31,7 +31,7 @@ from control import fleet, rendezvous, reports
 
 # The inventory's settings serving_groups reads (bringup/group.py).
 MEMBER_KEYS = ("service_group", "service_group_port", "service_group_address", "service_model", "service_args",
-               "stack_sglang")
+               "stack_sglang", "service_rollback", "venv_managed")
 
 
 class Arrivals:
@@ -90,15 +90,15 @@ def membership(state, name, config):
 def not_in_run(state, members, arrived):
     """host -> why a member of ``members`` will not arrive in this run.
 
-    A member outside --limit never runs the deploy file, nor does one pyinfra could not connect
-    to (it is failed before any deploy file runs)."""
+    A member outside --limit (or --exclude) never runs the deploy file, nor does one pyinfra could
+    not connect to (it is failed before any deploy file runs)."""
     missing = {}
     for member in members:
         host = state.inventory.get_host(member.host)
         if member.host in arrived:
             continue
         if not state.is_host_in_limit(host):
-            missing[member.host] = "outside --limit"
+            missing[member.host] = "outside --limit/--exclude"
         elif host in state.failed_hosts:
             why = fleet.RUN.connect_errors.get(member.host)
             missing[member.host] = f"unreachable: {cut(why, 120)}" if why else "failed before its plan"
@@ -138,7 +138,8 @@ def arrive(state, purpose, name, group, entry):
     findings = preflight(members, entries_args(entries), summaries, missing)
     if not missing:
         # Every member is planned and connected: the head listens while the others try its port.
-        findings += rendezvous_findings(members, *rendezvous.check(state, members))
+        head_unit = (entries[members[0].host].get("facts") or {}).get("service_unit") or {}
+        findings += rendezvous_findings(members, *rendezvous.check(state, members, head_unit.get("active_state", "")))
     if findings:
         print(f"== serving group {group!r}: preflight of {len(members)} members\n"
               + "\n".join(f"  {f.code}: {f.message}; fix: {f.fix}" for f in findings), file=sys.stderr, flush=True)

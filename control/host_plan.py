@@ -253,7 +253,7 @@ def _planned_host(purpose, blocking=None):
         return None
     try:
         member, route_to = groups.membership(state, host.name, config)
-        problem = member and group_gate.run_problem(purpose, sys.argv, state.config.PARALLEL, member.members)
+        problem = member and group_gate.run_problem(purpose, sys.argv)
         if problem:
             raise GroupError(f"{host.name}: serving group {member.group!r}: {problem}")
     except GroupError as error:

@@ -1,41 +1,59 @@
 """A serving group's rendezvous port tried before anything changes: the head listens on it while
 every other member connects to the head's address there, at once (facts/rendezvous.py). Run by the
 member whose arrival completes its group (control/groups.py), over the members' own connections,
-each fact in a greenlet of its own with its host as pyinfra's context (as pyinfra's get_facts does).
+each fact in a greenlet of its own (as pyinfra's get_facts does), and never failing a host: a
+command that fails is a check that could not run, said as such.
 
 Bounded: a member tries for REACH_SECONDS (each connect CONNECT_SECONDS), the head listens for
-LISTEN_SECONDS or until every member came; a group that reaches its head costs about a second.
+LISTEN_SECONDS or until every member came, and the whole check is given up after
+GIVE_UP_SECONDS; a group that reaches its head costs about a second. The head does not listen
+while its service is active or starting (``head_unit_state``): the port is then the service's
+(torch's TCP store), which the members connect to as it is.
 """
 
 import gevent
 from pyinfra import logger
+from pyinfra.api.facts import get_fact
 from pyinfra.context import ctx_host, ctx_state
 
-from facts.rendezvous import RendezvousListen, RendezvousReach
+from facts.rendezvous import CONNECT_SECONDS, RendezvousListen, RendezvousReach
 
-LISTEN_SECONDS = 12
-REACH_SECONDS = 10
+LISTEN_SECONDS = 16
+# Longer than the listener's wait, so that a member still tries once a slow head is listening.
+REACH_SECONDS = 14
+GIVE_UP_SECONDS = LISTEN_SECONDS + 2 * CONNECT_SECONDS + 10
+# The head's unit states in which the port is its service's.
+SERVICE_HOLDS_PORT = ("active", "activating", "reloading")
 
 
 def _fact(state, name, cls, **arguments):
+    """The fact of host ``name``, or None when it could not be had (no host is failed for it)."""
     target = state.inventory.get_host(name)
-    with ctx_state.use(state), ctx_host.use(target):
-        return target.get_fact(cls, **arguments)
+    try:
+        with ctx_state.use(state), ctx_host.use(target):
+            return get_fact(state, target, cls, kwargs=arguments, apply_failed_hosts=False)
+    except Exception as error:  # noqa: BLE001 - a check that cannot run says so; it stops no host
+        logger.debug(f"{name}: rendezvous check: {type(error).__name__}: {error}")
+        return None
 
 
-def check(state, members):
-    """(what the head's listener saw, host -> {"reached", "why"} of every other member)."""
+def check(state, members, head_unit_state=""):
+    """(what the head's listener saw, or None when it could not run; host -> {"reached", "why"}
+    of every other member, None for one whose try could not run)."""
     head = members[0]
     # The run's State itself: ``state`` may be pyinfra's context proxy, which cannot be set as context.
     state = ctx_state.get() if ctx_state.isset() else state
-    listener = gevent.spawn(_fact, state, head.host, RendezvousListen, port=head.port, members=len(members) - 1,
-                            seconds=LISTEN_SECONDS)
+    if head_unit_state in SERVICE_HOLDS_PORT:
+        listener = None
+        listen = {"listening": False, "in_use": True, "service": head_unit_state, "error": ""}
+    else:
+        listener = gevent.spawn(_fact, state, head.host, RendezvousListen, port=head.port, members=len(members) - 1,
+                                seconds=LISTEN_SECONDS)
     reachers = {member.host: gevent.spawn(_fact, state, member.host, RendezvousReach, address=member.head_address,
                                           port=member.port, seconds=REACH_SECONDS) for member in members[1:]}
-    gevent.joinall([listener, *reachers.values()])
-    for greenlet in (listener, *reachers.values()):
-        if greenlet.exception is not None:
-            logger.debug(f"rendezvous check: {type(greenlet.exception).__name__}: {greenlet.exception}")
-    failed = {"reached": False, "why": "the check could not run on it"}
-    return (listener.value or {"listening": False, "in_use": False, "error": "the check could not run on the head"},
-            {host: greenlet.value or failed for host, greenlet in reachers.items()})
+    spawned = [greenlet for greenlet in (listener, *reachers.values()) if greenlet is not None]
+    gevent.joinall(spawned, timeout=GIVE_UP_SECONDS)
+    gevent.killall([greenlet for greenlet in spawned if not greenlet.ready()], block=False)
+    if listener is not None:
+        listen = listener.value if listener.successful() else None
+    return listen, {host: (greenlet.value if greenlet.successful() else None) for host, greenlet in reachers.items()}

@@ -62,7 +62,9 @@ def reach_command(address, port, seconds):
     True
     """
     probe = 'exec 3<>"/dev/tcp/$0/$1"'
-    return (f"deadline=$(( $(date +%s) + {int(seconds)} )); why=; "
+    # The system's programs in the C locale: the kernel's answer is matched in English below.
+    return ("export LC_ALL=C LANGUAGE= PATH=/usr/sbin:/usr/bin:/sbin:/bin; "
+            f"deadline=$(( $(date +%s) + {int(seconds)} )); why=; "
             f"while :; do out=$(timeout {CONNECT_SECONDS} bash -c {shlex.quote(probe)} "
             f"{shlex.quote(str(address))} {int(port)} 2>&1); rc=$?; "
             "if [ $rc -eq 0 ]; then echo reach=connected; exit 0; fi; "
@@ -82,14 +84,17 @@ def parse_reach(output):
     {'reached': True, 'why': ''}
     >>> parse_reach(["reach=failed", "why=10.0.0.1: connect: Connection refused"])
     {'reached': False, 'why': 'connection refused'}
+    >>> parse_reach(["reach=failed", "why=gpu-a.lan: line 1: gpu-a.lan: Name or service not known"])["why"]
+    'name or service not known'
     >>> parse_reach(["reach=failed", "why=timed out"])
     {'reached': False, 'why': 'timed out (dropped on the way: a firewall, or no host at that address)'}
     """
     lines = dict(line.partition("=")[::2] for line in output if "=" in line)
     if lines.get("reach") == "connected":
         return {"reached": True, "why": ""}
-    # bash names the address as its $0: "10.0.0.1: connect: Connection refused".
-    why = lines.get("why", "").rpartition("connect: ")[2].strip()
+    # bash names the address as its $0: "10.0.0.1: connect: Connection refused", or
+    # "no-such.host: line 1: no-such.host: Name or service not known".
+    why = lines.get("why", "").rpartition(": ")[2].strip()
     if why == "timed out":
         why = "timed out (dropped on the way: a firewall, or no host at that address)"
     return {"reached": False, "why": (why[:1].lower() + why[1:]) if why else "no answer"}

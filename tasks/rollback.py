@@ -2,7 +2,7 @@
 and the env file that went with it), restarted, and waited for with deploy's readiness
 gate: rollback.py's one task, and deploy's under ``service_rollback: on-failure``."""
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
@@ -43,8 +43,8 @@ def sglang_rollback(node, purpose="rollback", when=None):
                                   layout=layout, _if=asked)
         group_stopped(name="The serving group goes back whole or not at all", group=group.name,
                       stage=NOT_ROLLED_BACK, purpose=purpose,
-                      _if=lambda: asked() and bool(group_gate.rollback_problems(host.name)))
-        when = lambda: asked() and not group_gate.rollback_problems(host.name)  # noqa: E731
+                      _if=lambda: asked() and bool(group_gate.rollback_problems(state, host.name)))
+        when = lambda: asked() and not group_gate.rollback_problems(state, host.name)  # noqa: E731
     release_restored(name="Put the previous release back", layout=layout, unit_name=unit_name, purpose=purpose,
                      **({"_if": when} if when else {}))
     # systemd's own restart, always: the unit file changed under it, and a unit that

@@ -4,6 +4,7 @@ where systemd runs and a model is set."""
 from pyinfra import host, state
 from pyinfra.api import deploy
 from pyinfra.facts.files import Directory
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
@@ -62,12 +63,15 @@ def sglang_service(node, changes=()):
     changed = (lambda: True) if live_not_started else changed_here
     group = node.group
     if group is not None:
-        # A serving group restarts as one, whichever member changed, or not at all while a member
+        # A serving group restarts as one, whichever member changed or was not running (started
+        # alone, a member cannot join the others' running group), or not at all while a member
         # failed earlier in this run or does not reach this step (control/group_gate.py).
-        group_gate.join(group, host.name, changed)
+        stopped = not host.get_fact(SystemdStatus, services=[unit_name]).get(unit_name, False)
+        group_gate.join(group, host.name, (unit, *changes, *([key] if key else [])),
+                        pending=bool(live_not_started) or stopped)
         changed = lambda: group_gate.changed(group.name)  # noqa: E731 - the _if of several operations
         group_stopped(name="Hold the serving group (a member cannot restart with it)", group=group.name, stage=HELD,
-                      _if=lambda: bool(group_gate.held(state, group.name)))
+                      _if=lambda: changed() and bool(group_gate.held(state, group.name)))
     if releases:
         release_promoted(name="Keep the release sglang ran as the rollback", layout=node.layout, _if=changed)
     started = systemd.service(name="Enable and start sglang", service=unit_name, enabled=True, running=True)

@@ -23,7 +23,7 @@ def stop_line(name, group, stage, run_state):
     if stage == NOT_SERVING:
         return f"{name}: {cause}; fix the member named, then deploy the whole group again"
     return (f"{name}: {cause + '; ' if cause else ''}serving group {group!r} is not rolled back, nothing changed "
-            f"here: a group goes back whole or not at all, and {group_gate.rollback_problems(name)}; fix that "
+            f"here: a group goes back whole or not at all, and {group_gate.rollback_problems(run_state, name)}; fix that "
             "member (or deploy the whole group again)")
 
 

@@ -107,7 +107,11 @@ def service_serving(service, unit_name, fail_host=True, purpose="deploy"):
     unit, status, _, _ = host.get_fact(ServiceLook, *asked(service, unit_name))
     decided, why = serving.decision(unit, status, unit.get("restarts") or 0, 0, service.ready_timeout)
     if decided == serving.READY:
-        _record("serving", why, 0, purpose)
+        # Recorded while the run executes only: pyinfra's change detection (a run without -y)
+        # runs this body before anything changed, and what a gate recorded is what the group's
+        # verdict and the rollback read.
+        if state.is_executing:
+            _record("serving", why, 0, purpose)
         # Said at default verbosity too: the operator's answer, not only a no-op's detail.
         _say(host, f"{unit_name} serves: {why}", "green")
         host.noop(f"{unit_name} serves: {why}")

@@ -4,8 +4,8 @@ tests/cli/test_bad_input.py runs two hosts), GPU-less builders (target_sms). val
 member (its unit's multi-node arguments, its route to the head asked of its own probe), runs the
 group's preflight once both are planned, and refuses both (GPU-less builders: the GPUs do not
 match --tp); --limit on one member names the other as left out, and deploy and rollback.py refuse
-it, nothing run; --serial and a --parallel below the group's size refuse every member before its
-probe; a member whose group cannot be made is refused in one line before its probe."""
+it, nothing run; --serial and --no-wait refuse every member before its probe; a member whose
+group cannot be made is refused in one line before its probe."""
 
 import json
 import os
@@ -71,7 +71,7 @@ def test_a_limit_that_takes_part_of_the_group_names_the_members_left_out(tmp_pat
     assert list(rows) == ["@local"] and rows["@local"]["verdict"] == "blocked", rows
     [finding] = [f for f in json.loads((reports / "@local.json").read_text())["plan"]["findings"]
                  if f["code"] == "GROUP_MEMBERS_MISSING"]
-    assert "left out @chroot// (outside --limit)" in finding["message"], finding
+    assert "left out @chroot// (outside --limit/--exclude)" in finding["message"], finding
 
 
 @pytest.mark.parametrize("deploy_file", ["deploy.py", "rollback.py"])
@@ -86,7 +86,7 @@ def test_deploy_and_rollback_refuse_part_of_a_group_and_run_nothing(tmp_path, de
 
 
 @pytest.mark.parametrize("flags, said", [(("--serial",), "deploy runs each host on its own (--serial)"),
-                                         (("--parallel", "1"), "deploy runs 1 host(s) at a time (--parallel 1)")])
+                                         (("--serial", "--parallel", "1"), "deploy runs each host on its own")])
 def test_a_run_that_cannot_restart_the_group_together_refuses_every_member(tmp_path, flags, said):
     result, rows, reports = run(tmp_path, *flags, deploy_file="deploy.py")
     assert result.returncode == 1
@@ -104,18 +104,24 @@ def test_a_group_that_cannot_be_made_is_one_line_before_any_probe(tmp_path):
     assert rows["@local"]["verdict"] == "failed" and not (reports / "@local.json").exists(), rows
 
 
-@pytest.mark.parametrize("held", [False, True], ids=["the head listens", "the port is held (the running head)"])
-def test_a_member_that_reaches_the_heads_rendezvous_port_passes(tmp_path, held):
-    import socket
-
+def test_a_member_that_reaches_the_heads_rendezvous_port_passes(tmp_path):
     hosts = [(name, {**data, "service_group_address": "127.0.0.1", "service_group_port": 29517})
              for name, data in HOSTS]
-    holder = socket.create_server(("127.0.0.1", 29517)) if held else None
-    try:
-        result, _, reports = run(tmp_path, hosts=hosts)
-    finally:
-        if holder is not None:
-            holder.close()
+    result, _, reports = run(tmp_path, hosts=hosts)
     member = json.loads((reports / "@local.json").read_text())
     assert "GROUP_GPUS_MISMATCH" in codes(member), result.output[-3000:]  # the preflight ran
     assert not codes(member) & {"GROUP_RENDEZVOUS_CLOSED", "GROUP_RENDEZVOUS_UNCHECKED"}, member["plan"]["findings"]
+
+
+def test_a_rendezvous_port_another_process_holds_is_named(tmp_path):
+    """No SGLang runs on the head, and the port is held: its service could not listen there."""
+    import socket
+
+    hosts = [(name, {**data, "service_group_address": "127.0.0.1", "service_group_port": 29518})
+             for name, data in HOSTS]
+    with socket.create_server(("127.0.0.1", 29518)):
+        result, _, reports = run(tmp_path, hosts=hosts)
+    member = json.loads((reports / "@local.json").read_text())
+    [closed] = [f for f in member["plan"]["findings"] if f["code"] == "GROUP_RENDEZVOUS_CLOSED"]
+    assert closed["message"] == ("port 29518 on @chroot// is held by another process while its SGLang service is "
+                                 "not running: the head's rendezvous could not listen there"), closed

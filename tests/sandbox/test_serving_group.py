@@ -116,7 +116,7 @@ def test_a_member_on_another_lock_or_left_out_is_refused_before_anything_changes
 
     part = run("deploy.py", f"venv_lock={OPERATOR_LOCK}", options=("--limit", MEMBER))
     assert part.returncode == 1 and list(part.rows) == [MEMBER], part.output[-4000:]
-    assert f"left out {HEAD} (outside --limit)" in codes(MEMBER)["GROUP_MEMBERS_MISSING"]["message"]
+    assert f"left out {HEAD} (outside --limit/--exclude)" in codes(MEMBER)["GROUP_MEMBERS_MISSING"]["message"]
     assert before == {name: run_ssh(group[name], "ls /opt/sglang 2>/dev/null; true").stdout for name in ADDRESSES}
 
 
@@ -155,3 +155,33 @@ def test_a_member_that_never_joins_fails_the_group_and_on_failure_rolls_both_bac
     assert "serving group 'llama' is not serving as one" in failed.output, failed.output[-6000:]
     # Both back on the release that served, serving.
     assert {name: live(group[name]) for name in ADDRESSES} == serving
+
+
+def test_rollback_py_takes_the_group_back_whole_or_not_at_all(group):
+    before = {name: live(group[name]) for name in ADDRESSES}
+    changed = run("deploy.py", f"venv_lock={group['second_lock']}", "service_env=FAKE_SGLANG_READY_AFTER=3")
+    assert changed.returncode == 0, changed.output[-6000:]
+    assert {row["verdict"] for row in changed.rows.values()} == {"serving"}, changed.rows
+    after = {name: live(group[name]) for name in ADDRESSES}
+    assert all(after[name] != before[name] for name in ADDRESSES), (before, after)
+
+    # The member's previous venv is out of the way: it cannot go back, so neither goes back.
+    # The previous release's record names its venv (files/release.sh: releases/previous/venv).
+    previous = "/opt/sglang/" + run_ssh(group[MEMBER], "cat /opt/sglang/releases/previous/venv").stdout.strip()
+    assert previous.startswith("/opt/sglang/venvs/"), previous
+    run_ssh(group[MEMBER], f"mv {previous} {previous}.away")
+    try:
+        refused = run("rollback.py", f"venv_lock={group['second_lock']}", "service_env=FAKE_SGLANG_READY_AFTER=3")
+    finally:
+        run_ssh(group[MEMBER], f"mv {previous}.away {previous}")
+    assert refused.returncode == 1, refused.output[-6000:]
+    assert {name: row["verdict"] for name, row in refused.rows.items()} == {HEAD: "failed", MEMBER: "failed"}
+    assert f"serving group 'llama' is not rolled back, nothing changed here: a group goes back whole or not at " \
+           f"all, and {MEMBER}: " in refused.rows[HEAD]["reason"], refused.rows[HEAD]
+    assert {name: live(group[name]) for name in ADDRESSES} == after
+
+    # With it back, both go back together and serve.
+    back = run("rollback.py", f"venv_lock={group['second_lock']}", "service_env=FAKE_SGLANG_READY_AFTER=3")
+    assert back.returncode == 0, back.output[-6000:]
+    assert {row["verdict"] for row in back.rows.values()} == {"rolled back"}, back.rows
+    assert {name: live(group[name]) for name in ADDRESSES} == before

@@ -32,26 +32,49 @@ def fresh_run(monkeypatch):
     monkeypatch.setattr(fleet, "operations_of", lambda state, host, lost_at=None: errors.get(host.name, []))
 
 
-def join(changes=None, joined=MEMBERS):
+class Meta:
+    """An operation of the run as pyinfra's OperationMeta answers: run or not, changed or not."""
+
+    def __init__(self, ran, changed):
+        self.ran, self.changed = ran, changed
+
+    def is_complete(self):
+        return self.ran
+
+    def did_change(self):
+        if not self.ran:
+            raise RuntimeError("Cannot evaluate operation result before execution")
+        return self.changed
+
+
+def join(changes=None, joined=MEMBERS, pending=()):
+    """Each member joins with one operation: ``changes`` name -> True (ran, changed), False (ran,
+    no change) or None (never ran: its host failed before it)."""
     plan = GroupPlan(name="llama", rank=0, members=MEMBERS, dist_init_addr="10.0.0.1:29500", args=())
     for name in joined:
-        group_gate.join(plan, name, (lambda value: lambda: value)((changes or {}).get(name, False)))
+        value = (changes or {}).get(name, False)
+        group_gate.join(plan, name, (Meta(value is not None, bool(value)),), pending=name in pending)
 
 
-# (case, members whose change asks for a restart, failed members, joined members, restarts, held says)
+# (case, members' operations (True changed, None never ran), failed members, joined members,
+#  members asking for a start whatever changed, restarts, held says)
 HOLDS = [
-    ("nothing changed", {}, (), MEMBERS, False, ""),
-    ("one member changed: all restart", {"gpu-c": True}, (), MEMBERS, True, ""),
-    ("a member failed earlier", {"gpu-a": True}, ("gpu-b",), MEMBERS, True,
+    ("nothing changed", {}, (), MEMBERS, (), False, ""),
+    ("one member changed: all restart", {"gpu-c": True}, (), MEMBERS, (), True, ""),
+    ("a member's unit was not running: all restart", {}, (), MEMBERS, ("gpu-b",), True, ""),
+    ("a member failed earlier", {"gpu-a": True, "gpu-b": None}, ("gpu-b",), MEMBERS, (), True,
      "gpu-b: failed (Install the venv: pip: no matching distribution)"),
-    ("a member's service step is not in the run", {"gpu-a": True}, (), ("gpu-a", "gpu-b"), True,
+    ("a member failed before any change, nothing else changed", {"gpu-b": None}, ("gpu-b",), MEMBERS, (), False,
+     "gpu-b: failed (Install the venv: pip: no matching distribution)"),
+    ("a member's service step is not in the run", {"gpu-a": True}, (), ("gpu-a", "gpu-b"), (), True,
      "gpu-c: its service step does not run in this run"),
 ]
 
 
-@pytest.mark.parametrize("case, changes, failed, joined, restarts, said", HOLDS, ids=[row[0] for row in HOLDS])
-def test_the_group_restarts_as_one_or_is_held(case, changes, failed, joined, restarts, said):
-    join(changes, joined)
+@pytest.mark.parametrize("case, changes, failed, joined, pending, restarts, said", HOLDS,
+                         ids=[row[0] for row in HOLDS])
+def test_the_group_restarts_as_one_or_is_held(case, changes, failed, joined, pending, restarts, said):
+    join(changes, joined, pending)
     assert group_gate.changed("llama") is restarts
     assert group_gate.held(run_state(failed), "llama") == said
 
@@ -81,7 +104,7 @@ def test_the_group_serves_when_every_member_s_gate_passed(case, gates, failed, c
 
 def test_a_host_serving_alone_has_no_group_verdict():
     join()
-    assert group_gate.verdict(run_state(), "gpu-z") is None and group_gate.rollback_problems("gpu-z") == ""
+    assert group_gate.verdict(run_state(), "gpu-z") is None and group_gate.rollback_problems(run_state(), "gpu-z") == ""
 
 
 def test_the_group_goes_back_whole_or_not_at_all_and_the_line_names_the_member():
@@ -89,9 +112,9 @@ def test_the_group_goes_back_whole_or_not_at_all_and_the_line_names_the_member()
     for name in MEMBERS:
         group_gate.note_rollback_problem(name, "")
         fleet.record(name, "deploy", service_serving=TIMED_OUT)
-    assert group_gate.rollback_problems("gpu-a") == ""
+    assert group_gate.rollback_problems(run_state(), "gpu-a") == ""
     group_gate.note_rollback_problem("gpu-b", "no previous release recorded")
-    assert group_gate.rollback_problems("gpu-a") == "gpu-b: no previous release recorded"
+    assert group_gate.rollback_problems(run_state(), "gpu-a") == "gpu-b: no previous release recorded"
     line = group_ops.stop_line("gpu-a", "llama", group_ops.NOT_ROLLED_BACK, run_state())
     assert line.startswith("gpu-a: serving group 'llama' is not serving as one: gpu-a (the head): timed out")
     assert "serving group 'llama' is not rolled back, nothing changed here: a group goes back whole or not at all, " \
@@ -121,3 +144,23 @@ def test_a_member_planned_again_after_its_driver_reboot_is_planned_as_a_member(m
                         lambda purpose, config, *place: asked.update(place=place) or ({}, None))
     assert host_plan.replanned_host("deploy") == ({}, None, None)
     assert asked["place"] == (member, "10.0.0.1")
+
+
+# (case, members that looked and what they found, failed members, what rollback_problems says)
+GOING_BACK = [
+    ("every member can", {name: "" for name in MEMBERS}, (), ""),
+    ("a member failed in the run (its lock, its restart)", {name: "" for name in MEMBERS}, ("gpu-b",),
+     "gpu-b: failed in this run (Install the venv: pip: no matching distribution)"),
+    ("a member refused before its rollback never looked", {"gpu-a": "", "gpu-c": ""}, ("gpu-b",),
+     "gpu-b: failed in this run (Install the venv: pip: no matching distribution)"),
+    ("a member not in the rollback at all", {"gpu-a": "", "gpu-c": ""}, (),
+     "gpu-b: did not look (not in this rollback)"),
+]
+
+
+@pytest.mark.parametrize("case, looked, failed, said", GOING_BACK, ids=[row[0] for row in GOING_BACK])
+def test_a_group_goes_back_only_when_every_member_can(case, looked, failed, said):
+    join()
+    for name, problem in looked.items():
+        group_gate.note_rollback_problem(name, problem)
+    assert group_gate.rollback_problems(run_state(failed), "gpu-a") == said

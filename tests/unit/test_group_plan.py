@@ -110,7 +110,8 @@ PREFLIGHT = [
     ("tp too small for the GPUs", "--tp 8", {}, {}, {}, ["GROUP_GPUS_MISMATCH"]),
     ("RDMA on one member only", "--tp 16", {}, {"rdma": []}, {}, ["GROUP_RDMA_MIXED"]),
     ("RDMA on none", "--tp 16", {"rdma": []}, {"rdma": []}, {}, []),
-    ("a member left out by --limit", "--tp 16", {}, None, {"gpu-b": "outside --limit"}, ["GROUP_MEMBERS_MISSING"]),
+    ("a member left out by --limit", "--tp 16", {}, None, {"gpu-b": "outside --limit/--exclude"},
+     ["GROUP_MEMBERS_MISSING"]),
 ]
 
 
@@ -123,7 +124,7 @@ def test_the_group_s_preflight(case, args, a, b, missing, codes):
     if codes and codes != ["GROUP_MEMBERS_MISSING"]:
         assert "gpu-b" in found[0].message  # the member and its value are named
     if missing:
-        assert "gpu-b (outside --limit)" in found[0].message
+        assert "gpu-b (outside --limit/--exclude)" in found[0].message
 
 
 def test_the_preflight_names_each_value_with_its_members():

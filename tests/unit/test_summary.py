@@ -115,6 +115,13 @@ CASES = [
         "service_rollback": {"state": "refused", "cause": GATE_FAILED, "reason": "no previous release recorded"},
         "service_serving": {"state": "failed", "reason": "exited", "waited": 3}},
      True, "failed", f"the change failed ({GATE_FAILED}); rollback refused: no previous release recorded"),
+    # A serving group's member failed for the group's sake: the member at fault, named.
+    ("held: another member failed earlier", {"purpose": "deploy", "plan": plan(), "failed": True, "operations": [
+        op("SGLang service | Hold the serving group (a member cannot restart with it)", "error", "")],
+        "group_stopped": {"stage": "held", "reason": "serving group 'llama' is not restarted, nothing restarted "
+                                                     "here: gpu-b: failed (Install the venv: pip failed)"}},
+     True, "failed", "Hold the serving group (a member cannot restart with it): serving group 'llama' is not "
+                     "restarted, nothing restarted here: gpu-b: failed (Install the venv: pip failed)"),
     # rollback.py: a host put back is its good outcome; a refusal names why.
     ("rollback.py put the host back", {"purpose": "rollback", "plan": plan(), "operations": [
         op("SGLang rollback | Put the previous release back", "changed")],
