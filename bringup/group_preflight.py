@@ -142,7 +142,8 @@ def rendezvous_findings(members, listen, reach):
     """What the try of the rendezvous port found (control/rendezvous.py): ``listen``, the head's
     listener (None: it could not run; ``in_use``: the port was held, ``service`` when by the head's
     own service); ``reach``, host -> ``{"reached", "why"}`` of every other member (None: its try
-    could not run). A member that connected while the head's listener saw fewer connections than
+    could not run; ``reached`` None: given up, ``why`` says so). A refusal while nothing of the
+    check listened says nothing of a firewall: unchecked, not closed. A member that connected while the head's listener saw fewer connections than
     members connected reached something else at that address (a NAT, another host).
 
     >>> from bringup.group import Member
@@ -156,24 +157,32 @@ def rendezvous_findings(members, listen, reach):
     ['GROUP_RENDEZVOUS_UNCHECKED']
     >>> [f.code for f in rendezvous_findings(members, {**listening, "accepted": 0}, {"gpu-b": {"reached": True}})]
     ['GROUP_RENDEZVOUS_CLOSED']
+    >>> refused = {"gpu-b": {"reached": False, "why": "connection refused"}}
+    >>> [(f.code, f.message.endswith("refused (nothing listened on the head)"))
+    ...  for f in rendezvous_findings(members, None, refused)]
+    [('GROUP_RENDEZVOUS_UNCHECKED', True)]
     """
     head, found = members[0], []
     where = f"the head {head.host} at {head.dist_init_addr} (SGLang's --dist-init-addr)"
-    unchecked = [f"{host}: its try could not run" for host, outcome in reach.items() if outcome is None]
+    unchecked = [f"{host}: its try could not run" if outcome is None else f"{host}: {outcome['why']}"
+                 for host, outcome in reach.items() if outcome is None or outcome.get("reached") is None]
     if listen is None:
         unchecked.insert(0, f"the head {head.host}: its listener could not run")
     elif not (listen.get("listening") or listen.get("in_use")):
         unchecked.insert(0, f"the head {head.host} could not listen on port {head.port}: "
                             f"{listen.get('error') or 'no answer'}")
-    tried = {host: outcome for host, outcome in reach.items() if outcome is not None}
+    tried = {host: outcome for host, outcome in reach.items()
+             if outcome is not None and outcome.get("reached") is not None}
     closed = [f"{host} does not reach {where}: {outcome['why']}" for host, outcome in tried.items()
               if not outcome.get("reached")]
-    if listen and listen.get("in_use") and listen.get("service"):
-        # The head's service holds the port: a member refused is one that tried while it was not listening.
+    if not (listen and listen.get("listening")):
+        # Nothing of the check's listened on the head: a refusal says nothing of a firewall (no
+        # one listens there), a drop or no route still does.
         refused = [line for line in closed if line.endswith("connection refused")]
         closed = [line for line in closed if line not in refused]
-        unchecked += [f"{line} (the head's service is {listen['service']}: try again once it serves)"
-                      for line in refused]
+        why = (f"the head's service is {listen['service']} (it holds the port once the group is up; serving alone, "
+               "it does not)" if listen and listen.get("service") else "nothing listened on the head")
+        unchecked += [f"{line} ({why})" for line in refused]
     if listen and listen.get("in_use") and not listen.get("service"):
         closed.append(f"port {head.port} on {head.host} is held by another process while its SGLang service is not "
                       "running: the head's rendezvous could not listen there")

@@ -23,7 +23,7 @@ class GroupRun:
 
     def __init__(self):
         self.members = {}    # group -> its hosts in rank order
-        self.changes = {}    # group -> host -> callable: whether the member's own change asks for a restart
+        self.changes = {}    # group -> host -> (its operations whose change asks for a restart, pending)
         self.problems = {}   # group -> host -> why the member cannot go back ("" when it can)
 
 
@@ -113,12 +113,12 @@ def rollback_problems(state, name):
     problems, failed = RUN.problems.get(group, {}), failures(state, group)
     lines = []
     for member in RUN.members[group]:
-        if member in failed:
+        if problems.get(member):  # what it found says more than the operation that refused it
+            lines.append(f"{member}: {problems[member]}")
+        elif member in failed:
             lines.append(f"{member}: failed in this run ({failed[member]})")
         elif member not in problems:
             lines.append(f"{member}: did not look (not in this rollback)")
-        elif problems[member]:
-            lines.append(f"{member}: {problems[member]}")
     return "; ".join(lines)
 
 

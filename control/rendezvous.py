@@ -53,7 +53,14 @@ def check(state, members, head_unit_state=""):
                                           port=member.port, seconds=REACH_SECONDS) for member in members[1:]}
     spawned = [greenlet for greenlet in (listener, *reachers.values()) if greenlet is not None]
     gevent.joinall(spawned, timeout=GIVE_UP_SECONDS)
-    gevent.killall([greenlet for greenlet in spawned if not greenlet.ready()], block=False)
+    late = [greenlet for greenlet in spawned if not greenlet.ready()]
+    # The node's command goes on to its own bound (the listener's LISTEN_SECONDS); only the wait ends.
+    gevent.killall(late, block=False)
+    given_up = f"given up after {GIVE_UP_SECONDS} s (the check's bound)"
+    if late:
+        logger.debug(f"rendezvous check: {given_up}: {len(late)} of {len(spawned)} command(s) still running")
     if listener is not None:
-        listen = listener.value if listener.successful() else None
-    return listen, {host: (greenlet.value if greenlet.successful() else None) for host, greenlet in reachers.items()}
+        listen = ({"listening": False, "in_use": False, "error": given_up} if listener in late else
+                  listener.value if listener.successful() else None)
+    return listen, {host: ({"reached": None, "why": given_up} if greenlet in late else
+                           greenlet.value if greenlet.successful() else None) for host, greenlet in reachers.items()}

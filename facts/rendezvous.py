@@ -1,7 +1,8 @@
 """A serving group's rendezvous port, tried from each member while the head listens on it
 (control/rendezvous.py runs both at once, when the group's members are planned). Read-only in the
 sense that matters: the head listens for a few seconds and closes every connection at once, a
-member connects and closes; nothing is written, nothing stays running.
+member connects and closes; nothing is written, and nothing runs past its own bound (the
+listener's seconds, a member's), even when the control side gave up waiting sooner.
 
     pyinfra gpu-b fact facts.rendezvous.RendezvousReach address=10.0.0.1 port=29500 seconds=3
 """

@@ -1,6 +1,7 @@
 """Listen on a serving group's rendezvous port for a bounded time, so that each member can show it
 reaches the head there before anything starts (control/rendezvous.py). Run on the head by the
-system's interpreter, isolated (``/usr/bin/python3 -I``), as the SSH user; prints one JSON line.
+system's interpreter, isolated (``/usr/bin/python3 -I``), with the host's connection settings (as
+root under ``_sudo``); prints one JSON line.
 
     rendezvous_listen.py PORT MEMBERS SECONDS
 

@@ -177,7 +177,7 @@ def test_rollback_py_takes_the_group_back_whole_or_not_at_all(group):
     assert refused.returncode == 1, refused.output[-6000:]
     assert {name: row["verdict"] for name, row in refused.rows.items()} == {HEAD: "failed", MEMBER: "failed"}
     assert f"serving group 'llama' is not rolled back, nothing changed here: a group goes back whole or not at " \
-           f"all, and {MEMBER}: " in refused.rows[HEAD]["reason"], refused.rows[HEAD]
+           f"all, and {MEMBER}: its venv {previous} is missing" in refused.rows[HEAD]["reason"], refused.rows[HEAD]
     assert {name: live(group[name]) for name in ADDRESSES} == after
 
     # With it back, both go back together and serve.

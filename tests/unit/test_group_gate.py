@@ -155,6 +155,8 @@ GOING_BACK = [
      "gpu-b: failed in this run (Install the venv: pip: no matching distribution)"),
     ("a member not in the rollback at all", {"gpu-a": "", "gpu-c": ""}, (),
      "gpu-b: did not look (not in this rollback)"),
+    ("a member refused for what it found: what it found is named", {"gpu-a": "", "gpu-b": "no previous release "
+     "recorded", "gpu-c": ""}, ("gpu-b",), "gpu-b: no previous release recorded"),
 ]
 
 
