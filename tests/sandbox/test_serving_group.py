@@ -165,7 +165,8 @@ def test_rollback_py_takes_the_group_back_whole_or_not_at_all(group):
     after = {name: live(group[name]) for name in ADDRESSES}
     assert all(after[name] != before[name] for name in ADDRESSES), (before, after)
 
-    # The member's previous venv is out of the way: it cannot go back, so neither goes back.
+    # The member's previous venv is out of the way (files/release.sh follows it by its identity
+    # and finds it incomplete under another name): it cannot go back, so neither goes back.
     # The previous release's record names its venv (files/release.sh: releases/previous/venv).
     previous = "/opt/sglang/" + run_ssh(group[MEMBER], "cat /opt/sglang/releases/previous/venv").stdout.strip()
     assert previous.startswith("/opt/sglang/venvs/"), previous
@@ -177,7 +178,7 @@ def test_rollback_py_takes_the_group_back_whole_or_not_at_all(group):
     assert refused.returncode == 1, refused.output[-6000:]
     assert {name: row["verdict"] for name, row in refused.rows.items()} == {HEAD: "failed", MEMBER: "failed"}
     assert f"serving group 'llama' is not rolled back, nothing changed here: a group goes back whole or not at " \
-           f"all, and {MEMBER}: its venv {previous} is missing" in refused.rows[HEAD]["reason"], refused.rows[HEAD]
+           f"all, and {MEMBER}: its venv {previous}" in refused.rows[HEAD]["reason"], refused.rows[HEAD]
     assert {name: live(group[name]) for name in ADDRESSES} == after
 
     # With it back, both go back together and serve.
