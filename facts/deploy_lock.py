@@ -9,23 +9,20 @@ none.
     pyinfra inventory/gpu.py fact facts.deploy_lock.DeployLock action=state lock=/run/gpu-bringup/deploy.lock run_id=x
 """
 
-import base64
 import json
-import shlex
-import zlib
 from pathlib import Path
 
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
+from facts.system_python import PYTHON, script_command
+
 SCRIPT = Path(__file__).resolve().parent.parent / "files" / "deploy_lock.py"
-# Root runs it with the system's interpreter, isolated (-I: no user site, no PYTHON* variables).
-PYTHON = "/usr/bin/python3"
 
 
 def lock_command(action, lock, run_id, timeout=0, control="", stage_mark="", stage_dirs=()):
     """The one shell command that runs files/deploy_lock.py on the node. The script travels
-    inside it (compressed, base64): the lock is taken before the helpers are installed.
+    inside it (facts/system_python.py): the lock is taken before the helpers are installed.
 
     >>> command = lock_command("state", "/run/gpu-bringup/deploy.lock", "0123456789abcdef")
     >>> command.startswith("if [ -x /usr/bin/python3 ]; then /usr/bin/python3 -I -c ")
@@ -33,9 +30,6 @@ def lock_command(action, lock, run_id, timeout=0, control="", stage_mark="", sta
     >>> command.split(" -- ")[1].split(" ; ")[0]
     'state --lock /run/gpu-bringup/deploy.lock --run-id 0123456789abcdef --timeout 0'
     """
-    encoded = base64.b64encode(zlib.compress(SCRIPT.read_bytes(), 9)).decode("ascii")
-    loader = (f"import base64, sys, zlib; sys.argv[1:2] = []; "
-              f"exec(compile(zlib.decompress(base64.b64decode({encoded!r})), 'deploy_lock.py', 'exec'))")
     arguments = [action, "--lock", lock, "--run-id", run_id, "--timeout", str(int(timeout))]
     if control:
         arguments += ["--control", control]
@@ -43,9 +37,7 @@ def lock_command(action, lock, run_id, timeout=0, control="", stage_mark="", sta
         arguments += ["--stage-mark", stage_mark]
     for directory in stage_dirs:
         arguments += ["--stage-dir", directory]
-    missing = json.dumps({"error": f"{PYTHON} is missing; install python3"})
-    return (f"if [ -x {PYTHON} ]; then {PYTHON} -I -c {shlex.quote(loader)} -- {shlex.join(arguments)} ; "
-            f"else echo {shlex.quote(missing)}; fi")
+    return script_command(SCRIPT, arguments, json.dumps({"error": f"{PYTHON} is missing; install python3"}))
 
 
 class DeployLock(FactBase):

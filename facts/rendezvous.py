@@ -7,33 +7,27 @@ listener's seconds, a member's), even when the control side gave up waiting soon
     pyinfra gpu-b fact facts.rendezvous.RendezvousReach address=10.0.0.1 port=29500 seconds=3
 """
 
-import base64
 import json
 import shlex
-import zlib
 from pathlib import Path
 
 from pyinfra.api import FactBase
 
+from facts.system_python import PYTHON, script_command
+
 SCRIPT = Path(__file__).resolve().parent.parent / "files" / "rendezvous_listen.py"
-PYTHON = "/usr/bin/python3"
 # One connect's bound: a dropped SYN is retried by the kernel for minutes otherwise.
 CONNECT_SECONDS = 2
 
 
 def listen_command(port, members, seconds):
-    """The head's command: files/rendezvous_listen.py, sent inside it.
+    """The head's command: files/rendezvous_listen.py, sent inside it (facts/system_python.py).
 
     >>> listen_command(29500, 1, 12).startswith("if [ -x /usr/bin/python3 ]; then /usr/bin/python3 -I -c ")
     True
     """
     missing = json.dumps({"listening": False, "in_use": False, "error": f"{PYTHON} is missing"})
-    # The script travels inside the command (compressed, base64), as facts/deploy_lock.py's does.
-    encoded = base64.b64encode(zlib.compress(SCRIPT.read_bytes(), 9)).decode("ascii")
-    loader = (f"import base64, sys, zlib; sys.argv[1:2] = []; "
-              f"exec(compile(zlib.decompress(base64.b64decode({encoded!r})), 'rendezvous_listen.py', 'exec'))")
-    return (f"if [ -x {PYTHON} ]; then {PYTHON} -I -c {shlex.quote(loader)} -- "
-            f"{int(port)} {int(members)} {float(seconds)}; else echo {shlex.quote(missing)}; fi")
+    return script_command(SCRIPT, [str(int(port)), str(int(members)), str(float(seconds))], missing)
 
 
 def parse_listen(output):
