@@ -58,7 +58,8 @@ def sglang_service(node, changes=()):
     # Releases (files/release.sh) are recorded for a managed venv: a change live on the
     # node that the service was not restarted for (an interrupted deploy) restarts it too.
     releases = node.venv.managed
-    changed_here = any_changed(unit, *changes, *([key] if key else []))
+    asks_restart = (unit, *changes, *([key] if key else []))
+    changed_here = any_changed(*asks_restart)
     live_not_started = releases and pending(host.get_fact(ReleaseLook, **release_paths(node.layout)))
     changed = (lambda: True) if live_not_started else changed_here
     group = node.group
@@ -67,8 +68,7 @@ def sglang_service(node, changes=()):
         # alone, a member cannot join the others' running group), or not at all while a member
         # failed earlier in this run or does not reach this step (control/group_gate.py).
         stopped = not host.get_fact(SystemdStatus, services=[unit_name]).get(unit_name, False)
-        group_gate.join(group, host.name, (unit, *changes, *([key] if key else [])),
-                        pending=bool(live_not_started) or stopped)
+        group_gate.join(group, host.name, asks_restart, pending=bool(live_not_started) or stopped)
         changed = lambda: group_gate.changed(group.name)  # noqa: E731 - the _if of several operations
         group_stopped(name="Hold the serving group (a member cannot restart with it)", group=group.name, stage=HELD,
                       _if=lambda: changed() and bool(group_gate.held(state, group.name)))

@@ -22,9 +22,10 @@ def stop_line(name, group, stage, run_state):
     cause = (group_gate.verdict(run_state, name) or (True, ""))[1]
     if stage == NOT_SERVING:
         return f"{name}: {cause}; fix the member named, then deploy the whole group again"
+    problems = group_gate.rollback_problems(run_state, name)
     return (f"{name}: {cause + '; ' if cause else ''}serving group {group!r} is not rolled back, nothing changed "
-            f"here: a group goes back whole or not at all, and {group_gate.rollback_problems(run_state, name)}; fix that "
-            "member (or deploy the whole group again)")
+            f"here: a group goes back whole or not at all, and {problems}; fix that member (or deploy the whole "
+            "group again)")
 
 
 @operation(is_idempotent=False)
@@ -44,8 +45,8 @@ def group_stopped(group, stage, purpose="deploy"):
 
     .. code:: python
 
-        group_stopped(name="Hold the group's restart", group="llama", stage="held",
-                      _if=lambda: bool(group_gate.held(state, "llama")))
+        group_stopped(name="Hold the serving group", group="llama", stage="held",
+                      _if=lambda: group_gate.changed("llama") and bool(group_gate.held(state, "llama")))
     """
 
     def fail(state, host):
