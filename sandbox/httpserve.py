@@ -159,28 +159,18 @@ def _hold_lease(state: Path, interval: float = 0.5) -> None:
             return
 
 
-def _listen(host: str, port: int, handler) -> ThreadingHTTPServer | None:
-    """A server of ``handler`` on host:port, or None while this machine has no such address."""
-    try:
-        httpd = ThreadingHTTPServer((host, port), handler)
-    except OSError as error:
-        if error.errno == errno.EADDRNOTAVAIL:
-            return None
-        raise
-    httpd.daemon_threads = True
-    return httpd
-
-
 def _bridge_listener(bridge: str, port: int, handler, warned: list) -> ThreadingHTTPServer | None:
-    """One try at listening on bridge:port (None while this machine has no such address; a
-    port taken there by something else is said once)."""
+    """One try at listening on bridge:port: None while this machine has no such address, and
+    for a port taken there by something else (said once)."""
     try:
-        return _listen(bridge, port, handler)
+        httpd = ThreadingHTTPServer((bridge, port), handler)
     except OSError as error:
-        if not warned:
+        if error.errno != errno.EADDRNOTAVAIL and not warned:
             print(f"httpserve: cannot listen on {bridge}:{port} yet: {error}", file=sys.stderr, flush=True)
             warned.append(error)
         return None
+    httpd.daemon_threads = True
+    return httpd
 
 
 def _follow_bridge(httpd: ThreadingHTTPServer | None, bridge: str, port: int, handler,
