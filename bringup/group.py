@@ -34,7 +34,7 @@ Pure: no I/O; bad input is a ``GroupError``, one line naming the host, the value
 import ipaddress
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup.layout import probe_address
 
@@ -99,6 +99,15 @@ class Member:
         except ValueError:
             bracketed = False
         return f"[{self.head_address}]:{self.port}" if bracketed else f"{self.head_address}:{self.port}"
+
+    @property
+    def group_members(self):
+        """Every member of this member's group, in rank order.
+
+        >>> [(m.host, m.rank) for m in Member("gpu-b", "llama", 1, ("gpu-a", "gpu-b"), "10.0.0.1", 1).group_members]
+        [('gpu-a', 0), ('gpu-b', 1)]
+        """
+        return tuple(replace(self, host=host, rank=rank) for rank, host in enumerate(self.members))
 
     @property
     def args(self):

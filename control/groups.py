@@ -22,17 +22,11 @@ import sys
 from pyinfra import logger
 from pyinfra.api.exceptions import PyinfraError
 
-from bringup.config import Config, ConfigError
-from bringup.group import GroupError, route_target, serving_groups
+from bringup.group_inventory import membership as group_membership
 from bringup.group_preflight import member_summary, preflight, rendezvous_findings
 from bringup.release import rollback_blockers
 from bringup.setting_checks import cut
 from control import fleet, rendezvous, reports
-
-# The inventory's settings serving_groups reads (bringup/group.py).
-MEMBER_KEYS = ("service_group", "service_group_port", "service_group_address", "service_model", "service_args",
-               "stack_sglang", "service_rollback", "venv_managed")
-
 
 class Arrivals:
     """What this process saw of each group's members: host -> what the preflight needs."""
@@ -46,45 +40,15 @@ class Arrivals:
 ARRIVALS = Arrivals()
 
 
-def group_name(value):
-    """A raw ``service_group`` as its setting reads it (the text of the value: YAML's ``405`` is
-    ``"405"``), so that hosts are grouped as their validated settings group them.
-
-    >>> group_name(405), group_name("405"), group_name(None), group_name(0)
-    ('405', '405', '', '0')
-    """
-    return "" if value is None else str(value)
-
-
-def inventory_settings(inventory, name):
-    """Every inventory host sharing ``name``'s ``service_group``: host -> its group settings
-    (validated) and ``ssh_hostname``. A member whose settings are invalid is a GroupError here."""
-    data = {host.name: host.data.dict() for host in inventory}
-    group = group_name(data[name].get("service_group"))
-    hosts = {}
-    for other, values in data.items():
-        if group and group_name(values.get("service_group")) == group:
-            try:
-                config = Config.from_data(values, host=other)
-            except ConfigError:
-                raise GroupError(f"{name}: serving group {group!r} cannot be planned: the settings of its member "
-                                 f"{other} are invalid; fix them (validate names them on {other})") from None
-            hosts[other] = {**{key: getattr(config, key) for key in MEMBER_KEYS},
-                            "ssh_hostname": values.get("ssh_hostname")}
-    return hosts
-
-
 def membership(state, name, config):
     """(Member, route target) of host ``name`` from the whole inventory (members outside --limit
     too), or (None, "") when it serves alone. Raises GroupError (one line) for a group that
     cannot be made."""
     if not config.service_group:
         return None, ""
-    hosts = inventory_settings(state.inventory, name)
-    members = serving_groups(hosts)[config.service_group]
-    ARRIVALS.members[config.service_group] = members
-    member = next(member for member in members if member.host == name)
-    return member, route_target(member, hosts)
+    member, route_to = group_membership({host.name: host.data.dict() for host in state.inventory}, name)
+    ARRIVALS.members[config.service_group] = member.group_members
+    return member, route_to
 
 
 def not_in_run(state, members, arrived):

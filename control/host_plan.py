@@ -28,6 +28,7 @@ from bringup.plan import managed_env_keys, plan, service_env
 from bringup.report import render
 from bringup.summary import purpose_from_argv
 from bringup.group import GroupError
+from bringup.group_inventory import group_name
 from control import api_key, fleet, group_gate, groups, locks_served, metrics, reports
 from control.sudo import sudo_refusal
 from facts.node import NodeFacts
@@ -183,7 +184,7 @@ def planned_host(purpose, blocking=None):
 def _arrived_unplanned(purpose):
     """A serving group's member refused before its plan still arrives (control/groups.py), so
     that its group's preflight runs, naming it as missing."""
-    group = groups.group_name(host.data.get("service_group"))
+    group = group_name(host.data.get("service_group"))
     if group and host.name not in groups.ARRIVALS.entries.get(group, {}):
         groups.arrive(state, purpose, host.name, group, groups.missing_entry(fleet.RUN.records.get(host.name, {})))
 
