@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PYTEST = str(Path(sys.executable).parent / "pytest")
 
 
-def node_suite(*args, hosts_file=None, cwd=ROOT, env=None):
+def node_suite(*args, hosts_file=None, cwd=ROOT, env=None, checks="tests/node"):
     env = {**os.environ, **({"GPU_BRINGUP_HOSTS": str(hosts_file)} if hosts_file else {}), **(env or {})}
-    result = subprocess.run([PYTEST, "tests/node", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+    result = subprocess.run([PYTEST, checks, "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     result.output = result.stdout + result.stderr
     return result
@@ -74,6 +74,35 @@ def test_local_connection_with_node_config(tmp_path):
     text = report.read_text()
     assert "| nvidia_smi_answers" in text and "**FAIL**" in text and "**NO**" in text
     assert "no /srv/sglang-suite-test/venv/bin/python" in text
+    # A host serving alone has no serving group's checks (not collected, not skipped).
+    assert "across_the_group" not in text and "deselected" in result.output, result.output
+
+
+def test_a_group_member_without_its_inventory_is_named_not_checked(tmp_path):
+    """Its peers and ranks come from the inventory: a --connection/--hosts host whose settings
+    name a group fails the group's checks with why, and nothing runs on it."""
+    config = tmp_path / "settings.yaml"
+    config.write_text('service_group: "llama"\nservice_args: "--tp 2"\n')
+    report = tmp_path / "report.md"
+    result = node_suite("--connection=local", "--node-config", str(config), f"--node-report={report}",
+                        checks="tests/node/test_group.py")
+    assert result.returncode == 1, result.output
+    assert "service_group 'llama': a serving group's member is checked from its inventory (--inventory)" in \
+        report.read_text(), report.read_text()
+
+
+def test_a_group_that_cannot_be_made_is_named_before_any_connection(tmp_path):
+    """A member alone in its group: the inventory's one line, the host never reached (its
+    address answers nothing)."""
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text("hosts:\n  gpu-a:\n    ssh_hostname: 192.0.2.1\n    service_group: llama\n")
+    report = tmp_path / "report.md"
+    result = node_suite("--inventory", "inventory/gpu.py", f"--node-report={report}", hosts_file=hosts,
+                        checks="tests/node/test_group.py")
+    assert result.returncode == 1, result.output
+    text = report.read_text()
+    assert "- gpu-a all 2 checks: service_group 'llama' has no other member" in text, text
+    assert text.count("**ERROR**") == 2, text
 
 
 # A node of this machine in root's /var/lib (the settings refuse paths under /tmp, and

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bringup.group import GroupError
+from bringup.group_inventory import membership
 from tests.node import connection
 from tests.node.expected import NodeNotReady, gather
 from tests.node.report import STANDIN, Results, first_line, outcome
@@ -27,6 +29,11 @@ SETTINGS = pytest.StashKey[dict]()   # testinfra host id -> settings (pyinfra ho
 DEFAULT_SETTINGS = pytest.StashKey[dict]()
 EXPECTED = pytest.StashKey[dict]()   # testinfra host id -> Expected or NodeNotReady
 VENV_RUNS = pytest.StashKey[dict]()  # testinfra host id -> venv_probe.VenvRun
+# testinfra host id -> (Member, route target) of a serving group's member (None, "") alone, or
+# why its group cannot be made (bringup/group_inventory.py, from the whole inventory)
+MEMBERSHIPS = pytest.StashKey[dict]()
+HOSTS = pytest.StashKey[dict]()      # testinfra host id -> its testinfra Host (a group's check reaches every member)
+GROUP_RUNS = pytest.StashKey[dict]()  # serving group -> its members' answers (test_group.py)
 RESULTS = pytest.StashKey[Results]()
 _RESULTS = [Results()]  # the run's Results, for the report hook (which gets no config)
 
@@ -70,6 +77,9 @@ def pytest_configure(config):
     config.stash[VENV_RUNS] = {}
     config.stash[RESULTS] = _RESULTS[0] = Results()
     config.stash[SETTINGS] = {}
+    config.stash[MEMBERSHIPS] = {}
+    config.stash[HOSTS] = {}
+    config.stash[GROUP_RUNS] = {}
     config.stash[DEFAULT_SETTINGS] = _node_config(config)
     inventory = config.getoption("inventory", None)
     if inventory is None:
@@ -104,8 +114,20 @@ def pytest_configure(config):
     import testinfra
 
     config.option.hosts = ",".join(specs)
-    config.stash[SETTINGS] = {testinfra.get_host(spec).backend.get_pytest_id(): host.data
-                              for spec, host in specs.items()}
+    data = {host.name: host.data for host in hosts}
+    for spec, host in specs.items():
+        node = testinfra.get_host(spec)
+        name = node.backend.get_pytest_id()
+        config.stash[SETTINGS][name], config.stash[HOSTS][name] = host.data, node
+        config.stash[MEMBERSHIPS][name] = _membership(data, host.name)
+
+
+def _membership(data, name):
+    """(Member, route target) of inventory host ``name``, or why its group cannot be made."""
+    try:
+        return membership(data, name)
+    except GroupError as error:
+        return str(error)
 
 
 def _node_config(config):
@@ -132,17 +154,28 @@ def _node_config(config):
 @pytest.fixture(scope="module")
 def expected(host, request):
     """This host's settings, facts and plan (bringup.plan), gathered once per session."""
-    config = request.config
-    name = host.backend.get_pytest_id()
+    found = expected_of(request.config, host.backend.get_pytest_id(), host)
+    if isinstance(found, NodeNotReady):
+        pytest.fail(str(found), pytrace=False)
+    return found
+
+
+def expected_of(config, name, host):
+    """Host ``name``'s Expected (or the NodeNotReady why not), gathered once per session: a
+    serving group's member planned as its group places it, as deploy plans it."""
     cache = config.stash[EXPECTED]
     if name not in cache:
         settings = config.stash[SETTINGS].get(name, config.stash[DEFAULT_SETTINGS])
+        place = config.stash[MEMBERSHIPS].get(name)
         try:
-            cache[name] = gather(host, name, settings)
+            if isinstance(place, str):
+                raise NodeNotReady(place)
+            if place is None and settings.get("service_group"):
+                raise NodeNotReady(f"{name}: service_group {settings['service_group']!r}: a serving group's member is "
+                                   "checked from its inventory (--inventory), which gives its members and ranks")
+            cache[name] = gather(host, name, settings, *(place or ()))
         except NodeNotReady as error:
             cache[name] = error
-    if isinstance(cache[name], NodeNotReady):
-        pytest.fail(str(cache[name]), pytrace=False)
     return cache[name]
 
 
@@ -170,7 +203,7 @@ def _identify(item):
 
 # Checks run (and are reported) from the bottom of the stack up.
 MODULE_ORDER = ("test_driver", "test_cuda", "test_comm", "test_toolkit", "test_resolution", "test_service_env",
-                "test_venv", "test_jit_cache", "test_service_unit", "test_sglang", "test_permissions")
+                "test_venv", "test_group", "test_jit_cache", "test_service_unit", "test_sglang", "test_permissions")
 
 
 def _module_rank(item):
@@ -178,7 +211,21 @@ def _module_rank(item):
     return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
 
 
+def _alone(config, item):
+    """Whether ``item`` is a serving group's check of a host in no group (not collected there)."""
+    ident = _identify(item)
+    if ident is None or getattr(item, "module", None) is None or not item.module.__name__.endswith(".test_group"):
+        return False
+    place = config.stash[MEMBERSHIPS].get(ident[0])
+    settings = config.stash[SETTINGS].get(ident[0], config.stash[DEFAULT_SETTINGS])
+    return place == (None, "") or (place is None and not settings.get("service_group"))
+
+
 def pytest_collection_modifyitems(config, items):
+    alone = [item for item in items if _alone(config, item)]
+    if alone:
+        config.hook.pytest_deselected(items=alone)
+        items[:] = [item for item in items if item not in alone]
     if any(_identify(item) for item in items):
         items.sort(key=_module_rank)  # stable: module-scoped fixtures keep their grouping
     for item in items:

@@ -85,13 +85,16 @@ DEPLOYED_FILE_LABELS = ("apt-keyring", "apt-source", "apt-pin", "profile", "pam-
                         "service-env-file", "service-unit", "prewarm-manifest")
 
 
-def gather(host, name, data):
-    """Settings, facts and plan of one testinfra host (runs the probe once)."""
+def gather(host, name, data, member=None, route_to=""):
+    """Settings, facts and plan of one testinfra host (runs the probe once). ``member``: its place in
+    its serving group (bringup/group_inventory.py), planned as deploy plans it; ``route_to``: the
+    peer whose route its probe reports."""
     try:
         config = Config.from_data(data, host=name)
     except ValueError as error:
         raise NodeNotReady(f"{name}: invalid settings: {error}") from error
-    command = probe_command(ProbeInputs(config.layout, managed_env_keys(config), config.venv_python))
+    command = probe_command(ProbeInputs(config.layout, managed_env_keys(config), venv_python=config.venv_python,
+                                        route_to=route_to))
     try:
         result = host.run(command)
     except Exception as error:  # paramiko/socket errors: the host cannot be reached
@@ -102,7 +105,7 @@ def gather(host, name, data):
         facts = build_document(result.stdout.splitlines())
     except (ValueError, KeyError, TypeError) as error:
         raise NodeNotReady(f"{name}: could not parse the facts probe: {error}") from error
-    return Expected(name, config, facts, plan(facts, config))
+    return Expected(name, config, facts, plan(facts, config, member=member))
 
 
 def parse_unit(text):

@@ -1,0 +1,81 @@
+"""How the node suite's serving-group checks judge the members' answers (tests/node/group.py), by
+table. The script itself runs with a real torch between two sandbox nodes
+(tests/sandbox/test_serving_group.py)."""
+
+import shlex
+
+import pytest
+
+from tests.node.group import GROUP_SCRIPT, free_port_command, gloo_verdict, group_command, nccl_verdict
+
+RIGHT = {"wrong": 0, "bytes": 16777216, "iterations": 5, "seconds": 0.12}
+NCCL = {**RIGHT, "version": "2.30.7"}
+
+
+def member(gloo=RIGHT, nccl=NCCL, ifname="eth0"):
+    return {"gloo": gloo, "nccl": nccl, "gloo_socket_ifname": ifname}
+
+
+GLOO_CASES = [
+    # answers (rank order), planned interface -> what member "b" is told ("" passes)
+    ({"a": member(), "b": member()}, "eth0", ""),
+    ({"a": member(ifname=None), "b": member(ifname=None)}, None, ""),
+    ({"a": member(), "b": member(ifname=None)}, "eth0", "the service env's GLOO_SOCKET_IFNAME is None, the plan chose 'eth0'"),
+    ({"a": member(), "b": member(ifname="ib0")}, "eth0", "the service env's GLOO_SOCKET_IFNAME is 'ib0', the plan chose "
+                                                         "'eth0'"),
+    ({"a": {"run_error": "exit 124, no one @@group answer: "}, "b": member(gloo={"error": "DistStoreError: timed out"})},
+     "eth0", "DistStoreError: timed out (and a: exit 124, no one @@group answer: )"),
+    ({"a": member(gloo={"error": "RuntimeError: Connection refused"}), "b": member()}, "eth0",
+     "the group did not reduce: a: RuntimeError: Connection refused"),
+    ({"a": member(), "b": member(gloo={**RIGHT, "wrong": 3})}, "eth0", "3 of 4194304 sums wrong"),
+    ({"a": member()}, "eth0", "no answer: no answer"),
+    ({"a": member(), "b": {"run_error": "grp-b not in this run"}}, "eth0", "no answer: grp-b not in this run"),
+]
+
+
+@pytest.mark.parametrize("answers, planned, told", GLOO_CASES)
+def test_gloo_verdict(answers, planned, told):
+    wrong, measured = gloo_verdict("b", answers, planned)
+    assert wrong == told
+    assert bool(measured) == (not told)
+
+
+def test_a_passing_gloo_verdict_says_what_was_measured_and_through_which_interface():
+    assert gloo_verdict("a", {"a": member(), "b": member()}, "eth0")[1] == (
+        "2 members, 16777216 bytes: 5 all-reduces in 0.12 s over eth0")
+
+
+NCCL_CASES = [
+    ({"a": member(), "b": member()}, ""),
+    ({"a": member(), "b": member(nccl={"error": "RuntimeError: Found no NVIDIA driver on your system."})},
+     "RuntimeError: Found no NVIDIA driver on your system."),
+    ({"a": member(nccl={"error": "CUDA did not start on every member: no NCCL all-reduce"}), "b": member()},
+     "the group did not reduce: a: CUDA did not start on every member: no NCCL all-reduce"),
+    ({"a": member(), "b": member(nccl={**NCCL, "wrong": 1})}, "1 of 4194304 sums wrong"),
+    ({"a": member(), "b": {"gloo": {"error": "timed out"}, "gloo_socket_ifname": "eth0"}},
+     "no NCCL answer (the Gloo group did not form)"),
+]
+
+
+@pytest.mark.parametrize("answers, told", NCCL_CASES)
+def test_nccl_verdict(answers, told):
+    wrong, measured = nccl_verdict("b", answers)
+    assert wrong == told
+    assert bool(measured) == (not told)
+
+
+def test_the_members_command_is_bounded_and_names_the_head_rank_and_world():
+    command = group_command("/opt/sglang/venv/bin/python", "[fd00::1]:29500", 41234, 1, 2)
+    words = shlex.split(command)
+    assert words[:4] == ["timeout", "-k", "10", "150"]
+    assert words[4:6] == ["/opt/sglang/venv/bin/python", "-c"] and words[6] == GROUP_SCRIPT
+    assert words[7:] == ["[fd00::1]", "41234", "1", "2"]
+
+
+def test_the_free_port_is_asked_on_the_heads_address_by_the_system_python():
+    words = shlex.split(free_port_command("/usr/bin/python3", "10.0.0.1:29500"))
+    assert words[:3] == ["/usr/bin/python3", "-I", "-c"] and words[-1] == "10.0.0.1"
+
+
+def test_the_script_compiles():
+    compile(GROUP_SCRIPT, "<group>", "exec")
