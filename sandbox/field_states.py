@@ -13,6 +13,7 @@ expanded and put in one canonical order, so ``incident,operator`` and
 | state | what the node then has |
 | --- | --- |
 | handbuilt-venv | /opt/venv_sglang211: python3 -m venv + pip, torch 2.14.1 and FlashInfer 0.7.0 |
+| venv-built | a deploy stopped between its venv's build and its switch: the same lock's venv built by the product's ``files/build-venv.sh`` at /opt/sglang/venvs/<digest>, complete, no /opt/sglang/venv link (a deploy of that lock switches it in) |
 | distro-cuda | the distribution's own ``nvidia-cuda-toolkit`` (Debian's non-free, Ubuntu's multiverse), nvcc at /usr/bin/nvcc |
 | nvidia-repo | NVIDIA's ``cuda-keyring`` from the sandbox's apt repository, installed as NVIDIA's guide says |
 | cuda-12.8 | CUDA 12.8 by apt from that repository, first on a login shell's PATH (implies nvidia-repo) |
@@ -76,6 +77,7 @@ from sandbox import aptrepo, image, layers, operator_python, pypimirror
 
 SCRIPTS = Path(__file__).resolve().parent / "states"
 FILES = Path(__file__).resolve().parent / "files"
+HELPERS = Path(__file__).resolve().parents[1] / "files"
 LOCKS = Path(__file__).resolve().parent / "locks"
 
 
@@ -94,6 +96,10 @@ class State:
     has_script: bool = True
     # Files of sandbox/files/ the script sources, copied beside it (and in its layer's key).
     files: tuple[str, ...] = ()
+    # The product's own helpers (files/) the script runs, copied beside it the same way.
+    helpers: tuple[str, ...] = ()
+    # Other states whose layers hold the same large files (a venv of the same lock elsewhere).
+    shares_with: tuple[str, ...] = ()
 
 
 # Canonical order of the layers (this dict's): the costly layers that depend on
@@ -102,7 +108,11 @@ class State:
 # reuses the one layer, and a rebuilt apt repository rebuilds only the small
 # apt layers above it. What operators do by hand comes last.
 STATES = {
-    "handbuilt-venv": State("handbuilt-venv", needs=("mirror",), lock="handbuilt-venv"),
+    "handbuilt-venv": State("handbuilt-venv", needs=("mirror",), lock="handbuilt-venv", shares_with=("venv-built",)),
+    # The same lock's venv built by the product's build-venv.sh, never switched in: its CUDA
+    # libraries are the hand-built venv's, hard links where both layers are cached.
+    "venv-built": State("venv-built", needs=("mirror",), lock="handbuilt-venv",
+                        helpers=("build-venv.sh", "root-may-run.sh", "torch_info.py"), shares_with=("handbuilt-venv",)),
     "distro-cuda": State("distro-cuda"),
     "nvidia-repo": State("nvidia-repo", needs=("apt-repo",)),
     "cuda-12.8": State("cuda-12.8", implies=("nvidia-repo",), needs=("apt-repo",)),
@@ -252,8 +262,8 @@ def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
             raise ValueError(f"state {state.name} has no lock for {os_name}: {lock} is missing")
         inputs["lock"] = hashlib.sha256(lock.read_bytes()).hexdigest()
         files["lock.txt"] = lock
-    for name in state.files:
-        files[name] = FILES / name
+    for name, where in [*((name, FILES) for name in state.files), *((name, HELPERS) for name in state.helpers)]:
+        files[name] = where / name
         inputs[name] = hashlib.sha256(files[name].read_bytes()).hexdigest()
     if "kernel" in state.needs:
         # Its script builds for the running kernel (``uname -r``: module paths, headers): a
@@ -275,7 +285,8 @@ def _step(state: State, os_name: str, repo: dict | None) -> layers.Step:
         return env
 
     script = script_path(state.name, os_name).read_text()
-    return layers.Step(state.name, script, inputs=inputs, prepare=prepare, files=files)
+    return layers.Step(state.name, script, inputs=inputs, prepare=prepare, files=files,
+                       shares_with=state.shares_with)
 
 
 def script_path(name: str, os_name: str, scripts: Path = SCRIPTS) -> Path:

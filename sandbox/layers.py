@@ -56,7 +56,8 @@ class Step:
     ``inputs`` go into the key (digests, never ports or pids). ``prepare`` runs
     only when the layer must be built and returns the script's environment (so
     a mirror is started only then). ``files`` are copied beside the script
-    (name in /run/state -> host path).
+    (name in /run/state -> host path). ``shares_with``: other states whose cached
+    layers may hold the same large files (share_identical_files), besides its own.
     """
 
     state: str
@@ -64,6 +65,7 @@ class Step:
     inputs: dict = field(default_factory=dict)
     prepare: Callable[[], dict] | None = None
     files: dict = field(default_factory=dict)
+    shares_with: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -246,10 +248,13 @@ def _build(os_name, base, base_key, below, step, key, log) -> None:
                               f"no layer cached. Last lines of its output:\n{tail}")
     for sub in ("work", "root", "inputs"):
         safe_rmtree(tmp / sub)
-    shared = share_identical_files(tmp / "upper", [p / "upper" for p in layers_dir().glob(f"{step.state}-*")
+    states = (step.state, *step.shares_with)
+    shared = share_identical_files(tmp / "upper", [p / "upper" for state in states
+                                                   for p in layers_dir().glob(f"{state}-*")
                                                    if (p / "layer.json").is_file()])
     if shared:
-        print(f"sandbox: layer {key} shares {shared / 1e9:.1f} GB with cached {step.state} layers", file=log, flush=True)
+        print(f"sandbox: layer {key} shares {shared / 1e9:.1f} GB with cached {', '.join(states)} layers", file=log,
+              flush=True)
     meta = {
         "key": key, "state": step.state, "os": os_name, "base": base_key,
         "parent": below[-1].key if below else None, "inputs": step.inputs,

@@ -227,7 +227,7 @@ class SuiteRun:
     def __init__(self, proc, junit, report):
         self.rc, self.output = proc.returncode, proc.stdout + proc.stderr
         self.report = report.read_text() if report.exists() else ""
-        self.results = {}
+        self.results, self.measured = {}, {}
         if junit.exists():
             for case in ET.parse(junit).iter("testcase"):
                 props = {p.get("name"): p.get("value") for p in case.iter("property")}
@@ -236,6 +236,7 @@ class SuiteRun:
                 status = next((tag.upper() for tag in ("failure", "error", "skipped") if case.find(tag) is not None),
                               "STAND-IN" if "standin" in props else "PASS")
                 self.results[(props["node"], props["check"])] = status
+                self.measured[(props["node"], props["check"])] = props.get("measured") or props.get("standin")
 
     def hosts(self):
         return {host for host, _ in self.results}
@@ -256,14 +257,15 @@ class SuiteRun:
         return f"SuiteRun(rc={self.rc})\n{self.output[-6000:]}"
 
 
-def node_suite(tmp, *args, env=None, data=DEPLOY_DATA):
-    """Run the suite's CLI exactly as an operator would, against inventory/gpu.py."""
+def node_suite(tmp, *args, env=None, data=DEPLOY_DATA, checks="tests/node"):
+    """Run the suite's CLI exactly as an operator would, against inventory/gpu.py (``checks``:
+    the suite, or one of its check files)."""
     tmp.mkdir(parents=True, exist_ok=True)
     junit, report = tmp / "junit.xml", tmp / "report.md"
     for path in (junit, report):
         path.unlink(missing_ok=True)
     data = [arg for item in data for arg in ("--node-data", item)]
-    command = [str(Path(sys.executable).parent / "pytest"), "tests/node", "--inventory", "inventory/gpu.py", *data, *args,
+    command = [str(Path(sys.executable).parent / "pytest"), checks, "--inventory", "inventory/gpu.py", *data, *args,
                f"--junitxml={junit}", f"--node-report={report}", "-p", "no:cacheprovider"]
     proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)

@@ -9,10 +9,17 @@ The test double of SGLang (tests/fixtures/serving/fake_sglang.py) runs the unit'
 ``/health`` only once every rank joined, a member serves its dummy health server once the head
 let it go, and ``FAKE_SGLANG_NEVER_JOIN=1`` keeps a member loading forever.
 
+The group's venv holds a real torch (TORCH_LOCK: torch 2.14.1 for CUDA 13.0): the node suite's
+group check reduces across the members through it. Each node is found as a deploy that stopped
+after building that venv (the ``venv-built`` state: the product's build-venv.sh run once per
+machine into a layer both nodes share), so the deploy switches it in instead of building 7 GB
+twice.
+
 In order, on the same two nodes: what validate finds before anything changes (a closed
 rendezvous port, a member on another lock, part of the group under ``--limit``); the group
-deployed to serving as one (each member's arguments and NCCL/Gloo interface) and a second deploy
-that changes nothing; then a change with which a member never joins, rolled back on both members
+deployed to serving as one (each member's arguments and NCCL/Gloo interface), the node suite's
+Gloo all-reduce across both members as the service user, and a second deploy that changes
+nothing; then a change with which a member never joins, rolled back on both members
 (``service_rollback: on-failure``), each back on the release that served.
 """
 
@@ -28,6 +35,7 @@ from tests.sandbox_fixtures import (
     REPO_ROOT,
     changed_operations,
     close_port,
+    node_suite,
     open_port,
     pyinfra_cli,
     registered_serving_nodes,
@@ -39,6 +47,8 @@ pytestmark = pytest.mark.sandbox
 HEAD, MEMBER = "grp-a", "grp-b"  # sorted by name: the head is rank 0
 ADDRESSES = {HEAD: "198.18.0.11", MEMBER: "198.18.0.12"}
 PORT = 29500
+# The venv-built state's lock (sandbox/field_states.py), for the nodes' CPython 3.11.
+TORCH_LOCK = "sandbox/locks/handbuilt-venv-cp311-x86_64.txt"
 REPORTS = REPO_ROOT / "reports" / "serving-group"
 DATA = ("deploy_steps=env,account,venv,service", "cuda_manage_alternative=false", "service_model=fake/model",
         "service_ready_timeout=25", "venv_installer=pip", "service_group=llama", "service_args=--tp 16")
@@ -52,7 +62,7 @@ LIVE = ("readlink /opt/sglang/venv; sha256sum /etc/systemd/system/sglang.service
 @pytest.fixture(scope="module")
 def group(sandbox_node, tmp_path_factory):
     with registered_serving_nodes(sandbox_node, ADDRESSES, REPORTS, DROP_IN, network="bridge",
-                                  states=("iproute2",)) as (entries, _):
+                                  states=("venv-built", "iproute2")) as (entries, _):
         second = tmp_path_factory.mktemp("locks") / "second-cp311-x86_64.txt"
         second.write_text("# the group's second venv\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
         yield dict(entries, second_lock=str(second))
@@ -83,7 +93,7 @@ def live(entry):
 def test_a_closed_rendezvous_port_is_found_before_anything_changes(group):
     close_port(group[HEAD], PORT)
     try:
-        result = run("validate.py", f"venv_lock={OPERATOR_LOCK}")
+        result = run("validate.py", f"venv_lock={TORCH_LOCK}")
     finally:
         open_port(group[HEAD], PORT)
     assert result.returncode == 1, result.output[-4000:]
@@ -93,7 +103,7 @@ def test_a_closed_rendezvous_port_is_found_before_anything_changes(group):
                                  "address)"), closed
     assert "GROUP_RENDEZVOUS_CLOSED" in codes(HEAD)
     # Open again, the same run finds the port reached and nothing else in the way.
-    result = run("validate.py", f"venv_lock={OPERATOR_LOCK}")
+    result = run("validate.py", f"venv_lock={TORCH_LOCK}")
     assert result.returncode == 0, result.output[-4000:]
     assert not [code for code in codes(MEMBER) if code.startswith("GROUP_")], codes(MEMBER)
 
@@ -114,14 +124,14 @@ def test_a_member_on_another_lock_or_left_out_is_refused_before_anything_changes
     assert f"{MEMBER}: " in differs and group["second_lock"] in differs, differs
     assert {row["verdict"] for row in result.rows.values()} == {"blocked"}, result.rows
 
-    part = run("deploy.py", f"venv_lock={OPERATOR_LOCK}", options=("--limit", MEMBER))
+    part = run("deploy.py", f"venv_lock={TORCH_LOCK}", options=("--limit", MEMBER))
     assert part.returncode == 1 and list(part.rows) == [MEMBER], part.output[-4000:]
     assert f"left out {HEAD} (outside --limit/--exclude)" in codes(MEMBER)["GROUP_MEMBERS_MISSING"]["message"]
     assert before == {name: run_ssh(group[name], "ls /opt/sglang 2>/dev/null; true").stdout for name in ADDRESSES}
 
 
-def test_the_group_deploys_to_serving_as_one_and_a_second_deploy_changes_nothing(group):
-    result = run("deploy.py", f"venv_lock={OPERATOR_LOCK}")
+def test_the_group_deploys_to_serving_as_one_and_a_second_deploy_changes_nothing(group, tmp_path):
+    result = run("deploy.py", f"venv_lock={TORCH_LOCK}")
     assert result.returncode == 0, result.output[-6000:]
     assert {name: row["verdict"] for name, row in result.rows.items()} == {HEAD: "serving", MEMBER: "serving"}
     for rank, name in enumerate((HEAD, MEMBER)):
@@ -135,7 +145,19 @@ def test_the_group_deploys_to_serving_as_one_and_a_second_deploy_changes_nothing
     member_log = run_ssh(group[MEMBER], "journalctl -u sglang.service --no-pager -o cat").stdout
     assert "Starting dummy health check server at" in member_log, member_log[-3000:]
 
-    again = run("deploy.py", f"venv_lock={OPERATOR_LOCK}", json_output=True)
+    # The node suite's group check: both members reduce together, as the service user with the
+    # service's environment, through the interface the plan chose; NCCL is a stand-in here.
+    suite = node_suite(tmp_path, "--node-limit", f"{HEAD},{MEMBER}", data=(*DATA, f"venv_lock={TORCH_LOCK}"),
+                       checks="tests/node/test_group.py")
+    assert suite.rc == 0, suite
+    gloo, nccl = "gloo_all_reduce_across_the_group", "nccl_all_reduce_across_the_group"
+    assert suite.results == {(name, check): status for name in ADDRESSES
+                             for check, status in ((gloo, "PASS"), (nccl, "STAND-IN"))}, suite
+    for name in ADDRESSES:
+        assert suite.measured[(name, gloo)].startswith("2 members, 16777216 bytes: 5 all-reduces in "), suite.measured
+        assert suite.measured[(name, gloo)].endswith(" over eth0"), suite.measured
+
+    again = run("deploy.py", f"venv_lock={TORCH_LOCK}", json_output=True)
     assert again.returncode == 0, again.output[-4000:]
     assert changed_operations(again) == [], changed_operations(again)
 
@@ -165,16 +187,16 @@ def test_rollback_py_takes_the_group_back_whole_or_not_at_all(group):
     after = {name: live(group[name]) for name in ADDRESSES}
     assert all(after[name] != before[name] for name in ADDRESSES), (before, after)
 
-    # The member's previous venv is out of the way (files/release.sh follows it by its identity
-    # and finds it incomplete under another name): it cannot go back, so neither goes back.
-    # The previous release's record names its venv (files/release.sh: releases/previous/venv).
+    # The member's previous venv lost its mark of a complete build (files/release.sh: it is
+    # incomplete): it cannot go back, so neither goes back. The previous release's record names
+    # its venv (files/release.sh: releases/previous/venv).
     previous = "/opt/sglang/" + run_ssh(group[MEMBER], "cat /opt/sglang/releases/previous/venv").stdout.strip()
     assert previous.startswith("/opt/sglang/venvs/"), previous
-    run_ssh(group[MEMBER], f"mv {previous} {previous}.away")
+    run_ssh(group[MEMBER], f"mv {previous}/.complete {previous}/.complete.away")
     try:
         refused = run("rollback.py", f"venv_lock={group['second_lock']}", "service_env=FAKE_SGLANG_READY_AFTER=3")
     finally:
-        run_ssh(group[MEMBER], f"mv {previous}.away {previous}")
+        run_ssh(group[MEMBER], f"mv {previous}/.complete.away {previous}/.complete")
     assert refused.returncode == 1, refused.output[-6000:]
     assert {name: row["verdict"] for name, row in refused.rows.items()} == {HEAD: "failed", MEMBER: "failed"}
     assert f"serving group 'llama' is not rolled back, nothing changed here: a group goes back whole or not at " \
