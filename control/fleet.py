@@ -28,7 +28,8 @@ import json
 import logging
 import sys
 
-from pyinfra.api.exceptions import ConnectError
+import gevent
+from pyinfra.api.exceptions import ConnectError, PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.context import ctx_state
@@ -104,6 +105,11 @@ class RunWatcher(BaseStateCallback):
     def operation_host_error(state, host, op_hash, retry_count=0, max_retries=0):
         if not connection_alive(host):
             RUN.lost_connections.setdefault(host.name, op_hash)
+        # Under --no-wait a host's operations stop at its first error, yet pyinfra never fails
+        # the host (pyinfra/api/operations.py ``_run_no_wait_ops``): the run would exit 0.
+        if "--no-wait" in sys.argv and not state.get_op_data_for_host(host, op_hash).global_arguments.get(
+                "_ignore_errors"):
+            state.failed_hosts.add(host)
 
 
 def _current_state():
@@ -208,6 +214,19 @@ def quiet_ssh_tracebacks(state):
     log.propagate = False
 
 
+def quiet_no_wait_tracebacks(state):
+    """Under ``--no-wait`` pyinfra runs each host's operations in a greenlet of its own that
+    raises PyinfraError when one fails (pyinfra/api/operations.py ``_run_host_ops``), and
+    gevent's hub prints that greenlet's traceback: a refused host's one line would come with
+    a stack. The error is pyinfra's own line and its results' table, and the summary's reason;
+    gevent does not print the exceptions its hub's ``NOT_ERROR`` names. Kept for ``-v``."""
+    if verbose(state):
+        return
+    hub = gevent.get_hub()
+    if not issubclass(PyinfraError, hub.NOT_ERROR):
+        hub.NOT_ERROR = (*hub.NOT_ERROR, PyinfraError)
+
+
 def watch_connections():
     """From the inventory file: have this run's connection errors recorded and the
     summary printed at the end, and a validate.py run never ask for confirmation
@@ -217,6 +236,7 @@ def watch_connections():
         return
     _register_exit_hook()
     quiet_ssh_tracebacks(state)
+    quiet_no_wait_tracebacks(state)
     if getattr(state, "initialised", False):
         _add_handler(state)
         validate_never_asks(state)
@@ -241,6 +261,8 @@ def record(host, purpose, **fields):
     RUN.purpose = purpose
     _register_exit_hook()
     state = _current_state()
+    if state is not None:
+        quiet_no_wait_tracebacks(state)
     if state is not None and getattr(state, "initialised", False):
         _add_handler(state)
     RUN.record(host, purpose=purpose, **fields)

@@ -4,6 +4,7 @@ refuses an unknown option with exit status 2; the planner, the report and explai
 0 for yes, 1 for no and 2 for bad input, each run as the operator runs it."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -163,3 +164,17 @@ def test_settings_page_says_a_page_not_utf8_is_bad_input(tmp_path):
     result = run("bringup.settings_page", "--check", str(page))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr == f"{page}: cannot read it (not UTF-8: byte 0): name the settings page, docs/settings.md\n"
+
+
+def test_a_host_refused_under_no_wait_fails_the_run_in_one_line(tmp_path):
+    """pyinfra's --no-wait stops a host at its first error without failing it (the run exited 0)
+    and gevent printed the stopped greenlet's traceback: the run says no, in one line."""
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text('hosts = [("@local", {"target_sms": "12.0", "service_port": "x"})]\n')
+    result = subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", "--no-wait", str(inventory),
+                             "deploy.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "GPU_BRINGUP_REPORTS": str(tmp_path / "r")})
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert "@local: failed: @local: setting service_port='x' is invalid: use a TCP port number (1-65535)" in output

@@ -86,7 +86,8 @@ def test_deploy_and_rollback_refuse_part_of_a_group_and_run_nothing(tmp_path, de
 
 
 @pytest.mark.parametrize("flags, said", [(("--serial",), "deploy runs each host on its own (--serial)"),
-                                         (("--serial", "--parallel", "1"), "deploy runs each host on its own")])
+                                         (("--serial", "--parallel", "1"), "deploy runs each host on its own"),
+                                         (("--no-wait",), "deploy runs each host on its own (--no-wait)")])
 def test_a_run_that_cannot_restart_the_group_together_refuses_every_member(tmp_path, flags, said):
     result, rows, reports = run(tmp_path, *flags, deploy_file="deploy.py")
     assert result.returncode == 1
