@@ -277,12 +277,27 @@ def _file_digest(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def stamped(path: Path) -> bool:
+    """Whether something records *path*'s inode or modification time, so that a hard link
+    (another file's inode and mtime) would make the record stale: Python sources (their
+    ``__pycache__`` holds the source's mtime) and a wheel's install metadata (files/torch_info.py
+    stamps torch's RECORD by size, mtime and inode).
+
+    >>> stamped(Path("site-packages/torch/_tensor.py")), stamped(Path("site-packages/torch-2.14.1.dist-info/RECORD"))
+    (True, True)
+    >>> stamped(Path("site-packages/nvidia/cudnn/lib/libcudnn.so.9"))
+    False
+    """
+    return path.suffix == ".py" or path.parent.name.endswith(".dist-info")
+
+
 def share_identical_files(upper: Path, others: list[Path], min_bytes: int = SHARE_MIN_BYTES) -> int:
     """Hard-link the large files of the new layer *upper* to identical ones (content, mode,
     owner) in the cached layers *others*; returns the bytes saved. Another distribution's
     hand-built venv holds the same CUDA libraries (gigabytes, py3-none wheels). Only the new
     layer's files are replaced (it is not mounted yet); a lower layer is never written by
-    overlayfs (a node's change is copied up), so a shared inode stays as it is.
+    overlayfs (a node's change is copied up), so a shared inode stays as it is. Files whose
+    inode or mtime something records (``stamped``) keep their own.
 
     >>> import tempfile; top = Path(tempfile.mkdtemp())
     >>> for name in ("old", "new"):
@@ -291,11 +306,17 @@ def share_identical_files(upper: Path, others: list[Path], min_bytes: int = SHAR
     64
     >>> (top / "new" / "lib.so").stat().st_ino == (top / "old" / "lib.so").stat().st_ino
     True
+    >>> for name in ("old", "new"):
+    ...     _ = (top / name / "big.py").write_bytes(b"x" * 64)
+    >>> share_identical_files(top / "new", [top / "old"], min_bytes=1)
+    0
     """
     def large_files(root: Path):
         for folder, _, names in os.walk(root):
             for name in names:
                 path = Path(folder) / name
+                if stamped(path):
+                    continue
                 st = path.lstat()
                 if stat.S_ISREG(st.st_mode) and st.st_size >= min_bytes:
                     yield path, st

@@ -9,10 +9,12 @@ port free there. As SGLang's ranks do (``torch.distributed``, ``init_method="tcp
 - Gloo: an all-reduce of CPU tensors over TCP, through the interface ``GLOO_SOCKET_IFNAME``
   names (torch's ProcessGroupGloo binds every pair to that interface's address): the path
   SGLang's CPU groups take between nodes;
-- NCCL, once every member's CUDA started (a Gloo all-reduce of that first, so a member
-  without CUDA never leaves the others waiting in a collective): an all-reduce of a tensor
-  on each member's first GPU, through NCCL's network (``NCCL_SOCKET_IFNAME``, InfiniBand
-  where ``NCCL_IB_HCA`` names ports). The GPUs within one node are test_comm.py's.
+- NCCL, once every member's CUDA started (each member starts it within CUDA_START_SECONDS, then a
+  Gloo all-reduce tells every member which did, so a member without CUDA never leaves the
+  others waiting in a collective): an all-reduce of a tensor on each member's first GPU,
+  through NCCL's network (``NCCL_SOCKET_IFNAME``, InfiniBand where ``NCCL_IB_HCA`` names
+  ports: NCCL's own log says which network it took, and a plan that names HCAs fails on any
+  other). The GPUs within one node are test_comm.py's.
 
 Both check every element's sum: values 0..PATTERN-1 repeat, rank r adds r, so each sum is an
 exact float32 integer. Seconds and bytes are recorded, no bandwidth judged: the link between
@@ -23,23 +25,38 @@ import shlex
 
 from tests.node.script_answer import marked_answer
 
-MARKER = "@@group "
+GLOO_MARKER, NCCL_MARKER = "@@group-gloo ", "@@group-nccl "
 PATTERN = 1024
 REDUCE_BYTES = 16 * 2**20
 ITERATIONS = 5
-# Seconds a member waits for the others (torch's rendezvous and collectives), and the whole
-# script's bound (coreutils' timeout kills it after): a member that never arrives is a
-# finding within a minute, not a hung suite.
+# Seconds a member waits for the others (torch's rendezvous, each collective, NCCL's group,
+# CUDA's start), and the whole script's bound (coreutils' timeout kills it after): a member
+# that never arrives is a finding within a minute, not a hung suite.
 WAIT_SECONDS = 60
+# CUDA's start on a member (a bad GPU can hang cuInit), well inside WAIT_SECONDS: the members
+# whose CUDA started wait for it in a Gloo collective.
+CUDA_START_SECONDS = 30
 RUN_SECONDS = 150
 
+# Each part answers on a line of its own as soon as it is done: a member killed at the bound
+# while NCCL hangs keeps the Gloo answer it gave. NCCL says which network it took ("Using
+# network IB") at NCCL_DEBUG=INFO, written to a file of this check's own, not the output.
 GROUP_SCRIPT = r"""
-import datetime, json, os, sys, time
+import datetime, glob, json, os, re, shutil, sys, tempfile, threading, time
 host, port, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-out = {"rank": rank, "world": world, "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
-       "nccl_socket_ifname": os.environ.get("NCCL_SOCKET_IFNAME")}
+wait = datetime.timedelta(seconds=%(wait)d)
+scratch = tempfile.mkdtemp(prefix="group-check-")
+base = {"rank": rank, "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
+        "nccl_socket_ifname": os.environ.get("NCCL_SOCKET_IFNAME")}
+os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=os.path.join(scratch, "nccl.%%p"))
 def why(error):
     return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+def done(marker, answer):
+    print(marker + json.dumps(answer), flush=True)
+def finish():
+    shutil.rmtree(scratch, ignore_errors=True)
+    sys.stdout.flush()
+    os._exit(0)  # a CUDA start still hung in its thread must not hold the exit
 def reduce(device, group=None):
     pattern = torch.arange(%(pattern)d, dtype=torch.float32, device=device).repeat(%(size)d // 4 // %(pattern)d)
     want = pattern * world + world * (world - 1) / 2
@@ -56,43 +73,66 @@ def reduce(device, group=None):
         torch.cuda.synchronize()
     return {"wrong": wrong, "bytes": data.numel() * 4, "iterations": %(iterations)d,
             "seconds": round(time.perf_counter() - start, 4)}
+def network():
+    for path in glob.glob(os.path.join(scratch, "nccl.*")):
+        with open(path, errors="replace") as log:
+            found = re.search(r"Using network (\S+)", log.read())
+        if found:
+            return found.group(1)
+    return None
 try:
     import torch
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=%(wait)d))
-    out["gloo"] = reduce("cpu")
+    dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=rank, world_size=world, timeout=wait)
+    gloo = reduce("cpu")
 except Exception as error:
-    out["gloo"] = {"error": why(error)}
-else:
+    gloo = {"error": why(error)}
+done("%(gloo_marker)s", {**base, "gloo": gloo})
+if "error" in gloo:
+    finish()
+started = {}
+def start_cuda():
     try:
         torch.cuda.init()
         torch.cuda.set_device(0)
-        cuda = None
+        started["ok"] = True
     except Exception as error:
-        cuda = why(error)
-    started = torch.tensor([0 if cuda else 1], dtype=torch.int32)
-    try:
-        dist.all_reduce(started, op=dist.ReduceOp.MIN)
-        if cuda:
-            out["nccl"] = {"error": cuda}
-        elif not started.item():
-            out["nccl"] = {"error": "CUDA did not start on every member: no NCCL all-reduce"}
-        else:
-            out["nccl"] = reduce("cuda", dist.new_group(backend="nccl"))
-            version = torch.cuda.nccl.version()
-            out["nccl"]["version"] = ".".join(map(str, version)) if isinstance(version, tuple) else version
-    except Exception as error:
-        out["nccl"] = {"error": why(error)}
+        started["error"] = why(error)
+starter = threading.Thread(target=start_cuda, daemon=True)
+starter.start()
+starter.join(%(cuda_start)d)
+cuda_error = started.get("error") or (None if started.get("ok") else "CUDA did not start within %(cuda_start)d s (hung)")
+nccl = {}
+try:
+    every = torch.zeros(world, dtype=torch.int32)
+    every[rank] = 0 if cuda_error else 1
+    dist.all_reduce(every)
+    not_started = [other for other in range(world) if not every[other].item()]
+    if cuda_error:
+        nccl = {"cuda_error": cuda_error}
+    elif not_started:
+        nccl = {"not_started": not_started}
+    else:
+        nccl = reduce("cuda", dist.new_group(backend="nccl", timeout=wait))
+        version = torch.cuda.nccl.version()
+        nccl["version"] = ".".join(map(str, version)) if isinstance(version, tuple) else version
+        nccl["network"] = network()
+except Exception as error:
+    nccl = {**nccl, "error": why(error)}
+done("%(nccl_marker)s", nccl)
+try:
     dist.destroy_process_group()
-print("%(marker)s" + json.dumps(out), flush=True)
+except Exception:
+    pass
+finish()
 """ % {"pattern": PATTERN, "size": REDUCE_BYTES, "iterations": ITERATIONS, "wait": WAIT_SECONDS,
-       "marker": MARKER}
+       "cuda_start": CUDA_START_SECONDS, "gloo_marker": GLOO_MARKER, "nccl_marker": NCCL_MARKER}
 
-# A free port on the head's address, asked of the head's own python3 (the system's): the
-# dist-init port itself is the serving SGLang's.
-FREE_PORT_SCRIPT = ("import socket, sys; family = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET; "
-                    "s = socket.socket(family); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])")
+# A port free on the head for torch's store, which listens on every address of the head's
+# family: asked of the head's system python3 as nobody (nothing of root's is needed), bounded.
+FREE_PORT_SCRIPT = ("import socket, sys; family = socket.getaddrinfo(sys.argv[1], None, 0, socket.SOCK_STREAM)[0][0]; "
+                    "s = socket.socket(family); s.bind(('::' if family == socket.AF_INET6 else '0.0.0.0', 0)); "
+                    "print(s.getsockname()[1])")
 
 
 def head_host(dist_init_addr):
@@ -105,13 +145,14 @@ def head_host(dist_init_addr):
 
 
 def free_port_command(python, dist_init_addr):
-    """The command that prints a port free on the head's address.
+    """The command that prints a port free on the head (as ``nobody``, within 10 s).
 
-    >>> free_port_command("/usr/bin/python3", "[fd00::1]:29500").endswith(" fd00::1")
+    >>> free_port_command("/usr/bin/python3", "[fd00::1]:29500").startswith("timeout -k 5 10 runuser -u nobody -- ")
     True
     """
     address = head_host(dist_init_addr).strip("[]")
-    return f"{shlex.quote(python)} -I -c {shlex.quote(FREE_PORT_SCRIPT)} {shlex.quote(address)}"
+    return (f"timeout -k 5 10 runuser -u nobody -- {shlex.quote(python)} -I -c {shlex.quote(FREE_PORT_SCRIPT)} "
+            f"{shlex.quote(address)}")
 
 
 def group_command(python, dist_init_addr, port, rank, world, seconds=RUN_SECONDS):
@@ -125,22 +166,48 @@ def group_command(python, dist_init_addr, port, rank, world, seconds=RUN_SECONDS
     return f"timeout -k 10 {int(seconds)} {shlex.quote(python)} -c {shlex.quote(GROUP_SCRIPT)} {arguments}"
 
 
-def parse_group_output(stdout):
-    """The one ``@@group`` answer of GROUP_SCRIPT, or None."""
-    return marked_answer(stdout, MARKER)
+def parse_group_output(stdout, returncode):
+    """One member's answer from its output: the Gloo part (with the service env's interfaces)
+    and the NCCL part as each was printed, or ``{"run_error": why}`` when the Gloo part is not
+    there exactly once. A missing NCCL part says how the script ended.
+
+    >>> parse_group_output('@@group-gloo {"gloo": {"error": "x"}}\\n', 1)
+    {'gloo': {'error': 'x'}}
+    >>> parse_group_output('@@group-gloo {"gloo": {"wrong": 0}}\\n', 124)["nccl"]
+    {'error': 'no NCCL answer: killed at the bound (150 s)'}
+    >>> parse_group_output("", 1)
+    {'run_error': 'exit 1, no @@group-gloo answer'}
+    """
+    answer = marked_answer(stdout, GLOO_MARKER)
+    if answer is None:
+        return {"run_error": f"exit {returncode}, no {GLOO_MARKER.strip()} answer"}
+    if "error" in (answer.get("gloo") or {}):
+        return answer
+    nccl = marked_answer(stdout, NCCL_MARKER)
+    ended = f"killed at the bound ({RUN_SECONDS} s)" if returncode in (124, 137) else f"exit {returncode}"
+    return {**answer, "nccl": nccl if nccl is not None else {"error": f"no NCCL answer: {ended}"}}
 
 
-def _others(answers, member, backend):
-    """``name: why`` of the other members whose ``backend`` part failed, in rank order."""
-    return [f"{name}: {answer.get('run_error') or (answer.get(backend) or {}).get('error') or 'no answer'}"
-            for name, answer in answers.items()
-            if name != member and (answer.get("run_error") or "error" in (answer.get(backend) or {"error": ""}))]
+def _failed(answer, part):
+    """Why ``part`` of one member's answer failed, or "" when it did not."""
+    if answer.get("run_error"):
+        return answer["run_error"]
+    found = answer.get(part)
+    if found is None:
+        return "no answer"
+    return found.get("error") or found.get("cuda_error") or ""
+
+
+def _others(answers, member, part):
+    """``name: why`` of the other members whose ``part`` failed, in rank order."""
+    return [f"{name}: {_failed(answer, part)}" for name, answer in answers.items()
+            if name != member and _failed(answer, part)]
 
 
 def gloo_verdict(member, answers, planned_ifname):
     """(wrong, measured) of member ``member``'s Gloo all-reduce: ``wrong`` is "" when it reduced
     right through the interface the plan chose (``planned_ifname``, None when the plan names none).
-    ``answers``: member -> its GROUP_SCRIPT answer, or ``{"run_error": why}``, in rank order.
+    ``answers``: member -> its parsed answer (parse_group_output), in rank order.
 
     >>> right = {"wrong": 0, "bytes": 16, "iterations": 5, "seconds": 0.01}
     >>> ok = {"a": {"gloo": right, "gloo_socket_ifname": "eth0"}, "b": {"gloo": right, "gloo_socket_ifname": "eth0"}}
@@ -169,25 +236,43 @@ def gloo_verdict(member, answers, planned_ifname):
                 f"{gloo['seconds']} s over {planned_ifname or 'the interface Gloo chose'}")
 
 
-def nccl_verdict(member, answers):
-    """(wrong, measured) of member ``member``'s NCCL all-reduce across the group's first GPUs.
+def nccl_verdict(member, answers, planned_env):
+    """(wrong, measured) of member ``member``'s NCCL all-reduce across the group's first GPUs, by
+    the plan's group env (``planned_env``: its NCCL_SOCKET_IFNAME, and NCCL_IB_HCA where RDMA
+    ports are active, when NCCL must take InfiniBand).
 
-    >>> right = {"wrong": 0, "bytes": 16, "iterations": 5, "seconds": 0.01, "version": "2.30.7"}
-    >>> nccl_verdict("a", {"a": {"nccl": right}, "b": {"nccl": right}})
-    ('', '2 members (GPU 0 each), 16 bytes: 5 all-reduces in 0.01 s, NCCL 2.30.7')
-    >>> nccl_verdict("a", {"a": {"nccl": {"error": "RuntimeError: no driver"}}, "b": {"nccl": right}})[0]
-    'RuntimeError: no driver'
+    >>> right = {"wrong": 0, "bytes": 16, "iterations": 5, "seconds": 0.01, "version": "2.30.7", "network": "Socket"}
+    >>> ok = {"a": {"nccl": right, "nccl_socket_ifname": "=eth0"}, "b": {"nccl": right, "nccl_socket_ifname": "=eth0"}}
+    >>> nccl_verdict("a", ok, {"NCCL_SOCKET_IFNAME": "=eth0"})
+    ('', '2 members (GPU 0 each), 16 bytes: 5 all-reduces in 0.01 s, NCCL 2.30.7 over its Socket network')
+    >>> nccl_verdict("a", ok, {"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_HCA": "=mlx5_0:1"})[0]
+    'NCCL took its Socket network, not InfiniBand (the plan names NCCL_IB_HCA==mlx5_0:1)'
     """
     own = answers.get(member) or {"run_error": "no answer"}
     if own.get("run_error"):
         return f"no answer: {own['run_error']}", ""
-    nccl = own.get("nccl") or {"error": "no NCCL answer (the Gloo group did not form)"}
-    if "error" in nccl:
-        return nccl["error"], ""
+    nccl = own.get("nccl")
+    if nccl is None:
+        return f"no NCCL all-reduce: the Gloo group did not form ({_failed(own, 'gloo')})", ""
+    if own.get("nccl_socket_ifname") != planned_env.get("NCCL_SOCKET_IFNAME"):
+        return (f"the service env's NCCL_SOCKET_IFNAME is {own.get('nccl_socket_ifname')!r}, the plan chose "
+                f"{planned_env.get('NCCL_SOCKET_IFNAME')!r}"), ""
+    if "cuda_error" in nccl:
+        return nccl["cuda_error"], ""
+    if "not_started" in nccl:
+        names = list(answers)
+        late = [f"{names[rank]}: {_failed(answers[names[rank]], 'nccl') or 'did not start'}"
+                for rank in nccl["not_started"] if rank < len(names)]
+        return f"CUDA did not start on every member, no NCCL all-reduce: {'; '.join(late)}", ""
     others = _others(answers, member, "nccl")
+    if "error" in nccl:
+        return nccl["error"] + (f" (and {'; '.join(others)})" if others else ""), ""
     if others:
         return f"the group did not reduce: {'; '.join(others)}", ""
     if nccl["wrong"]:
         return f"{nccl['wrong']} of {nccl['bytes'] // 4} sums wrong", ""
+    if planned_env.get("NCCL_IB_HCA") and nccl.get("network") != "IB":
+        return (f"NCCL took its {nccl.get('network') or 'unnamed'} network, not InfiniBand (the plan names "
+                f"NCCL_IB_HCA={planned_env['NCCL_IB_HCA']})"), ""
     return "", (f"{len(answers)} members (GPU 0 each), {nccl['bytes']} bytes: {nccl['iterations']} all-reduces in "
-                f"{nccl['seconds']} s, NCCL {nccl.get('version')}")
+                f"{nccl['seconds']} s, NCCL {nccl.get('version')} over its {nccl.get('network') or 'unnamed'} network")

@@ -107,7 +107,8 @@ def service_environment(host, expected):
     if on_systemd(host):
         result = systemd_run(host, expected, "env -0 | tr '\\0' '\\036'", snippet_user(host, expected))
         if result.rc != 0:
-            return None, f"systemd-run exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}"
+            # Its error output only: its standard output is the service's environment, secrets too.
+            return None, f"systemd-run exit {result.rc}: {result.stderr.strip()[-300:] or 'no error output'}"
         pairs = (item.partition("=") for item in result.stdout.split("\x1e") if "=" in item)
         return {key: value for key, _, value in pairs}, ""
     unit = read_text(host, expected.layout.unit)

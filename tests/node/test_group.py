@@ -31,9 +31,10 @@ def _member_answer(node, expected, command):
         result = run_in_service_env(node, expected, command, as_service_user=True)
     except BaseException as error:  # a failed check's Failed, a lost connection: this member's answer
         return {"run_error": f"{type(error).__name__}: {str(error)[-300:]}"}
-    answer = parse_group_output(result.stdout)
-    if answer is None:
-        return {"run_error": f"exit {result.rc}, no one @@group answer: {(result.stderr or result.stdout).strip()[-300:]}"}
+    answer = parse_group_output(result.stdout, result.rc)
+    if "run_error" in answer and result.stderr.strip():
+        # Its own error output only: the service env's values are never in it.
+        answer["run_error"] += f": {result.stderr.strip()[-300:]}"
     return answer
 
 
@@ -83,9 +84,10 @@ def test_gloo_all_reduce_across_the_group(host, expected, group_answers, record_
 
 
 def test_nccl_all_reduce_across_the_group(host, expected, group_answers, record_property):
-    wrong, measured = nccl_verdict(expected.name, group_answers)
+    wrong, measured = nccl_verdict(expected.name, group_answers, expected.plan.group.env)
     own = group_answers.get(expected.name) or {}
-    if wrong and expected.config.gpu_standin and "error" in (own.get("nccl") or {}):
+    # A stand-in only for CUDA that did not start here: any other failure is one.
+    if wrong and expected.config.gpu_standin and "cuda_error" in (own.get("nccl") or {}):
         stand_in(record_property, expected, NCCL, wrong)
         return
     if wrong:
