@@ -57,6 +57,7 @@ SCHEMA = {
         "arch_list_env": OPT_STR,
     },
     "service_env": Optional(Values(OPT_STR)),
+    "service_env_owned": Optional(Values(OPT_STR)),
     # facts/sections/python.py
     "python": Optional({"version": VERSION}),
     "python_interpreters": Items({"path": STR, "version": VERSION}),

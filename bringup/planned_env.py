@@ -8,16 +8,18 @@ True
 
 ``OFFLINE_KEY`` is set by the plan only where the operator has not set it (service_env or
 the env file; bringup/plan/model_source.py): not one of the planned keys, no secret either.
+Nor are a serving group's NCCL and Gloo keys (interface and port names: bringup/group.py).
 """
 
 from bringup.caches import CACHE_DIRS
+from bringup.group import GROUP_ENV_KEYS
 
 PLANNED_ENV_KEYS = ("CUDA_HOME", "PATH", "FLASHINFER_CUDA_ARCH_LIST", *CACHE_DIRS, "CXX")
 # huggingface_hub's offline switch (1.33.0 constants.py HF_HUB_OFFLINE): an offline node
 # whose hub cache holds the model gets it, so SGLang does not sit retrying the hub.
 OFFLINE_KEY = "HF_HUB_OFFLINE"
 # The env keys whose values are shown where they are printed (bringup/redact.py).
-NOT_SECRET_ENV_KEYS = (*PLANNED_ENV_KEYS, OFFLINE_KEY)
+NOT_SECRET_ENV_KEYS = (*PLANNED_ENV_KEYS, OFFLINE_KEY, *GROUP_ENV_KEYS)
 # What deploy wrote into the env file for a reason of its own (OFFLINE_KEY: the hub did not
 # answer and the cache held the model) is listed beside it, in ``<env file>.deploy-owned``
 # (root's, 0600, written whole): the probe (files/probe.d/) then tells it from the operator's own

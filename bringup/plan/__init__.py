@@ -114,12 +114,13 @@ def plan(facts, config, locks=None, member=None):
     node.group = serving_group.group_plan(context)
     if node.group is not None:
         node.env = {**node.env, **node.group.env}
+        node.env_owned = dict(node.group.env)
     service.check_service_env(context, node.env)
     source = model_source.check_model_source(context)
     if source is not None and source.offline:
         node.env = {**node.env, OFFLINE_KEY: "1"}
-        node.env_owned = {OFFLINE_KEY: "1"}
-    node.env_drop = model_source.taken_back(context, node.env)
+        node.env_owned = {**node.env_owned, OFFLINE_KEY: "1"}
+    node.env_drop = {**model_source.taken_back(context, node.env), **serving_group.taken_back(context, node.env)}
     model_fact = context.facts.get("model") or {}
     node.env_settled = bool(model_fact) and model_fact.get("model") == config.service_model
     node.model_fetch = model_source.fetch_plan(context, source)

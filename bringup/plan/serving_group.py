@@ -17,8 +17,9 @@ Deploy changes, restarts and gates a group's members as one (control/group_gate.
     (1, '10.0.0.1:29500', '=ens1f0np0', [])
 """
 
-from bringup.findings import BLOCKER, WARNING, Finding
-from bringup.group import active_hcas, group_environment
+from bringup import redact
+from bringup.findings import BLOCKER, FIX, WARNING, Finding
+from bringup.group import GROUP_ENV_KEYS, active_hcas, group_environment
 from bringup.plan.model import GroupPlan
 
 
@@ -75,3 +76,40 @@ def check_peermem(context):
                             "transfers between nodes go through host memory (GPUDirect RDMA off)",
                             "load it (modprobe nvidia_peermem) and keep it loaded at boot "
                             "(echo nvidia_peermem > /etc/modules-load.d/nvidia-peermem.conf)"))
+
+
+def taken_back(context, env):
+    """The group's env file keys deploy takes out (key -> the value the file holds), ``env`` the
+    plan's: those deploy wrote for a group (its record, the probe's ``service_env_owned``) and no
+    longer sets (the host left its group, an RDMA port went down); on a member, also a group key
+    the file sets by hand that the group leaves unset (a stale ``NCCL_IB_HCA`` would send NCCL to
+    a port that is down), said first as a fix. The operator's own keys elsewhere stay.
+
+    >>> from bringup.config import Config
+    >>> from bringup.group import Member
+    >>> from bringup.plan.context import PlanContext
+    >>> left = {"service_env_owned": {"GLOO_SOCKET_IFNAME": "eth0", "HF_HUB_OFFLINE": "1"}}
+    >>> taken_back(PlanContext.of(left, Config(), None, print), {})
+    {'GLOO_SOCKET_IFNAME': 'eth0'}
+    >>> member = Member("gpu-b", "llama", 1, ("gpu-a", "gpu-b"), "10.0.0.1", 29500)
+    >>> found = []
+    >>> context = PlanContext.of({"service_env": {"NCCL_IB_HCA": "=mlx5_9:1"}}, Config(service_group="llama"), None,
+    ...                          found.append, member=member)
+    >>> taken_back(context, {"GLOO_SOCKET_IFNAME": "eth0"}), [f.code for f in found]
+    ({'NCCL_IB_HCA': '=mlx5_9:1'}, ['SERVICE_ENV_OVERRIDDEN'])
+    """
+    owned = context.facts.get("service_env_owned") or {}
+    drop = {key: value for key, value in owned.items() if key in GROUP_ENV_KEYS and key not in env}
+    if context.member is not None:
+        found = context.facts.get("service_env") or {}
+        by_hand = {key: found[key] for key in GROUP_ENV_KEYS if key in found and key not in env and key not in drop}
+        if by_hand:
+            shown = redact.env(by_hand)
+            context.add(Finding("SERVICE_ENV_OVERRIDDEN", FIX,
+                                f"{context.config.service_env_file} sets "
+                                f"{'; '.join(f'{key}={shown[key]}' for key in by_hand)}, which the serving group "
+                                "leaves unset (deploy removes it)",
+                                "the group decides NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME and NCCL_IB_HCA (set "
+                                "service_group_interface for the interface); keep your own keys through service_env"))
+        drop.update(by_hand)
+    return drop

@@ -48,6 +48,20 @@ def service_env_values(section):
             if key.startswith("env.")}
 
 
+def service_env_owned(section):
+    """The keys deploy's record says it wrote for a reason of its own (``<env file>.deploy-owned``)
+    whose value the env file still holds, with that value (absent keys omitted).
+
+    >>> from facts.probe_framing import Section
+    >>> service_env_owned(Section("service-env", 0, (), ["env.PATH=/usr/bin", "owned.GLOO_SOCKET_IFNAME=eth0"]))
+    {'GLOO_SOCKET_IFNAME': 'eth0'}
+    """
+    if section is None:
+        return {}
+    return {key[len("owned."):]: value or "" for key, value in parse_assignments(section.text).items()
+            if key.startswith("owned.")}
+
+
 SECTION = ProbeSection(
     name="service",
     group=3,
@@ -75,6 +89,16 @@ SECTION = ProbeSection(
                 "are never read out); null only in an older or hand-edited report"
             ),
             example={"CUDA_HOME": toolkit_home("12.8")},
+        ),
+        "service_env_owned": Key(
+            parse=lambda by_name: service_env_owned(by_name.get("service-env")),
+            schema=Optional(Values(OPT_STR)),
+            meaning=(
+                "the env file keys deploy wrote for a reason of its own (its record `<env file>.deploy-owned`, "
+                "root's alone) whose value the file still holds: deploy takes them back once the reason is gone "
+                "(a serving group's NCCL/Gloo keys after the host left its group); null only in an older report"
+            ),
+            example={"GLOO_SOCKET_IFNAME": "ens1f0np0"},
         ),
     },
     reads={"resolution": ("service", "venv")},

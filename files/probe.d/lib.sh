@@ -249,6 +249,16 @@ read_env_file() {
     fi
 }
 
+owned_record() {
+    # owned_record RECORD: the text of deploy's record of the env file keys it wrote for a
+    # reason of its own (<env file>.deploy-owned, bringup/planned_env.py), at most 4 KiB, only
+    # while it is root's alone (a regular file, never a link, no one else may write it); else
+    # nothing and status 1.
+    [ -f "$1" ] && [ ! -L "$1" ] || return 1
+    case $(stat -c '%u %a' -- "$1" 2>/dev/null) in "0 "*[2367]? | "0 "*[2367]) return 1 ;; "0 "*) ;; *) return 1 ;; esac
+    head -c 4096 -- "$1"
+}
+
 service_view() {
     # service_view KEY...: the service's environment as it starts, in shell variables of
     # this (sub)shell, exported to nothing: its env file read (read_env_file, the KEYs

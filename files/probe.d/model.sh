@@ -94,11 +94,8 @@ snapshot_lines() {
 
 deploy_owned() {
     # deploy_owned RECORD KEY VALUE: whether deploy's record of the env file keys it wrote
-    # for a reason of its own says KEY=VALUE; the record counts only as root's alone (a
-    # regular file, never a link, no one else may write it), read at most 4 KiB.
-    [ -f "$1" ] && [ ! -L "$1" ] || return 1
-    case $(stat -c '%u %a' -- "$1" 2>/dev/null) in "0 "*[2367]? | "0 "*[2367]) return 1 ;; "0 "*) ;; *) return 1 ;; esac
-    do_text=$(head -c 4096 -- "$1") || return 1
+    # for a reason of its own says KEY=VALUE (owned_record: root's alone, 4 KiB at most).
+    do_text=$(owned_record "$1") || return 1
     case "$NL$do_text$NL" in *"$NL$2=$3$NL"*) return 0 ;; esac
     return 1
 }

@@ -1,5 +1,5 @@
 # The service section: writes service-env, resolved-nvcc; facts/sections/service.py parses them
-# (the document's keys: `resolution`, `service_env`; docs/facts.md).
+# (the document's keys: `resolution`, `service_env`, `service_env_owned`; docs/facts.md).
 probe_service() {
     # The service's environment (systemd's default PATH, then the env file), then
     # FlashInfer's own search order (flashinfer/jit/cpp_ext.py get_cuda_path):
@@ -26,6 +26,19 @@ probe_service() {
                 eval "printf 'env.%s=%s\n' \"\$key\" \"\$service_env_$key\""
             fi
         done
+        # The keys deploy wrote for a reason of its own (a serving group's interfaces), each
+        # while the env file still holds deploy's value: the plan takes it back once its reason
+        # is gone. Nothing of the operator's is read out: only a value deploy's record holds.
+        if [ "$env_state" = present ] && owned=$(owned_record "$PROBE_ENV_FILE.deploy-owned"); then
+            printf '%s\n' "$owned" | while IFS= read -r line; do
+                key=${line%%=*} value=${line#*=}
+                case $line in *=*) ;; *) continue ;; esac
+                case $key in "" | [0-9]* | *[!A-Za-z0-9_]*) continue ;; esac
+                if eval "[ \"\${service_env_$key+set}\" = set ] && [ \"\$service_env_$key\" = \"\$value\" ]"; then
+                    printf 'owned.%s=%s\n' "$key" "$value"
+                fi
+            done
+        fi
     )
     emit service-env $? "$service"
     case $service in

@@ -126,3 +126,51 @@ def test_a_rendezvous_port_another_process_holds_is_named(tmp_path):
     [closed] = [f for f in member["plan"]["findings"] if f["code"] == "GROUP_RENDEZVOUS_CLOSED"]
     assert closed["message"] == ("port 29518 on @chroot// is held by another process while its SGLang service is "
                                  "not running: the head's rendezvous could not listen there"), closed
+
+
+@pytest.fixture
+def env_file():
+    """A service env file and deploy's record beside it, root's, outside /tmp (a setting's check)."""
+    import shutil
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="cli-group-env-", dir="/var/lib"))
+    etc = scratch / "sglang"
+    etc.mkdir()
+    yield etc / "sglang.env"
+    shutil.rmtree(scratch)
+
+
+def test_a_host_that_left_its_group_has_deploys_group_keys_taken_back(tmp_path, env_file):
+    """The env file still holds the NCCL/Gloo keys deploy wrote while the host was a member (its
+    record says so); serving alone now, the plan takes them back, and keeps the operator's own
+    (NCCL_DEBUG) and a group key the operator changed since (no longer deploy's value)."""
+    env_file.write_text("NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME==eth0\nGLOO_SOCKET_IFNAME=eth7\n")
+    env_file.chmod(0o640)
+    record = env_file.with_name("sglang.env.deploy-owned")
+    record.write_text("# gpu-bringup\nNCCL_SOCKET_IFNAME==eth0\nGLOO_SOCKET_IFNAME=eth0\n")
+    record.chmod(0o600)
+    hosts = [("@local", {"target_sms": "12.0", "service_env_file": str(env_file)})]
+    _, _, reports = run(tmp_path, hosts=hosts)
+    report = json.loads((reports / "@local.json").read_text())
+    assert report["facts"]["service_env_owned"] == {"NCCL_SOCKET_IFNAME": "=eth0"}
+    assert report["plan"]["env_drop"] == {"NCCL_SOCKET_IFNAME": "=eth0"}, report["plan"]
+
+
+def test_a_group_key_set_by_hand_that_the_group_leaves_unset_is_taken_out(tmp_path, env_file):
+    """No RDMA port is active here: the group sets no NCCL_IB_HCA, and a hand-set one (a port
+    long gone) would send NCCL there: each member says it will go, and plans it taken out."""
+    env_file.write_text("NCCL_DEBUG=INFO\nNCCL_IB_HCA==mlx5_9:1\n")
+    env_file.chmod(0o640)
+    hosts = [(name, {**data, "service_env_file": str(env_file)}) for name, data in HOSTS]
+    _, _, reports = run(tmp_path, hosts=hosts)
+    for name in ("@local", "@chroot//"):
+        report = json.loads((reports / f"{name}.json").read_text())
+        assert report["plan"]["env_drop"] == {"NCCL_IB_HCA": "=mlx5_9:1"}, report["plan"]
+        assert "NCCL_IB_HCA" not in report["plan"]["service"]["env"]
+        found = [f for f in report["plan"]["findings"]
+                 if f["code"] == "SERVICE_ENV_OVERRIDDEN" and "NCCL_IB_HCA" in f["message"]]
+        assert len(found) == 1, found
+        finding = found[0]
+        assert finding["message"] == (f"{env_file} sets NCCL_IB_HCA==mlx5_9:1, which the serving group leaves "
+                                      "unset (deploy removes it)"), finding

@@ -208,3 +208,20 @@ def test_rollback_py_takes_the_group_back_whole_or_not_at_all(group):
     assert back.returncode == 0, back.output[-6000:]
     assert {row["verdict"] for row in back.rows.values()} == {"rolled back"}, back.rows
     assert {name: live(group[name]) for name in ADDRESSES} == before
+
+
+def test_members_that_leave_the_group_serve_alone_and_lose_the_groups_keys(group):
+    """service_group emptied: each host is deployed alone (its unit without the multi-node
+    arguments) and the NCCL/Gloo keys deploy wrote for the group are taken out of its env file
+    and of deploy's record (they would pin a lone server's NCCL to the group's interface)."""
+    record = "/etc/sglang/sglang.env.deploy-owned"
+    assert "GLOO_SOCKET_IFNAME=eth0" in run_ssh(group[MEMBER], f"cat {record}").stdout
+    alone = run("deploy.py", f"venv_lock={TORCH_LOCK}", "service_group=", "service_args=--tp 8")
+    assert alone.returncode == 0, alone.output[-6000:]
+    assert {row["verdict"] for row in alone.rows.values()} == {"serving"}, alone.rows
+    for name in ADDRESSES:
+        unit = run_ssh(group[name], "grep '^ExecStart=' /etc/systemd/system/sglang.service").stdout
+        assert unit.rstrip().endswith("--tp 8"), unit
+        env = run_ssh(group[name], "cat /etc/sglang/sglang.env").stdout
+        assert "SOCKET_IFNAME" not in env and "NCCL_IB_HCA" not in env, env
+        assert "SOCKET_IFNAME" not in run_ssh(group[name], f"cat {record}").stdout

@@ -301,3 +301,32 @@ def test_every_parse_error_is_one_line_for_the_host(lines, message):
         NodeFacts().process(HEAD + lines)
     text = str(raised.value)
     assert message in text and "\n" not in text and len(text) < 400, text
+
+
+@pytest.mark.parametrize("record_mode, record_owner, link, reported", [
+    (0o600, 0, False, {"GLOO_SOCKET_IFNAME": "eth0"}),
+    (0o644, 0, False, {"GLOO_SOCKET_IFNAME": "eth0"}),
+    (0o620, 0, False, {}),         # another may write it: not deploy's word
+    (0o600, NOBODY, False, {}),    # another's
+    (0o600, 0, True, {}),          # a link, wherever it points
+], ids=["root-0600", "root-0644", "group-writable", "nobodys", "a-link"])
+def test_the_keys_deploy_wrote_are_reported_only_from_its_own_record(scratch, record_mode, record_owner, link, reported):
+    """The env file keys deploy's record says it wrote, while the file still holds deploy's
+    value (the operator changed NCCL_SOCKET_IFNAME: not deploy's any more); the operator's own
+    keys are never read out."""
+    env_file = scratch / "sglang.env"
+    env_file.write_text("HF_TOKEN=hf_secret_value\nGLOO_SOCKET_IFNAME=eth0\nNCCL_SOCKET_IFNAME==ens9\n")
+    env_file.chmod(0o640)
+    record = scratch / "sglang.env.deploy-owned"
+    text = "# gpu-bringup\nGLOO_SOCKET_IFNAME=eth0\nNCCL_SOCKET_IFNAME==eth0\nHF_TOKEN=\n1BAD=x\n"
+    if link:
+        (scratch / "elsewhere").write_text(text)
+        record.symlink_to(scratch / "elsewhere")
+    else:
+        record.write_text(text)
+        record.chmod(record_mode)
+        os.chown(record, record_owner, record_owner)
+    output = run_probe(scratch, env_file)
+    facts = build_document(output.splitlines())
+    assert facts["service_env_owned"] == reported
+    assert "hf_secret_value" not in output
