@@ -30,6 +30,7 @@ import sys
 
 import gevent
 from pyinfra.api.exceptions import ConnectError, PyinfraError
+from pyinfra.api.operations import _run_host_ops
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.context import ctx_state
@@ -105,11 +106,6 @@ class RunWatcher(BaseStateCallback):
     def operation_host_error(state, host, op_hash, retry_count=0, max_retries=0):
         if not connection_alive(host):
             RUN.lost_connections.setdefault(host.name, op_hash)
-        # Under --no-wait a host's operations stop at its first error, yet pyinfra never fails
-        # the host (pyinfra/api/operations.py ``_run_no_wait_ops``): the run would exit 0.
-        if "--no-wait" in sys.argv and not state.get_op_data_for_host(host, op_hash).global_arguments.get(
-                "_ignore_errors"):
-            state.failed_hosts.add(host)
 
 
 def _current_state():
@@ -143,6 +139,18 @@ def fail_percent_of(argv):
 def _confirmed(msg):
     """validate.py's answer to pyinfra's "Press enter to execute": yes, unasked."""
     return True
+
+
+def executes_nothing(argv):
+    """Whether this pyinfra command line runs no operation: ``--dry``, or ``--json`` without
+    ``-y`` (pyinfra prints what would change and stops).
+
+    >>> executes_nothing(["pyinfra", "inv.py", "deploy.py", "--dry"]), executes_nothing(["pyinfra", "--json", "-y"])
+    (True, False)
+    >>> executes_nothing(["pyinfra", "--json", "inv.py", "deploy.py"])
+    True
+    """
+    return "--dry" in argv or ("--json" in argv and not {"-y", "--yes"} & set(argv))
 
 
 def validate_never_asks(state, argv=None):
@@ -214,17 +222,29 @@ def quiet_ssh_tracebacks(state):
     log.propagate = False
 
 
-def quiet_no_wait_tracebacks(state):
-    """Under ``--no-wait`` pyinfra runs each host's operations in a greenlet of its own that
-    raises PyinfraError when one fails (pyinfra/api/operations.py ``_run_host_ops``), and
-    gevent's hub prints that greenlet's traceback: a refused host's one line would come with
-    a stack. The error is pyinfra's own line and its results' table, and the summary's reason;
-    gevent does not print the exceptions its hub's ``NOT_ERROR`` names. Kept for ``-v``."""
-    if verbose(state):
-        return
+def no_wait_hosts_fail(state):
+    """Under ``--no-wait`` pyinfra runs each host's operations in a greenlet of its own
+    (pyinfra/api/operations.py ``_run_no_wait_ops``): an operation that fails, or raises, ends
+    the greenlet with an exception, the host's remaining operations never run, yet pyinfra
+    never fails the host (the run exited 0) and gevent's hub prints the greenlet's traceback.
+    The hub's error handler is wrapped: such a host is failed (exit status 1, the summary's
+    verdict), and pyinfra's own "Error in operation" is not printed again as a traceback
+    (its one line and its results' table said it; ``-v`` keeps the traceback). Anything else
+    is printed as gevent prints it."""
     hub = gevent.get_hub()
-    if not issubclass(PyinfraError, hub.NOT_ERROR):
-        hub.NOT_ERROR = (*hub.NOT_ERROR, PyinfraError)
+    if getattr(hub, "gpu_bringup_no_wait", False):
+        return
+    hub.gpu_bringup_no_wait = True
+    printed = hub.handle_error
+
+    def handle_error(context, kind, value, trace):
+        if getattr(context, "_run", None) is _run_host_ops and len(getattr(context, "args", ())) == 2:
+            context.args[0].failed_hosts.add(context.args[1])
+            if kind is PyinfraError and str(value).startswith("Error in operation ") and not verbose(state):
+                return None
+        return printed(context, kind, value, trace)
+
+    hub.handle_error = handle_error
 
 
 def watch_connections():
@@ -236,7 +256,7 @@ def watch_connections():
         return
     _register_exit_hook()
     quiet_ssh_tracebacks(state)
-    quiet_no_wait_tracebacks(state)
+    no_wait_hosts_fail(state)
     if getattr(state, "initialised", False):
         _add_handler(state)
         validate_never_asks(state)
@@ -262,7 +282,7 @@ def record(host, purpose, **fields):
     _register_exit_hook()
     state = _current_state()
     if state is not None:
-        quiet_no_wait_tracebacks(state)
+        no_wait_hosts_fail(state)
     if state is not None and getattr(state, "initialised", False):
         _add_handler(state)
     RUN.record(host, purpose=purpose, **fields)
@@ -358,8 +378,7 @@ def write_summary(argv=None):
     state = _current_state()
     if purpose is None or state is None or not getattr(state, "initialised", False):
         return
-    # --json without -y: pyinfra prints what would change and executes nothing.
-    dry = "--dry" in argv or ("--json" in argv and not {"-y", "--yes"} & set(argv))
+    dry = executes_nothing(argv)
     _print_json_if_missing(state, dry, argv)
     found = outcomes(state)
     try:

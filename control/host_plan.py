@@ -60,8 +60,10 @@ def refuse(reason):
     """Fail this host with ``reason`` without running anything on it. A validate.py run
     fails it as it is planned, with no operation: a refusal is no change (pyinfra's
     "Detected changes", ``--json``'s ``hosts_with_change``), and ``pyinfra --json``
-    without ``-y``, which executes nothing, still fails the host."""
-    if (fleet.RUN.purpose or purpose_from_argv(sys.argv)) == "validate" and ctx_state.isset() and ctx_host.isset():
+    without ``-y``, which executes nothing, still fails the host. So does a deploy or a
+    rollback that executes nothing (``--dry``): its exit status says the host is refused."""
+    at_once = (fleet.RUN.purpose or purpose_from_argv(sys.argv)) == "validate" or fleet.executes_nothing(sys.argv)
+    if at_once and ctx_state.isset() and ctx_host.isset():
         fleet.validate_never_asks(ctx_state.get())
         for line in reason.splitlines():  # as refuse_host prints it
             host.log_styled(line, fg="red", log_func=logger.error)

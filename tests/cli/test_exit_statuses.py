@@ -166,15 +166,36 @@ def test_settings_page_says_a_page_not_utf8_is_bad_input(tmp_path):
     assert result.stderr == f"{page}: cannot read it (not UTF-8: byte 0): name the settings page, docs/settings.md\n"
 
 
-def test_a_host_refused_under_no_wait_fails_the_run_in_one_line(tmp_path):
-    """pyinfra's --no-wait stops a host at its first error without failing it (the run exited 0)
-    and gevent printed the stopped greenlet's traceback: the run says no, in one line."""
+@pytest.mark.parametrize("flags", [("-y", "--no-wait"), ("--dry",), ("--json",)],
+                         ids=["no-wait", "dry", "json-without-y"])
+def test_a_refused_host_fails_the_run_in_one_line_however_it_runs(tmp_path, flags):
+    """pyinfra's --no-wait stops a host at its first error without failing it, and gevent printed
+    the stopped greenlet's traceback; a run that executes nothing (--dry, --json without -y)
+    never ran the refusal: each exited 0 while the summary said 1. The run says no, in one line."""
     inventory = tmp_path / "inventory.py"
     inventory.write_text('hosts = [("@local", {"target_sms": "12.0", "service_port": "x"})]\n')
-    result = subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", "--no-wait", str(inventory),
+    result = subprocess.run([str(Path(sys.executable).parent / "pyinfra"), *flags, str(inventory),
                              "deploy.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                             stdin=subprocess.DEVNULL, env={**os.environ, "GPU_BRINGUP_REPORTS": str(tmp_path / "r")})
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     assert "@local: failed: @local: setting service_port='x' is invalid: use a TCP port number (1-65535)" in output
+
+
+def test_an_operation_that_raises_under_no_wait_fails_its_host_and_is_printed(tmp_path):
+    """Not pyinfra's own "Error in operation": an exception raised in an operation's body (a fact
+    read at execution) is printed as gevent prints it, and the host fails (the run exited 0)."""
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text("from control import fleet\nfleet.watch_connections()\nhosts = ['@local']\n")
+    deploy = tmp_path / "deploy.py"
+    deploy.write_text("from pyinfra.api import operation\nfrom pyinfra.api.exceptions import MissingCommandError\n\n\n"
+                      "@operation()\ndef boom():\n    yield 'true'\n    raise MissingCommandError('no such tool here')\n\n\n"
+                      "boom(name='boom')\n")
+    result = subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", "--no-wait", str(inventory),
+                             str(deploy)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "GPU_BRINGUP_REPORTS": str(tmp_path / "r")})
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "MissingCommandError: Command not found on remote host: no such tool here" in output, output[-3000:]
