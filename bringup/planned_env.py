@@ -25,6 +25,8 @@ NOT_SECRET_ENV_KEYS = (*PLANNED_ENV_KEYS, OFFLINE_KEY, *GROUP_ENV_KEYS)
 # (root's, 0600, written whole): the probe (files/probe.d/) then tells it from the operator's own
 # value, and deploy takes it back when the reason is gone (bringup/plan/model_source.py).
 OWNED_SUFFIX = ".deploy-owned"
+# The keys deploy ever records there: its HF_HUB_OFFLINE, a serving group's NCCL/Gloo keys.
+OWNED_ENV_KEYS = (OFFLINE_KEY, *GROUP_ENV_KEYS)
 
 
 def owned_record(owned):

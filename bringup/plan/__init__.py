@@ -33,6 +33,7 @@ from dataclasses import replace
 from bringup import facts_schema
 from bringup.layout import SERVICE_BASE_PATH
 from bringup.locks import LockFiles
+from bringup.group import GROUP_ENV_KEYS
 from bringup.planned_env import OFFLINE_KEY
 from bringup.plan import (account, dcgm, diag, driver_step, gpus, health, model_source, paths, prewarm, repository, service,
                           serving_group, toolkit, venv)
@@ -121,6 +122,12 @@ def plan(facts, config, locks=None, member=None):
         node.env = {**node.env, OFFLINE_KEY: "1"}
         node.env_owned = {**node.env_owned, OFFLINE_KEY: "1"}
     node.env_drop = {**model_source.taken_back(context, node.env), **serving_group.taken_back(context, node.env)}
+    if node.env_owned or node.env_drop:
+        # Deploy writes its record whole: an entry this plan did not decide (its HF_HUB_OFFLINE
+        # while the model is not judged) is carried into it, never forgotten.
+        recorded = context.facts.get("service_env_owned") or {}
+        node.env_owned = {**{key: value for key, value in recorded.items()
+                             if key not in GROUP_ENV_KEYS and key not in node.env_drop}, **node.env_owned}
     model_fact = context.facts.get("model") or {}
     node.env_settled = bool(model_fact) and model_fact.get("model") == config.service_model
     node.model_fetch = model_source.fetch_plan(context, source)

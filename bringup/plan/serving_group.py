@@ -78,12 +78,19 @@ def check_peermem(context):
                             "(echo nvidia_peermem > /etc/modules-load.d/nvidia-peermem.conf)"))
 
 
+# A port in these states is coming up (drivers/infiniband/core/sysfs.c state_show): its HCA may
+# be ACTIVE a moment later, so a key naming it is not taken back on this look.
+PORT_COMING_UP = ("INIT", "ARMED", "ACTIVE_DEFER")
+
+
 def taken_back(context, env):
     """The group's env file keys deploy takes out (key -> the value the file holds), ``env`` the
-    plan's: those deploy wrote for a group (its record, the probe's ``service_env_owned``) and no
-    longer sets (the host left its group, an RDMA port went down); on a member, also a group key
-    the file sets by hand that the group leaves unset (a stale ``NCCL_IB_HCA`` would send NCCL to
-    a port that is down), said first as a fix. The operator's own keys elsewhere stay.
+    plan's. On a host serving alone, the group keys deploy wrote (its record, the probe's
+    ``service_env_owned``): the host left its group. On a member, ``NCCL_IB_HCA`` once the probe
+    read the RDMA ports, found none active and none coming up: deploy's, or one set by hand (a
+    port long gone would send NCCL there; said first, as a fix). A member's interface keys are
+    never taken back: the plan names them whenever the route is decided, and an undecided route
+    (a warning) keeps the file's. The operator's own keys elsewhere stay.
 
     >>> from bringup.config import Config
     >>> from bringup.group import Member
@@ -93,23 +100,31 @@ def taken_back(context, env):
     {'GLOO_SOCKET_IFNAME': 'eth0'}
     >>> member = Member("gpu-b", "llama", 1, ("gpu-a", "gpu-b"), "10.0.0.1", 29500)
     >>> found = []
-    >>> context = PlanContext.of({"service_env": {"NCCL_IB_HCA": "=mlx5_9:1"}}, Config(service_group="llama"), None,
-    ...                          found.append, member=member)
-    >>> taken_back(context, {"GLOO_SOCKET_IFNAME": "eth0"}), [f.code for f in found]
+    >>> facts = {"service_env": {"NCCL_IB_HCA": "=mlx5_9:1", "GLOO_SOCKET_IFNAME": "eth0"},
+    ...          "infiniband": {"devices": []}}
+    >>> context = PlanContext.of(facts, Config(service_group="llama"), None, found.append, member=member)
+    >>> taken_back(context, {}), [f.code for f in found]
     ({'NCCL_IB_HCA': '=mlx5_9:1'}, ['SERVICE_ENV_OVERRIDDEN'])
+    >>> taken_back(PlanContext.of({**facts, "infiniband": None}, Config(service_group="llama"), None, print,
+    ...                           member=member), {})
+    {}
     """
+    if context.member is None:
+        owned = context.facts.get("service_env_owned") or {}
+        return {key: value for key, value in owned.items() if key in GROUP_ENV_KEYS and key not in env}
+    found = context.facts.get("service_env") or {}
+    infiniband = context.facts.get("infiniband")
+    if "NCCL_IB_HCA" in env or "NCCL_IB_HCA" not in found or not isinstance(infiniband, dict):
+        return {}
+    if any(port.get("state") in PORT_COMING_UP for device in infiniband.get("devices") or []
+           for port in device.get("ports") or []):
+        return {}
     owned = context.facts.get("service_env_owned") or {}
-    drop = {key: value for key, value in owned.items() if key in GROUP_ENV_KEYS and key not in env}
-    if context.member is not None:
-        found = context.facts.get("service_env") or {}
-        by_hand = {key: found[key] for key in GROUP_ENV_KEYS if key in found and key not in env and key not in drop}
-        if by_hand:
-            shown = redact.env(by_hand)
-            context.add(Finding("SERVICE_ENV_OVERRIDDEN", FIX,
-                                f"{context.config.service_env_file} sets "
-                                f"{'; '.join(f'{key}={shown[key]}' for key in by_hand)}, which the serving group "
-                                "leaves unset (deploy removes it)",
-                                "the group decides NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME and NCCL_IB_HCA (set "
-                                "service_group_interface for the interface); keep your own keys through service_env"))
-        drop.update(by_hand)
-    return drop
+    if owned.get("NCCL_IB_HCA") != found["NCCL_IB_HCA"] and "env" in context.config.deploy_steps:
+        shown = redact.env({"NCCL_IB_HCA": found["NCCL_IB_HCA"]})
+        context.add(Finding("SERVICE_ENV_OVERRIDDEN", FIX,
+                            f"{context.config.service_env_file} sets NCCL_IB_HCA={shown['NCCL_IB_HCA']}, which the "
+                            "serving group leaves unset: no RDMA port is active (deploy removes it)",
+                            "the group decides NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME and NCCL_IB_HCA (set "
+                            "service_group_interface for the interface); keep your own keys through service_env"))
+    return {"NCCL_IB_HCA": found["NCCL_IB_HCA"]}

@@ -6,6 +6,7 @@ documents what it parses into.
 
 from bringup.facts_kinds import BOOL, OPT_STR, OPT_VERSION, STR, Optional, Values
 from bringup.layout import toolkit_home
+from bringup.planned_env import OWNED_ENV_KEYS
 from facts.probe_framing import Key, ProbeSection, parse_assignments, parse_nvcc_release
 from facts.sections.venv import venv_stack
 
@@ -53,13 +54,15 @@ def service_env_owned(section):
     whose value the env file still holds, with that value (absent keys omitted).
 
     >>> from facts.probe_framing import Section
-    >>> service_env_owned(Section("service-env", 0, (), ["env.PATH=/usr/bin", "owned.GLOO_SOCKET_IFNAME=eth0"]))
+    >>> service_env_owned(Section("service-env", 0, (), ["env.PATH=/usr/bin", "owned.GLOO_SOCKET_IFNAME=eth0",
+    ...                                                   "owned.HF_TOKEN=hf_x"]))
     {'GLOO_SOCKET_IFNAME': 'eth0'}
     """
     if section is None:
         return {}
+    # Only the keys deploy ever records: nothing else of the env file reaches a report.
     return {key[len("owned."):]: value or "" for key, value in parse_assignments(section.text).items()
-            if key.startswith("owned.")}
+            if key.startswith("owned.") and key[len("owned."):] in OWNED_ENV_KEYS}
 
 
 SECTION = ProbeSection(

@@ -173,4 +173,4 @@ def test_a_group_key_set_by_hand_that_the_group_leaves_unset_is_taken_out(tmp_pa
         assert len(found) == 1, found
         finding = found[0]
         assert finding["message"] == (f"{env_file} sets NCCL_IB_HCA==mlx5_9:1, which the serving group leaves "
-                                      "unset (deploy removes it)"), finding
+                                      "unset: no RDMA port is active (deploy removes it)"), finding

@@ -86,6 +86,43 @@ def test_a_member_s_env_file_key_of_another_value_is_reset():
     assert "NCCL_SOCKET_IFNAME=" in finding.message
 
 
+# (case, member or None, facts over converged(), env_drop, env_owned)
+TAKEN_BACK = [
+    ("a host that left its group: deploy's group keys go, the operator's changed one stays", None,
+     {"service_env_owned": {"NCCL_SOCKET_IFNAME": "=eth0"}}, {"NCCL_SOCKET_IFNAME": "=eth0"}, {}),
+    ("its HF_HUB_OFFLINE while the model is not judged: carried into the rewritten record", None,
+     {"service_env_owned": {"NCCL_SOCKET_IFNAME": "=eth0", "HF_HUB_OFFLINE": "1"}, "model": None},
+     {"NCCL_SOCKET_IFNAME": "=eth0"}, {"HF_HUB_OFFLINE": "1"}),
+    ("a member: its interface keys recorded, HF_HUB_OFFLINE carried", MEMBER,
+     {"route": ROUTED, "service_env_owned": {"HF_HUB_OFFLINE": "1"}, "model": None}, {},
+     {"HF_HUB_OFFLINE": "1", "NCCL_SOCKET_IFNAME": "=ens1f0np0", "GLOO_SOCKET_IFNAME": "ens1f0np0"}),
+    ("a member whose RDMA ports are gone: deploy's NCCL_IB_HCA goes", MEMBER,
+     {"route": ROUTED, "infiniband": {"devices": [], "nvidia_peermem": False},
+      "service_env": {"NCCL_IB_HCA": "=mlx5_0:1"}, "service_env_owned": {"NCCL_IB_HCA": "=mlx5_0:1"}},
+     {"NCCL_IB_HCA": "=mlx5_0:1"}, {"NCCL_SOCKET_IFNAME": "=ens1f0np0", "GLOO_SOCKET_IFNAME": "ens1f0np0"}),
+    ("a member whose port is coming up keeps it", MEMBER,
+     {"route": ROUTED, "infiniband": {"devices": [{**IB["devices"][0], "ports": [
+         {**IB["devices"][0]["ports"][0], "state": "INIT"}]}], "nvidia_peermem": True},
+      "service_env": {"NCCL_IB_HCA": "=mlx5_0:1"}, "service_env_owned": {"NCCL_IB_HCA": "=mlx5_0:1"}},
+     {}, {"NCCL_SOCKET_IFNAME": "=ens1f0np0", "GLOO_SOCKET_IFNAME": "ens1f0np0"}),
+    ("a member whose RDMA ports could not be read keeps it", MEMBER,
+     {"route": ROUTED, "infiniband": None, "service_env": {"NCCL_IB_HCA": "=mlx5_0:1"}}, {},
+     {"NCCL_SOCKET_IFNAME": "=ens1f0np0", "GLOO_SOCKET_IFNAME": "ens1f0np0"}),
+    ("a member whose route is undecided keeps the file's interface keys", MEMBER,
+     {"route": {**ROUTED, "interface": None}, "service_env": {"GLOO_SOCKET_IFNAME": "eth0"},
+      "service_env_owned": {"GLOO_SOCKET_IFNAME": "eth0"}}, {}, {}),
+]
+
+
+@pytest.mark.parametrize("case, member, facts, drop, owned", TAKEN_BACK, ids=[row[0] for row in TAKEN_BACK])
+def test_what_deploy_takes_back_and_keeps_in_its_record(case, member, facts, drop, owned):
+    base = converged()
+    merged = {**base, **facts, "service_env": {**(base.get("service_env") or {}), **facts.get("service_env", {})}}
+    node = plan(merged, Config.from_data(GROUP if member else {"service_model": "Qwen/Qwen3-0.6B"}), member=member)
+    assert node.env_drop == drop
+    assert node.env_owned == owned
+
+
 def test_a_member_may_not_set_the_group_s_env_keys():
     with pytest.raises(ConfigError) as error:
         Config.from_data({**GROUP, "service_env": "NCCL_IB_HCA=mlx5_0"}, host="gpu-b")
