@@ -42,10 +42,9 @@ RUN_SECONDS = 150
 # while NCCL hangs keeps the Gloo answer it gave. NCCL says which network it took ("Using
 # network IB") at NCCL_DEBUG=INFO, written to a file of this check's own, not the output.
 GROUP_SCRIPT = r"""
-import datetime, glob, json, os, re, shutil, sys, tempfile, threading, time
-host, port, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+import datetime, glob, json, os, re, subprocess, sys, time
+host, port, rank, world, scratch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 wait = datetime.timedelta(seconds=%(wait)d)
-scratch = tempfile.mkdtemp(prefix="group-check-")
 base = {"rank": rank, "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
         "nccl_socket_ifname": os.environ.get("NCCL_SOCKET_IFNAME")}
 os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=os.path.join(scratch, "nccl.%%p"))
@@ -54,7 +53,6 @@ def why(error):
 def done(marker, answer):
     print(marker + json.dumps(answer), flush=True)
 def finish():
-    shutil.rmtree(scratch, ignore_errors=True)
     sys.stdout.flush()
     os._exit(0)  # a CUDA start still hung in its thread must not hold the exit
 def reduce(device, group=None):
@@ -90,18 +88,21 @@ except Exception as error:
 done("%(gloo_marker)s", {**base, "gloo": gloo})
 if "error" in gloo:
     finish()
-started = {}
-def start_cuda():
+# CUDA is first started in a child, killed at its bound: a start hung in the driver holds the
+# interpreter of the process it runs in, which could then not answer.
+try:
+    trial = subprocess.run([sys.executable, "-c", "import torch; torch.cuda.init()"], capture_output=True,
+                           text=True, timeout=%(cuda_start)d, stdin=subprocess.DEVNULL)
+    cuda_error = None if trial.returncode == 0 else (
+        ([line for line in trial.stderr.strip().splitlines() if line.strip()] or [f"exit {trial.returncode}"])[-1][:300])
+except subprocess.TimeoutExpired:
+    cuda_error = "CUDA did not start within %(cuda_start)d s (hung)"
+if not cuda_error:
     try:
         torch.cuda.init()
         torch.cuda.set_device(0)
-        started["ok"] = True
     except Exception as error:
-        started["error"] = why(error)
-starter = threading.Thread(target=start_cuda, daemon=True)
-starter.start()
-starter.join(%(cuda_start)d)
-cuda_error = started.get("error") or (None if started.get("ok") else "CUDA did not start within %(cuda_start)d s (hung)")
+        cuda_error = why(error)
 nccl = {}
 try:
     every = torch.zeros(world, dtype=torch.int32)
@@ -159,11 +160,14 @@ def group_command(python, dist_init_addr, port, rank, world, seconds=RUN_SECONDS
     """The shell command one member runs: GROUP_SCRIPT in the venv's ``python``, killed at
     ``seconds``.
 
-    >>> group_command("/v/bin/python", "10.0.0.1:29500", 41000, 1, 2).startswith("timeout -k 10 150 /v/bin/python -c ")
+    >>> " timeout -k 10 150 /v/bin/python -c " in group_command("/v/bin/python", "10.0.0.1:29500", 41000, 1, 2)
     True
     """
     arguments = " ".join(shlex.quote(str(value)) for value in (head_host(dist_init_addr), port, rank, world))
-    return f"timeout -k 10 {int(seconds)} {shlex.quote(python)} -c {shlex.quote(GROUP_SCRIPT)} {arguments}"
+    # The script's scratch (NCCL's log) is made and removed by the shell around it: gone even
+    # when timeout killed the script.
+    return (f'scratch=$(mktemp -d) || exit 1; trap \'rm -rf "$scratch"\' EXIT; '
+            f'timeout -k 10 {int(seconds)} {shlex.quote(python)} -c {shlex.quote(GROUP_SCRIPT)} {arguments} "$scratch"')
 
 
 def parse_group_output(stdout, returncode):
@@ -271,7 +275,8 @@ def nccl_verdict(member, answers, planned_env):
         return f"the group did not reduce: {'; '.join(others)}", ""
     if nccl["wrong"]:
         return f"{nccl['wrong']} of {nccl['bytes'] // 4} sums wrong", ""
-    if planned_env.get("NCCL_IB_HCA") and nccl.get("network") != "IB":
+    # NCCL's own IB transport says "IB"; a net plugin on it (SHARP's) names its own "IB..." one.
+    if planned_env.get("NCCL_IB_HCA") and not str(nccl.get("network") or "").startswith("IB"):
         return (f"NCCL took its {nccl.get('network') or 'unnamed'} network, not InfiniBand (the plan names "
                 f"NCCL_IB_HCA={planned_env['NCCL_IB_HCA']})"), ""
     return "", (f"{len(answers)} members (GPU 0 each), {nccl['bytes']} bytes: {nccl['iterations']} all-reduces in "

@@ -2,7 +2,9 @@
 table. The script itself runs with a real torch between two sandbox nodes
 (tests/sandbox/test_serving_group.py)."""
 
+import os
 import shlex
+import subprocess
 
 import pytest
 
@@ -67,6 +69,8 @@ NCCL_CASES = [
      "NCCL took its Socket network, not InfiniBand (the plan names NCCL_IB_HCA==mlx5_0:1)"),
     ({"a": member(nccl={**NCCL, "network": "IB"}), "b": member(nccl={**NCCL, "network": "IB"})},
      {**PLANNED, "NCCL_IB_HCA": "=mlx5_0:1"}, ""),
+    ({"a": member(nccl={**NCCL, "network": "IBext_v8"}), "b": member(nccl={**NCCL, "network": "IBext_v8"})},
+     {**PLANNED, "NCCL_IB_HCA": "=mlx5_0:1"}, ""),
 ]
 
 
@@ -95,10 +99,24 @@ def test_an_answer_printed_twice_is_no_answer():
 
 def test_the_members_command_is_bounded_and_names_the_head_rank_and_world():
     command = group_command("/opt/sglang/venv/bin/python", "[fd00::1]:29500", 41234, 1, 2)
-    words = shlex.split(command)
+    words = shlex.split(command.split("; ", 2)[2])
     assert words[:4] == ["timeout", "-k", "10", "150"]
     assert words[4:6] == ["/opt/sglang/venv/bin/python", "-c"] and words[6] == GROUP_SCRIPT
-    assert words[7:] == ["[fd00::1]", "41234", "1", "2"]
+    assert words[7:] == ["[fd00::1]", "41234", "1", "2", "$scratch"]
+
+
+def test_the_scratch_is_removed_even_when_the_script_is_killed(tmp_path):
+    """The shell around the script makes and removes its scratch: a script killed at its bound
+    (here a stand-in python that sleeps past it) leaves none behind."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nfor last; do :; done\necho \"$last\" > " + str(tmp_path / "scratch") + "\nsleep 30\n")
+    python.chmod(0o755)
+    command = group_command(str(python), "10.0.0.1:29500", 41234, 0, 2, seconds=1).replace("timeout -k 10", "timeout -k 1")
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30,
+                            env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    assert result.returncode == 124
+    scratch = (tmp_path / "scratch").read_text().strip()
+    assert scratch.startswith(str(tmp_path)) and not os.path.exists(scratch)
 
 
 def test_the_free_port_is_asked_of_the_heads_system_python_as_nobody_within_a_bound():
