@@ -126,8 +126,9 @@ def plan(facts, config, locks=None, member=None):
         # Deploy writes its record whole: an entry this plan did not decide (its HF_HUB_OFFLINE
         # while the model is not judged) is carried into it, never forgotten.
         recorded = context.facts.get("service_env_owned") or {}
-        node.env_owned = {**{key: value for key, value in recorded.items()
-                             if key not in GROUP_ENV_KEYS and key not in node.env_drop}, **node.env_owned}
+        node.env_owned = {**node.env_owned, **{key: value for key, value in recorded.items()
+                                               if key not in GROUP_ENV_KEYS and key not in node.env_drop
+                                               and key not in node.env_owned}}
     model_fact = context.facts.get("model") or {}
     node.env_settled = bool(model_fact) and model_fact.get("model") == config.service_model
     node.model_fetch = model_source.fetch_plan(context, source)

@@ -172,3 +172,14 @@ def test_the_preflight_names_each_value_with_its_members():
     [found] = preflight(three, "--tp 24", {"gpu-a": SAME, "gpu-b": {**SAME, "driver": "570"},
                                            "gpu-c": SAME}, {})
     assert found.message.endswith("gpu-a, gpu-c: 580; gpu-b: 570")
+
+
+def test_a_second_plan_writes_deploys_record_as_the_first_did():
+    """The record is written whole from env_owned, in its order: the plan after a deploy (the
+    probe then reports the record's keys, in the record's order) gives the same record, or every
+    deploy would rewrite it. Here with deploy's HF_HUB_OFFLINE carried (the model not judged)."""
+    facts = {**converged(), "route": ROUTED, "model": None}
+    first = plan({**facts, "service_env_owned": {"HF_HUB_OFFLINE": "1"}}, Config.from_data(GROUP), member=MEMBER)
+    assert list(first.env_owned) == ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HF_HUB_OFFLINE"]
+    again = plan({**facts, "service_env_owned": dict(first.env_owned)}, Config.from_data(GROUP), member=MEMBER)
+    assert list(again.env_owned.items()) == list(first.env_owned.items())
