@@ -43,10 +43,15 @@ def service_env_values(section):
     >>> service_env_values(Section("service-env", 0, (), ["home=/x", "env.CUDA_HOME=/opt/cuda-12.8"]))
     {'CUDA_HOME': '/opt/cuda-12.8'}
     """
+    return _prefixed(section, "env.")
+
+
+def _prefixed(section, prefix, keep=None):
+    """The section's ``<prefix>KEY=value`` lines as {KEY: value}, only ``keep``'s keys when given."""
     if section is None:
         return {}
-    return {key[len("env."):]: value or "" for key, value in parse_assignments(section.text).items()
-            if key.startswith("env.")}
+    return {key[len(prefix):]: value or "" for key, value in parse_assignments(section.text).items()
+            if key.startswith(prefix) and (keep is None or key[len(prefix):] in keep)}
 
 
 def service_env_owned(section):
@@ -58,11 +63,8 @@ def service_env_owned(section):
     ...                                                   "owned.HF_TOKEN=hf_x"]))
     {'GLOO_SOCKET_IFNAME': 'eth0'}
     """
-    if section is None:
-        return {}
     # Only the keys deploy ever records: nothing else of the env file reaches a report.
-    return {key[len("owned."):]: value or "" for key, value in parse_assignments(section.text).items()
-            if key.startswith("owned.") and key[len("owned."):] in OWNED_ENV_KEYS}
+    return _prefixed(section, "owned.", OWNED_ENV_KEYS)
 
 
 SECTION = ProbeSection(
