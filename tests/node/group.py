@@ -29,8 +29,8 @@ GLOO_MARKER, NCCL_MARKER = "@@group-gloo ", "@@group-nccl "
 PATTERN = 1024
 REDUCE_BYTES = 16 * 2**20
 ITERATIONS = 5
-# Seconds a member waits for the others (torch's rendezvous, each collective, NCCL's group,
-# CUDA's start), and the whole script's bound (coreutils' timeout kills it after): a member
+# Seconds a member waits for the others (torch's rendezvous, each collective, NCCL's group),
+# and the whole script's bound (coreutils' timeout kills it after): a member
 # that never arrives is a finding within a minute, not a hung suite.
 WAIT_SECONDS = 60
 # CUDA's start on a member (a bad GPU can hang cuInit), well inside WAIT_SECONDS: the members
@@ -54,7 +54,7 @@ def done(marker, answer):
     print(marker + json.dumps(answer), flush=True)
 def finish():
     sys.stdout.flush()
-    os._exit(0)  # a CUDA start still hung in its thread must not hold the exit
+    os._exit(0)  # the answers are out: no teardown of torch's or NCCL's at exit may hold it
 def reduce(device, group=None):
     pattern = torch.arange(%(pattern)d, dtype=torch.float32, device=device).repeat(%(size)d // 4 // %(pattern)d)
     want = pattern * world + world * (world - 1) / 2

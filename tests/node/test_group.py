@@ -41,20 +41,22 @@ def _member_answer(node, expected, command):
 def run_group(config, group):
     """Every member's answer (member -> answer, rank order): each member's script started at
     once, in a thread of its own, after the head named a free port."""
+    def nobody_ran(why):
+        return {name: {"run_error": why} for name in group.members}
+
     nodes = config.stash[HOSTS]
     missing = [name for name in group.members if name not in nodes]
     if missing:
-        why = f"{', '.join(missing)} not in this run: the all-reduce needs every member (widen --node-limit)"
-        return {name: {"run_error": why} for name in group.members}
+        return nobody_ran(f"{', '.join(missing)} not in this run: the all-reduce needs every member (widen "
+                          "--node-limit)")
     expected = {name: expected_of(config, name, nodes[name]) for name in group.members}
     unready = [f"{name}: {found}" for name, found in expected.items() if isinstance(found, NodeNotReady)]
     if unready:
-        return {name: {"run_error": "; ".join(unready)} for name in group.members}
+        return nobody_ran("; ".join(unready))
     head = group.members[0]
     port = nodes[head].run(free_port_command(SYSTEM_PYTHON, group.dist_init_addr))
     if port.rc != 0 or not port.stdout.strip().isdigit():
-        why = f"no free port on the head {head}: {(port.stderr or port.stdout).strip()[-300:]}"
-        return {name: {"run_error": why} for name in group.members}
+        return nobody_ran(f"no free port on the head {head}: {(port.stderr or port.stdout).strip()[-300:]}")
     with ThreadPoolExecutor(max_workers=len(group.members)) as pool:
         futures = {name: pool.submit(_member_answer, nodes[name], expected[name],
                                      group_command(expected[name].venv_python, group.dist_init_addr,
