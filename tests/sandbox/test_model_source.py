@@ -30,7 +30,7 @@ import pytest
 
 from tests.hub_double import answering_hub, closed_endpoint, serving_hub
 from tests.sandbox_fixtures import (ENV_FILE, changed_operations, plant_fake_sglang, plant_hub_entry_command,
-                                    pyinfra_cli, report_path, run_ssh, ssh_command)
+                                    pyinfra_cli, run_ssh, ssh_command)
 
 pytestmark = pytest.mark.sandbox
 
@@ -41,6 +41,7 @@ MODEL = "Qwen/Qwen3-0.6B"
 CACHE = "/var/cache/sglang/xdg/huggingface/hub"
 VENV = "/opt/sglang/venv"
 LOCK = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
+REPORTS = ROOT / "reports" / "model-source"
 # huggingface_hub 1.33.0 and what it needs (its wheel's Requires-Dist, resolved in LOCK).
 HF_PACKAGES = ("huggingface-hub", "anyio", "certifi", "click", "filelock", "fsspec", "h11", "hf-xet", "httpcore", "httpx",
                "idna", "packaging", "pyyaml", "tqdm", "typing-extensions")
@@ -103,7 +104,13 @@ def plant_hf_venv(entry, tmp):
 def model_node(sandbox_node, tmp_path_factory):
     entry = sandbox_node(NAME, ADDR, "rtx-pro-6000-x8", "none")
     plant_hf_venv(entry, tmp_path_factory.mktemp("hf-venv"))
-    return entry
+    # This suite's own reports directory (control/reports.py): another suite's run on the other
+    # worker writes reports/summary.json, and once replaced it between a deploy and its read.
+    os.environ["GPU_BRINGUP_REPORTS"] = str(REPORTS)
+    try:
+        yield entry
+    finally:
+        os.environ.pop("GPU_BRINGUP_REPORTS", None)
 
 
 def data(entry, *more):
@@ -112,10 +119,10 @@ def data(entry, *more):
 
 
 def validate(entry, *more, expect_rc=0):
-    report_path(NAME).unlink(missing_ok=True)
+    (REPORTS / f"{NAME}.json").unlink(missing_ok=True)
     result = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "validate.py", data=data(entry, *more), timeout=600)
     assert result.returncode == expect_rc, result.output[-4000:]
-    report = json.loads(report_path(NAME).read_text())
+    report = json.loads((REPORTS / f"{NAME}.json").read_text())
     return {f["code"]: f for f in report["plan"]["findings"] if f["code"].startswith("MODEL_")}, report
 
 
@@ -125,7 +132,7 @@ def deploy(entry, *more, json_output=False):
 
 
 def summary_row():
-    rows = json.loads((ROOT / "reports" / "summary.json").read_text())["hosts"]
+    rows = json.loads((REPORTS / "summary.json").read_text())["hosts"]
     return next(row for row in rows if row["host"] == NAME)
 
 
