@@ -43,6 +43,7 @@ if str(REPO_ROOT) not in sys.path:
     # here the same way, whatever directory pytest was started from.
     sys.path.insert(0, str(REPO_ROOT))
 
+from control import reports  # noqa: E402
 from sandbox import node  # noqa: E402
 from tests.hub_double import REVISION  # noqa: E402
 
@@ -206,8 +207,19 @@ def changed_operations(result) -> list:
     return [op["name"] for op in operations if op["success"] or op["error"]]
 
 
+def reports_dir() -> Path:
+    """This suite's reports directory: ``$GPU_BRINGUP_REPORTS`` (tests/sandbox/conftest.py
+    gives each sandbox module its own) or the checkout's ``reports/``, as control/reports.py
+    resolves it for the pyinfra runs the suite starts from the repo root."""
+    return REPO_ROOT / reports.reports_dir()
+
+
 def report_path(host: str) -> Path:
-    return REPO_ROOT / "reports" / f"{host}.json"
+    return reports_dir() / f"{host}.json"
+
+
+def summary_path() -> Path:
+    return reports_dir() / "summary.json"
 
 
 def validate(host: str, expect_rc: int = 0, data=DEPLOY_DATA, options=(), timeout=1800) -> tuple:

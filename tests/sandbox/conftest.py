@@ -11,12 +11,17 @@ CLI suites (they share ``@local``'s report). The deployed node's tests come firs
 the Debian 13 suite next, so the two longest units start at once on the two workers
 (two venv nodes at a time: about 20 GB); everything else fills in behind them.
 
-A module's light nodes go when the module ends."""
+A module's light nodes go when the module ends, and each module writes its reports in a
+directory of its own (``reports/<module>``): the two workers' pyinfra runs never replace
+each other's ``summary.json``."""
+
+import os
 
 import pytest
 
+from control.reports import REPORTS_VARIABLE
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import DEPLOYED, MODULE_NODES
+from tests.sandbox_fixtures import DEPLOYED, MODULE_NODES, REPO_ROOT
 
 # Suites that build a venv of their own: after the shared deployed node is gone.
 LAST = ("test_debian13.py", "test_ubuntu.py")
@@ -75,3 +80,16 @@ def pytest_runtest_teardown(item, nextitem):
         if done:
             sandbox_nodes.down(done)
         MODULE_NODES[:] = [name for name in MODULE_NODES if name == DEPLOYED]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_reports(request):
+    """``reports/<module>`` for this module's pyinfra runs (a module's own fixture may
+    name another); read back through tests/sandbox_fixtures.py's ``reports_dir``."""
+    before = os.environ.get(REPORTS_VARIABLE)
+    os.environ[REPORTS_VARIABLE] = str(REPO_ROOT / "reports" / request.module.__name__.rsplit(".", 1)[-1])
+    yield
+    if before is None:
+        os.environ.pop(REPORTS_VARIABLE, None)
+    else:
+        os.environ[REPORTS_VARIABLE] = before

@@ -33,6 +33,7 @@ from tests.sandbox_fixtures import (
     pyinfra_cli,
     run_ssh,
     ssh_command,
+    summary_path,
     validate,
 )
 
@@ -60,8 +61,8 @@ def deploy(name, data, json_output=False):
 
 
 def summary_row(name):
-    """This run's row of ``name`` in reports/summary.json."""
-    document = json.loads((REPO_ROOT / "reports" / "summary.json").read_text())
+    """This run's row of ``name`` in its summary.json."""
+    document = json.loads(summary_path().read_text())
     return next(row for row in document["hosts"] if row["host"] == name)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from bringup.layout import LIBEXEC
 from tests.sandbox_fixtures import (DEPLOY_DATA, REPO_ROOT, plant_fake_model_command, pyinfra_cli, remove_fake_model,
-                                    report_path, run_ssh)
+                                    report_path, run_ssh, summary_path)
 
 pytestmark = pytest.mark.sandbox
 
@@ -48,8 +48,7 @@ def test_an_operators_0600_env_file_keeps_its_mode_and_no_secret_is_printed_or_s
         after = run_ssh(node, f"stat -c '%U %G %a' {ENV_FILE}; grep -c '^HF_TOKEN=hf_sandboxsecret42$' {ENV_FILE}")
         assert after.stdout.split() == ["root", "sglang", "600", "1"], after.stdout
         # Nothing printed or saved holds a secret; reports are the operator's alone.
-        summary = REPO_ROOT / "reports" / "summary.json"
-        saved = [report_path(name), summary]
+        saved = [report_path(name), summary_path()]
         texts = [result.output] + [path.read_text() for path in saved]
         assert [secret for secret in SECRETS for text in texts if secret in text] == []
         assert [stat.S_IMODE(path.stat().st_mode) for path in saved] == [0o600, 0o600]

@@ -28,14 +28,13 @@ import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import REPO_ROOT, changed_operations, node_suite, pyinfra_cli, run_ssh, validate
+from tests.sandbox_fixtures import changed_operations, node_suite, pyinfra_cli, run_ssh, summary_path, validate
 
 pytestmark = pytest.mark.sandbox
 
 # The Debian 13 suite's settings (tests/sandbox/test_debian13.py): the reduced pre-warm
 # (make demo DEMO_OS=ubuntu2404 pre-warms the full set), a model for the unit's arguments.
 DATA = ("prewarm_modules=activation:silu,sglang-activation", "service_model=Qwen/Qwen3-0.6B", "service_enable=false")
-SUMMARY = REPO_ROOT / "reports" / "summary.json"
 # The operator's CPython on the 22.04 node (sandbox/states/operator-python.ubuntu2204.sh).
 OPERATOR_PYTHON = "/opt/cpython-3.11/bin/python3.11"
 # os -> (node, address, python3's X.Y, the venv's CPython: path and X.Y, its lock's tag)
@@ -88,7 +87,7 @@ def found_as_shipped(entry):
 
 
 def verdict(host):
-    return {row["host"]: row for row in json.loads(SUMMARY.read_text())["hosts"]}[host]["verdict"]
+    return {row["host"]: row for row in json.loads(summary_path().read_text())["hosts"]}[host]["verdict"]
 
 
 def incident_to_green(entry, data, tmp_path, record_property):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox_fixtures import report_path
+
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 
@@ -21,7 +23,7 @@ def pyinfra(*args):
 
 
 def report(host):
-    return json.loads((ROOT / "reports" / f"{host}.json").read_text())
+    return json.loads(report_path(host).read_text())
 
 
 def codes(document, severity=None):
@@ -30,7 +32,7 @@ def codes(document, severity=None):
 
 def test_incident_node_shows_the_trap(sandbox_node):
     sandbox_node("val-incident", "127.0.0.41", gpu="rtx-pro-6000-x8", toolkit="incident")
-    (ROOT / "reports" / "val-incident.json").unlink(missing_ok=True)
+    report_path("val-incident").unlink(missing_ok=True)
     result = pyinfra("-v", "inventory/gpu.py", "--limit", "val-incident", "validate.py")
     assert result.returncode == 0, result.output
     document = report("val-incident")
@@ -48,7 +50,7 @@ def test_two_nodes_one_blocked_the_other_carries_on(sandbox_node):
     sandbox_node("val-b200", "127.0.0.42", gpu="b200-x8", toolkit="none")
     sandbox_node("val-broken", "127.0.0.43", gpu="driver-failed", toolkit="none")
     for host in ("val-b200", "val-broken"):
-        (ROOT / "reports" / f"{host}.json").unlink(missing_ok=True)
+        report_path(host).unlink(missing_ok=True)
     result = pyinfra("inventory/gpu.py", "--limit", "val-*", "validate.py")
     assert result.returncode == 1, result.output
     assert codes(report("val-broken"), "blocker") == ["DRIVER_NOT_LOADED"]
