@@ -177,10 +177,11 @@ def sandbox_node(sandbox_host):
 
 # Settings every deploy of the shared node uses, passed as pyinfra --data (and as
 # --node-data to the node suite): the real stack at its pins, the pre-warm reduced to
-# two FlashInfer modules and SGLang's own (make demo pre-warms the full set), a model
+# two FlashInfer modules and SGLang's own (make demo pre-warms the full set; FlashInfer's
+# sampling alone takes two cores a minute), a model
 # for the unit's arguments (not started: there is no GPU to serve on), and a toolkit
 # lock holding CUDA 13.0's GA release while the repository also serves update 2.
-DEPLOY_DATA = ("prewarm_modules=sampling,norm,sglang-activation", "service_model=Qwen/Qwen3-0.6B",
+DEPLOY_DATA = ("prewarm_modules=activation:silu,norm,sglang-activation", "service_model=Qwen/Qwen3-0.6B",
                "service_enable=false", "cuda_toolkit_lock=tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt")
 DEPLOYED = "deployed"
 # The shared node is found as nodes are (docs/nodes-as-found.md): the seeds' incident

@@ -1,7 +1,7 @@
 """The SGLang venv, the FlashInfer JIT pre-warm and the service unit, deployed by the
 real pyinfra CLI over SSH onto a sandbox node in the incident's state.
 
-CI pre-warms a reduced module set (sampling, norm, sglang-activation) at the real pins; `make demo`
+CI pre-warms a reduced module set (activation:silu, norm, sglang-activation) at the real pins; `make demo`
 pre-warms the full default set.
 """
 
@@ -53,7 +53,7 @@ def manifest(node, sandbox_ssh):
 
 def test_manifest_names_the_requested_modules_for_12_0f(manifest):
     assert manifest["flashinfer"] == "0.7.2" and manifest["arch_list"] == "12.0f"
-    assert [module["request"] for module in manifest["modules"]] == ["sampling", "norm",
+    assert [module["request"] for module in manifest["modules"]] == ["activation:silu", "norm",
                                                                       "sglang-activation:bf16:12.0"]
     assert manifest["workspace"] == f"{CACHE}/.cache/flashinfer/0.7.2/120f"
 

@@ -56,7 +56,7 @@ def test_the_pre_warm_never_runs_an_external_venvs_python_as_root(node):
         echo "$managed" | runuser -u {OWNER} -- tee "$site/managed.pth" >/dev/null
         printf '%s\\n' {shlex.quote(PLANT)} | runuser -u {OWNER} -- tee "$site/zz-record-uid.pth" >/dev/null
         id -u sglang""").stdout.split()[-1]
-    external = ("venv_managed=false", f"venv_path={EXTERNAL}", "deploy_steps=prewarm", "prewarm_modules=sampling")
+    external = ("venv_managed=false", f"venv_path={EXTERNAL}", "deploy_steps=prewarm", "prewarm_modules=norm")
     try:
         result = deploy(node, *external)
         assert result.returncode == 0, result.output[-4000:]

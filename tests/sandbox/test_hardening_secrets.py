@@ -105,7 +105,7 @@ def test_a_full_deploy_at_vvv_shows_no_planted_secret_anywhere(node):
     found = run_ssh(node, f"stat -c '%U %G %a' {ENV_FILE}; base64 -w0 {ENV_FILE}").stdout.split()
     owner, group, mode, content = found[0], found[1], found[2], found[3] if len(found) > 3 else ""
     keyed = ("service_enable=true", f"service_api_key_file={KEY_FILE}", "service_ready_timeout=300",
-             "prewarm_modules=sampling",
+             "prewarm_modules=norm",
              "service_env=" + " ".join(f"{key}={value}" for key, value in SWEEP_SERVICE_ENV.items()))
     try:
         refused = pyinfra_cli("-vvv", "inventory/gpu.py", "--limit", name, "validate.py",

@@ -168,7 +168,7 @@ def test_testinfra_hosts_over_openssh(nodes, tmp_path):
     settings = tmp_path / "settings.yaml"
     settings.write_text(yaml.safe_dump({
         **{key: data[key] for key in ("cuda_repo_url", "cuda_repo_key_url", "cuda_repo_fingerprint")},
-        "prewarm_modules": ["sampling", "norm", "sglang-activation"], "service_model": "Qwen/Qwen3-0.6B",
+        "prewarm_modules": ["activation:silu", "norm", "sglang-activation"], "service_model": "Qwen/Qwen3-0.6B",
         "service_enable": False, "cuda_toolkit_lock": "tests/fixtures/locks/cuda-13.0.48-debian12-x86_64.txt",
         # The sandbox's declaration of its stand-in GPUs, as it registers it for the node.
         "gpu_standin": data["gpu_standin"]}))
