@@ -57,6 +57,9 @@ def parallel(config):
     return getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup"
 
 
+# First: xdist's own hook on a worker names each item's group from these markers, and a
+# conftest named on the command line is registered before xdist's, so would run after it.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     if not parallel(config):
         items.sort(key=_group)  # stable: each suite keeps its own order
