@@ -88,7 +88,7 @@ class AptUnserved(FactBase):
         quoted = " ".join(shlex.quote(pin) for pin in pins)
         return (f"apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -qxF -- "
                 f"{shlex.quote(apt_repo_uri(repo_url))} && echo listed; "
-                f"served=$(apt-cache show --no-all-versions {quoted} 2>/dev/null "
+                f"served=$(apt-cache show --no-all-versions -- {quoted} 2>/dev/null "
                 "| awk '/^Package: /{name=$2} /^Version: /{print name \"=\" $2}'); "
                 f"for pin in {quoted}; do printf '%s\\n' \"$served\" | grep -qxF -- \"$pin\" "
                 "|| printf 'unserved %s\\n' \"$pin\"; done; true")

@@ -197,9 +197,9 @@ def test_apt_update_fails_the_host_when_the_cuda_repository_does_not_answer(tmp_
 
 
 def test_apt_unserved_names_versions_apt_does_not_know():
-    """The fact's command, run against this machine's apt: apt-cache exits 0 printing
-    nothing for an unknown version of a known package, and 100 for an unknown package;
-    both are named, a version dpkg or a list holds is not. A repository apt holds no
+    """The fact's command, run against this machine's apt (one apt-cache for every pin):
+    apt-cache prints nothing for an unknown version of a known package, nor for an unknown
+    package; both are named, a version dpkg or a list holds is not. A repository apt holds no
     lists of gives no answer."""
     from facts.dpkg import AptUnserved
 
@@ -207,7 +207,8 @@ def test_apt_unserved_names_versions_apt_does_not_know():
                                check=True).stdout
     policy = subprocess.run(["apt-cache", "policy"], capture_output=True, text=True, check=True).stdout
     listed = next(word for line in policy.splitlines() for word in line.split() if word.startswith("http"))
-    pins = [f"dpkg={installed}", "dpkg=0.0-0", "no-such-package-here=1.0-1"]
+    # A pin that reads as an option ("-o=1") is one unserved pin, not apt-cache's refusal of all.
+    pins = ["-o=1", f"dpkg={installed}", "dpkg=0.0-0", "no-such-package-here=1.0-1"]
     fact = AptUnserved()
 
     def unserved(repo_url):
@@ -215,5 +216,5 @@ def test_apt_unserved_names_versions_apt_does_not_know():
         assert run.returncode == 0, run.stderr
         return fact.process(run.stdout.splitlines())
 
-    assert unserved(listed) == ["dpkg=0.0-0", "no-such-package-here=1.0-1"]
+    assert unserved(listed) == ["-o=1", "dpkg=0.0-0", "no-such-package-here=1.0-1"]
     assert unserved("http://repository.invalid/cuda/debian12/x86_64/") is None
