@@ -11,7 +11,10 @@ systemd are the arm64 builds, only slower.
 The handler is machine-wide (the kernel's binfmt_misc of the initial user namespace,
 which the nodes share): ``ensure(machine)`` registers it when it is missing, the way
 ``systemd-binfmt`` would at boot, and says so; it never changes a handler that is there.
-``python3 -m sandbox binfmt --remove`` takes it away again.
+It stays registered, as it would after the next boot with the package installed:
+``python3 -m sandbox binfmt --remove`` takes it away, when no arm64 node runs. (Tests
+never remove it: suites on two workers share it, and one that removed it on leaving made
+the other's next exec fail with "Exec format error".)
 
 The one piece of foreign code the sandbox compiles itself, the empty libcuda stub (a
 driver stand-in), is built by Debian's cross compiler (``gcc(machine)``).

@@ -35,15 +35,11 @@ ELF_MACHINE = "od -An -j18 -N2 -tu2 {path}"
 @pytest.fixture(scope="module")
 def node(sandbox_node):
     aptrepo.ensure_served()
-    handler = cpus.handler("aarch64")
-    registered_before = handler.exists()
     entry = dict(sandbox_node(NAME, "127.0.0.68", gpu="gb10", toolkit="none", machine="aarch64"), name=NAME)
-    assert registered_before or "F" in cpus.handler_flags(handler.read_text())[1]
+    # Registered (sandbox.cpus), with F: the kernel holds QEMU open for the node's root.
+    assert "F" in cpus.handler_flags(cpus.handler("aarch64").read_text())[1]
     yield entry
     sandbox_nodes.down([NAME])
-    # The handler is machine-wide: leave the machine as the suite found it.
-    if not registered_before:
-        cpus.remove("aarch64")
 
 
 def locked_versions():

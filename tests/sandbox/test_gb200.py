@@ -23,7 +23,7 @@ opens the device, the probe only looks for it)."""
 import pytest
 
 from bringup.findings import BLOCKER
-from sandbox import aptrepo, cpus
+from sandbox import aptrepo
 from sandbox import node as sandbox_nodes
 from tests.sandbox_fixtures import REPO_ROOT, changed_operations, pyinfra_cli, run_ssh, validate
 
@@ -49,14 +49,9 @@ CHANNEL = ("mkdir -p /dev/nvidia-caps-imex-channels && "
 @pytest.fixture(scope="module")
 def node(sandbox_node):
     aptrepo.ensure_served()
-    handler = cpus.handler("aarch64")
-    registered_before = handler.exists()
     entry = dict(sandbox_node(NAME, "127.0.0.177", gpu="gb200-x4", toolkit="none", machine="aarch64"), name=NAME)
     yield entry
     sandbox_nodes.down([NAME])
-    # The handler is machine-wide: leave the machine as the suite found it.
-    if not registered_before:
-        cpus.remove("aarch64")
 
 
 def imex_findings(report):
