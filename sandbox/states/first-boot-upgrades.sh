@@ -6,10 +6,12 @@
 # fetch and install whatever Ubuntu's archive has that day. The stand-in takes the locks
 # the way apt does (fcntl write locks on lock-frontend, then lock) as soon as the node
 # boots, holds them HOLD_SECONDS (/etc/default/sandbox-first-boot-upgrades), and exits.
+# An hour: a test says when the upgrades finish (systemctl stop sandbox-first-boot-upgrades),
+# so no step of it races a clock.
 set -eu
 install -d -m 0755 /usr/local/lib/sandbox
 install -m 0755 unattended-upgrade-standin /usr/local/lib/sandbox/unattended-upgrade
-printf 'HOLD_SECONDS=90\n' > /etc/default/sandbox-first-boot-upgrades
+printf 'HOLD_SECONDS=3600\n' > /etc/default/sandbox-first-boot-upgrades
 chmod 0644 /etc/default/sandbox-first-boot-upgrades
 cat > /etc/systemd/system/sandbox-first-boot-upgrades.service <<'UNIT'
 [Unit]

@@ -20,7 +20,7 @@ green as the 24.04 one does, its cp311 venv built with that interpreter
 And a cloud image's first boot: unattended-upgrades holding apt's locks (the
 ``first-boot-upgrades`` stand-in) on a light 24.04 node; the deploy waits for it."""
 
-import json
+import concurrent.futures
 import re
 import time
 
@@ -28,7 +28,7 @@ import pytest
 
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox_fixtures import changed_operations, node_suite, pyinfra_cli, run_ssh, summary_path, validate
+from tests.sandbox_fixtures import changed_operations, node_suite, pyinfra_cli, run_ssh, summary_row, validate
 
 pytestmark = pytest.mark.sandbox
 
@@ -86,10 +86,6 @@ def found_as_shipped(entry):
     assert found[-1].split() == ["needrestart", "unattended-upgrades"], found
 
 
-def verdict(host):
-    return {row["host"]: row for row in json.loads(summary_path().read_text())["hosts"]}[host]["verdict"]
-
-
 def incident_to_green(entry, data, tmp_path, record_property):
     """validate (the trap named, nothing blocks), deploy (the toolkit at its lock, the venv
     with the release's CPython and lock, the reduced pre-warm, the unit), validate again
@@ -121,7 +117,7 @@ def incident_to_green(entry, data, tmp_path, record_property):
     assert venv == [venv_version, venv_python.rsplit("/", 1)[0], "unit"], venv
 
     validate(name, data=data)
-    assert verdict(name) == "ready"
+    assert summary_row(name)["verdict"] == "ready"
     run = node_suite(tmp_path, "--node-limit", name, data=data)
     assert run.rc == 0 and run.failing(name) == set(), run
     assert "toolkit_packages_at_lock" in run.checks(name), run.checks(name)
@@ -239,7 +235,8 @@ def first_boot(sandbox_node):
 
 def test_first_boot_upgrades_hold_apt_and_the_deploy_waits(first_boot):
     """Right after boot the stand-in holds dpkg's frontend lock: validate names the holder,
-    a deploy allowed 5 s fails changing nothing, one allowed more waits and converges."""
+    a deploy allowed 5 s fails changing nothing, one allowed more waits; the upgrades
+    finish (the stand-in stops) while it waits, and it converges."""
     _, report = validate("u-boot", data=("deploy_steps=repo",))
     holders = report["facts"]["apt_locks"]
     assert any(h["lock"] == "/var/lib/dpkg/lock-frontend" and "unattended-upgrade" in h["command"]
@@ -248,7 +245,16 @@ def test_first_boot_upgrades_hold_apt_and_the_deploy_waits(first_boot):
                         data=("deploy_steps=repo", "deploy_apt_lock_timeout=5"))
     assert short.returncode == 1, short.output[-3000:]
     assert "apt is still locked after 5 s; nothing was changed on this host" in short.output, short.output[-3000:]
-    waited = pyinfra_cli("inventory/gpu.py", "--limit", "u-boot", "deploy.py",
-                         data=("deploy_steps=repo", "deploy_apt_lock_timeout=300"))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        waiting = pool.submit(pyinfra_cli, "inventory/gpu.py", "--limit", "u-boot", "deploy.py",
+                              data=("deploy_steps=repo", "deploy_apt_lock_timeout=300"))
+        # The deploy's wait loop (tasks/operations/packages.py apt_unlocked) is on the node:
+        # then the upgrades finish.
+        seen = run_ssh(first_boot, "for i in $(seq 600); do pgrep -f '[a]pt-locks: held by' >/dev/null && "
+                                   "echo waiting && exit 0; sleep 0.2; done; echo never").stdout.strip()
+        run_ssh(first_boot, "systemctl stop sandbox-first-boot-upgrades")
+        waited = waiting.result(timeout=600)
+    assert seen == "waiting", waited.output[-3000:]
     assert waited.returncode == 0, waited.output[-3000:]
+    assert re.search(r"apt-locks: held by .*unattended-upgrade.*; waiting", waited.output), waited.output[-3000:]
     assert re.search(r"apt-locks: free after \d+ s", waited.output), waited.output[-3000:]
