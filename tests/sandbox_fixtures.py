@@ -223,6 +223,12 @@ def summary_path() -> Path:
     return reports_dir() / "summary.json"
 
 
+def summary_row(host: str) -> dict:
+    """``host``'s row in this suite's latest summary.json (its verdict, reason, ...)."""
+    rows = json.loads(summary_path().read_text())["hosts"]
+    return next(row for row in rows if row["host"] == host)
+
+
 def validate(host: str, expect_rc: int = 0, data=DEPLOY_DATA, options=(), timeout=1800) -> tuple:
     """Run validate.py on ``host`` (its old report removed first, so a crashed run
     cannot pass on a stale one), check its exit status, return (result, new report).

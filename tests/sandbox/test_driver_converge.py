@@ -16,7 +16,6 @@ only the driver is a stand-in, sandbox/field_states.py):
   ``needs reboot``, and after the operator's reboot the next deploy converges (open).
 """
 
-import json
 import subprocess
 import sys
 
@@ -33,7 +32,7 @@ from tests.sandbox_fixtures import (
     pyinfra_cli,
     run_ssh,
     ssh_command,
-    summary_path,
+    summary_row,
     validate,
 )
 
@@ -58,12 +57,6 @@ def apt_repo():
 
 def deploy(name, data, json_output=False):
     return pyinfra_cli("inventory/gpu.py", "--limit", name, "deploy.py", data=data, json_output=json_output)
-
-
-def summary_row(name):
-    """This run's row of ``name`` in its summary.json."""
-    document = json.loads(summary_path().read_text())
-    return next(row for row in document["hosts"] if row["host"] == name)
 
 
 def driver_findings(report):

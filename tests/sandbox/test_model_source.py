@@ -30,7 +30,7 @@ import pytest
 
 from tests.hub_double import answering_hub, closed_endpoint, serving_hub
 from tests.sandbox_fixtures import (ENV_FILE, changed_operations, plant_fake_sglang, plant_hub_entry_command,
-                                    pyinfra_cli, run_ssh, ssh_command)
+                                    pyinfra_cli, report_path, run_ssh, ssh_command, summary_row)
 
 pytestmark = pytest.mark.sandbox
 
@@ -41,7 +41,6 @@ MODEL = "Qwen/Qwen3-0.6B"
 CACHE = "/var/cache/sglang/xdg/huggingface/hub"
 VENV = "/opt/sglang/venv"
 LOCK = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
-REPORTS = ROOT / "reports" / "model-source"
 # huggingface_hub 1.33.0 and what it needs (its wheel's Requires-Dist, resolved in LOCK).
 HF_PACKAGES = ("huggingface-hub", "anyio", "certifi", "click", "filelock", "fsspec", "h11", "hf-xet", "httpcore", "httpx",
                "idna", "packaging", "pyyaml", "tqdm", "typing-extensions")
@@ -104,13 +103,7 @@ def plant_hf_venv(entry, tmp):
 def model_node(sandbox_node, tmp_path_factory):
     entry = sandbox_node(NAME, ADDR, "rtx-pro-6000-x8", "none")
     plant_hf_venv(entry, tmp_path_factory.mktemp("hf-venv"))
-    # This suite's own reports directory (control/reports.py): another suite's run on the other
-    # worker writes reports/summary.json, and once replaced it between a deploy and its read.
-    os.environ["GPU_BRINGUP_REPORTS"] = str(REPORTS)
-    try:
-        yield entry
-    finally:
-        os.environ.pop("GPU_BRINGUP_REPORTS", None)
+    return entry
 
 
 def data(entry, *more):
@@ -119,21 +112,16 @@ def data(entry, *more):
 
 
 def validate(entry, *more, expect_rc=0):
-    (REPORTS / f"{NAME}.json").unlink(missing_ok=True)
+    report_path(NAME).unlink(missing_ok=True)
     result = pyinfra_cli("inventory/gpu.py", "--limit", NAME, "validate.py", data=data(entry, *more), timeout=600)
     assert result.returncode == expect_rc, result.output[-4000:]
-    report = json.loads((REPORTS / f"{NAME}.json").read_text())
+    report = json.loads(report_path(NAME).read_text())
     return {f["code"]: f for f in report["plan"]["findings"] if f["code"].startswith("MODEL_")}, report
 
 
 def deploy(entry, *more, json_output=False):
     return pyinfra_cli("inventory/gpu.py", "--limit", NAME, "deploy.py", data=data(entry, *more),
                        json_output=json_output, timeout=600)
-
-
-def summary_row():
-    rows = json.loads((REPORTS / "summary.json").read_text())["hosts"]
-    return next(row for row in rows if row["host"] == NAME)
 
 
 def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model_node):
@@ -159,7 +147,7 @@ def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model
         failed.output[-4000:]
     # hf itself asked the double.
     assert any(path.startswith(f"/api/models/{MODEL}") for path in asked), (asked, failed.output[-4000:])
-    row = summary_row()
+    row = summary_row(NAME)
     assert row["verdict"] == "failed", row
     assert f"{NAME}: service_model_fetch: hf download {MODEL} failed (exit 1;" in row["reason"], row
     assert "the unit was not (re)started" in row["reason"] and "\n" not in row["reason"], row
@@ -179,7 +167,7 @@ def test_the_model_is_found_fetched_or_refused_before_the_service_needs_it(model
     served = deploy(entry, "service_model_fetch=true")
     assert served.returncode == 0, served.output[-4000:]
     assert said(served.output, "sglang.service serves: /health answered 200"), served.output[-4000:]
-    assert summary_row()["verdict"] == "serving"
+    assert summary_row(NAME)["verdict"] == "serving"
     assert "HF_HUB_OFFLINE=1" in run_ssh(entry, f"cat {ENV_FILE}").stdout.splitlines()
 
     # 4. A second deploy: the fetch finds the model (a no-op), nothing changes.
@@ -215,7 +203,7 @@ def test_a_fetch_killed_midway_is_not_cached_and_the_next_deploy_finishes_it(mod
         killed = deploy(entry, "service_model_fetch=true", "service_model_fetch_timeout=60",
                         f"service_env=HF_ENDPOINT={endpoint}")
     assert killed.returncode == 1, killed.output[-4000:]
-    assert f"hf download {MODEL} failed (exit 124;" in summary_row()["reason"], summary_row()
+    assert f"hf download {MODEL} failed (exit 124;" in summary_row(NAME)["reason"], summary_row(NAME)
     listing = run_ssh(entry, f"cd {ENTRY} && find . | sort").stdout
     assert "./refs/main" in listing and "/config.json" in listing, listing
     assert "/model.safetensors" not in listing and ".gpu-bringup-complete" not in listing, listing

@@ -30,9 +30,8 @@ from tests.sandbox.test_driver_converge import (
     deploy,
     driver_findings,
     packages,
-    summary_row,
 )
-from tests.sandbox_fixtures import REPO_ROOT, changed_operations, run_ssh, validate
+from tests.sandbox_fixtures import REPO_ROOT, changed_operations, run_ssh, summary_row, validate
 
 pytestmark = pytest.mark.sandbox
 

@@ -19,8 +19,8 @@ import pytest
 from bringup.driver_locks import driver_lock_name, parse_driver_lock
 from sandbox import aptrepo, pypimirror
 from sandbox import node as sandbox_nodes
-from tests.sandbox.test_driver_converge import REBOOTING, banner, deploy, driver_findings, packages, summary_row
-from tests.sandbox_fixtures import REPO_ROOT, changed_operations, node_suite, run_ssh, validate
+from tests.sandbox.test_driver_converge import REBOOTING, banner, deploy, driver_findings, packages
+from tests.sandbox_fixtures import REPO_ROOT, changed_operations, node_suite, run_ssh, summary_row, validate
 
 pytestmark = pytest.mark.sandbox
 
