@@ -109,9 +109,10 @@ EXTERNAL = ("venv_managed=false", f"venv_path={HANDBUILT}", "prewarm_modules=act
 
 
 def venv_listing(entry):
-    """Every file of the hand-built venv with its content hash and mode."""
-    return run_ssh(entry, f"cd {HANDBUILT} && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum; "
-                          f"find {HANDBUILT} -printf '%p %m %U\\n' | sort | sha256sum").stdout
+    """Every entry of the hand-built venv with its mode, owner, size and inode change time:
+    any write, chmod, chown, rename or replacement moves the ctime, which no tool sets back
+    (hashing the gigabytes of its files twice took a core for tens of seconds)."""
+    return run_ssh(entry, f"find {HANDBUILT} -printf '%p %m %U %s %i %C@\\n' | sort | sha256sum").stdout
 
 
 def test_incident_trap_with_flashinfers_own_code_then_gone(incident):
