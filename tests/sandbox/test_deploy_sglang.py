@@ -223,12 +223,14 @@ def gone(node, sandbox_ssh, pattern, seconds=30):
 
 
 def test_ssh_killed_during_the_venv_build_leaves_the_live_venv_and_converges(node, sandbox_ssh, tmp_path):
-    """A new lock (same pins, other digest) is built beside the live venv; the deploy's SSH
-    connection dies midway. The build stops with it (nothing runs on, unseen), the live venv
-    stays; the re-run converges; the previous venv is the rollback, by name."""
-    lock = ROOT / "files" / "locks" / "sglang-0.5.23-cp311-x86_64.txt"
+    """A new lock is built beside the live venv; the deploy's SSH connection dies midway.
+    The build stops with it (nothing runs on, unseen), the live venv stays; the re-run
+    converges; the previous venv is the rollback, by name. The new lock is the hand-built
+    venv's (torch and FlashInfer, 56 pins; the live one has 207): the re-run builds it whole,
+    and compiling the full stack's bytecode once more took a core for a minute."""
+    lock = ROOT / "sandbox" / "locks" / "handbuilt-venv-cp311-x86_64.txt"
     other = tmp_path / "other-cp311-x86_64.txt"
-    other.write_text(lock.read_text() + "# same pins, another build\n")
+    other.write_text(lock.read_text())
     data = (*DEPLOY_DATA, f"venv_lock={other}", "deploy_steps=venv")
     live = sandbox_ssh(node, "readlink /opt/sglang/venv").stdout.strip()
     killer = session_killer(node, "[s]ession-bound /usr/local/libexec/gpu-bringup/build-venv.sh",
