@@ -156,7 +156,10 @@ def test_wrong_host_key_refuses_the_host(nodes, tmp_path):
 
 def test_testinfra_hosts_over_openssh(nodes, tmp_path):
     """--hosts keeps testinfra's own backends: ssh:// (OpenSSH) with the node's key and
-    known_hosts through an ssh_config; the suite's shipped default settings apply."""
+    known_hosts through an ssh_config; the suite's shipped default settings apply. The
+    checks that run torch in the venv (venv, SGLang, cuda, comm, SGLang's --verify: 28 of
+    the run's 49 s) are left to test_deployed_node_is_green's run: here the transport and the
+    settings, with the checks the settings file decides."""
     node = nodes[0]
     config = tmp_path / "ssh_config"
     config.write_text(f"Host {NODE}\n    HostName {node['ssh_hostname']}\n    Port {node['ssh_port']}\n"
@@ -174,7 +177,13 @@ def test_testinfra_hosts_over_openssh(nodes, tmp_path):
         "gpu_standin": data["gpu_standin"]}))
     report = tmp_path / "report.md"
     result = subprocess.run([str(PYTEST), "tests/node", f"--hosts=ssh://{NODE}", f"--ssh-config={config}",
-                             f"--node-config={settings}", f"--node-report={report}", "-p", "no:cacheprovider"],
+                             f"--node-config={settings}", f"--node-report={report}", "-p", "no:cacheprovider",
+                             "-k", "not test_venv and not test_sglang and not test_cuda and not test_comm "
+                                   "and not sglang_no_compile"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    assert "| **ready**" in report.read_text() and "YES" in report.read_text()
+    text = report.read_text()
+    assert "| **ready**" in text and "YES" in text, text
+    # What the settings file decides: the toolkit lock, the pre-warm's modules, the stand-in GPUs.
+    for check in ("toolkit_packages_at_lock", "prewarm_manifest_matches", "nvidia_smi_answers"):
+        assert check in text, text
