@@ -109,7 +109,7 @@ EXTERNAL = ("venv_managed=false", f"venv_path={HANDBUILT}", "prewarm_modules=act
 
 
 def venv_listing(entry):
-    """Every entry of the hand-built venv with its mode, owner, size and inode change time:
+    """Every entry of the hand-built venv with its mode, owner, size, inode and inode change time:
     any write, chmod, chown, rename or replacement moves the ctime, which no tool sets back
     (hashing the gigabytes of its files twice took a core for tens of seconds)."""
     return run_ssh(entry, f"find {HANDBUILT} -printf '%p %m %U %s %i %C@\\n' | sort | sha256sum").stdout
