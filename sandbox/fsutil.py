@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -116,6 +117,31 @@ def safe_rmtree(path: Path) -> None:
     # (EMFILE inside rmtree); --one-file-system is a second guard
     # against a mount that appeared after the check.
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=True)
+
+
+def discard(path: Path, trash: Path) -> None:
+    """Move *path* into *trash* (one rename) and delete it there in the background.
+
+    A node's tree is gigabytes (a venv, a toolkit): deleting it took 15 - 25 s, which
+    ``sandbox down`` spent holding the state lock while the next node waited. Renamed
+    first, the name is free at once and nothing else knows the new path, so nothing can
+    be mounted under it; ``rm`` runs detached (``setsid -f``) and outlives its caller.
+
+    >>> import tempfile; top = Path(tempfile.mkdtemp()); (top / "node" / "venv").mkdir(parents=True)
+    >>> discard(top / "node", top / "trash"); (top / "node").exists()
+    False
+    """
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return
+    left = mounts_under(path)
+    if left:
+        raise RuntimeError(f"refusing to delete {path}: still mounted: {', '.join(left)}")
+    trash.mkdir(mode=0o700, exist_ok=True)
+    doomed = trash / f"{path.name}.{os.getpid()}.{time.time_ns()}"
+    os.rename(path, doomed)
+    subprocess.run(["setsid", "-f", "rm", "-rf", "--one-file-system", "--", str(doomed)], check=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def link_or_copy(source, target):

@@ -56,7 +56,7 @@ import yaml
 from sandbox import cpus, field_states, gpu_standin, image, platforms, registration
 from sandbox import network as networks
 from control.atomic import atomic_write
-from sandbox.fsutil import file_lock, mounts_under, safe_rmtree, write_file
+from sandbox.fsutil import discard, file_lock, mounts_under, safe_rmtree, write_file
 from sandbox.httpserve import alive, answers, read_state
 from sandbox.statedir import APTREPO_SERVER_JSON, PYPIMIRROR_JSON, read_registry, registry_path, state_dir
 
@@ -101,6 +101,12 @@ def client_key() -> Path:
 def known_hosts() -> Path:
     """known_hosts with every running node's host keys."""
     return ssh_dir() / "known_hosts"
+
+
+def trash_dir() -> Path:
+    """Where removed nodes' trees are deleted in the background (fsutil.discard): on the
+    nodes' file system, so moving one there is a rename."""
+    return state_dir() / "trash"
 
 
 def node_dir(name: str) -> Path:
@@ -393,7 +399,7 @@ def _remove_node(name: str) -> None:
     if mounts_under(ndir):
         # Only possible if someone mounted into the node from the host.
         raise SandboxError(f"{name}: host mounts under {ndir}: {mounts_under(ndir)}")
-    safe_rmtree(ndir)
+    discard(ndir, trash_dir())
     nodes = read_registry()
     if name in nodes:
         del nodes[name]
@@ -812,5 +818,7 @@ def destroy() -> None:
     with _state_lock():
         safe_rmtree(ssh_dir())
         safe_rmtree(state_dir() / "nodes")
+        # The background deletes' leftovers (a reboot stops them); rm beside a running one is harmless.
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(trash_dir())], check=False)
         _write_registry({})
     image.delete_cache()
