@@ -39,6 +39,11 @@ FILE_CHECKS = {f"deployed_file_not_world_writable[{label}]" for label in
                ("apt-keyring", "apt-source", "apt-pin", "profile", "pam-environment", "service-env-file",
                 "service-unit", "prewarm-manifest")}
 PERMISSION_CHECKS = {"service_user_reaches_its_paths"}
+# The checks that run torch in the venv (venv, SGLang, cuda, comm, SGLang's --verify): 28
+# of a run's 49 s. test_deployed_node_is_green runs them; a run about the toolkit, the
+# environment or the transport leaves them out.
+WITHOUT_TORCH = ("-k", "not test_venv and not test_sglang and not test_cuda and not test_comm "
+                       "and not sglang_no_compile")
 ALL_CHECKS = (DRIVER_CHECKS | CUDA_CHECKS | TOOLKIT_CHECKS | RESOLUTION_CHECKS | ENV_FILE_CHECKS | VENV_CHECKS
               | JIT_CHECKS | UNIT_CHECKS | CACHE_CHECKS | FILE_CHECKS | PERMISSION_CHECKS)
 
@@ -101,7 +106,7 @@ def test_cuda_home_rewritten_fails_by_name(nodes, sandbox_ssh, tmp_path):
     sandbox_ssh(node, f"cp -p {ENV_FILE} {ENV_FILE}.keep && "
                       f"sed -i 's|^CUDA_HOME=.*|CUDA_HOME=/usr/local/cuda-12.8|' {ENV_FILE}")
     try:
-        run = node_suite(tmp_path, "--node-limit", NODE)
+        run = node_suite(tmp_path, "--node-limit", NODE, *WITHOUT_TORCH)
         # validate reads the same file through the probe and says what deploy would reset.
         _, report = validate(NODE)
     finally:
@@ -120,7 +125,7 @@ def test_toolkit_moved_away_fails_by_name(nodes, sandbox_ssh, tmp_path):
     node = nodes[0]
     sandbox_ssh(node, f"mv {HOME} {HOME}.away")
     try:
-        run = node_suite(tmp_path, "--node-limit", NODE)
+        run = node_suite(tmp_path, "--node-limit", NODE, *WITHOUT_TORCH)
     finally:
         sandbox_ssh(node, f"mv {HOME}.away {HOME}")
     # dpkg's records still say the locked versions are installed: only the files went.
@@ -131,7 +136,7 @@ def test_toolkit_moved_away_fails_by_name(nodes, sandbox_ssh, tmp_path):
 
 
 def test_two_nodes_in_one_run(nodes, tmp_path):
-    run = node_suite(tmp_path, "--node-limit", f"{NODE},ns-*")
+    run = node_suite(tmp_path, "--node-limit", f"{NODE},ns-*", *WITHOUT_TORCH)
     assert run.hosts() == {NODE, "ns-b"}, run
     header = [cell.strip() for cell in run.report.splitlines()[0].split("|")[1:-1]]
     assert header == ["check", NODE, "ns-b"], run.report
@@ -159,7 +164,7 @@ def test_testinfra_hosts_over_openssh(nodes, tmp_path):
     known_hosts through an ssh_config; the suite's shipped default settings apply. The
     checks that run torch in the venv (venv, SGLang, cuda, comm, SGLang's --verify: 28 of
     the run's 49 s) are left to test_deployed_node_is_green's run: here the transport and the
-    settings, with the checks the settings file decides."""
+    settings, with the checks the settings file decides (WITHOUT_TORCH)."""
     node = nodes[0]
     config = tmp_path / "ssh_config"
     config.write_text(f"Host {NODE}\n    HostName {node['ssh_hostname']}\n    Port {node['ssh_port']}\n"
@@ -178,8 +183,7 @@ def test_testinfra_hosts_over_openssh(nodes, tmp_path):
     report = tmp_path / "report.md"
     result = subprocess.run([str(PYTEST), "tests/node", f"--hosts=ssh://{NODE}", f"--ssh-config={config}",
                              f"--node-config={settings}", f"--node-report={report}", "-p", "no:cacheprovider",
-                             "-k", "not test_venv and not test_sglang and not test_cuda and not test_comm "
-                                   "and not sglang_no_compile"],
+                             *WITHOUT_TORCH],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     text = report.read_text()
