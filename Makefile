@@ -31,7 +31,7 @@ DEMO_OS := debian12
 DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 # make test's pytest workers (pytest-xdist; tests/sandbox/conftest.py says what runs
 # together): two fit this project's 2-core, 24 GiB CI machine and its disk budget.
-TEST_WORKERS := 2
+TEST_WORKERS := 3
 
 .PHONY: setup control-deps sandbox-deps host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver lock-dcgm
 

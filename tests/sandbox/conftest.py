@@ -4,12 +4,14 @@ Serial (``pytest``): the suites on light nodes first, then every test of the one
 deployed node (a venv takes about 10 GB), which is taken down after its last test, then
 the suites that deploy a venv of their own.
 
-Parallel (``make test``: ``pytest -n 2 --dist loadgroup``, pytest-xdist): work units
+Parallel (``make test``: ``pytest -n 3 --dist loadgroup``, pytest-xdist): work units
 (xdist groups) keep what shares state on one worker: every test of the deployed node
-("deployed", in their serial order), each sandbox module (its module-scoped nodes), the
-CLI suites (they share ``@local``'s report). The deployed node's tests come first and
-the Debian 13 suite next, so the two longest units start at once on the two workers
-(two venv nodes at a time: about 20 GB); everything else fills in behind them.
+("deployed", in their serial order), the suites that build venvs of their own
+("venv-suites", one after the other), each other sandbox module (its module-scoped
+nodes), the CLI suites (they share ``@local``'s report). The two venv units come first,
+so they start at once on two workers (two venv nodes at a time: about 26 GB at most);
+the third worker takes the light suites, whose nodes mostly wait (services starting,
+timeouts), and the first two join it when they are done.
 
 A module's light nodes go when the module ends, and each module writes its reports in a
 directory of its own (``reports/<module>``): the two workers' pyinfra runs never replace
@@ -23,27 +25,31 @@ from control.reports import REPORTS_VARIABLE
 from sandbox import node as sandbox_nodes
 from tests.sandbox_fixtures import DEPLOYED, MODULE_NODES, REPO_ROOT
 
-# Suites that build a venv of their own: after the shared deployed node is gone.
-LAST = ("test_debian13.py", "test_ubuntu.py")
+# Suites whose nodes each build a venv (about 10 GB until the node goes down). Serial:
+# after the shared deployed node is gone. Parallel: one work unit, so that with the
+# deployed node's at most two such nodes are up at a time, whatever the number of workers.
+VENV_SUITES = ("test_debian13.py", "test_ubuntu.py", "test_ubuntu_driver.py")
 
 
 def _group(item):
     if "deployed_node" in item.fixturenames:
         return 1
-    return 2 if item.path.name in LAST else 0
+    return 2 if item.path.name in VENV_SUITES else 0
 
 
 def _parallel_group(item):
     """Order of the work units in a parallel run: longest first."""
     if "deployed_node" in item.fixturenames:
         return 0
-    return 1 if item.path.name in LAST else 2
+    return 1 if item.path.name in VENV_SUITES else 2
 
 
 def work_unit(item):
     """The xdist group ``item`` runs in, or None for a test that runs anywhere."""
     if "deployed_node" in item.fixturenames:
         return "deployed"
+    if item.path.parent.name == "sandbox" and item.path.name in VENV_SUITES:
+        return "venv-suites"
     if item.path.parent.name == "sandbox" and item.path.name.startswith("test_"):
         return item.path.stem
     if item.path.parent.name == "cli":
