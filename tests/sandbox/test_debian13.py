@@ -110,7 +110,7 @@ def test_bare_node_with_a_model_and_the_service_enabled_reaches_the_gate_then_se
     # A venv root closed by hand: the node suite names it, validate plans its repair,
     # deploy repairs it, and a second deploy changes nothing.
     run_ssh(node, "chmod 0700 /opt/sglang")
-    closed = node_suite(tmp_path / "closed", "--node-limit", NAME, data=data)
+    closed = node_suite(tmp_path / "closed", "--node-limit", NAME, data=data, checks="tests/node/test_permissions.py")
     assert any("reaches_its_paths" in check for check in closed.failing(NAME)), closed
     assert "/opt/sglang" in closed.output, closed
     _, report = validate(NAME, data=data)
