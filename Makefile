@@ -29,8 +29,13 @@ DEMO_OS := debian12
 # A model for the unit's arguments, which the node suite checks with SGLang's own
 # parser; not started (service_enable=false): the sandbox has no GPU to serve on.
 DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
+# Where the demo's node suite also writes its JUnit XML and report (pytest's
+# --junitxml=FILE --node-report=FILE), for a caller that reads the result.
+DEMO_SUITE_ARGS :=
 # make test's pytest workers (pytest-xdist; tests/sandbox/conftest.py says what runs
-# together): two fit this project's 2-core, 24 GiB CI machine and its disk budget.
+# together). Three on this project's 2-core, 24 GiB CI machine: the light suites' nodes
+# mostly wait (services starting, timeouts), and the third worker fills the cores then;
+# the disk budget holds, as two venv nodes at most are up at a time.
 TEST_WORKERS := 3
 
 .PHONY: setup control-deps sandbox-deps host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver lock-dcgm
@@ -71,7 +76,7 @@ demo: sandbox-up
 	@echo "== 3. validate again: nothing left to fix"
 	$(PYINFRA) -y -v $(DEMO_DATA:%=--data %) inventory/gpu.py --limit $(DEMO_NODE) validate.py
 	@echo "== 4. the node suite: the end state, proved"
-	$(VENV)/bin/pytest tests/node --inventory inventory/gpu.py --node-limit $(DEMO_NODE) $(DEMO_DATA:%=--node-data %)
+	$(VENV)/bin/pytest tests/node --inventory inventory/gpu.py --node-limit $(DEMO_NODE) $(DEMO_DATA:%=--node-data %) $(DEMO_SUITE_ARGS)
 	@echo "nodes stay up: $(PY) -m sandbox status; stop them with: make sandbox-down"
 
 demo-debian13:

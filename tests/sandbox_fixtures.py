@@ -452,11 +452,13 @@ def plant_hub_entry_command(cache: str, model: str, owner: str) -> str:
             f"chmod 0644 {entry}/refs/main {entry}/blobs/0f3a {entry}/blobs/9a1c && chown -R {owner}: {cache}")
 
 
-def make_demo(entry):
+def make_demo(entry, suite):
     """``make demo`` against the shared node: its name, address, field states and the
-    suites' settings instead of the Makefile's defaults (the full pre-warm)."""
+    suites' settings instead of the Makefile's defaults (the full pre-warm); its node
+    suite's JUnit XML and report go to the directory ``suite``."""
     variables = [f"DEMO_NODE={DEPLOYED}", f"DEMO_ADDR={entry['ssh_hostname']}", f"DEMO_GPU={entry['gpu_profile']}",
-                 f"DEMO_STATES={','.join(DEPLOYED_STATES)}", f"DEMO_DATA={' '.join(DEPLOY_DATA)}"]
+                 f"DEMO_STATES={','.join(DEPLOYED_STATES)}", f"DEMO_DATA={' '.join(DEPLOY_DATA)}",
+                 f"DEMO_SUITE_ARGS=--junitxml={suite / 'junit.xml'} --node-report={suite / 'report.md'}"]
     result = subprocess.run(["make", "--no-print-directory", "demo", *variables], cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=3600, stdin=subprocess.DEVNULL)
     result.output = result.stdout + result.stderr
@@ -468,9 +470,10 @@ def deployed_node(sandbox_node, tmp_path_factory):
     """One node in the incident's state, validated, then brought up by deploy.py
     through the real CLI (toolkit, env, venv, pre-warm, unit). Shared by the suites
     that check a deployed node; each restores what it breaks. The entry holds
-    ``before`` (the validate report before deploy), ``before_suite`` (the node
-    suite's run before deploy), ``deploy_seconds`` and ``rollback`` (the first
-    deploy's venvs/previous: its name, then the files at its top)."""
+    ``before`` (the validate report before deploy), ``before_suite`` and
+    ``after_suite`` (the node suite's runs before deploy and make demo's after it),
+    ``deploy_seconds`` and ``rollback`` (the first deploy's venvs/previous: its name,
+    then the files at its top)."""
     from sandbox import aptrepo, pypimirror
 
     aptrepo.ensure_served()
@@ -482,11 +485,13 @@ def deployed_node(sandbox_node, tmp_path_factory):
     # (validate and the node suite above changed nothing), validates, deploys, validates
     # again and runs the node suite, which must be green for make to exit 0.
     started = time.monotonic()
-    demo = make_demo(entry)
+    suite = tmp_path_factory.mktemp("node-suite-after")
+    demo = make_demo(entry, suite)
     assert demo.returncode == 0, demo.output[-6000:]
     assert "== 2. deploy" in demo.output and "== 4. the node suite" in demo.output, demo.output[-3000:]
     seconds = time.monotonic() - started
+    after_suite = SuiteRun(demo, suite / "junit.xml", suite / "report.md")
     # What the first deploy kept as the rollback (later suites build other venvs).
     rollback = run_ssh(entry, "readlink /opt/sglang/venvs/previous; ls /opt/sglang/venvs/previous/").stdout.split()
-    return dict(entry, name=DEPLOYED, before=before, before_suite=before_suite, deploy_seconds=seconds,
-                rollback=rollback)
+    return dict(entry, name=DEPLOYED, before=before, before_suite=before_suite, after_suite=after_suite,
+                deploy_seconds=seconds, rollback=rollback)

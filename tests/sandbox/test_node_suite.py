@@ -73,9 +73,10 @@ def test_incident_node_is_red_by_name(before):
            in before.report
 
 
-def test_deployed_node_is_green(nodes, tmp_path):
-    """Green, with the checks only the stand-in GPUs let pass named as stand-ins."""
-    after = node_suite(tmp_path, "--node-limit", NODE)
+def test_deployed_node_is_green(deployed_node):
+    """Green, with the checks only the stand-in GPUs let pass named as stand-ins: make
+    demo's run of the suite, right after its deploy (tests/sandbox_fixtures.py)."""
+    after = deployed_node["after_suite"]
     assert after.checks(NODE) == ALL_CHECKS, after
     assert after.failing(NODE) == set(), after
     assert after.rc == 0, after
