@@ -29,6 +29,10 @@ from tests.sandbox_fixtures import DEPLOYED, MODULE_NODES, REPO_ROOT
 # after the shared deployed node is gone. Parallel: one work unit, so that with the
 # deployed node's at most two such nodes are up at a time, whatever the number of workers.
 VENV_SUITES = ("test_debian13.py", "test_ubuntu.py", "test_ubuntu_driver.py")
+# The other work units of two minutes or more (CI's --durations), longest first, handed
+# out before the rest: a long one started last would leave the other workers idle at the end.
+LONG_UNITS = ("test_serving_group", "cli", "test_driver_converge", "test_gb200", "test_model_source",
+              "test_serving_gate", "test_arm64", "test_nodes_as_found")
 
 
 def _group(item):
@@ -40,8 +44,11 @@ def _group(item):
 def _parallel_group(item):
     """Order of the work units in a parallel run: longest first."""
     if "deployed_node" in item.fixturenames:
-        return 0
-    return 1 if item.path.name in VENV_SUITES else 2
+        return (0, 0)
+    if item.path.name in VENV_SUITES:
+        return (1, 0)
+    unit = work_unit(item)
+    return (2, LONG_UNITS.index(unit)) if unit in LONG_UNITS else (3, 0)
 
 
 def work_unit(item):
