@@ -4,7 +4,7 @@ makes them available to every suite.
 Reusable by other suites (tests/node/...):
 
     def test_x(sandbox_node, sandbox_ssh):
-        entry = sandbox_node("t-gpu", "127.0.0.31", gpu="rtx-pro-6000-x8", toolkit="incident")
+        entry = sandbox_node("t-gpu", "127.0.0.240", gpu="rtx-pro-6000-x8", toolkit="incident")
         out = sandbox_ssh(entry, "nvidia-smi -L").stdout
 
 ``sandbox_node`` starts nodes in the default registry (.sandbox/nodes.yaml; the
@@ -82,8 +82,8 @@ def require_sandbox_host(tools=("debootstrap", "unshare", "ssh", "ssh-keygen", "
 def node_addr(addr: str, net: str | None = None) -> str:
     """A test node's address, moved into *net* (three octets; default $SANDBOX_TEST_NET) when set.
 
-    >>> node_addr("127.0.0.31", net="127.0.5")
-    '127.0.5.31'
+    >>> node_addr("127.0.0.240", net="127.0.5")
+    '127.0.5.240'
     """
     net = net if net is not None else os.environ.get("SANDBOX_TEST_NET")
     return f"{net}.{addr.rsplit('.', 1)[1]}" if net else addr

@@ -35,7 +35,7 @@ ELF_MACHINE = "od -An -j18 -N2 -tu2 {path}"
 @pytest.fixture(scope="module")
 def node(sandbox_node):
     aptrepo.ensure_served()
-    entry = dict(sandbox_node(NAME, "127.0.0.68", gpu="gb10", toolkit="none", machine="aarch64"), name=NAME)
+    entry = dict(sandbox_node(NAME, "127.0.0.181", gpu="gb10", toolkit="none", machine="aarch64"), name=NAME)
     # Registered (sandbox.cpus), with F: the kernel holds QEMU open for the node's root.
     assert "F" in cpus.handler_flags(cpus.handler("aarch64").read_text())[1]
     yield entry
@@ -99,7 +99,7 @@ def test_a_second_deploy_changes_nothing(node):
 
 
 def test_states_are_refused_on_arm64_before_anything_is_built():
-    refused = subprocess.run([sys.executable, "-m", "sandbox", "up", "arm-states", "--addr", "127.0.0.69",
+    refused = subprocess.run([sys.executable, "-m", "sandbox", "up", "arm-states", "--addr", "127.0.0.182",
                               "--gpu", "gb10", "--arch", "arm64", "--state", "incident"],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1

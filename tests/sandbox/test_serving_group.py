@@ -45,7 +45,7 @@ from tests.sandbox_fixtures import (
 pytestmark = pytest.mark.sandbox
 
 HEAD, MEMBER = "grp-a", "grp-b"  # sorted by name: the head is rank 0
-ADDRESSES = {HEAD: "198.18.0.11", MEMBER: "198.18.0.12"}
+ADDRESSES = {HEAD: "198.18.0.21", MEMBER: "198.18.0.22"}
 PORT = 29500
 # The venv-built state's lock (sandbox/field_states.py), for the nodes' CPython 3.11.
 TORCH_LOCK = "sandbox/locks/handbuilt-venv-cp311-x86_64.txt"
