@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,17 @@ def ssh_command(entry: dict, command: str, login: bool = False) -> list[str]:
 def _quote(text: str) -> str:
     """Single-quote *text* for the remote shell."""
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def said_for(host: str, text: str, output: str) -> bool:
+    """Whether pyinfra's ``output`` has a line saying ``text`` for ``host``: its ``[host]``
+    prefix is padded to the inventory's longest host name, and the nodes other suites
+    register meanwhile (make test's workers) change that.
+
+    >>> said_for("a", "done", "[a]     done"), said_for("a", "done", "[ab] done")
+    (True, False)
+    """
+    return re.search(rf"^\[{re.escape(host)}\] +{re.escape(text)}", output, re.M) is not None
 
 
 def run_ssh(entry: dict, command: str, login: bool = False, check: bool = True, timeout: int = 300):

@@ -16,7 +16,7 @@ import pytest
 from packaging.version import Version
 
 from bringup.torch_builds import ARCH_LIST_FOR_TORCH_CUDA
-from tests.sandbox_fixtures import (DEPLOY_DATA, FAKE_SGLANG_DROP_IN, FAKE_SGLANG_PATH, changed_operations,
+from tests.sandbox_fixtures import (DEPLOY_DATA, FAKE_SGLANG_DROP_IN, FAKE_SGLANG_PATH, changed_operations, said_for,
                                     plant_fake_sglang, pyinfra_cli, remove_fake_model, ssh_command, validate)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,7 +177,8 @@ def test_the_service_is_started_and_restarted_only_on_change(node, sandbox_ssh):
     try:
         first = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=enabled)
         assert first.returncode == 0, first.output[-3000:]
-        assert f"[{node['name']}] sglang.service serves: /health answered 200" in first.output, first.output[-3000:]
+        assert said_for(node["name"], "sglang.service serves: /health answered 200", first.output), \
+            first.output[-3000:]
         state = sandbox_ssh(node, f"systemctl is-enabled sglang; systemctl is-active sglang; {main_pid}").stdout.split()
         assert state[:2] == ["enabled", "active"] and state[2] != "0", state
         again = pyinfra_cli("inventory/gpu.py", "--limit", node["name"], "deploy.py", data=enabled, json_output=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import aptrepo, node as sandbox_nodes
-from tests.sandbox_fixtures import DEPLOY_DATA, changed_operations, PYINFRA, pyinfra_cli, ssh_command, validate
+from tests.sandbox_fixtures import (DEPLOY_DATA, PYINFRA, changed_operations, pyinfra_cli, said_for, ssh_command,
+                                    validate)
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = "/usr/local/cuda-13.0"
@@ -142,7 +143,7 @@ def test_a_lock_line_the_repository_lacks_is_refused_before_any_install(bare_nod
     assert result.returncode == 1, result.output
     refusal = [line.strip() for line in result.output.splitlines() if "does not serve what the locks pin" in line]
     # pyinfra's line for the host, then the fleet summary's, which names the step.
-    assert len(refusal) == 2 and refusal[0].startswith("[dep-dry] dep-dry: "), result.output
+    assert len(refusal) == 2 and said_for("dep-dry", "dep-dry: ", refusal[0]), result.output
     assert refusal[1].startswith("dep-dry: failed: Locked packages served | "), result.output
     assert f"({lock}: cuda-nvcc-13-0=13.0.999-1)" in refusal[0] and "no package was installed" in refusal[0]
     assert "make lock-cuda lock-driver CUDA_REPO_URL=http://" in refusal[0]

@@ -31,7 +31,7 @@ import yaml
 
 from sandbox.registration import inventory_document
 from tests.sandbox_fixtures import (PYINFRA, REPO_ROOT, changed_operations, node_addr, node_suite, plant_fake_sglang,
-                                    pyinfra_cli, run_ssh)
+                                    pyinfra_cli, run_ssh, said_for)
 
 pytestmark = pytest.mark.sandbox
 
@@ -93,7 +93,7 @@ def test_a_server_ready_after_a_while_is_serving_and_a_second_deploy_changes_not
                  "sglang.service: loading the weights",
                  "sglang.service: capturing CUDA graphs (can take several minutes)",
                  "sglang.service: /health answered 503 (loading)", "sglang.service serves: /health answered 200 after"):
-        assert f"[{A}] {said}" in result.output, result.output[-4000:]
+        assert said_for(A, said, result.output), result.output[-4000:]
 
     again = deploy(json_output=True)
     assert again.returncode == 0 and changed_operations(again) == [], again.output[-4000:]
@@ -142,8 +142,8 @@ def test_a_serial_deploy_stops_at_the_first_host_that_fails_the_gate_and_leaves_
     first, = failed
     second, = set(nodes) - {first}
     assert "cause: CUDA_UNAVAILABLE (SGLang found no usable GPU): " in result.rows[first]["reason"], result.rows
-    assert f"[{first}] waiting for sglang.service to answer" in result.output, result.output[-4000:]
-    assert f"[{second}] waiting for sglang.service" not in result.output, result.output[-4000:]
+    assert said_for(first, "waiting for sglang.service to answer", result.output), result.output[-4000:]
+    assert not said_for(second, "waiting for sglang.service", result.output), result.output[-4000:]
     assert service_as_found(nodes[second]) == before[second]
     assert service_as_found(nodes[first])["unit"] != before[first]["unit"]
     # The summary says what happened to the host pyinfra never reached, and why the run ended.
@@ -159,7 +159,7 @@ def test_a_serial_deploy_stops_at_the_first_host_that_fails_the_gate_and_leaves_
     assert {host: row["verdict"] for host, row in carried_on.rows.items()} == {A: "failed", B: "failed"}, \
         carried_on.rows
     for name in nodes:
-        assert f"[{name}] waiting for sglang.service to answer" in carried_on.output, carried_on.output[-4000:]
+        assert said_for(name, "waiting for sglang.service to answer", carried_on.output), carried_on.output[-4000:]
     # For the tests below: both ready again at their next restart (the next service_args change).
     for entry in nodes.values():
         plant(entry, "FAKE_SGLANG_READY_AFTER=6")
