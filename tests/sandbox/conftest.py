@@ -9,12 +9,12 @@ Parallel (``make test``: ``pytest -n 3 --dist loadgroup``, pytest-xdist): work u
 ("deployed", in their serial order), the suites that build venvs of their own
 ("venv-suites", one after the other), each other sandbox module (its module-scoped
 nodes), the CLI suites (they share ``@local``'s report). The two venv units come first,
-so they start at once on two workers (two venv nodes at a time: about 26 GB at most);
-the third worker takes the light suites, whose nodes mostly wait (services starting,
-timeouts), and the first two join it when they are done.
+so they start at once on two workers (two venv nodes at a time); the third worker takes
+the light suites, longest first, whose nodes mostly wait (services starting, timeouts),
+and the first two join it when they are done.
 
 A module's light nodes go when the module ends, and each module writes its reports in a
-directory of its own (``reports/<module>``): the two workers' pyinfra runs never replace
+directory of its own (``reports/<module>``): the workers' pyinfra runs never replace
 each other's ``summary.json``."""
 
 import os
