@@ -100,6 +100,17 @@ def mounts_under(prefix: Path, mountinfo: str = "/proc/self/mountinfo") -> list[
     return found
 
 
+def _deletable(path: Path) -> bool:
+    """Whether *path* is there to delete; refuses (RuntimeError) a tree with anything mounted
+    under it."""
+    if not path.exists() and not path.is_symlink():
+        return False
+    left = mounts_under(path)
+    if left:
+        raise RuntimeError(f"refusing to delete {path}: still mounted: {', '.join(left)}")
+    return True
+
+
 def safe_rmtree(path: Path) -> None:
     """Delete *path* recursively, refusing to descend into anything mounted.
 
@@ -107,11 +118,8 @@ def safe_rmtree(path: Path) -> None:
     let rmtree delete host files.
     """
     path = Path(path)
-    if not path.exists() and not path.is_symlink():
+    if not _deletable(path):
         return
-    left = mounts_under(path)
-    if left:
-        raise RuntimeError(f"refusing to delete {path}: still mounted: {', '.join(left)}")
     # rm, not shutil.rmtree: a node's tree holds a venv of tens of thousands of
     # directories, and the test process deleting one ran out of file descriptors
     # (EMFILE inside rmtree); --one-file-system is a second guard
@@ -132,11 +140,8 @@ def discard(path: Path, trash: Path) -> None:
     False
     """
     path = Path(path)
-    if not path.exists() and not path.is_symlink():
+    if not _deletable(path):
         return
-    left = mounts_under(path)
-    if left:
-        raise RuntimeError(f"refusing to delete {path}: still mounted: {', '.join(left)}")
     trash.mkdir(mode=0o700, exist_ok=True)
     doomed = trash / f"{path.name}.{os.getpid()}.{time.time_ns()}"
     os.rename(path, doomed)
