@@ -33,9 +33,10 @@ DEMO_DATA := service_model=Qwen/Qwen3-0.6B service_enable=false
 # --junitxml=FILE --node-report=FILE), for a caller that reads the result.
 DEMO_SUITE_ARGS :=
 # make test's pytest workers (pytest-xdist; tests/sandbox/conftest.py says what runs
-# together): two on this project's 2-core, 24 GiB CI machine. Three ran 5 minutes faster
-# but each such run showed a timing-dependent test of its own failing (docs/contributing.md).
-TEST_WORKERS := 2
+# together). Three on this project's 2-core, 24 GiB CI machine: the light suites' nodes
+# mostly wait (services starting, timeouts), and the third worker fills the cores then;
+# the disk budget holds, as two venv nodes at most are up at a time.
+TEST_WORKERS := 3
 
 .PHONY: setup control-deps sandbox-deps host-deps test demo demo-debian13 sandbox-up sandbox-down bench bench-fleet gpu-proof lock lock-venv lock-cuda lock-driver lock-dcgm
 

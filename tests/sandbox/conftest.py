@@ -4,13 +4,14 @@ Serial (``pytest``): the suites on light nodes first, then every test of the one
 deployed node (a venv takes about 10 GB), which is taken down after its last test, then
 the suites that deploy a venv of their own.
 
-Parallel (``make test``: ``pytest -n 2 --dist loadgroup``, pytest-xdist): work units
+Parallel (``make test``: ``pytest -n 3 --dist loadgroup``, pytest-xdist): work units
 (xdist groups) keep what shares state on one worker: every test of the deployed node
 ("deployed", in their serial order), the suites that build venvs of their own
 ("venv-suites", one after the other), each other sandbox module (its module-scoped
 nodes), the CLI suites (they share ``@local``'s report). The two venv units come first,
-so they start at once on two workers (two venv nodes at a time, whatever the number of
-workers); the light suites follow, longest first.
+so they start at once on two workers (two venv nodes at a time); the third worker takes
+the light suites, longest first, whose nodes mostly wait (services starting, timeouts),
+and the first two join it when they are done.
 
 A module's light nodes go when the module ends, and each module writes its reports in a
 directory of its own (``reports/<module>``): the workers' pyinfra runs never replace

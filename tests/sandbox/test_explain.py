@@ -73,8 +73,10 @@ def validate():
 def test_validate_explains_the_failing_unit(failing_node):
     entry = failing_node
     # 1. The deployed unit cannot start: there is no venv, so systemd cannot execute its
-    #    program (status=203/EXEC), which explain names.
-    wait_failing(entry)
+    #    program (status=203/EXEC), which explain names. The wait is for systemd's
+    #    "Failed at step EXEC spawning" line itself: the executor logs it, PID 1 its "Main
+    #    process exited ... 203/EXEC", and under load the journal can hold the latter first.
+    wait_failing(entry, "Failed at step EXEC spawning")
     result, document, failed = validate()
     unit = document["facts"]["service_unit"]
     assert unit["name"] == "sglang.service" and unit["journal"], unit
