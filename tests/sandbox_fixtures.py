@@ -288,11 +288,21 @@ class SuiteRun:
         return f"SuiteRun(rc={self.rc})\n{self.output[-6000:]}"
 
 
+def suite_files(directory):
+    """Where a node-suite run with its results in ``directory`` writes its JUnit XML and
+    its report (``--junitxml``, ``--node-report``).
+
+    >>> [path.name for path in suite_files(Path("/tmp/run"))]
+    ['junit.xml', 'report.md']
+    """
+    return directory / "junit.xml", directory / "report.md"
+
+
 def node_suite(tmp, *args, env=None, data=DEPLOY_DATA, checks="tests/node"):
     """Run the suite's CLI exactly as an operator would, against inventory/gpu.py (``checks``:
     the suite, or one of its check files)."""
     tmp.mkdir(parents=True, exist_ok=True)
-    junit, report = tmp / "junit.xml", tmp / "report.md"
+    junit, report = suite_files(tmp)
     for path in (junit, report):
         path.unlink(missing_ok=True)
     data = [arg for item in data for arg in ("--node-data", item)]
@@ -468,9 +478,10 @@ def make_demo(entry, suite):
     """``make demo`` against the shared node: its name, address, field states and the
     suites' settings instead of the Makefile's defaults (the full pre-warm); its node
     suite's JUnit XML and report go to the directory ``suite``."""
+    junit, report = suite_files(suite)
     variables = [f"DEMO_NODE={DEPLOYED}", f"DEMO_ADDR={entry['ssh_hostname']}", f"DEMO_GPU={entry['gpu_profile']}",
                  f"DEMO_STATES={','.join(DEPLOYED_STATES)}", f"DEMO_DATA={' '.join(DEPLOY_DATA)}",
-                 f"DEMO_SUITE_ARGS=--junitxml={suite / 'junit.xml'} --node-report={suite / 'report.md'}"]
+                 f"DEMO_SUITE_ARGS=--junitxml={junit} --node-report={report}"]
     result = subprocess.run(["make", "--no-print-directory", "demo", *variables], cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=3600, stdin=subprocess.DEVNULL)
     result.output = result.stdout + result.stderr
@@ -502,7 +513,7 @@ def deployed_node(sandbox_node, tmp_path_factory):
     assert demo.returncode == 0, demo.output[-6000:]
     assert "== 2. deploy" in demo.output and "== 4. the node suite" in demo.output, demo.output[-3000:]
     seconds = time.monotonic() - started
-    after_suite = SuiteRun(demo, suite / "junit.xml", suite / "report.md")
+    after_suite = SuiteRun(demo, *suite_files(suite))
     # What the first deploy kept as the rollback (later suites build other venvs).
     rollback = run_ssh(entry, "readlink /opt/sglang/venvs/previous; ls /opt/sglang/venvs/previous/").stdout.split()
     return dict(entry, name=DEPLOYED, before=before, before_suite=before_suite, after_suite=after_suite,
