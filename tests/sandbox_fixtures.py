@@ -235,10 +235,20 @@ def summary_path() -> Path:
     return reports_dir() / "summary.json"
 
 
+def hosts_path() -> Path:
+    """The registered host list this suite's pyinfra runs read (GPU_BRINGUP_HOSTS), where
+    registered_serving_nodes writes it: beside the suite's reports."""
+    return reports_dir() / "hosts.yml"
+
+
+def summary_rows() -> dict:
+    """The rows of this suite's latest summary.json, by host."""
+    return {row["host"]: row for row in json.loads(summary_path().read_text())["hosts"]}
+
+
 def summary_row(host: str) -> dict:
     """``host``'s row in this suite's latest summary.json (its verdict, reason, ...)."""
-    rows = json.loads(summary_path().read_text())["hosts"]
-    return next(row for row in rows if row["host"] == host)
+    return summary_rows()[host]
 
 
 def validate(host: str, expect_rc: int = 0, data=DEPLOY_DATA, options=(), timeout=1800) -> tuple:
@@ -344,19 +354,19 @@ OPERATOR_LOCK = "sandbox/locks/operator-venv-cp311-x86_64.txt"
 
 
 @contextlib.contextmanager
-def registered_serving_node(sandbox_node, name: str, addr: str, reports: Path, *prepare: str, **options):
+def registered_serving_node(sandbox_node, name: str, addr: str, *prepare: str, **options):
     """A light serving node for a module (no toolkit; the fake SGLang ready after 2 s,
-    ``prepare``'s shell commands run after it), named in a registered host list under
-    ``reports`` (the mirrors' addresses, ``service_host`` the node's), which the pyinfra
-    runs in the block read (GPU_BRINGUP_HOSTS, GPU_BRINGUP_REPORTS). Yields the node's
+    ``prepare``'s shell commands run after it), named in a registered host list
+    (``hosts_path()``: the mirrors' addresses, ``service_host`` the node's), which the
+    pyinfra runs in the block read (GPU_BRINGUP_HOSTS). Yields the node's
     entry and the registered document. ``options``: registered_serving_nodes' (``network="bridge"``:
     the node in a network namespace of its own)."""
-    with registered_serving_nodes(sandbox_node, {name: addr}, reports, *prepare, **options) as (entries, registered):
+    with registered_serving_nodes(sandbox_node, {name: addr}, *prepare, **options) as (entries, registered):
         yield entries[name], registered
 
 
 @contextlib.contextmanager
-def registered_serving_nodes(sandbox_node, nodes: dict, reports: Path, *prepare: str, network: str = "loopback",
+def registered_serving_nodes(sandbox_node, nodes: dict, *prepare: str, network: str = "loopback",
                              gpu: str = "rtx-pro-6000-x8", states=()):
     """Several light serving nodes (``nodes``: name -> address, started in that order) in
     one registered host list, as registered_serving_node makes one: ``prepare`` runs on
@@ -380,14 +390,18 @@ def registered_serving_nodes(sandbox_node, nodes: dict, reports: Path, *prepare:
     registry = node.read_registry()
     registered = inventory_document({name: registry[name] for name in nodes}, pypi=pypimirror.running())
     hosts = {host: {**data, "service_host": entries[host]["ssh_hostname"]} for host, data in registered["hosts"].items()}
-    reports.mkdir(parents=True, exist_ok=True)
-    hosts_file = reports / "hosts.yml"
+    hosts_file = hosts_path()
+    hosts_file.parent.mkdir(parents=True, exist_ok=True)
     hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
-    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(reports))
+    before = os.environ.get("GPU_BRINGUP_HOSTS")
+    os.environ["GPU_BRINGUP_HOSTS"] = str(hosts_file)
     try:
         yield entries, registered
     finally:
-        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
+        if before is None:
+            os.environ.pop("GPU_BRINGUP_HOSTS", None)
+        else:
+            os.environ["GPU_BRINGUP_HOSTS"] = before
 
 
 def firewall_script(port: int, closed: bool) -> str:

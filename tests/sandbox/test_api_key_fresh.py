@@ -42,7 +42,10 @@ from tests.sandbox_fixtures import (
     changed_operations,
     pyinfra_cli,
     registered_serving_node,
+    report_path,
+    reports_dir,
     run_ssh,
+    summary_rows,
 )
 
 pytestmark = pytest.mark.sandbox
@@ -61,13 +64,12 @@ DOWN_DATA = {"ssh_hostname": "127.0.9.254", "ssh_port": 1, "ssh_connect_timeout"
 LIGHT = {"deploy_steps": ["env", "account", "venv", "service"], "cuda_manage_alternative": False,
          "service_model": "fake/model", "service_ready_timeout": 60, "venv_installer": "pip",
          "venv_lock": OPERATOR_LOCK, "service_env": {"FAKE_SGLANG_READY_AFTER": "2"}}
-REPORTS = REPO_ROOT / "reports" / "api-key-fresh"
 
 
 @pytest.fixture(scope="module")
 def node(sandbox_node, tmp_path_factory):
     # The double reads the key file the unit names, as the service user.
-    with registered_serving_node(sandbox_node, NAME, "127.0.0.99", REPORTS,
+    with registered_serving_node(sandbox_node, NAME, "127.0.0.99",
                                  f"sed -i 's|--port 30000|--port 30000 --config {KEY_FILE}|' {DROP_IN}") as (entry,
                                                                                                        registered):
         source = tmp_path_factory.mktemp("control") / "api-key.yaml"
@@ -82,10 +84,10 @@ def run(node, script, json_output=False):
             "service_env=FAKE_SGLANG_READY_AFTER=2", f"service_api_key_source={node['source']}")
     result = pyinfra_cli(*(() if json_output else ("-vvv",)), "inventory/gpu.py", script, data=data,
                          json_output=json_output, timeout=600)
-    saved = "".join(path.read_text() for path in REPORTS.rglob("*.json"))
+    saved = "".join(path.read_text() for path in reports_dir().rglob("*.json"))
     for secret in (SECRET, NEW_SECRET):
         assert secret not in result.output and secret not in saved, "the key was printed or saved"
-    [result.row] = json.loads((REPORTS / "summary.json").read_text())["hosts"]
+    [result.row] = summary_rows().values()
     return result
 
 
@@ -105,7 +107,7 @@ def test_a_fresh_node_gets_its_key_from_the_control_machine(node):
     assert run_ssh(node, "id -u sglang", check=False).returncode != 0, "the node is not fresh"
     checked = run(node, "validate.py")
     assert checked.returncode == 0 and checked.row["verdict"] == "needs deploy", checked.output[-4000:]
-    report = json.loads((REPORTS / f"{NAME}.json").read_text())
+    report = json.loads(report_path(NAME).read_text())
     assert "API_KEY_FILE_UPLOAD" in [f["code"] for f in report["plan"]["findings"]]
 
     deployed = run(node, "deploy.py")

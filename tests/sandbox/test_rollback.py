@@ -18,7 +18,15 @@ import shlex
 
 import pytest
 
-from tests.sandbox_fixtures import OPERATOR_LOCK, REPO_ROOT, pyinfra_cli, registered_serving_node, run_ssh
+from tests.sandbox_fixtures import (
+    OPERATOR_LOCK,
+    REPO_ROOT,
+    pyinfra_cli,
+    registered_serving_node,
+    reports_dir,
+    run_ssh,
+    summary_rows,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -30,7 +38,6 @@ DATA = ("deploy_steps=env,account,venv,service", "cuda_manage_alternative=false"
         "service_ready_timeout=30", "venv_installer=pip")
 SERVES = f"service_env=HF_TOKEN={SECRET} FAKE_SGLANG_READY_AFTER=2"
 FAILS = f"service_env=HF_TOKEN={SECRET} FAKE_SGLANG_EXIT_AT_START={shlex.quote(NO_GPU)}"
-REPORTS = REPO_ROOT / "reports" / "rollback"
 # What a rollback must put back, and nothing else: the link's target and the files' digests.
 LIVE = ("readlink /opt/sglang/venv; sha256sum /etc/systemd/system/sglang.service /etc/sglang/sglang.env | "
         "cut -d' ' -f1; systemctl is-active sglang.service || true")
@@ -38,7 +45,7 @@ LIVE = ("readlink /opt/sglang/venv; sha256sum /etc/systemd/system/sglang.service
 
 @pytest.fixture(scope="module")
 def node(sandbox_node, tmp_path_factory):
-    with registered_serving_node(sandbox_node, NAME, "127.0.0.96", REPORTS) as (entry, _):
+    with registered_serving_node(sandbox_node, NAME, "127.0.0.96") as (entry, _):
         second = tmp_path_factory.mktemp("locks") / "second-cp311-x86_64.txt"
         second.write_text("# the second venv of the rollback suite\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
         yield dict(entry, second_lock=str(second))
@@ -46,10 +53,9 @@ def node(sandbox_node, tmp_path_factory):
 
 def run(script, *data):
     result = pyinfra_cli("inventory/gpu.py", script, data=(*DATA, *data), timeout=300)
-    summary = json.loads((REPORTS / "summary.json").read_text())
-    [result.row] = summary["hosts"]
+    [result.row] = summary_rows().values()
     assert SECRET not in result.output, "the env file's secret was printed"
-    assert not [path for path in REPORTS.rglob("*.json") if SECRET in path.read_text()], "a report holds the secret"
+    assert not [path for path in reports_dir().rglob("*.json") if SECRET in path.read_text()], "a report holds the secret"
     return result
 
 

@@ -35,7 +35,6 @@ pytestmark = pytest.mark.sandbox
 
 A, B = "net-a", "net-b"
 ADDRS = {A: "198.18.0.11", B: "198.18.0.12"}
-REPORTS = REPO_ROOT / "reports" / "sandbox-network"
 # A serving group's rendezvous port (torch.distributed's default).
 PORT = 29500
 # A listener that answers every connection with one line, bounded by `timeout`.
@@ -52,7 +51,7 @@ CONNECT_S = 3
 def pair(sandbox_node):
     """Two bridged light serving nodes (no GPU, iproute2 for ``ip``) in one registered host list."""
     require_sandbox_host(tools=("ip", "nsenter", "nft", "ssh", "ssh-keygen"))
-    with registered_serving_nodes(sandbox_node, ADDRS, REPORTS, network="bridge", gpu="none",
+    with registered_serving_nodes(sandbox_node, ADDRS, network="bridge", gpu="none",
                                   states=("iproute2",)) as (entries, registered):
         yield entries, registered
 

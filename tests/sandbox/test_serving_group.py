@@ -35,11 +35,14 @@ from tests.sandbox_fixtures import (
     REPO_ROOT,
     changed_operations,
     close_port,
+    hosts_path,
     node_suite,
     open_port,
     pyinfra_cli,
     registered_serving_nodes,
+    report_path,
     run_ssh,
+    summary_rows,
 )
 
 pytestmark = pytest.mark.sandbox
@@ -49,7 +52,6 @@ ADDRESSES = {HEAD: "198.18.0.21", MEMBER: "198.18.0.22"}
 PORT = 29500
 # The venv-built state's lock (sandbox/field_states.py), for the nodes' CPython 3.11.
 TORCH_LOCK = "sandbox/locks/handbuilt-venv-cp311-x86_64.txt"
-REPORTS = REPO_ROOT / "reports" / "serving-group"
 DATA = ("deploy_steps=env,account,venv,service", "cuda_manage_alternative=false", "service_model=fake/model",
         "service_ready_timeout=25", "venv_installer=pip", "service_group=llama", "service_args=--tp 16")
 # The drop-in runs the double with the unit's own arguments.
@@ -61,7 +63,7 @@ LIVE = ("readlink /opt/sglang/venv; sha256sum /etc/systemd/system/sglang.service
 
 @pytest.fixture(scope="module")
 def group(sandbox_node, tmp_path_factory):
-    with registered_serving_nodes(sandbox_node, ADDRESSES, REPORTS, DROP_IN, network="bridge",
+    with registered_serving_nodes(sandbox_node, ADDRESSES, DROP_IN, network="bridge",
                                   states=("venv-built", "iproute2")) as (entries, _):
         second = tmp_path_factory.mktemp("locks") / "second-cp311-x86_64.txt"
         second.write_text("# the group's second venv\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
@@ -72,13 +74,12 @@ def run(script, *data, options=(), json_output=False):
     """A pyinfra run over both members, with their summary rows by host."""
     result = pyinfra_cli("inventory/gpu.py", script, *options, data=(*DATA, *data), json_output=json_output,
                          timeout=600)
-    summary = json.loads((REPORTS / "summary.json").read_text())
-    result.rows = {row["host"]: row for row in summary["hosts"]}
+    result.rows = summary_rows()
     return result
 
 
 def report(host):
-    return json.loads((REPORTS / f"{host}.json").read_text())
+    return json.loads(report_path(host).read_text())
 
 
 def codes(host):
@@ -110,7 +111,7 @@ def test_a_closed_rendezvous_port_is_found_before_anything_changes(group):
 
 def test_a_member_on_another_lock_or_left_out_is_refused_before_anything_changes(group):
     before = {name: run_ssh(group[name], "ls /opt/sglang 2>/dev/null; true").stdout for name in ADDRESSES}
-    hosts_file = REPORTS / "hosts.yml"
+    hosts_file = hosts_path()
     original = hosts_file.read_text()
     registered = yaml.safe_load(original)
     registered["hosts"][MEMBER]["venv_lock"] = group["second_lock"]

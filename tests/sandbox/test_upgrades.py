@@ -18,21 +18,20 @@ import json
 
 import pytest
 
-from tests.sandbox_fixtures import OPERATOR_LOCK, REPO_ROOT, pyinfra_cli, registered_serving_node, run_ssh
+from tests.sandbox_fixtures import OPERATOR_LOCK, REPO_ROOT, pyinfra_cli, registered_serving_node, run_ssh, summary_rows
 
 pytestmark = pytest.mark.sandbox
 
 NAME = "up-upgrade"
 DATA = ("deploy_steps=env,account,venv,service", "cuda_manage_alternative=false", "service_model=fake/model",
         "service_ready_timeout=60", "venv_installer=pip", "service_env=FAKE_SGLANG_READY_AFTER=2")
-REPORTS = REPO_ROOT / "reports" / "upgrades"
 LIVE = ("readlink /opt/sglang/venv; readlink /opt/sglang/venvs/previous || echo none; "
         "systemctl is-active sglang.service || true")
 
 
 @pytest.fixture(scope="module")
 def node(sandbox_node, tmp_path_factory):
-    with registered_serving_node(sandbox_node, NAME, "127.0.0.98", REPORTS) as (entry, _):
+    with registered_serving_node(sandbox_node, NAME, "127.0.0.98") as (entry, _):
         new_release = tmp_path_factory.mktemp("locks") / "new-release-cp311-x86_64.txt"
         new_release.write_text("# the new release of the upgrade suite\n" + (REPO_ROOT / OPERATOR_LOCK).read_text())
         yield dict(entry, new_lock=str(new_release))
@@ -41,7 +40,7 @@ def node(sandbox_node, tmp_path_factory):
 def run(script, *args, lock):
     """One documented command: ``pyinfra inventory/gpu.py [args] script`` with the release's lock."""
     result = pyinfra_cli("inventory/gpu.py", *args, script, data=(*DATA, f"venv_lock={lock}"), timeout=600)
-    [result.row] = json.loads((REPORTS / "summary.json").read_text())["hosts"]
+    [result.row] = summary_rows().values()
     return result
 
 
