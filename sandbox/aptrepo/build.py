@@ -15,7 +15,8 @@ Layout (the same as NVIDIA's ``https://developer.download.nvidia.com/compute/cud
             (ubuntu2204/sbsa and ubuntu2404/sbsa likewise, with Ubuntu's driver names)
         fingerprint                         40 hex, upper case
         server.json                         while a server runs
-    .sandbox/aptrepo-gnupg/                 GNUPGHOME with the signing key (0700)
+    ~/.cache/gpu-bringup/aptrepo-gnupg/     GNUPGHOME with the signing key (0700), one
+                                            per machine: every checkout signs alike
 
 A build looks at the directories it is asked for (a node's platform: ``build(dirs=...)``)
 and those already built, nothing else: a first run builds only what its nodes need.
@@ -51,12 +52,16 @@ SANDBOX = DEFAULT_STATE_DIR
 SERVE_ROOT = APTREPO_ROOT
 REPO_REL = "compute/cuda/repos/debian12/x86_64"
 REPO_DIR = SERVE_ROOT / REPO_REL
-GNUPGHOME = SANDBOX / "aptrepo-gnupg"
 FINGERPRINT_FILE = SERVE_ROOT / "fingerprint"
 SERVER_JSON = APTREPO_SERVER_JSON
 LOCK_FILE = SANDBOX / "aptrepo.lock"
 # Built packages by input digest, shared by every checkout on this machine (CI clones).
 DEB_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-bringup" / "aptrepo-debs"
+# The signing key, one per machine beside the packages: a directory's digest holds the key
+# (_digest), and the state layers of every node are keyed by that digest
+# (sandbox/field_states.py), so a key per checkout rebuilt 21 layers (about 60 s, 1.3 GB
+# kept in the layer cache) in each clean clone CI runs.
+GNUPGHOME = DEB_CACHE.with_name("aptrepo-gnupg")
 MANIFEST = ".build.json"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8913

@@ -1,8 +1,9 @@
 """The sandbox repository's signing key (GnuPG, generated once) and signing.
 
-The GNUPGHOME lives at ``.sandbox/aptrepo-gnupg/`` (mode 0700) and holds one
-ed25519 key without passphrase, made with ``gpg --batch --quick-gen-key``.
-Every call stops the gpg-agent it started, so nothing is left running.
+The GNUPGHOME (``build.GNUPGHOME``: one per machine, mode 0700) holds one ed25519 key
+without passphrase, made with ``gpg --batch --quick-gen-key``. Every call stops the
+gpg-agent it started, so nothing is left running; checkouts sharing the home take
+turns (a lock file beside it), so one's stop never ends another's signing.
 """
 
 from __future__ import annotations
@@ -11,12 +12,18 @@ import os
 import subprocess
 from pathlib import Path
 
+from sandbox.fsutil import file_lock
+
 KEY_UID = "gpu-bringup sandbox CUDA repository (local test key) <cuda-sandbox@localhost>"
 
 
 class GnuPG:
     def __init__(self, home: Path):
         self.home = Path(home)
+
+    def _turn(self):
+        """This home to ourselves, until the agent we start is stopped."""
+        return file_lock(self.home.with_name(f".{self.home.name}.lock"))
 
     def _run(self, *args: str, input: bytes | None = None) -> bytes:
         cmd = ["gpg", "--homedir", str(self.home), "--batch", "--quiet", "--no-tty",
@@ -30,7 +37,7 @@ class GnuPG:
         subprocess.run(["gpgconf", "--homedir", str(self.home), "--kill", "gpg-agent"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def fingerprint(self) -> str | None:
+    def _fingerprint(self) -> str | None:
         """Fingerprint (40 hex, upper case) of the secret key, None without one."""
         if not self.home.is_dir():
             return None
@@ -42,31 +49,34 @@ class GnuPG:
         """Create the home and the key if missing; return the fingerprint."""
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.home, 0o700)
-        try:
-            fpr = self.fingerprint()
-            if fpr is None:
-                self._run("--quick-gen-key", uid, "ed25519", "sign", "never")
-                fpr = self.fingerprint()
-            if fpr is None:
-                raise RuntimeError(f"gpg made no key in {self.home}")
-            return fpr
-        finally:
-            self.stop_agent()
+        with self._turn():
+            try:
+                fpr = self._fingerprint()
+                if fpr is None:
+                    self._run("--quick-gen-key", uid, "ed25519", "sign", "never")
+                    fpr = self._fingerprint()
+                if fpr is None:
+                    raise RuntimeError(f"gpg made no key in {self.home}")
+                return fpr
+            finally:
+                self.stop_agent()
 
     def export(self, fpr: str, armor: bool) -> bytes:
-        return self._run(*(["--armor"] if armor else []), "--export-options", "export-minimal",
-                         "--export", fpr)
+        with self._turn():
+            return self._run(*(["--armor"] if armor else []), "--export-options", "export-minimal",
+                             "--export", fpr)
 
     def sign_release(self, repo: Path, fpr: str) -> None:
         """Write InRelease (clear-signed) and Release.gpg (detached) for repo/Release."""
         release = str(Path(repo) / "Release")
-        try:
-            self._run("--yes", "--local-user", fpr, "--digest-algo", "SHA512",
-                      "--clearsign", "--output", str(Path(repo) / "InRelease"), release)
-            self._run("--yes", "--local-user", fpr, "--digest-algo", "SHA512",
-                      "--armor", "--detach-sign", "--output", str(Path(repo) / "Release.gpg"), release)
-        finally:
-            self.stop_agent()
+        with self._turn():
+            try:
+                self._run("--yes", "--local-user", fpr, "--digest-algo", "SHA512",
+                          "--clearsign", "--output", str(Path(repo) / "InRelease"), release)
+                self._run("--yes", "--local-user", fpr, "--digest-algo", "SHA512",
+                          "--armor", "--detach-sign", "--output", str(Path(repo) / "Release.gpg"), release)
+            finally:
+                self.stop_agent()
 
 
 def show_fingerprints(key_file: Path, scratch_home: Path) -> list[str]:
