@@ -13,7 +13,6 @@ drop-in's Environment=), so the change that fails the gate is one the rollback r
 the double exits at start with SGLang's no-GPU line (CUDA_UNAVAILABLE).
 """
 
-import json
 import shlex
 
 import pytest

@@ -14,8 +14,6 @@ proved by tests/network/test_lock_resolution.py). ``venv_lock`` names them, as
 Not run in the session that wrote it (the lead runs the sandbox suites).
 """
 
-import json
-
 import pytest
 
 from tests.sandbox_fixtures import OPERATOR_LOCK, REPO_ROOT, pyinfra_cli, registered_serving_node, run_ssh, summary_rows
