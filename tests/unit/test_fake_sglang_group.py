@@ -43,7 +43,10 @@ def health(port, path="/health"):
         return None
 
 
-def until(check, timeout=4.0):
+def until(check, timeout=30.0):
+    # Each wait ends at the first true answer: the bound only matters on a failure. 4 s
+    # ran out once while three test workers kept both cores busy (python starts, the
+    # double's 0.3 s readiness and a rendezvous retry).
     return serving_until(check, timeout, step=0.05)
 
 
