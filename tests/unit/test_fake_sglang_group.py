@@ -24,6 +24,8 @@ FAKE = ROOT / "tests" / "fixtures" / "serving" / "fake_sglang.py"
 # The units run it with the system's python3, isolated: standard library only.
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 FAST = {"FAKE_SGLANG_READY_AFTER": "0.3"}
+# How long a node that must exit may take (a bound on failure only, as ``until``'s).
+EXIT_S = 30
 
 
 def free_port(host="127.0.0.1"):
@@ -147,8 +149,8 @@ def test_a_member_killed_after_the_group_is_up_takes_the_head_down_and_the_head_
     head, first, last = (group(rank, 3, addr) for rank in range(3))
     until(lambda: all(health(node.port) == 200 for node in (head, first, last)))
     last.proc.kill()
-    assert head.proc.wait(timeout=3) == 1
-    assert first.proc.wait(timeout=3) == 1
+    assert head.proc.wait(timeout=EXIT_S) == 1
+    assert first.proc.wait(timeout=EXIT_S) == 1
     assert re.search(r"Scheduler hit an exception: torch\.distributed\.DistBackendError: NCCL error: remote process "
                      r"exited or there was a network error; Last error: socketProgress: Connection closed by remote "
                      r"peer 127\.0\.0\.1:\d+ \(node rank 2\)\n", head.said()), head.said()
@@ -166,12 +168,12 @@ def test_the_head_refuses_a_rank_it_has_no_place_for_and_the_group_it_closed(gro
         conn.sendall(b"JOIN 5 2\n")
         assert conn.makefile().readline() == "REFUSED node rank 5 is not one of 1..1\n"
     stranger = group(1, 3, addr)
-    assert stranger.proc.wait(timeout=3) == 1
+    assert stranger.proc.wait(timeout=EXIT_S) == 1
     assert f"the head at {addr} refused node rank 1: the head has --nnodes 2, the member 3" in stranger.said()
     member = group(1, 2, addr)
     until(lambda: health(head.port) == 200 and health(member.port) == 200)
     late = group(1, 2, addr)
-    assert late.proc.wait(timeout=3) == 1
+    assert late.proc.wait(timeout=EXIT_S) == 1
     assert f"the head at {addr} refused node rank 1: the group is already up" in late.said()
     assert head.proc.poll() is None, head.said()
 
