@@ -34,6 +34,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -393,15 +394,8 @@ def registered_serving_nodes(sandbox_node, nodes: dict, *prepare: str, network: 
     hosts_file = hosts_path()
     hosts_file.parent.mkdir(parents=True, exist_ok=True)
     hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
-    before = os.environ.get("GPU_BRINGUP_HOSTS")
-    os.environ["GPU_BRINGUP_HOSTS"] = str(hosts_file)
-    try:
+    with mock.patch.dict(os.environ, GPU_BRINGUP_HOSTS=str(hosts_file)):
         yield entries, registered
-    finally:
-        if before is None:
-            os.environ.pop("GPU_BRINGUP_HOSTS", None)
-        else:
-            os.environ["GPU_BRINGUP_HOSTS"] = before
 
 
 def firewall_script(port: int, closed: bool) -> str:

@@ -18,6 +18,7 @@ directory of its own (``reports/<module>``): the workers' pyinfra runs never rep
 each other's ``summary.json``."""
 
 import os
+from unittest import mock
 
 import pytest
 
@@ -102,10 +103,6 @@ def pytest_runtest_teardown(item, nextitem):
 def module_reports(request):
     """``reports/<module>`` for this module's pyinfra runs (a module's own fixture may
     name another); read back through tests/sandbox_fixtures.py's ``reports_dir``."""
-    before = os.environ.get(REPORTS_VARIABLE)
-    os.environ[REPORTS_VARIABLE] = str(REPO_ROOT / "reports" / request.module.__name__.rsplit(".", 1)[-1])
-    yield
-    if before is None:
-        os.environ.pop(REPORTS_VARIABLE, None)
-    else:
-        os.environ[REPORTS_VARIABLE] = before
+    with mock.patch.dict(os.environ, {REPORTS_VARIABLE: str(REPO_ROOT / "reports" /
+                                                         request.module.__name__.rsplit(".", 1)[-1])}):
+        yield
