@@ -13,6 +13,7 @@ import json
 import os
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
 
 import pytest
 import yaml
@@ -85,12 +86,15 @@ def write_hosts(path, overrides):
     return path
 
 
+def fleet_env(hosts_file):
+    """The environment of a run over the host list ``hosts_file``, reporting to REPORTS;
+    os.environ is put back as it was found."""
+    return mock.patch.dict(os.environ, GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
+
+
 def deploy(hosts_file, *args):
-    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
-    try:
+    with fleet_env(hosts_file):
         return pyinfra_cli("inventory/gpu.py", *args, "deploy.py", data=STEPS)
-    finally:
-        del os.environ["GPU_BRINGUP_HOSTS"], os.environ["GPU_BRINGUP_REPORTS"]
 
 
 def rows():
@@ -161,13 +165,10 @@ def test_refused_connection_is_named_and_fail_percent_stops_the_run(fleet, tmp_p
     document["hosts"] = {"fl-ok": document["hosts"]["fl-ok"],
                          "fl-gone": {**document["hosts"]["fl-ok"], "ssh_hostname": node_addr("127.0.0.78")}}
     hosts_file.write_text(yaml.safe_dump(document))
-    os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
-    try:
+    with fleet_env(hosts_file):
         carried_on = pyinfra_cli("inventory/gpu.py", "validate.py", data=STEPS)
         carried_on.rows = rows()
         stopped = pyinfra_cli("inventory/gpu.py", "--fail-percent", "0", "validate.py", data=STEPS)
-    finally:
-        del os.environ["GPU_BRINGUP_HOSTS"], os.environ["GPU_BRINGUP_REPORTS"]
     assert carried_on.returncode == 1
     # paramiko's words for a refused connection
     assert f"fl-gone: unreachable: Could not connect ([Errno None] Unable to connect to port 22 on " \

@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -66,10 +67,9 @@ def nodes(sandbox_host):
         REPORTS.mkdir(parents=True, exist_ok=True)
         hosts_file = REPORTS / "hosts.yml"
         hosts_file.write_text(yaml.safe_dump({"all": registered["all"], "hosts": hosts}))
-        os.environ.update(GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS))
-        yield entries
+        with mock.patch.dict(os.environ, GPU_BRINGUP_HOSTS=str(hosts_file), GPU_BRINGUP_REPORTS=str(REPORTS)):
+            yield entries
     finally:
-        os.environ.pop("GPU_BRINGUP_HOSTS", None), os.environ.pop("GPU_BRINGUP_REPORTS", None)
         node.down(list(ADDRS))
 
 
